@@ -1,0 +1,3 @@
+from bluedove.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""Entry points: the `bluedove` command and its subcommands."""

@@ -1,0 +1,208 @@
+"""A local cluster as real OS processes: embedded redis-server, matchers, dispatchers.
+
+Each role runs as `bluedove <role> …` so `ps` shows what is what. The supervisor reports a
+child that dies and starts it again (same id and port); stopping sends SIGTERM to all and
+SIGKILL to any that does not exit in time, so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from bluedove.segments import SegmentTable, equal_partition
+from bluedove.space import Space, load_space
+from bluedove.store.server import RedisServer, free_port
+
+
+def bluedove_command() -> list[str]:
+    """How to start a role: the console script beside this interpreter, else `python -m`."""
+    script = Path(sys.executable).parent / "bluedove"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("bluedove")
+    return [found] if found else [sys.executable, "-m", "bluedove"]
+
+
+@dataclass
+class Child:
+    role: str
+    name: str
+    args: list[str]
+    log_path: Path
+    proc: subprocess.Popen | None = None
+    restarts: int = 0
+    extra_env: dict = field(default_factory=dict)
+
+    def start(self) -> None:
+        log = open(self.log_path, "ab")
+        env = {**os.environ, **self.extra_env}
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                     env=env, start_new_session=True)
+        log.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class LocalCluster:
+    def __init__(self, matchers: int = 4, dispatchers: int = 1, http_port: int = 8080,
+                 data_dir: str | Path = ".bluedove", store: str | None = None, space_file: str | None = None,
+                 policy: str = "adaptive", host: str = "127.0.0.1", restart: bool = True,
+                 matcher_env: dict | None = None, quiet: bool = False) -> None:
+        self.n_matchers = matchers
+        self.n_dispatchers = dispatchers
+        self.http_port = http_port or free_port()
+        self.data_dir = Path(data_dir)
+        self.store_url = store
+        self.space: Space = load_space(space_file)
+        self.policy = policy
+        self.host = host
+        self.restart = restart
+        self.matcher_env = matcher_env or {}
+        self.quiet = quiet
+        self.redis: RedisServer | None = None
+        self.children: list[Child] = []
+        self.table: SegmentTable | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.http_port}"
+
+    def say(self, *args) -> None:
+        if not self.quiet:
+            print(*args, flush=True)
+
+    # -- start -----------------------------------------------------------------------------
+    def start(self, timeout_s: float = 60.0) -> "LocalCluster":
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        logs = self.data_dir / "logs"
+        logs.mkdir(exist_ok=True)
+        try:
+            if self.store_url is None:
+                self.redis = RedisServer(self.data_dir / "redis").start()
+                self.store_url = self.redis.url
+            self._write_table()
+            cmd = bluedove_command()
+            for m, address in self.table.members.items():
+                port = address.rsplit(":", 1)[1]
+                self.children.append(Child("matcher", m, cmd + [
+                    "matcher", "--id", m, "--host", self.host, "--port", port, "--store", self.store_url,
+                ], logs / f"{m}.log", extra_env=self.matcher_env))
+            for j in range(self.n_dispatchers):
+                d = f"d{j + 1}"
+                self.children.append(Child("dispatcher", d, cmd + [
+                    "dispatcher", "--id", d, "--host", self.host, "--http-port", str(self.http_port),
+                    "--store", self.store_url, "--policy", self.policy, *self._space_args(),
+                ], logs / f"{d}.log"))
+            for c in self.children:
+                c.start()
+            self.wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _space_args(self) -> list[str]:
+        path = self.data_dir / "space.json"
+        path.write_text(json.dumps(self.space.to_json()))
+        return ["--space", str(path)]
+
+    def _write_table(self) -> None:
+        r = redis.Redis.from_url(self.store_url)
+        try:
+            raw = r.get("bd:table")
+            old_epoch = json.loads(raw)["epoch"] if raw else 0
+            members = {f"m{i + 1}": f"{self.host}:{free_port()}" for i in range(self.n_matchers)}
+            self.table = equal_partition(self.space, members, epoch=old_epoch + 1)
+            r.set("bd:table", json.dumps(self.table.to_json()))
+        finally:
+            r.close()
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Until /readyz answers 200 and every matcher reports ready."""
+        deadline = time.monotonic() + timeout_s
+        last = ""
+        while time.monotonic() < deadline:
+            for c in self.children:
+                if not c.alive():
+                    tail = c.log_path.read_text()[-3000:] if c.log_path.exists() else ""
+                    raise RuntimeError(f"{c.name} exited during start-up (code {c.proc.returncode}):\n{tail}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/readyz", timeout=2) as resp:
+                    if resp.status == 200:
+                        cluster = self.cluster_state()
+                        states = [m["status"] for m in cluster["members"]]
+                        if states and all(s == "alive" for s in states):
+                            return
+                        last = f"matchers: {states}"
+            except OSError as exc:
+                last = str(exc)
+            time.sleep(0.2)
+        raise RuntimeError(f"cluster not ready within {timeout_s}s ({last})")
+
+    def cluster_state(self) -> dict:
+        with urllib.request.urlopen(f"{self.url}/v1/cluster", timeout=5) as resp:
+            return json.loads(resp.read())
+
+    # -- supervise -------------------------------------------------------------------------
+    def check(self) -> list[str]:
+        """Report children that died; start them again if `restart`. Returns the reports."""
+        events = []
+        for c in self.children:
+            if c.proc is not None and not c.alive():
+                code = c.proc.returncode
+                how = f"signal {-code}" if code < 0 else f"exit code {code}"
+                if self.restart:
+                    c.restarts += 1
+                    c.start()
+                    events.append(f"{c.role} {c.name} died ({how}); restarted (restart #{c.restarts})")
+                else:
+                    events.append(f"{c.role} {c.name} died ({how}); the rest keep serving")
+                    c.proc = None
+        return events
+
+    def child(self, name: str) -> Child:
+        return next(c for c in self.children if c.name == name)
+
+    def pids(self) -> dict[str, int | None]:
+        return {c.name: c.pid for c in self.children}
+
+    # -- stop ------------------------------------------------------------------------------
+    def stop(self, timeout_s: float = 10.0) -> None:
+        for c in self.children:
+            if c.alive():
+                c.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for c in self.children:
+            if c.proc is None:
+                continue
+            try:
+                c.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                c.proc.kill()
+                c.proc.wait()
+        self.children = []
+        if self.redis:
+            self.redis.stop()
+            self.redis = None
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,145 @@
+"""The `bluedove` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+
+from bluedove.forwarding import POLICIES
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from bluedove.cli.cluster import LocalCluster
+
+    cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
+                           data_dir=args.data_dir, store=args.store, space_file=args.space, policy=args.policy)
+    stopping = False
+
+    def on_signal(signum, frame):
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    print(f"starting BlueDove: {args.matchers} matchers, {args.dispatchers} dispatcher(s), data in {args.data_dir}",
+          flush=True)
+    cluster.start()
+    print(f"REST API    {cluster.url}  (docs {cluster.url}/docs)", flush=True)
+    print(f"cluster     {cluster.url}/v1/cluster", flush=True)
+    print(f"metrics     {cluster.url}/metrics", flush=True)
+    print(f"store       {cluster.store_url}", flush=True)
+    for c in cluster.children:
+        print(f"  {c.role:<10} {c.name:<4} pid {c.pid}  log {c.log_path}", flush=True)
+    print("ready; Ctrl-C stops every process", flush=True)
+    try:
+        while not stopping:
+            for event in cluster.check():
+                print(time.strftime("%H:%M:%S"), event, flush=True)
+            time.sleep(0.5)
+    finally:
+        print("stopping…", flush=True)
+        cluster.stop()
+        print("stopped", flush=True)
+    return 0
+
+
+def _cmd_matcher(args: argparse.Namespace) -> int:
+    from bluedove.settings import MatcherSettings, from_env
+    from matcher.server import serve
+
+    settings = from_env(MatcherSettings, id=args.id, host=args.host, port=args.port, store_url=args.store)
+    asyncio.run(serve(settings, deliver=args.deliver))
+    return 0
+
+
+def _cmd_dispatcher(args: argparse.Namespace) -> int:
+    from bluedove.settings import DispatcherSettings, from_env
+    from bluedove.space import load_space
+    from dispatcher.server import serve
+
+    space = load_space(args.space)
+    settings = from_env(DispatcherSettings, id=args.id, host=args.host, http_port=args.http_port,
+                        store_url=args.store, policy=args.policy)
+    serve(settings, space)
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from bluedove.cli.demo import run_demo
+
+    return run_demo(args)
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from bluedove.cli.bench import run_bench
+
+    return run_bench(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bluedove", description="An elastic attribute-based publish/subscribe service.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def cluster_flags(sp: argparse.ArgumentParser, http_port: int) -> None:
+        sp.add_argument("--matchers", type=int, default=4, help="matcher processes (default 4)")
+        sp.add_argument("--dispatchers", type=int, default=1, help="dispatcher processes sharing the port")
+        sp.add_argument("--http-port", type=int, default=http_port, help="REST port (0 = any free port)")
+        sp.add_argument("--store", default=None, help="redis://host:port/db; default: a private redis-server")
+        sp.add_argument("--space", default=None, help="YAML space file (default: x0..x3 in [0, 1000))")
+        sp.add_argument("--policy", choices=POLICIES, default="adaptive", help="forwarding policy")
+
+    up = sub.add_parser("up", help="run a local cluster as real processes until Ctrl-C")
+    cluster_flags(up, 8080)
+    up.add_argument("--data-dir", default=".bluedove", help="embedded Redis data and process logs")
+    up.set_defaults(func=_cmd_up)
+
+    demo = sub.add_parser("demo", help="`up` plus the traffic workload, a live progress line and a summary")
+    cluster_flags(demo, 0)
+    demo.add_argument("--data-dir", default=None, help="default: a fresh temporary folder")
+    demo.add_argument("--duration", type=float, default=30.0, help="seconds of publishing")
+    demo.add_argument("--rate", type=float, default=300.0, help="sensor messages per second")
+    demo.add_argument("--drivers", type=int, default=300, help="subscribers, each with its own queue")
+    demo.add_argument("--seed", type=int, default=7)
+    demo.set_defaults(func=_cmd_demo)
+
+    m = sub.add_parser("matcher", help="run one matcher (started by `up`)")
+    m.add_argument("--id", required=True)
+    m.add_argument("--host", default="127.0.0.1")
+    m.add_argument("--port", type=int, required=True)
+    m.add_argument("--store", required=True)
+    m.add_argument("--deliver", choices=("store", "count"), default="store",
+                   help="count: match without writing deliveries (benchmarks)")
+    m.set_defaults(func=_cmd_matcher)
+
+    d = sub.add_parser("dispatcher", help="run one dispatcher (started by `up`)")
+    d.add_argument("--id", required=True)
+    d.add_argument("--host", default="127.0.0.1")
+    d.add_argument("--http-port", type=int, required=True)
+    d.add_argument("--store", required=True)
+    d.add_argument("--space", default=None)
+    d.add_argument("--policy", choices=POLICIES, default="adaptive")
+    d.set_defaults(func=_cmd_dispatcher)
+
+    b = sub.add_parser("bench", help="measurements (see docs/benchmarks.md)")
+    b.add_argument("kind", choices=("kernel",), help="kernel: in-process matching rate of one set")
+    b.add_argument("--workload", default="paper", help="paper (see shared WORKLOADS.md)")
+    b.add_argument("--partitions", type=int, default=20, help="matchers the space is cut for")
+    b.add_argument("--messages", type=int, default=20000)
+    b.add_argument("--seed", type=int, default=1)
+    b.add_argument("--json", action="store_true", help="print one JSON object")
+    b.set_defaults(func=_cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    args = build_parser().parse_args(argv)
+    sys.exit(args.func(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""The segment table and mPartition (seed 001 §III-A).
+
+Each searchable dimension's range is cut into contiguous, non-overlapping segments, and
+each matcher owns one segment per dimension. A subscription goes, along dimension i, to
+every owner whose dim-i segment overlaps its range; a message's candidate along i is the
+owner of the segment holding its value. Pure: no I/O, no clocks.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from bluedove.space import Space
+
+
+@dataclass(frozen=True)
+class SegmentTable:
+    """Versioned assignment of segments to matchers.
+
+    `cuts[i]` are the lower bounds of dimension i's segments in increasing order (the first is
+    the space's min; segment j is `[cuts[i][j], cuts[i][j+1])`, the last ends at the space's
+    max); `owners[i][j]` is the member id owning segment j of dimension i.
+    """
+
+    epoch: int
+    space: Space
+    members: dict[str, str]  # member id -> gRPC address
+    cuts: tuple[tuple[float, ...], ...]
+    owners: tuple[tuple[str, ...], ...]
+
+    def __post_init__(self) -> None:
+        if len(self.cuts) != self.space.k or len(self.owners) != self.space.k:
+            raise ValueError("segment table: one list of cuts and owners per dimension is required")
+        for i, (cuts, owners) in enumerate(zip(self.cuts, self.owners)):
+            dim = self.space.dimensions[i]
+            if not cuts or len(cuts) != len(owners):
+                raise ValueError(f"segment table: dimension {dim.name} needs one owner per segment")
+            if cuts[0] != dim.min or any(a >= b for a, b in zip(cuts, cuts[1:])) or cuts[-1] >= dim.max:
+                raise ValueError(f"segment table: cuts of {dim.name} must rise from {dim.min} inside the space")
+            unknown = set(owners) - set(self.members)
+            if unknown:
+                raise ValueError(f"segment table: owners {sorted(unknown)} of {dim.name} are not members")
+
+    # -- lookups ---------------------------------------------------------------------------
+    def segment_bounds(self, dim: int, j: int) -> tuple[float, float]:
+        cuts = self.cuts[dim]
+        hi = cuts[j + 1] if j + 1 < len(cuts) else self.space.dimensions[dim].max
+        return cuts[j], hi
+
+    def owner_at(self, dim: int, value: float) -> str:
+        """The owner of the segment of dimension `dim` that holds `value`."""
+        j = bisect_right(self.cuts[dim], value) - 1
+        return self.owners[dim][max(j, 0)]
+
+    def candidates(self, point: tuple[float, ...] | list[float]) -> list[tuple[int, str]]:
+        """A message's candidate matchers: (dimension, owner) for every dimension."""
+        return [(i, self.owner_at(i, v)) for i, v in enumerate(point)]
+
+    def overlapping(self, dim: int, low: float, high: float) -> set[str]:
+        """Owners of the dim segments overlapping [low, high); none for an empty range."""
+        if low >= high:
+            return set()
+        cuts = self.cuts[dim]
+        first = max(bisect_right(cuts, low) - 1, 0)
+        last = bisect_right(cuts, high)  # segments starting at or below high...
+        out = set()
+        for j in range(first, last):
+            lo, _ = self.segment_bounds(dim, j)
+            if lo < high:  # ...but a segment starting exactly at high does not overlap [low, high)
+                out.add(self.owners[dim][j])
+        return out
+
+    def placement(self, lows: tuple[float, ...], highs: tuple[float, ...]) -> dict[str, set[int]]:
+        """mPartition: member id -> the dimensions along which it stores the subscription."""
+        out: dict[str, set[int]] = {}
+        for i in range(self.space.k):
+            for m in self.overlapping(i, lows[i], highs[i]):
+                out.setdefault(m, set()).add(i)
+        return out
+
+    def segments_of(self, member: str) -> dict[int, tuple[float, float]]:
+        """The range a member owns on each dimension (contiguous; missing if it owns none)."""
+        out: dict[int, tuple[float, float]] = {}
+        for i, owners in enumerate(self.owners):
+            js = [j for j, o in enumerate(owners) if o == member]
+            if js:
+                out[i] = (self.segment_bounds(i, js[0])[0], self.segment_bounds(i, js[-1])[1])
+        return out
+
+    # -- serialisation ---------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return {
+            "epoch": self.epoch,
+            "space": self.space.to_json(),
+            "members": dict(self.members),
+            "cuts": [list(c) for c in self.cuts],
+            "owners": [list(o) for o in self.owners],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "SegmentTable":
+        return cls(
+            epoch=int(data["epoch"]),
+            space=Space.from_json(data["space"]),
+            members=dict(data["members"]),
+            cuts=tuple(tuple(float(x) for x in c) for c in data["cuts"]),
+            owners=tuple(tuple(o) for o in data["owners"]),
+        )
+
+
+def equal_partition(space: Space, members: dict[str, str], epoch: int = 1) -> SegmentTable:
+    """Cut every dimension into len(members) equal-width segments; member j owns segment j."""
+    ids = list(members)
+    n = len(ids)
+    if n == 0:
+        raise ValueError("a segment table needs at least one matcher")
+    cuts = []
+    for d in space.dimensions:
+        width = (d.max - d.min) / n
+        cuts.append(tuple(d.min + j * width for j in range(n)))
+    owners = tuple(tuple(ids) for _ in space.dimensions)
+    return SegmentTable(epoch, space, dict(members), tuple(cuts), owners)

@@ -1,0 +1,74 @@
+"""Component settings: one frozen dataclass each, units in the names, BLUEDOVE_* env read here.
+
+An environment variable BLUEDOVE_<FIELD> (upper case) overrides a field's default; explicit
+arguments (command-line flags) override both.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class MatcherSettings:
+    id: str = "m1"
+    host: str = "127.0.0.1"
+    port: int = 7001
+    store_url: str = "redis://127.0.0.1:6379/0"
+    # How often λ, μ, q are computed and offered to dispatchers (the paper reports every second).
+    report_interval_s: float = 1.0
+    # The window λ and μ are averaged over (seed 001's w).
+    stats_window_s: float = 5.0
+    # Most messages matched in one index call and written in one store transaction.
+    batch_max: int = 256
+    # How often the segment table is re-read from the store (until gossip carries it).
+    table_refresh_s: float = 1.0
+    # How long one blocking read of the catalogue log waits before looping.
+    catalog_block_ms: int = 1000
+    # How long a removed subscription id is remembered, so a late add cannot bring it back.
+    tombstone_ttl_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class DispatcherSettings:
+    id: str = "d1"
+    host: str = "127.0.0.1"
+    http_port: int = 8080
+    store_url: str = "redis://127.0.0.1:6379/0"
+    policy: str = "adaptive"
+    # How often the segment table is pulled from a random matcher.
+    table_pull_interval_s: float = 1.0
+    # How often each matcher's load report is fetched.
+    load_interval_s: float = 1.0
+    # A forward call slower than this fails over to the next candidate.
+    forward_timeout_s: float = 5.0
+    # Most messages carried by one Forward call, and concurrent calls per (matcher, dimension).
+    forward_batch_max: int = 256
+    forward_inflight: int = 2
+    # A matcher whose call failed is passed over as first choice for this long.
+    down_backoff_s: float = 2.0
+    # A subscription call to a matcher slower than this is left to the catalogue log.
+    subscribe_timeout_s: float = 3.0
+    visibility_timeout_s: float = 30.0
+    dedup_window_s: int = 600
+    max_subscriptions_per_queue: int = 10_000
+    max_batch: int = 1000
+    max_wait_s: float = 20.0
+
+
+def from_env(cls: type[T], **overrides) -> T:
+    """Build `cls` from defaults, then BLUEDOVE_* variables, then non-None overrides."""
+    values = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        env = os.environ.get(f"BLUEDOVE_{f.name.upper()}")
+        if env is not None:
+            try:
+                values[f.name] = type(f.default)(env) if f.default is not None else env
+            except ValueError:
+                raise ValueError(f"BLUEDOVE_{f.name.upper()}={env!r}: expected {type(f.default).__name__}") from None
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return cls(**values)

@@ -1,0 +1,232 @@
+"""Async access to the Redis store: queues and tokens, the catalogue, deliveries, the table.
+
+Every operation that changes several keys is one Lua script (bluedove/store/scripts.py),
+so a failed request leaves nothing half-done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from bluedove.store import scripts
+
+GROUP = "g"
+CONSUMER = "c"
+_RECEIPT_RE = re.compile(r"^\d{1,20}-\d{1,20}$")
+# A constant digest to compare against when a queue does not exist, so that a missing queue
+# and a wrong token take the same path.
+_DUMMY_DIGEST = hashlib.sha256(b"bluedove-no-such-queue").hexdigest()
+
+
+@dataclass(frozen=True)
+class StoreLimits:
+    max_subscriptions_per_queue: int = 10_000
+    dedup_window_s: int = 600
+    visibility_timeout_s: float = 30.0
+    catalog_log_maxlen: int = 1_000_000
+
+
+class QueueMissing(Exception):
+    pass
+
+
+class LimitExceeded(Exception):
+    pass
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Store:
+    def __init__(self, url: str, limits: StoreLimits | None = None) -> None:
+        self.url = url
+        self.limits = limits or StoreLimits()
+        self.r = aioredis.from_url(url, decode_responses=True, health_check_interval=30)
+        self._add_sub = self.r.register_script(scripts.ADD_SUBSCRIPTION)
+        self._remove_sub = self.r.register_script(scripts.REMOVE_SUBSCRIPTION)
+        self._delete_queue = self.r.register_script(scripts.DELETE_QUEUE)
+        self._deliver = self.r.register_script(scripts.DELIVER)
+
+    async def close(self) -> None:
+        await self.r.aclose()
+
+    async def ping(self) -> bool:
+        return bool(await self.r.ping())
+
+    # -- queues ----------------------------------------------------------------------------
+    async def create_queue(self) -> tuple[str, str]:
+        """A new queue and its token (shown once; only its hash is kept)."""
+        queue, token = new_id(), secrets.token_urlsafe(32)
+        digest = hash_token(token)
+        async with self.r.pipeline(transaction=True) as p:
+            p.hset(f"bd:q:{queue}", mapping={"token": digest, "created": time.time()})
+            p.set(f"bd:tok:{digest}", queue)
+            p.xgroup_create(f"bd:q:{queue}:s", GROUP, id="0", mkstream=True)
+            await p.execute()
+        return queue, token
+
+    async def check_token(self, queue: str, token: str | None) -> bool:
+        """Constant-time check of a queue token; False alike for a missing queue or token."""
+        stored = await self.r.hget(f"bd:q:{queue}", "token") if queue else None
+        given = hash_token(token or "")
+        ok = hmac.compare_digest(stored or _DUMMY_DIGEST, given)
+        return ok and stored is not None and token is not None
+
+    async def queue_for_token(self, token: str | None) -> str | None:
+        """The queue a token opens, or None (looked up by the token's hash)."""
+        if not token:
+            return None
+        return await self.r.get(f"bd:tok:{hash_token(token)}")
+
+    async def delete_queue(self, queue: str) -> list[str]:
+        """Delete a queue, its deliveries and subscriptions; returns the removed subscription ids."""
+        out = await self._delete_queue(args=[queue, self.limits.catalog_log_maxlen])
+        return list(out[1:])
+
+    # -- catalogue -------------------------------------------------------------------------
+    async def add_subscription(self, sub_json: dict) -> str:
+        """Store a subscription (system of record) and log it; returns the catalogue log id."""
+        try:
+            return await self._add_sub(args=[
+                sub_json["id"], sub_json["queue"], json.dumps(sub_json),
+                self.limits.max_subscriptions_per_queue, self.limits.catalog_log_maxlen,
+            ])
+        except ResponseError as exc:
+            if "NOQUEUE" in str(exc):
+                raise QueueMissing(sub_json["queue"]) from None
+            if "LIMIT" in str(exc):
+                raise LimitExceeded(self.limits.max_subscriptions_per_queue) from None
+            raise
+
+    async def get_subscription(self, sub_id: str) -> dict | None:
+        raw = await self.r.hget("bd:subs", sub_id)
+        return json.loads(raw) if raw else None
+
+    async def remove_subscription(self, sub_id: str, queue: str) -> str | None:
+        """Remove a subscription of `queue`; returns the log id, or None if there was none."""
+        return await self._remove_sub(args=[sub_id, queue, self.limits.catalog_log_maxlen])
+
+    async def catalogue_snapshot(self) -> tuple[str, list[dict]]:
+        """(log position, every subscription): replay the log after the position to stay current.
+
+        The position is read before the scan, so any change racing the scan is in the log
+        after it; replaying adds and removes in order is then exact.
+        """
+        last = await self.r.xrevrange("bd:catlog", count=1)
+        pos = last[0][0] if last else "0-0"
+        subs = []
+        async for _, raw in self.r.hscan_iter("bd:subs", count=2000):
+            subs.append(json.loads(raw))
+        return pos, subs
+
+    async def catalogue_changes(self, after: str, block_ms: int | None = None, count: int = 1000) -> list[tuple[str, dict]]:
+        """Log entries after `after`: [(log id, {op, id, sub?})]; blocks up to block_ms if none."""
+        res = await self.r.xread({"bd:catlog": after}, count=count, block=block_ms)
+        if not res:
+            return []
+        return [(eid, fields) for eid, fields in res[0][1]]
+
+    # -- deliveries ------------------------------------------------------------------------
+    async def deliver(self, messages: list[tuple[str, str]], deliveries: list[tuple[str, int, str]]) -> tuple[int, int]:
+        """Write one batch atomically: messages [(id, json)], deliveries [(queue, index, subs json)].
+
+        Returns (messages new to the dedup window, deliveries written).
+        """
+        args: list = [self.limits.dedup_window_s, len(messages)]
+        for mid, body in messages:
+            args += [mid, body]
+        for queue, idx, subs in deliveries:
+            args += [queue, idx + 1, subs]
+        fresh, written = await self._deliver(args=args)
+        return int(fresh), int(written)
+
+    async def poll(self, queue: str, max_n: int, wait_s: float) -> list[dict]:
+        """Up to max_n deliveries: expired unacked ones first, then new ones, long-polling wait_s."""
+        key = f"bd:q:{queue}:s"
+        vis_ms = int(self.limits.visibility_timeout_s * 1000)
+        deadline = time.monotonic() + wait_s
+        while True:
+            _, claimed, *_ = await self.r.xautoclaim(key, GROUP, CONSUMER, vis_ms, "0-0", count=max_n)
+            entries = [e for e in claimed if e and e[1]]
+            remaining = max_n - len(entries)
+            block = None
+            if not entries:
+                left = deadline - time.monotonic()
+                # Wake at least every second to pick up deliveries whose visibility expired.
+                block = int(min(max(left, 0.0), 1.0) * 1000) or None
+            if remaining > 0:
+                res = await self.r.xreadgroup(GROUP, CONSUMER, {key: ">"}, count=remaining, block=block)
+                if res:
+                    entries += [e for e in res[0][1] if e and e[1]]
+            if entries or time.monotonic() >= deadline:
+                return [_delivery(eid, f) for eid, f in entries]
+
+    async def ack(self, queue: str, receipts: list[str]) -> int:
+        if not receipts:
+            return 0
+        key = f"bd:q:{queue}:s"
+        async with self.r.pipeline(transaction=True) as p:
+            p.xack(key, GROUP, *receipts)
+            p.xdel(key, *receipts)
+            acked, _ = await p.execute()
+        return int(acked)
+
+    async def queue_depth(self, queue: str) -> int:
+        return int(await self.r.xlen(f"bd:q:{queue}:s"))
+
+    # -- cluster state ---------------------------------------------------------------------
+    async def get_table(self) -> dict | None:
+        raw = await self.r.get("bd:table")
+        return json.loads(raw) if raw else None
+
+    async def put_table(self, table: dict) -> None:
+        await self.r.set("bd:table", json.dumps(table))
+
+    async def register_dispatcher(self, disp_id: str, address: str, ttl_s: int = 10) -> None:
+        await self.r.set(f"bd:disp:{disp_id}", json.dumps({"id": disp_id, "address": address}), ex=ttl_s)
+
+    async def dispatchers(self) -> list[dict]:
+        keys = [k async for k in self.r.scan_iter("bd:disp:*", count=100)]
+        if not keys:
+            return []
+        vals = await self.r.mget(keys)
+        return sorted((json.loads(v) for v in vals if v), key=lambda d: d["id"])
+
+
+def valid_receipt(receipt: object) -> bool:
+    return isinstance(receipt, str) and bool(_RECEIPT_RE.match(receipt))
+
+
+def _delivery(eid: str, fields: dict) -> dict:
+    out = json.loads(fields["m"])
+    out["subscriptions"] = json.loads(fields["s"])
+    out["receipt"] = eid
+    return out
+
+
+async def wait_ready(store: Store, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            await store.ping()
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)

@@ -1,0 +1,113 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ForwardMessage(_message.Message):
+    __slots__ = ("id", "point", "body")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    POINT_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    point: _containers.RepeatedScalarFieldContainer[float]
+    body: bytes
+    def __init__(self, id: _Optional[str] = ..., point: _Optional[_Iterable[float]] = ..., body: _Optional[bytes] = ...) -> None: ...
+
+class ForwardRequest(_message.Message):
+    __slots__ = ("dimension", "messages", "epoch")
+    DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    dimension: int
+    messages: _containers.RepeatedCompositeFieldContainer[ForwardMessage]
+    epoch: int
+    def __init__(self, dimension: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[ForwardMessage, _Mapping]]] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class ForwardReply(_message.Message):
+    __slots__ = ("matched", "delivered", "fresh")
+    MATCHED_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    FRESH_FIELD_NUMBER: _ClassVar[int]
+    matched: int
+    delivered: int
+    fresh: int
+    def __init__(self, matched: _Optional[int] = ..., delivered: _Optional[int] = ..., fresh: _Optional[int] = ...) -> None: ...
+
+class Subscription(_message.Message):
+    __slots__ = ("id", "queue", "lows", "highs")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    LOWS_FIELD_NUMBER: _ClassVar[int]
+    HIGHS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    queue: str
+    lows: _containers.RepeatedScalarFieldContainer[float]
+    highs: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., lows: _Optional[_Iterable[float]] = ..., highs: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class SubscriptionBatch(_message.Message):
+    __slots__ = ("subscriptions", "log_id")
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    subscriptions: _containers.RepeatedCompositeFieldContainer[Subscription]
+    log_id: str
+    def __init__(self, subscriptions: _Optional[_Iterable[_Union[Subscription, _Mapping]]] = ..., log_id: _Optional[str] = ...) -> None: ...
+
+class RemoveRequest(_message.Message):
+    __slots__ = ("ids", "log_id")
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    log_id: str
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., log_id: _Optional[str] = ...) -> None: ...
+
+class SubscriptionAck(_message.Message):
+    __slots__ = ("changed",)
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    changed: int
+    def __init__(self, changed: _Optional[int] = ...) -> None: ...
+
+class TableRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TableReply(_message.Message):
+    __slots__ = ("table_json",)
+    TABLE_JSON_FIELD_NUMBER: _ClassVar[int]
+    table_json: str
+    def __init__(self, table_json: _Optional[str] = ...) -> None: ...
+
+class ReportRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DimensionLoad(_message.Message):
+    __slots__ = ("lam", "mu", "q", "subs")
+    LAM_FIELD_NUMBER: _ClassVar[int]
+    MU_FIELD_NUMBER: _ClassVar[int]
+    Q_FIELD_NUMBER: _ClassVar[int]
+    SUBS_FIELD_NUMBER: _ClassVar[int]
+    lam: float
+    mu: float
+    q: int
+    subs: int
+    def __init__(self, lam: _Optional[float] = ..., mu: _Optional[float] = ..., q: _Optional[int] = ..., subs: _Optional[int] = ...) -> None: ...
+
+class ReportReply(_message.Message):
+    __slots__ = ("id", "generation", "ready", "epoch", "dims", "window_s")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    DIMS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    generation: int
+    ready: bool
+    epoch: int
+    dims: _containers.RepeatedCompositeFieldContainer[DimensionLoad]
+    window_s: float
+    def __init__(self, id: _Optional[str] = ..., generation: _Optional[int] = ..., ready: _Optional[bool] = ..., epoch: _Optional[int] = ..., dims: _Optional[_Iterable[_Union[DimensionLoad, _Mapping]]] = ..., window_s: _Optional[float] = ...) -> None: ...

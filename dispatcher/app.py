@@ -1,0 +1,142 @@
+"""The dispatcher's FastAPI application, assembled in one place."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import asynccontextmanager
+
+import grpc
+import redis.exceptions
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from bluedove.errors import ApiError
+from bluedove.model import Subscription
+from bluedove.segments import SegmentTable
+from bluedove.settings import DispatcherSettings
+from bluedove.space import Space
+from bluedove.store import Store
+from bluedove.store.store import StoreLimits
+from bluedove.v1 import matcher_pb2 as pb
+from dispatcher.cluster import ClusterView
+from dispatcher.forwarder import Forwarder
+from dispatcher.metrics import Metrics
+from dispatcher.routes import cluster, messages, queues, subscriptions
+
+log = logging.getLogger("bluedove.dispatcher")
+
+
+class Dispatcher:
+    """Everything one dispatcher process holds: all of it can be rebuilt from the matchers."""
+
+    def __init__(self, settings: DispatcherSettings, space: Space) -> None:
+        self.s = settings
+        self.space = space
+        self.store = Store(settings.store_url, StoreLimits(
+            max_subscriptions_per_queue=settings.max_subscriptions_per_queue,
+            dedup_window_s=settings.dedup_window_s,
+            visibility_timeout_s=settings.visibility_timeout_s,
+        ))
+        self.cluster = ClusterView(settings, self.store)
+        self.forwarder = Forwarder(settings, self.cluster)
+        self.metrics = Metrics()
+        self._heartbeat: asyncio.Task | None = None
+
+    async def start(self, address: str) -> None:
+        await self.cluster.start()
+        self._heartbeat = asyncio.get_running_loop().create_task(self._register(address))
+
+    async def stop(self) -> None:
+        if self._heartbeat:
+            self._heartbeat.cancel()
+        await self.cluster.stop()
+        await self.store.close()
+
+    async def _register(self, address: str) -> None:
+        while True:
+            try:
+                await self.store.register_dispatcher(self.s.id, address)
+            except Exception:  # noqa: BLE001 - the store may be briefly away
+                log.warning("could not register in the store")
+            await asyncio.sleep(3)
+
+    @property
+    def table(self) -> SegmentTable | None:
+        return self.cluster.table
+
+    async def send_subscription(self, sub: Subscription, log_id: str) -> None:
+        """Send a stored subscription to every matcher mPartition names (read-your-writes).
+
+        A matcher that does not answer in time gets it from the catalogue log instead, and is
+        passed over for forwarding meanwhile.
+        """
+        table = self.cluster.table
+        if table is None or sub.void:
+            return
+        req = pb.SubscriptionBatch(subscriptions=[pb.Subscription(
+            id=sub.id, queue=sub.queue, lows=sub.lows, highs=sub.highs)], log_id=log_id)
+        members = list(table.placement(sub.lows, sub.highs))
+        results = await asyncio.gather(
+            *(self.cluster.stub(m).AddSubscriptions(req, timeout=self.s.subscribe_timeout_s) for m in members),
+            return_exceptions=True)
+        for m, r in zip(members, results):
+            if isinstance(r, BaseException):
+                self.cluster.mark_down(m)
+
+    async def broadcast_removals(self, sub_ids: list[str]) -> None:
+        table = self.cluster.table
+        if table is None or not sub_ids:
+            return
+        req = pb.RemoveRequest(ids=sub_ids)
+        members = list(table.members)
+        await asyncio.gather(
+            *(self.cluster.stub(m).RemoveSubscriptions(req, timeout=self.s.subscribe_timeout_s) for m in members),
+            return_exceptions=True)
+
+
+def create_app(settings: DispatcherSettings, space: Space, address: str = "") -> FastAPI:
+    dispatcher = Dispatcher(settings, space)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await dispatcher.start(address or f"{settings.host}:{settings.http_port}")
+        yield
+        await dispatcher.stop()
+
+    app = FastAPI(title="BlueDove", version="1", lifespan=lifespan,
+                  description="Elastic attribute-based publish/subscribe. See docs/api.md.")
+    app.state.dispatcher = dispatcher
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError):
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse(ApiError(exc.status_code, code, str(exc.detail)).body(), status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError):
+        first = exc.errors()[0] if exc.errors() else {}
+        field = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
+        return JSONResponse(ApiError(422, "invalid_request", first.get("msg", "invalid request"), field).body(),
+                            status_code=422)
+
+    @app.exception_handler(grpc.aio.AioRpcError)
+    async def rpc_error(request: Request, exc: grpc.aio.AioRpcError):
+        return JSONResponse(ApiError(503, "unavailable", f"a matcher did not answer: {exc.code().name}").body(),
+                            status_code=503)
+
+    async def store_error(request: Request, exc: Exception):
+        return JSONResponse(ApiError(503, "unavailable", "the store is unreachable; retry").body(), status_code=503)
+
+    app.add_exception_handler(redis.exceptions.ConnectionError, store_error)
+    app.add_exception_handler(redis.exceptions.TimeoutError, store_error)
+
+    for r in (queues.router, subscriptions.router, messages.router, cluster.router):
+        app.include_router(r)
+    return app

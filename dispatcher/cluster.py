@@ -1,0 +1,177 @@
+"""The dispatcher's view of the cluster: the segment table, matcher stubs, load reports, health.
+
+Stateless: everything here is pulled from matchers (the table from a random one every
+`table_pull_interval_s`, load reports from each every `load_interval_s`), bootstrapped from
+the table in the store. A matcher whose call failed is passed over as first choice for
+`down_backoff_s`, doubling while it keeps failing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+import grpc
+
+from bluedove.forwarding import LoadReport, rank
+from bluedove.segments import SegmentTable
+from bluedove.settings import DispatcherSettings
+from bluedove.store import Store
+from bluedove.v1 import matcher_pb2 as pb
+from bluedove.v1 import matcher_pb2_grpc as pb_grpc
+
+log = logging.getLogger("bluedove.dispatcher")
+
+
+@dataclass
+class MemberHealth:
+    down_until: float = 0.0
+    failures: int = 0
+    ready: bool = False
+    reachable: bool = False
+    generation: int = 0
+    report_at: float = 0.0
+
+
+class ClusterView:
+    def __init__(self, settings: DispatcherSettings, store: Store) -> None:
+        self.s = settings
+        self.store = store
+        self.table: SegmentTable | None = None
+        self.reports: dict[tuple[str, int], LoadReport] = {}
+        self.health: dict[str, MemberHealth] = {}
+        self._channels: dict[str, tuple[str, grpc.aio.Channel, pb_grpc.MatcherStub]] = {}
+        self._tasks: list[asyncio.Task] = []
+        self.rng = random.Random()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        raw = await self.store.get_table()
+        if raw:
+            self._set_table(SegmentTable.from_json(raw))
+            await self.refresh_loads()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._pull_table_loop()), loop.create_task(self._load_loop())]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for _, ch, _ in self._channels.values():
+            await ch.close()
+
+    def stub(self, member: str) -> pb_grpc.MatcherStub:
+        address = self.table.members[member]
+        cached = self._channels.get(member)
+        if cached is None or cached[0] != address:
+            ch = grpc.aio.insecure_channel(address, options=[
+                ("grpc.max_send_message_length", 64 * 1024 * 1024),
+                ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+                # Reconnect quickly after a matcher restarts.
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 1000),
+            ])
+            cached = (address, ch, pb_grpc.MatcherStub(ch))
+            self._channels[member] = cached
+        return cached[2]
+
+    def _set_table(self, table: SegmentTable) -> None:
+        if self.table is None or table.epoch > self.table.epoch:
+            self.table = table
+            for m in table.members:
+                self.health.setdefault(m, MemberHealth())
+
+    # -- health ----------------------------------------------------------------------------
+    def mark_down(self, member: str, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        h = self.health.setdefault(member, MemberHealth())
+        h.failures += 1
+        h.down_until = now + self.s.down_backoff_s * min(2 ** (h.failures - 1), 8)
+
+    def mark_up(self, member: str) -> None:
+        h = self.health.get(member)
+        if h and h.failures:
+            h.failures = 0
+            h.down_until = 0.0
+
+    def usable(self, member: str, now: float) -> bool:
+        h = self.health.get(member)
+        return h is not None and h.ready and now >= h.down_until
+
+    def status(self, member: str, now: float | None = None) -> str:
+        now = time.monotonic() if now is None else now
+        h = self.health.get(member)
+        if h is None or not h.reachable:
+            return "dead" if h and h.report_at else "joining"
+        if not h.ready:
+            return "joining"
+        return "suspect" if now < h.down_until else "alive"
+
+    # -- forwarding decisions --------------------------------------------------------------
+    def ranked_candidates(self, point, now: float) -> list[tuple[int, str]]:
+        """Candidates best first: usable ones by the policy, then the rest as a last resort."""
+        cands = self.table.candidates(point)
+        good = [c for c in cands if self.usable(c[1], now)]
+        report = lambda c: self.reports.get(c, LoadReport())  # noqa: E731
+        order = rank(self.s.policy, good, report, now, self.rng)
+        seen = {m for _, m in order}
+        rest = rank(self.s.policy, [c for c in cands if c[1] not in seen], report, now, self.rng)
+        return order + rest
+
+    # -- background pulls ------------------------------------------------------------------
+    async def pull_table(self) -> None:
+        members = [m for m in (self.table.members if self.table else {}) if self.usable(m, time.monotonic())]
+        if not members:
+            raw = await self.store.get_table()  # bootstrap / every matcher down
+            if raw:
+                self._set_table(SegmentTable.from_json(raw))
+            return
+        member = self.rng.choice(members)
+        try:
+            reply = await self.stub(member).GetTable(pb.TableRequest(), timeout=2.0)
+            self._set_table(SegmentTable.from_json(json.loads(reply.table_json)))
+        except grpc.aio.AioRpcError:
+            pass  # keep the last good table
+
+    async def refresh_loads(self) -> None:
+        if self.table is None:
+            return
+        members = list(self.table.members)
+        replies = await asyncio.gather(
+            *(self.stub(m).Report(pb.ReportRequest(), timeout=max(self.s.load_interval_s, 0.5)) for m in members),
+            return_exceptions=True,
+        )
+        now = time.monotonic()
+        for m, r in zip(members, replies):
+            h = self.health.setdefault(m, MemberHealth())
+            if isinstance(r, BaseException):
+                h.reachable, h.ready = False, False
+                continue
+            h.reachable, h.ready, h.report_at = True, r.ready, now
+            if r.generation != h.generation:  # restarted: forget its failures
+                h.generation, h.failures, h.down_until = r.generation, 0, 0.0
+            for i, d in enumerate(r.dims):
+                self.reports[(m, i)] = LoadReport(d.lam, d.mu, d.q, d.subs, now)
+
+    async def _pull_table_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.s.table_pull_interval_s)
+            try:
+                await self.pull_table()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("table pull failed")
+
+    async def _load_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.s.load_interval_s)
+            try:
+                await self.refresh_loads()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("load refresh failed")

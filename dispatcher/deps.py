@@ -1,0 +1,33 @@
+"""Request-scoped helpers shared by the routers: the dispatcher state, JSON bodies, tokens."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import Request
+
+from bluedove.errors import ApiError, unauthorized
+
+
+def state(request: Request):
+    return request.app.state.dispatcher
+
+
+async def json_body(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return json.loads(raw) if raw else None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
+
+
+def bearer(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    scheme, _, token = auth.partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+async def require_queue_token(request: Request, queue: str) -> None:
+    if not await state(request).store.check_token(queue, bearer(request)):
+        raise unauthorized()

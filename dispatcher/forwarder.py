@@ -1,0 +1,128 @@
+"""One-hop forwarding with internal batching and failover.
+
+Each message goes to the best candidate by the policy. Messages bound for the same
+(matcher, dimension) share Forward calls: a lane takes whatever has queued up, up to
+`forward_batch_max`, with at most `forward_inflight` calls under way. A message whose call
+fails or times out goes to its next candidate; the matcher's dedup on message id makes a
+retry after a late success deliver nothing twice. `publish` returns only when every message
+is matched and stored, or raises when some message has no candidate left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+
+import grpc
+
+from bluedove.errors import unavailable
+from bluedove.settings import DispatcherSettings
+from bluedove.v1 import matcher_pb2 as pb
+from dispatcher.cluster import ClusterView
+
+log = logging.getLogger("bluedove.dispatcher")
+
+
+class _Lane:
+    """Calls to one (matcher, dimension), batched."""
+
+    def __init__(self, fwd: "Forwarder", member: str, dim: int) -> None:
+        self.fwd, self.member, self.dim = fwd, member, dim
+        self.items: deque[tuple[pb.ForwardMessage, asyncio.Future]] = deque()
+        self.sem = asyncio.Semaphore(fwd.s.forward_inflight)
+        self.running = False
+
+    def submit(self, msg: pb.ForwardMessage) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self.items.append((msg, fut))
+        if not self.running:
+            self.running = True
+            asyncio.get_running_loop().create_task(self._drain())
+        return fut
+
+    async def _drain(self) -> None:
+        try:
+            while self.items:
+                await self.sem.acquire()
+                batch = [self.items.popleft() for _ in range(min(len(self.items), self.fwd.s.forward_batch_max))]
+                if not batch:
+                    self.sem.release()
+                    break
+                asyncio.get_running_loop().create_task(self._call(batch))
+        finally:
+            self.running = False
+            if self.items:  # raced with a submit after the loop ended
+                self.running = True
+                asyncio.get_running_loop().create_task(self._drain())
+
+    async def _call(self, batch) -> None:
+        try:
+            req = pb.ForwardRequest(dimension=self.dim, messages=[m for m, _ in batch],
+                                    epoch=self.fwd.cluster.table.epoch)
+            await self.fwd.cluster.stub(self.member).Forward(req, timeout=self.fwd.s.forward_timeout_s)
+            for _, f in batch:
+                if not f.done():
+                    f.set_result(True)
+        except grpc.aio.AioRpcError as exc:
+            for _, f in batch:
+                if not f.done():
+                    f.set_result(exc)
+        except Exception as exc:  # noqa: BLE001 - reported to each waiting publisher
+            for _, f in batch:
+                if not f.done():
+                    f.set_result(exc)
+        finally:
+            self.sem.release()
+
+
+class Forwarder:
+    def __init__(self, settings: DispatcherSettings, cluster: ClusterView) -> None:
+        self.s = settings
+        self.cluster = cluster
+        self._lanes: dict[tuple[str, int], _Lane] = {}
+        self.failovers = 0
+
+    def _lane(self, member: str, dim: int) -> _Lane:
+        lane = self._lanes.get((member, dim))
+        if lane is None:
+            lane = self._lanes[(member, dim)] = _Lane(self, member, dim)
+        return lane
+
+    async def publish(self, messages: list[pb.ForwardMessage]) -> None:
+        """Match and store every message; raises ApiError(503) if one cannot be placed."""
+        if self.cluster.table is None:
+            raise unavailable("no segment table yet: the cluster is starting")
+        now = time.monotonic()
+        ranked = [self.cluster.ranked_candidates(m.point, now) for m in messages]
+        attempt = [0] * len(messages)
+        reranks = [0] * len(messages)
+        pending = list(range(len(messages)))
+        while pending:
+            futures = []
+            for i in pending:
+                if attempt[i] >= len(ranked[i]):
+                    raise unavailable("no candidate matcher could take the message; retry with the same id")
+                dim, member = ranked[i][attempt[i]]
+                futures.append(self._lane(member, dim).submit(messages[i]))
+            results = await asyncio.gather(*futures)
+            retry = []
+            for i, res in zip(pending, results):
+                if res is True:
+                    continue
+                dim, member = ranked[i][attempt[i]]
+                code = res.code() if isinstance(res, grpc.aio.AioRpcError) else None
+                if code == grpc.StatusCode.FAILED_PRECONDITION and reranks[i] < 3:
+                    # The matcher no longer owns the value: refresh the table, then re-rank.
+                    reranks[i] += 1
+                    await self.cluster.pull_table()
+                    ranked[i] = self.cluster.ranked_candidates(messages[i].point, time.monotonic())
+                    attempt[i] = 0
+                else:
+                    self.cluster.mark_down(member)
+                    attempt[i] += 1
+                self.failovers += 1
+                log.warning("forward to %s dim %d failed (%s); trying the next candidate", member, dim, code or res)
+                retry.append(i)
+            pending = retry

@@ -1,0 +1,76 @@
+"""Operations: the space, the cluster view, health and readiness, Prometheus metrics."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from dispatcher.deps import state
+
+router = APIRouter()
+
+
+@router.get("/v1/space")
+async def get_space(request: Request):
+    return state(request).space.to_json()
+
+
+@router.get("/v1/cluster")
+async def get_cluster(request: Request):
+    d = state(request)
+    view = d.cluster
+    table = view.table
+    now = time.monotonic()
+    members = []
+    if table is not None:
+        names = table.space.names
+        for m, address in table.members.items():
+            segs = table.segments_of(m)
+            members.append({
+                "id": m,
+                "address": address,
+                "status": view.status(m, now),
+                "segments": {names[i]: [lo, hi] for i, (lo, hi) in sorted(segs.items())},
+                "subscriptions": {names[i]: view.reports[(m, i)].subs for i in range(len(names)) if (m, i) in view.reports},
+                "load": {
+                    names[i]: {"lambda": round(r.lam, 3), "mu": round(r.mu, 3), "q": r.q}
+                    for i in range(len(names)) if (r := view.reports.get((m, i))) is not None
+                },
+            })
+    return {
+        "epoch": table.epoch if table else 0,
+        "space": d.space.to_json(),
+        "policy": d.s.policy,
+        "members": members,
+        "dispatchers": await d.store.dispatchers(),
+        "autoscaler": {"enabled": False, "min": len(members), "max": len(members), "events": []},
+    }
+
+
+@router.get("/healthz")
+async def healthz():
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(request: Request):
+    d = state(request)
+    problems = []
+    if d.cluster.table is None:
+        problems.append("no segment table")
+    try:
+        await d.store.ping()
+    except Exception as exc:  # noqa: BLE001 - reported in the body
+        problems.append(f"store unreachable: {exc}")
+    if problems:
+        return JSONResponse({"status": "not ready", "problems": problems}, status_code=503)
+    return {"status": "ready", "epoch": d.cluster.table.epoch}
+
+
+@router.get("/metrics")
+async def metrics(request: Request):
+    state(request).metrics.refresh(state(request).cluster)
+    return Response(generate_latest(state(request).metrics.registry), media_type=CONTENT_TYPE_LATEST)

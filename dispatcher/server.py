@@ -1,0 +1,32 @@
+"""The dispatcher process: uvicorn serving the app on a SO_REUSEPORT socket, so several
+dispatcher processes share one port and the kernel spreads connections among them."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import uvicorn
+
+from bluedove.settings import DispatcherSettings
+from bluedove.space import Space
+from dispatcher.app import create_app
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(settings: DispatcherSettings, space: Space) -> None:
+    sock = listen_socket(settings.host, settings.http_port)
+    app = create_app(settings, space, address=f"{settings.host}:{settings.http_port}")
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5,
+                            loop="asyncio")
+    server = uvicorn.Server(config)
+    asyncio.run(server.serve(sockets=[sock]))

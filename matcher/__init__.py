@@ -1,0 +1,1 @@
+"""The matcher tier: per-dimension subscription sets, input queues and delivery."""

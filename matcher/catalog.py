@@ -1,0 +1,56 @@
+"""The matcher's subscription sets, one per dimension, kept in step with the catalogue.
+
+Subscriptions arrive two ways: directly from dispatchers (fast path, so a subscription is
+live when the API answers) and from the catalogue log the matcher tails (so nothing is
+missed when a direct call fails). Both are idempotent. A removed id is remembered for a
+while (a tombstone), so a late direct add cannot bring it back.
+"""
+
+from __future__ import annotations
+
+import time
+
+from bluedove.model import Subscription
+from bluedove.segments import SegmentTable
+from matcher.index import SubscriptionSet
+
+
+class SubscriptionSets:
+    def __init__(self, member_id: str, table: SegmentTable, tombstone_ttl_s: float = 600.0) -> None:
+        self.member_id = member_id
+        self.table = table
+        self.segments = table.segments_of(member_id)
+        self.sets = [SubscriptionSet(table.space.k) for _ in range(table.space.k)]
+        self._tombstones: dict[str, float] = {}
+        self._tombstone_ttl_s = tombstone_ttl_s
+
+    def dims_for(self, lows, highs) -> list[int]:
+        """mPartition from this matcher's side: the dimensions whose segment overlaps the range."""
+        out = []
+        for i, (seg_lo, seg_hi) in self.segments.items():
+            if lows[i] < highs[i] and lows[i] < seg_hi and seg_lo < highs[i]:
+                out.append(i)
+        return out
+
+    def add(self, sub_id: str, queue: str, lows, highs) -> int:
+        if sub_id in self._tombstones:
+            return 0
+        return sum(self.sets[i].add(sub_id, queue, lows, highs) for i in self.dims_for(lows, highs))
+
+    def add_subscription(self, sub: Subscription) -> int:
+        return self.add(sub.id, sub.queue, sub.lows, sub.highs)
+
+    def remove(self, sub_id: str, now: float | None = None) -> int:
+        now = time.monotonic() if now is None else now
+        self._tombstones[sub_id] = now
+        if len(self._tombstones) > 10_000:
+            cutoff = now - self._tombstone_ttl_s
+            self._tombstones = {k: t for k, t in self._tombstones.items() if t >= cutoff}
+        return sum(s.remove(sub_id) for s in self.sets)
+
+    def owns(self, dim: int, value: float) -> bool:
+        seg = self.segments.get(dim)
+        return seg is not None and seg[0] <= value < seg[1]
+
+    def counts(self) -> list[int]:
+        return [len(s) for s in self.sets]

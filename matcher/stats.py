@@ -1,0 +1,58 @@
+"""Per-dimension load statistics over a sliding window (seed 001 §III-B: λ, μ, q).
+
+λ is arrivals per second over the last `window_s`; μ is messages matched per second of
+matching work (service rate, so an idle matcher still reports how fast it *can* match);
+q is the current queue length, kept by the caller. Time is an argument.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+
+@dataclass
+class _Bucket:
+    start: float
+    arrived: int = 0
+    processed: int = 0
+    busy_s: float = 0.0
+
+
+class WindowStats:
+    def __init__(self, window_s: float = 5.0, bucket_s: float = 0.5) -> None:
+        self.window_s = window_s
+        self.bucket_s = bucket_s
+        self._buckets: deque[_Bucket] = deque()
+        self._last_mu = 0.0
+        self.total_arrived = 0
+        self.total_processed = 0
+
+    def _bucket(self, now: float) -> _Bucket:
+        if not self._buckets or now - self._buckets[-1].start >= self.bucket_s:
+            self._buckets.append(_Bucket(now))
+        while self._buckets and now - self._buckets[0].start > self.window_s + self.bucket_s:
+            self._buckets.popleft()
+        return self._buckets[-1]
+
+    def arrived(self, n: int, now: float) -> None:
+        self._bucket(now).arrived += n
+        self.total_arrived += n
+
+    def processed(self, n: int, busy_s: float, now: float) -> None:
+        b = self._bucket(now)
+        b.processed += n
+        b.busy_s += busy_s
+        self.total_processed += n
+
+    def rates(self, now: float) -> tuple[float, float]:
+        """(λ, μ) over the window ending at `now`."""
+        self._bucket(now)
+        live = [b for b in self._buckets if now - b.start <= self.window_s]
+        span = max(min(self.window_s, now - live[0].start) if live else self.window_s, self.bucket_s)
+        arrived = sum(b.arrived for b in live)
+        processed = sum(b.processed for b in live)
+        busy = sum(b.busy_s for b in live)
+        if processed and busy > 0:
+            self._last_mu = processed / busy
+        return arrived / span, self._last_mu
