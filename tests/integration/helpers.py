@@ -1,0 +1,76 @@
+"""Client-side helpers for integration tests: queues, subscriptions, draining, the oracle."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from bluedove.model import build_subscription
+from bluedove.space import Space
+
+
+def new_queue(api: httpx.Client) -> tuple[str, dict]:
+    r = api.post("/v1/queues")
+    assert r.status_code == 201, r.text
+    body = r.json()
+    return body["queue"], {"Authorization": f"Bearer {body['token']}"}
+
+
+async def drain(client: httpx.AsyncClient, queues: dict[str, dict], quiet_rounds: int = 2,
+                max_rounds: int = 200) -> list[tuple[str, dict]]:
+    """Poll and ack every queue until `quiet_rounds` rounds in a row bring nothing."""
+    got: list[tuple[str, dict]] = []
+    quiet = 0
+    sem = asyncio.Semaphore(16)
+
+    async def one(q: str, headers: dict) -> int:
+        async with sem:
+            n = 0
+            while True:
+                r = await client.get(f"/v1/queues/{q}/messages", params={"max": 1000, "wait": 0}, headers=headers)
+                assert r.status_code == 200, r.text
+                msgs = r.json()["messages"]
+                if not msgs:
+                    return n
+                got.extend((q, m) for m in msgs)
+                n += len(msgs)
+                a = await client.post(f"/v1/queues/{q}/ack", json={"receipts": [m["receipt"] for m in msgs]},
+                                      headers=headers)
+                assert a.status_code == 204, a.text
+
+    for _ in range(max_rounds):
+        counts = await asyncio.gather(*(one(q, h) for q, h in queues.items()))
+        quiet = quiet + 1 if sum(counts) == 0 else 0
+        if quiet >= quiet_rounds:
+            break
+        await asyncio.sleep(0.3)
+    return got
+
+
+def oracle(space: Space, subs: dict[str, tuple[str, dict]], messages: dict[str, tuple[float, ...]]) -> dict:
+    """Brute force: {(queue, message id): {subscription ids}} for every live subscription."""
+    built = [build_subscription(sid, q, preds, space) for sid, (q, preds) in subs.items()]
+    expected: dict[tuple[str, str], set[str]] = {}
+    for mid, point in messages.items():
+        for s in built:
+            if s.matches(point):
+                expected.setdefault((s.queue, mid), set()).add(s.id)
+    return expected
+
+
+def compare(expected: dict, got: list[tuple[str, dict]]) -> dict:
+    """Differences between the oracle and what arrived: missing, unexpected, duplicates, wrong lists."""
+    seen: dict[tuple[str, str], set[str]] = {}
+    dups = []
+    for q, m in got:
+        key = (q, m["id"])
+        if key in seen:
+            dups.append(key)
+        seen[key] = set(m["subscriptions"])
+    return {
+        "missing": sorted(set(expected) - set(seen))[:10],
+        "unexpected": sorted(set(seen) - set(expected))[:10],
+        "duplicates": dups[:10],
+        "wrong_subscriptions": [k for k in expected if k in seen and seen[k] != expected[k]][:10],
+    }
