@@ -98,11 +98,14 @@ class Forwarder:
         ranked = [self.cluster.ranked_candidates(m.point, now) for m in messages]
         attempt = [0] * len(messages)
         reranks = [0] * len(messages)
+        store_failed = False
         pending = list(range(len(messages)))
         while pending:
             futures = []
             for i in pending:
                 if attempt[i] >= len(ranked[i]):
+                    if store_failed:
+                        raise unavailable("the store is unreachable; retry with the same id")
                     raise unavailable("no candidate matcher could take the message; retry with the same id")
                 dim, member = ranked[i][attempt[i]]
                 futures.append(self._lane(member, dim).submit(messages[i]))
@@ -119,6 +122,10 @@ class Forwarder:
                     await self.cluster.pull_table()
                     ranked[i] = self.cluster.ranked_candidates(messages[i].point, time.monotonic())
                     attempt[i] = 0
+                elif code == grpc.StatusCode.ABORTED:
+                    # The matcher is fine but could not write to the store: try another, blame none.
+                    store_failed = True
+                    attempt[i] += 1
                 else:
                     self.cluster.mark_down(member)
                     attempt[i] += 1

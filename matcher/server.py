@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import numpy as np
+import redis.exceptions
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from bluedove.model import Subscription
@@ -157,7 +158,11 @@ class Matcher:
             # Only the owner of the segment holding a value has every subscription that may match.
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"not the owner of these values on dimension {dim} at epoch {self.table.epoch}")
-        res = await self.queues[dim].submit([m.id for m in req.messages], [m.body for m in req.messages], points)
+        try:
+            res = await self.queues[dim].submit([m.id for m in req.messages], [m.body for m in req.messages], points)
+        except redis.exceptions.RedisError as exc:
+            # The store, not this matcher, failed: ABORTED tells the dispatcher not to blame us.
+            await context.abort(grpc.StatusCode.ABORTED, f"store unavailable: {exc}")
         return pb.ForwardReply(matched=res.matched, delivered=res.delivered, fresh=res.fresh)
 
     async def add_subscriptions(self, req: pb.SubscriptionBatch) -> int:
