@@ -14,7 +14,9 @@ from dispatcher.app import create_app
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # proto must be IPPROTO_TCP (not 0): asyncio sets TCP_NODELAY on accepted connections
+    # only then, and without it keep-alive responses stall ~40 ms on delayed ACKs.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
