@@ -18,7 +18,7 @@ from bluedove.space import Space
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_BATCH = 1000
-_ID_RE = re.compile(r"^[A-Za-z0-9._:~-]{1,128}$")
+_ID_RE = re.compile(r"[A-Za-z0-9._:~-]{1,128}")  # used with fullmatch: `$` would pass "id\n"
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,12 @@ class Message:
 
 
 def _finite_number(v: Any) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # a JSON integer too big for a double
+        return False
 
 
 def build_subscription(sub_id: str, queue: str, predicates: dict, space: Space) -> Subscription:
@@ -103,7 +108,7 @@ def build_subscription(sub_id: str, queue: str, predicates: dict, space: Space) 
 def parse_subscription_request(body: Any) -> tuple[str | None, dict]:
     """Check the shape of a POST /v1/subscriptions body; returns (queue or None, predicates)."""
     if not isinstance(body, dict):
-        raise ApiError(422, "invalid_subscription", "the body must be a JSON object", "")
+        raise ApiError(422, "invalid_subscription", "the body must be a JSON object")
     unknown = set(body) - {"queue", "predicates"}
     if unknown:
         name = sorted(unknown)[0]
@@ -129,7 +134,7 @@ def parse_message(body: Any, space: Space, prefix: str = "") -> tuple[str | None
         name = sorted(unknown)[0]
         raise bad(f"unknown field {name!r}", name)
     msg_id = body.get("id")
-    if msg_id is not None and (not isinstance(msg_id, str) or not _ID_RE.match(msg_id)):
+    if msg_id is not None and (not isinstance(msg_id, str) or not _ID_RE.fullmatch(msg_id)):
         raise bad("id must be 1-128 characters of A-Z a-z 0-9 . _ : ~ -", "id")
     attrs = body.get("attributes")
     if not isinstance(attrs, dict):
@@ -149,7 +154,8 @@ def parse_message(body: Any, space: Space, prefix: str = "") -> tuple[str | None
             raise bad(f"value {v} is outside the space [{dim.min:g}, {dim.max:g})", where)
         point.append(float(v))
     payload = body.get("payload")
-    size = len(json.dumps(payload, separators=(",", ":")).encode())
+    # UTF-8 bytes, not \u-escaped ASCII; surrogatepass: JSON may carry a lone "\ud800".
+    size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
     if size > MAX_PAYLOAD_BYTES:
         raise bad(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}", "payload", 413, "payload_too_large")
     return msg_id, tuple(point), payload

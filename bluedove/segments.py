@@ -36,11 +36,16 @@ class SegmentTable:
             dim = self.space.dimensions[i]
             if not cuts or len(cuts) != len(owners):
                 raise ValueError(f"segment table: dimension {dim.name} needs one owner per segment")
-            if cuts[0] != dim.min or any(a >= b for a, b in zip(cuts, cuts[1:])) or cuts[-1] >= dim.max:
+            # `not a < b` rather than `a >= b`: a NaN cut must fail the check, not slip past it.
+            if cuts[0] != dim.min or any(not a < b for a, b in zip(cuts, cuts[1:])) or not cuts[-1] < dim.max:
                 raise ValueError(f"segment table: cuts of {dim.name} must rise from {dim.min} inside the space")
             unknown = set(owners) - set(self.members)
             if unknown:
                 raise ValueError(f"segment table: owners {sorted(unknown)} of {dim.name} are not members")
+            # A member owns one contiguous range per dimension (runs of the same owner).
+            runs = [o for j, o in enumerate(owners) if j == 0 or owners[j - 1] != o]
+            if len(runs) != len(set(runs)):
+                raise ValueError(f"segment table: a member's segments of {dim.name} must be adjacent, got {list(owners)}")
 
     # -- lookups ---------------------------------------------------------------------------
     def segment_bounds(self, dim: int, j: int) -> tuple[float, float]:
@@ -66,8 +71,10 @@ class SegmentTable:
         last = bisect_right(cuts, high)  # segments starting at or below high...
         out = set()
         for j in range(first, last):
-            lo, _ = self.segment_bounds(dim, j)
-            if lo < high:  # ...but a segment starting exactly at high does not overlap [low, high)
+            lo, hi = self.segment_bounds(dim, j)
+            # ...but a segment starting exactly at high does not overlap [low, high), nor does
+            # the last one when the range lies at or above the space's max.
+            if lo < high and low < hi:
                 out.add(self.owners[dim][j])
         return out
 

@@ -23,7 +23,7 @@ from bluedove.store import scripts
 
 GROUP = "g"
 CONSUMER = "c"
-_RECEIPT_RE = re.compile(r"^\d{1,20}-\d{1,20}$")
+_RECEIPT_RE = re.compile(r"\d{1,20}-\d{1,20}")  # used with fullmatch: `$` would pass "1-0\n"
 # A constant digest to compare against when a queue does not exist, so that a missing queue
 # and a wrong token take the same path.
 _DUMMY_DIGEST = hashlib.sha256(b"bluedove-no-such-queue").hexdigest()
@@ -162,8 +162,7 @@ class Store:
         vis_ms = int(self.limits.visibility_timeout_s * 1000)
         deadline = time.monotonic() + wait_s
         while True:
-            _, claimed, *_ = await self.r.xautoclaim(key, GROUP, CONSUMER, vis_ms, "0-0", count=max_n)
-            entries = [e for e in claimed if e and e[1]]
+            entries = await self._reclaim(key, vis_ms, max_n)
             remaining = max_n - len(entries)
             block = None
             if not entries:
@@ -176,6 +175,18 @@ class Store:
                     entries += [e for e in res[0][1] if e and e[1]]
             if entries or time.monotonic() >= deadline:
                 return [_delivery(eid, f) for eid, f in entries]
+
+    async def _reclaim(self, key: str, vis_ms: int, max_n: int) -> list:
+        """Deliveries whose visibility timeout passed, following XAUTOCLAIM's cursor (Redis
+        looks at a bounded number of pending entries per call)."""
+        out: list = []
+        cursor = "0-0"
+        for _ in range(16):
+            cursor, claimed, *_ = await self.r.xautoclaim(key, GROUP, CONSUMER, vis_ms, cursor, count=max_n - len(out))
+            out += [e for e in claimed if e and e[1]]
+            if cursor == "0-0" or len(out) >= max_n:
+                break
+        return out
 
     async def ack(self, queue: str, receipts: list[str]) -> int:
         if not receipts:
@@ -210,7 +221,7 @@ class Store:
 
 
 def valid_receipt(receipt: object) -> bool:
-    return isinstance(receipt, str) and bool(_RECEIPT_RE.match(receipt))
+    return isinstance(receipt, str) and bool(_RECEIPT_RE.fullmatch(receipt))
 
 
 def _delivery(eid: str, fields: dict) -> dict:

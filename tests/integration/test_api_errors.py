@@ -43,7 +43,7 @@ BAD_SUBSCRIPTIONS = [
     ({"predicates": [1, 2]}, "predicates"),
     ({"predicates": {"x0": [0, 1]}, "extra": 1}, "extra"),
     ({}, "predicates"),
-    ([], ""),
+    ([], None),
     ({"queue": 7, "predicates": {}}, "queue"),
 ]
 
