@@ -29,6 +29,6 @@ def serve(settings: DispatcherSettings, space: Space) -> None:
     sock = listen_socket(settings.host, settings.http_port)
     app = create_app(settings, space, address=f"{settings.host}:{settings.http_port}")
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5,
-                            loop="asyncio")
+                            loop="asyncio", http="httptools")
     server = uvicorn.Server(config)
     asyncio.run(server.serve(sockets=[sock]))
