@@ -27,6 +27,7 @@ class LoadReport:
     q: int = 0  # messages waiting in the dimension's input queue
     subs: int = 0  # subscriptions in the dimension's set
     at: float = 0.0  # when the report was taken, dispatcher clock (s)
+    matched_total: int = 0  # messages matched since the matcher started (for operators)
 
 
 Candidate = tuple[int, str]  # (dimension, member id)

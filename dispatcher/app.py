@@ -43,6 +43,8 @@ class Dispatcher:
         self.cluster = ClusterView(settings, self.store)
         self.forwarder = Forwarder(settings, self.cluster)
         self.metrics = Metrics()
+        # Set when the process is told to exit, so long-polls answer at once.
+        self.closing = asyncio.Event()
         self._heartbeat: asyncio.Task | None = None
 
     async def start(self, address: str) -> None:

@@ -154,7 +154,7 @@ class ClusterView:
             if r.generation != h.generation:  # restarted: forget its failures
                 h.generation, h.failures, h.down_until = r.generation, 0, 0.0
             for i, d in enumerate(r.dims):
-                self.reports[(m, i)] = LoadReport(d.lam, d.mu, d.q, d.subs, now)
+                self.reports[(m, i)] = LoadReport(d.lam, d.mu, d.q, d.subs, now, d.matched_total)
 
     async def _pull_table_loop(self) -> None:
         while True:

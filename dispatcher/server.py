@@ -25,10 +25,28 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the dispatcher first when a signal asks it to exit."""
+
+    def __init__(self, config: uvicorn.Config, on_exit) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig, frame) -> None:
+        self._on_exit()
+        super().handle_exit(sig, frame)
+
+
 def serve(settings: DispatcherSettings, space: Space) -> None:
     sock = listen_socket(settings.host, settings.http_port)
     app = create_app(settings, space, address=f"{settings.host}:{settings.http_port}")
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5,
                             loop="asyncio", http="httptools")
-    server = uvicorn.Server(config)
-    asyncio.run(server.serve(sockets=[sock]))
+    closing = app.state.dispatcher.closing
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = _Server(config, lambda: loop.call_soon_threadsafe(closing.set))
+        await server.serve(sockets=[sock])
+
+    asyncio.run(main())

@@ -181,7 +181,8 @@ class Matcher:
         counts = self.sets.counts() if self.sets else []
         for i, st in enumerate(self.stats):
             lam, mu = st.rates(now)
-            dims.append(pb.DimensionLoad(lam=lam, mu=mu, q=len(self.queues[i]), subs=counts[i]))
+            dims.append(pb.DimensionLoad(lam=lam, mu=mu, q=len(self.queues[i]), subs=counts[i],
+                                         matched_total=st.total_processed))
         return pb.ReportReply(id=self.s.id, generation=self.generation, ready=self.ready,
                               epoch=self.table.epoch if self.table else 0, dims=dims,
                               window_s=self.s.stats_window_s)

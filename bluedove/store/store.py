@@ -57,7 +57,9 @@ class Store:
     def __init__(self, url: str, limits: StoreLimits | None = None) -> None:
         self.url = url
         self.limits = limits or StoreLimits()
-        self.r = aioredis.from_url(url, decode_responses=True, health_check_interval=30)
+        # redis-py's pool refuses connection 101 by default ("Too many connections"), and each
+        # long-poll holds one while it blocks: the cap must cover every poll a dispatcher serves.
+        self.r = aioredis.from_url(url, decode_responses=True, health_check_interval=30, max_connections=10_000)
         self._add_sub = self.r.register_script(scripts.ADD_SUBSCRIPTION)
         self._remove_sub = self.r.register_script(scripts.REMOVE_SUBSCRIPTION)
         self._delete_queue = self.r.register_script(scripts.DELETE_QUEUE)
@@ -156,8 +158,11 @@ class Store:
         fresh, written = await self._deliver(args=args)
         return int(fresh), int(written)
 
-    async def poll(self, queue: str, max_n: int, wait_s: float) -> list[dict]:
-        """Up to max_n deliveries: expired unacked ones first, then new ones, long-polling wait_s."""
+    async def poll(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None = None) -> list[dict]:
+        """Up to max_n deliveries: expired unacked ones first, then new ones, long-polling wait_s.
+
+        A long-poll returns early (possibly empty) once `stop` is set: a shutting-down
+        dispatcher answers its waiting pollers instead of holding them."""
         key = f"bd:q:{queue}:s"
         vis_ms = int(self.limits.visibility_timeout_s * 1000)
         deadline = time.monotonic() + wait_s
@@ -173,7 +178,7 @@ class Store:
                 res = await self.r.xreadgroup(GROUP, CONSUMER, {key: ">"}, count=remaining, block=block)
                 if res:
                     entries += [e for e in res[0][1] if e and e[1]]
-            if entries or time.monotonic() >= deadline:
+            if entries or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
                 return [_delivery(eid, f) for eid, f in entries]
 
     async def _reclaim(self, key: str, vis_ms: int, max_n: int) -> list:

@@ -85,16 +85,18 @@ class ReportRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DimensionLoad(_message.Message):
-    __slots__ = ("lam", "mu", "q", "subs")
+    __slots__ = ("lam", "mu", "q", "subs", "matched_total")
     LAM_FIELD_NUMBER: _ClassVar[int]
     MU_FIELD_NUMBER: _ClassVar[int]
     Q_FIELD_NUMBER: _ClassVar[int]
     SUBS_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_TOTAL_FIELD_NUMBER: _ClassVar[int]
     lam: float
     mu: float
     q: int
     subs: int
-    def __init__(self, lam: _Optional[float] = ..., mu: _Optional[float] = ..., q: _Optional[int] = ..., subs: _Optional[int] = ...) -> None: ...
+    matched_total: int
+    def __init__(self, lam: _Optional[float] = ..., mu: _Optional[float] = ..., q: _Optional[int] = ..., subs: _Optional[int] = ..., matched_total: _Optional[int] = ...) -> None: ...
 
 class ReportReply(_message.Message):
     __slots__ = ("id", "generation", "ready", "epoch", "dims", "window_s")

@@ -36,7 +36,7 @@ async def get_cluster(request: Request):
                 "segments": {names[i]: [lo, hi] for i, (lo, hi) in sorted(segs.items())},
                 "subscriptions": {names[i]: view.reports[(m, i)].subs for i in range(len(names)) if (m, i) in view.reports},
                 "load": {
-                    names[i]: {"lambda": round(r.lam, 3), "mu": round(r.mu, 3), "q": r.q}
+                    names[i]: {"lambda": round(r.lam, 3), "mu": round(r.mu, 3), "q": r.q, "matched": r.matched_total}
                     for i in range(len(names)) if (r := view.reports.get((m, i))) is not None
                 },
             })

@@ -45,7 +45,7 @@ async def poll(request: Request, queue: str):
     d = state(request)
     max_n = int(_int_param(request, "max", 10, 1, 1000))
     wait = _int_param(request, "wait", 0, 0, d.s.max_wait_s)
-    msgs = await d.store.poll(queue, max_n, wait)
+    msgs = await d.store.poll(queue, max_n, wait, stop=d.closing)
     d.metrics.polled.inc(len(msgs))
     return {"messages": msgs}
 
