@@ -19,8 +19,6 @@ class MatcherSettings:
     host: str = "127.0.0.1"
     port: int = 7001
     store_url: str = "redis://127.0.0.1:6379/0"
-    # How often λ, μ, q are computed and offered to dispatchers (the paper reports every second).
-    report_interval_s: float = 1.0
     # The window λ and μ are averaged over (seed 001's w).
     stats_window_s: float = 5.0
     # Most messages matched in one index call and written in one store transaction.
