@@ -121,7 +121,8 @@ def parse_subscription_request(body: Any) -> tuple[str | None, dict]:
     return queue, body["predicates"]
 
 
-def parse_message(body: Any, space: Space, prefix: str = "") -> tuple[str | None, tuple[float, ...], Any]:
+def parse_message(body: Any, space: Space, prefix: str = "",
+                  max_payload: int = MAX_PAYLOAD_BYTES) -> tuple[str | None, tuple[float, ...], Any]:
     """Validate one message body; returns (id or None, point, payload). Errors name the field."""
 
     def bad(msg: str, where: str, status: int = 422, code: str = "invalid_message") -> ApiError:
@@ -156,12 +157,13 @@ def parse_message(body: Any, space: Space, prefix: str = "") -> tuple[str | None
     payload = body.get("payload")
     # UTF-8 bytes, not \u-escaped ASCII; surrogatepass: JSON may carry a lone "\ud800".
     size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
-    if size > MAX_PAYLOAD_BYTES:
-        raise bad(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}", "payload", 413, "payload_too_large")
+    if size > max_payload:
+        raise bad(f"payload is {size} bytes; the limit is {max_payload}", "payload", 413, "payload_too_large")
     return msg_id, tuple(point), payload
 
 
-def parse_batch(body: Any, space: Space, max_batch: int = MAX_BATCH) -> list[tuple[str | None, tuple[float, ...], Any]]:
+def parse_batch(body: Any, space: Space, max_batch: int = MAX_BATCH,
+                max_payload: int = MAX_PAYLOAD_BYTES) -> list[tuple[str | None, tuple[float, ...], Any]]:
     """Validate a whole batch before anything is published (API.md: all or nothing)."""
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         raise ApiError(422, "invalid_message", "the body must be {\"messages\": [...]}", "messages")
@@ -170,4 +172,4 @@ def parse_batch(body: Any, space: Space, max_batch: int = MAX_BATCH) -> list[tup
         raise ApiError(422, "invalid_message", "a batch needs at least one message", "messages")
     if len(msgs) > max_batch:
         raise ApiError(422, "invalid_message", f"a batch holds at most {max_batch} messages, got {len(msgs)}", "messages")
-    return [parse_message(m, space, prefix=f"messages[{i}].") for i, m in enumerate(msgs)]
+    return [parse_message(m, space, f"messages[{i}].", max_payload) for i, m in enumerate(msgs)]

@@ -55,6 +55,7 @@ class DispatcherSettings:
     dedup_window_s: int = 600
     max_subscriptions_per_queue: int = 10_000
     max_batch: int = 1000
+    max_payload_bytes: int = 256 * 1024
     max_wait_s: float = 20.0
 
 

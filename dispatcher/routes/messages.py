@@ -47,7 +47,7 @@ async def _publish(request: Request, parsed) -> list[str]:
 @router.post("/v1/messages", status_code=202)
 async def publish(request: Request):
     d = state(request)
-    parsed = parse_message(await json_body(request), d.space)
+    parsed = parse_message(await json_body(request), d.space, max_payload=d.s.max_payload_bytes)
     ids = await _publish(request, [parsed])
     return JSONResponse({"id": ids[0]}, status_code=202)
 
@@ -55,6 +55,6 @@ async def publish(request: Request):
 @router.post("/v1/messages:batch", status_code=202)
 async def publish_batch(request: Request):
     d = state(request)
-    parsed = parse_batch(await json_body(request), d.space, d.s.max_batch)
+    parsed = parse_batch(await json_body(request), d.space, d.s.max_batch, d.s.max_payload_bytes)
     ids = await _publish(request, parsed)
     return JSONResponse({"ids": ids}, status_code=202)

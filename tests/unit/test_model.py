@@ -417,3 +417,14 @@ def test_the_first_bad_message_of_a_batch_is_the_one_named():
     with pytest.raises(ApiError) as exc:
         parse_batch({"messages": messages}, SPACE)
     assert exc.value.field == "messages[1].attributes.x0"
+
+
+def test_payload_limit_is_configurable():
+    small = {**msg(), "payload": "x" * 100}
+    parse_message(small, SPACE, max_payload=102)
+    with pytest.raises(ApiError) as exc:
+        parse_message(small, SPACE, max_payload=101)
+    assert_api_error(exc, 413, "payload_too_large", "payload")
+    with pytest.raises(ApiError) as exc:
+        parse_batch({"messages": [msg(), small]}, SPACE, max_payload=50)
+    assert_api_error(exc, 413, "payload_too_large", "messages[1].payload")
