@@ -29,6 +29,11 @@ class MatcherSettings:
     catalog_block_ms: int = 1000
     # How long a removed subscription id is remembered, so a late add cannot bring it back.
     tombstone_ttl_s: float = 600.0
+    # How long a publisher's message id is remembered: publishing it again delivers nothing.
+    dedup_window_s: int = 600
+    # Ids the dispatcher made are only retried by dispatchers (a few forward timeouts):
+    # their marks can expire much sooner, which keeps the store small at high rates.
+    retry_dedup_s: int = 120
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,6 @@ class DispatcherSettings:
     # A subscription call to a matcher slower than this is left to the catalogue log.
     subscribe_timeout_s: float = 3.0
     visibility_timeout_s: float = 30.0
-    dedup_window_s: int = 600
     max_subscriptions_per_queue: int = 10_000
     max_batch: int = 1000
     max_payload_bytes: int = 256 * 1024

@@ -37,7 +37,6 @@ class Dispatcher:
         self.space = space
         self.store = Store(settings.store_url, StoreLimits(
             max_subscriptions_per_queue=settings.max_subscriptions_per_queue,
-            dedup_window_s=settings.dedup_window_s,
             visibility_timeout_s=settings.visibility_timeout_s,
         ))
         self.cluster = ClusterView(settings, self.store)

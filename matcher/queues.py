@@ -22,6 +22,7 @@ class _Request:
     ids: list[str]
     bodies: list[bytes]
     points: np.ndarray
+    ttls: list[int]  # dedup mark lifetime per message (s)
     done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -61,8 +62,9 @@ class DimensionQueue:
             except asyncio.CancelledError:
                 pass
 
-    async def submit(self, ids: list[str], bodies: list[bytes], points: np.ndarray) -> BatchResult:
-        req = _Request(ids, bodies, points)
+    async def submit(self, ids: list[str], bodies: list[bytes], points: np.ndarray,
+                     ttls: list[int] | None = None) -> BatchResult:
+        req = _Request(ids, bodies, points, ttls or [self.store.limits.dedup_window_s] * len(ids))
         self._pending.append(req)
         self._queued += len(ids)
         self.stats.arrived(len(ids), time.monotonic())
@@ -113,12 +115,12 @@ class DimensionQueue:
     async def _store(self, batch: list[_Request], groups: list[dict[str, list[str]]]) -> BatchResult:
         if self.deliver_mode == "count":
             return BatchResult()
-        messages: list[tuple[str, str]] = []
+        messages: list[tuple[str, str, int]] = []
         deliveries: list[tuple[str, int, str]] = []
         i = 0
         for r in batch:
-            for mid, body in zip(r.ids, r.bodies):
-                messages.append((mid, body.decode()))
+            for mid, body, ttl in zip(r.ids, r.bodies, r.ttls):
+                messages.append((mid, body.decode(), ttl))
                 for queue, subs in groups[i].items():
                     deliveries.append((queue, i, json.dumps(subs)))
                 i += 1

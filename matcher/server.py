@@ -18,7 +18,7 @@ from bluedove.model import Subscription
 from bluedove.segments import SegmentTable
 from bluedove.settings import MatcherSettings
 from bluedove.store import Store
-from bluedove.store.store import wait_ready
+from bluedove.store.store import StoreLimits, wait_ready
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from matcher.catalog import SubscriptionSets
@@ -91,8 +91,7 @@ class Matcher:
             sets._tombstones = dict(self.sets._tombstones)
 
         def fill() -> None:
-            for raw in subs:
-                sets.add_subscription(Subscription.from_json(raw, table.space))
+            sets.add_many([Subscription.from_json(raw, table.space) for raw in subs])
 
         await self._run_index(fill)
         self.sets, self.log_pos = sets, pos
@@ -159,7 +158,9 @@ class Matcher:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"not the owner of these values on dimension {dim} at epoch {self.table.epoch}")
         try:
-            res = await self.queues[dim].submit([m.id for m in req.messages], [m.body for m in req.messages], points)
+            ttls = [self.s.dedup_window_s if m.client_id else self.s.retry_dedup_s for m in req.messages]
+            res = await self.queues[dim].submit([m.id for m in req.messages], [m.body for m in req.messages],
+                                                points, ttls)
         except redis.exceptions.RedisError as exc:
             # The store, not this matcher, failed: ABORTED tells the dispatcher not to blame us.
             await context.abort(grpc.StatusCode.ABORTED, f"store unavailable: {exc}")
@@ -217,7 +218,7 @@ class MatcherServicer(pb_grpc.MatcherServicer):
 
 
 async def serve(settings: MatcherSettings, deliver: str = "store") -> None:
-    store = Store(settings.store_url)
+    store = Store(settings.store_url, StoreLimits(dedup_window_s=settings.dedup_window_s))
     m = Matcher(settings, store, deliver)
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
                                       ("grpc.so_reuseport", 0)])

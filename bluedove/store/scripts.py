@@ -49,28 +49,26 @@ for _, id in ipairs(ids) do out[#out + 1] = id end
 return out
 """
 
-# One matcher batch. ARGV: dedup ttl s, n messages, then n pairs (message id, message json),
+# One matcher batch. ARGV: n messages, then n triples (message id, message json, dedup ttl s),
 # then triples (queue, message index 1..n, subscriptions json). A message whose dedup mark is
 # already set was delivered before (a retry or a republished id): none of its deliveries
 # are written again. The script is atomic, so a message's deliveries are all stored or none.
 # XADD NOMKSTREAM: a delivery to a queue deleted meanwhile is dropped, not resurrected.
 DELIVER = """
-local ttl = tonumber(ARGV[1])
-local n = tonumber(ARGV[2])
+local n = tonumber(ARGV[1])
 local fresh = {}
 local nfresh = 0
 for i = 1, n do
-  local mid = ARGV[1 + 2 * i]
-  if redis.call('SET', 'bd:dd:' .. mid, '1', 'NX', 'EX', ttl) then
+  if redis.call('SET', 'bd:dd:' .. ARGV[3 * i - 1], '1', 'NX', 'EX', ARGV[3 * i + 1]) then
     fresh[i] = true
     nfresh = nfresh + 1
   end
 end
 local written = 0
-for j = 3 + 2 * n, #ARGV, 3 do
+for j = 2 + 3 * n, #ARGV, 3 do
   local mi = tonumber(ARGV[j + 1])
   if fresh[mi] then
-    if redis.call('XADD', 'bd:q:' .. ARGV[j] .. ':s', 'NOMKSTREAM', '*', 'm', ARGV[2 + 2 * mi], 's', ARGV[j + 2]) then
+    if redis.call('XADD', 'bd:q:' .. ARGV[j] .. ':s', 'NOMKSTREAM', '*', 'm', ARGV[3 * mi], 's', ARGV[j + 2]) then
       written = written + 1
     end
   end

@@ -145,14 +145,14 @@ class Store:
         return [(eid, fields) for eid, fields in res[0][1]]
 
     # -- deliveries ------------------------------------------------------------------------
-    async def deliver(self, messages: list[tuple[str, str]], deliveries: list[tuple[str, int, str]]) -> tuple[int, int]:
-        """Write one batch atomically: messages [(id, json)], deliveries [(queue, index, subs json)].
-
-        Returns (messages new to the dedup window, deliveries written).
+    async def deliver(self, messages: list[tuple], deliveries: list[tuple[str, int, str]]) -> tuple[int, int]:
+        """Write one batch atomically: messages [(id, json[, dedup ttl s])], deliveries
+        [(queue, index, subs json)]. A message's dedup mark lasts its ttl, by default the
+        dedup window. Returns (messages new to the dedup window, deliveries written).
         """
-        args: list = [self.limits.dedup_window_s, len(messages)]
-        for mid, body in messages:
-            args += [mid, body]
+        args: list = [len(messages)]
+        for mid, body, *ttl in messages:
+            args += [mid, body, int(ttl[0]) if ttl else self.limits.dedup_window_s]
         for queue, idx, subs in deliveries:
             args += [queue, idx + 1, subs]
         fresh, written = await self._deliver(args=args)

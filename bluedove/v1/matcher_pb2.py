@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x62luedove/v1/matcher.proto\x12\x0b\x62luedove.v1\"9\n\x0e\x46orwardMessage\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05point\x18\x02 \x03(\x01\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\"a\n\x0e\x46orwardRequest\x12\x11\n\tdimension\x18\x01 \x01(\x05\x12-\n\x08messages\x18\x02 \x03(\x0b\x32\x1b.bluedove.v1.ForwardMessage\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\"A\n\x0c\x46orwardReply\x12\x0f\n\x07matched\x18\x01 \x01(\x05\x12\x11\n\tdelivered\x18\x02 \x01(\x05\x12\r\n\x05\x66resh\x18\x03 \x01(\x05\"F\n\x0cSubscription\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x0c\n\x04lows\x18\x03 \x03(\x01\x12\r\n\x05highs\x18\x04 \x03(\x01\"U\n\x11SubscriptionBatch\x12\x30\n\rsubscriptions\x18\x01 \x03(\x0b\x32\x19.bluedove.v1.Subscription\x12\x0e\n\x06log_id\x18\x02 \x01(\t\",\n\rRemoveRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\x0e\n\x06log_id\x18\x02 \x01(\t\"\"\n\x0fSubscriptionAck\x12\x0f\n\x07\x63hanged\x18\x01 \x01(\x05\"\x0e\n\x0cTableRequest\" \n\nTableReply\x12\x12\n\ntable_json\x18\x01 \x01(\t\"\x0f\n\rReportRequest\"X\n\rDimensionLoad\x12\x0b\n\x03lam\x18\x01 \x01(\x01\x12\n\n\x02mu\x18\x02 \x01(\x01\x12\t\n\x01q\x18\x03 \x01(\x03\x12\x0c\n\x04subs\x18\x04 \x01(\x03\x12\x15\n\rmatched_total\x18\x05 \x01(\x03\"\x87\x01\n\x0bReportReply\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\r\n\x05ready\x18\x03 \x01(\x08\x12\r\n\x05\x65poch\x18\x04 \x01(\x03\x12(\n\x04\x64ims\x18\x05 \x03(\x0b\x32\x1a.bluedove.v1.DimensionLoad\x12\x10\n\x08window_s\x18\x06 \x01(\x01\x32\xef\x02\n\x07Matcher\x12\x41\n\x07\x46orward\x12\x1b.bluedove.v1.ForwardRequest\x1a\x19.bluedove.v1.ForwardReply\x12P\n\x10\x41\x64\x64Subscriptions\x12\x1e.bluedove.v1.SubscriptionBatch\x1a\x1c.bluedove.v1.SubscriptionAck\x12O\n\x13RemoveSubscriptions\x12\x1a.bluedove.v1.RemoveRequest\x1a\x1c.bluedove.v1.SubscriptionAck\x12>\n\x08GetTable\x12\x19.bluedove.v1.TableRequest\x1a\x17.bluedove.v1.TableReply\x12>\n\x06Report\x12\x1a.bluedove.v1.ReportRequest\x1a\x18.bluedove.v1.ReportReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x62luedove/v1/matcher.proto\x12\x0b\x62luedove.v1\"L\n\x0e\x46orwardMessage\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05point\x18\x02 \x03(\x01\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12\x11\n\tclient_id\x18\x04 \x01(\x08\"a\n\x0e\x46orwardRequest\x12\x11\n\tdimension\x18\x01 \x01(\x05\x12-\n\x08messages\x18\x02 \x03(\x0b\x32\x1b.bluedove.v1.ForwardMessage\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\"A\n\x0c\x46orwardReply\x12\x0f\n\x07matched\x18\x01 \x01(\x05\x12\x11\n\tdelivered\x18\x02 \x01(\x05\x12\r\n\x05\x66resh\x18\x03 \x01(\x05\"F\n\x0cSubscription\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x0c\n\x04lows\x18\x03 \x03(\x01\x12\r\n\x05highs\x18\x04 \x03(\x01\"U\n\x11SubscriptionBatch\x12\x30\n\rsubscriptions\x18\x01 \x03(\x0b\x32\x19.bluedove.v1.Subscription\x12\x0e\n\x06log_id\x18\x02 \x01(\t\",\n\rRemoveRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\x0e\n\x06log_id\x18\x02 \x01(\t\"\"\n\x0fSubscriptionAck\x12\x0f\n\x07\x63hanged\x18\x01 \x01(\x05\"\x0e\n\x0cTableRequest\" \n\nTableReply\x12\x12\n\ntable_json\x18\x01 \x01(\t\"\x0f\n\rReportRequest\"X\n\rDimensionLoad\x12\x0b\n\x03lam\x18\x01 \x01(\x01\x12\n\n\x02mu\x18\x02 \x01(\x01\x12\t\n\x01q\x18\x03 \x01(\x03\x12\x0c\n\x04subs\x18\x04 \x01(\x03\x12\x15\n\rmatched_total\x18\x05 \x01(\x03\"\x87\x01\n\x0bReportReply\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\r\n\x05ready\x18\x03 \x01(\x08\x12\r\n\x05\x65poch\x18\x04 \x01(\x03\x12(\n\x04\x64ims\x18\x05 \x03(\x0b\x32\x1a.bluedove.v1.DimensionLoad\x12\x10\n\x08window_s\x18\x06 \x01(\x01\x32\xef\x02\n\x07Matcher\x12\x41\n\x07\x46orward\x12\x1b.bluedove.v1.ForwardRequest\x1a\x19.bluedove.v1.ForwardReply\x12P\n\x10\x41\x64\x64Subscriptions\x12\x1e.bluedove.v1.SubscriptionBatch\x1a\x1c.bluedove.v1.SubscriptionAck\x12O\n\x13RemoveSubscriptions\x12\x1a.bluedove.v1.RemoveRequest\x1a\x1c.bluedove.v1.SubscriptionAck\x12>\n\x08GetTable\x12\x19.bluedove.v1.TableRequest\x1a\x17.bluedove.v1.TableReply\x12>\n\x06Report\x12\x1a.bluedove.v1.ReportRequest\x1a\x18.bluedove.v1.ReportReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,29 +32,29 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'bluedove.v1.matcher_pb2', _
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_FORWARDMESSAGE']._serialized_start=42
-  _globals['_FORWARDMESSAGE']._serialized_end=99
-  _globals['_FORWARDREQUEST']._serialized_start=101
-  _globals['_FORWARDREQUEST']._serialized_end=198
-  _globals['_FORWARDREPLY']._serialized_start=200
-  _globals['_FORWARDREPLY']._serialized_end=265
-  _globals['_SUBSCRIPTION']._serialized_start=267
-  _globals['_SUBSCRIPTION']._serialized_end=337
-  _globals['_SUBSCRIPTIONBATCH']._serialized_start=339
-  _globals['_SUBSCRIPTIONBATCH']._serialized_end=424
-  _globals['_REMOVEREQUEST']._serialized_start=426
-  _globals['_REMOVEREQUEST']._serialized_end=470
-  _globals['_SUBSCRIPTIONACK']._serialized_start=472
-  _globals['_SUBSCRIPTIONACK']._serialized_end=506
-  _globals['_TABLEREQUEST']._serialized_start=508
-  _globals['_TABLEREQUEST']._serialized_end=522
-  _globals['_TABLEREPLY']._serialized_start=524
-  _globals['_TABLEREPLY']._serialized_end=556
-  _globals['_REPORTREQUEST']._serialized_start=558
-  _globals['_REPORTREQUEST']._serialized_end=573
-  _globals['_DIMENSIONLOAD']._serialized_start=575
-  _globals['_DIMENSIONLOAD']._serialized_end=663
-  _globals['_REPORTREPLY']._serialized_start=666
-  _globals['_REPORTREPLY']._serialized_end=801
-  _globals['_MATCHER']._serialized_start=804
-  _globals['_MATCHER']._serialized_end=1171
+  _globals['_FORWARDMESSAGE']._serialized_end=118
+  _globals['_FORWARDREQUEST']._serialized_start=120
+  _globals['_FORWARDREQUEST']._serialized_end=217
+  _globals['_FORWARDREPLY']._serialized_start=219
+  _globals['_FORWARDREPLY']._serialized_end=284
+  _globals['_SUBSCRIPTION']._serialized_start=286
+  _globals['_SUBSCRIPTION']._serialized_end=356
+  _globals['_SUBSCRIPTIONBATCH']._serialized_start=358
+  _globals['_SUBSCRIPTIONBATCH']._serialized_end=443
+  _globals['_REMOVEREQUEST']._serialized_start=445
+  _globals['_REMOVEREQUEST']._serialized_end=489
+  _globals['_SUBSCRIPTIONACK']._serialized_start=491
+  _globals['_SUBSCRIPTIONACK']._serialized_end=525
+  _globals['_TABLEREQUEST']._serialized_start=527
+  _globals['_TABLEREQUEST']._serialized_end=541
+  _globals['_TABLEREPLY']._serialized_start=543
+  _globals['_TABLEREPLY']._serialized_end=575
+  _globals['_REPORTREQUEST']._serialized_start=577
+  _globals['_REPORTREQUEST']._serialized_end=592
+  _globals['_DIMENSIONLOAD']._serialized_start=594
+  _globals['_DIMENSIONLOAD']._serialized_end=682
+  _globals['_REPORTREPLY']._serialized_start=685
+  _globals['_REPORTREPLY']._serialized_end=820
+  _globals['_MATCHER']._serialized_start=823
+  _globals['_MATCHER']._serialized_end=1190
 # @@protoc_insertion_point(module_scope)

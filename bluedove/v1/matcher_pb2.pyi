@@ -7,14 +7,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ForwardMessage(_message.Message):
-    __slots__ = ("id", "point", "body")
+    __slots__ = ("id", "point", "body", "client_id")
     ID_FIELD_NUMBER: _ClassVar[int]
     POINT_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     point: _containers.RepeatedScalarFieldContainer[float]
     body: bytes
-    def __init__(self, id: _Optional[str] = ..., point: _Optional[_Iterable[float]] = ..., body: _Optional[bytes] = ...) -> None: ...
+    client_id: bool
+    def __init__(self, id: _Optional[str] = ..., point: _Optional[_Iterable[float]] = ..., body: _Optional[bytes] = ..., client_id: _Optional[bool] = ...) -> None: ...
 
 class ForwardRequest(_message.Message):
     __slots__ = ("dimension", "messages", "epoch")

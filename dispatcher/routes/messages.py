@@ -25,7 +25,8 @@ def _forward_message(msg_id: str | None, point, payload, names, published: float
         "payload": payload,
         "published_at": datetime.fromtimestamp(published, timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z"),
     }
-    return pb.ForwardMessage(id=mid, point=point, body=json.dumps(body, separators=(",", ":")).encode())
+    return pb.ForwardMessage(id=mid, point=point, body=json.dumps(body, separators=(",", ":")).encode(),
+                             client_id=msg_id is not None)
 
 
 async def _publish(request: Request, parsed) -> list[str]:

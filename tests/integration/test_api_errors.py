@@ -201,3 +201,12 @@ def test_openapi_and_ops_endpoints(api):
     c = api.get("/v1/cluster").json()
     assert len(c["members"]) == 4 and all(m["status"] == "alive" for m in c["members"])
     assert json.dumps(c["members"][0]["segments"]["x0"]) == "[0.0, 250.0]"
+
+
+def test_dedup_marks_last_the_window_for_publisher_ids_only(api, catalogue):
+    """A publisher's id is an idempotency key for the whole window; an id the dispatcher made
+    is only reused by its own failover, so its mark expires far sooner (a smaller store)."""
+    mine = api.post("/v1/messages", json={"attributes": GOOD, "id": "keep-me"}).json()["id"]
+    made = api.post("/v1/messages", json={"attributes": GOOD}).json()["id"]
+    assert 590 <= catalogue.ttl(f"bd:dd:{mine}") <= 600
+    assert 0 < catalogue.ttl(f"bd:dd:{made}") <= 120
