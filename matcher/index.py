@@ -1,24 +1,45 @@
-"""One subscription set: an R-tree over all k dimensions with live insert and delete.
+"""One subscription set: an R-tree over all k dimensions, live insert/delete and bulk load, exact for [low, high)."""
 
-Ranges are half-open, `[low, high)`, while the R-tree's boxes are closed; a box is stored
-as `[low, nextafter(high, -inf)]`, which holds exactly the doubles v with `low <= v < high`,
-so the index answers exactly with no post-filter. Ids are opaque strings to the caller.
-"""
+# Ranges are half-open, `[low, high)`, while the R-tree's boxes are closed; a box is stored as
+# `[low, nextafter(high, -inf)]`, which holds exactly the doubles v with `low <= v < high`,
+# so the index answers exactly with no post-filter. Ids are opaque strings to the caller;
+# internal ids are ints that are never reused, so an answer computed while a subscription is
+# removed can be mapped without confusing it with a newer one.
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 from rtree import index as rtree_index
 
+# A set is bulk-loaded (STR packing, one C call) when add_many brings at least this many new
+# subscriptions and at least as many as it holds: loading 12,000 paper boxes takes ~25 ms
+# instead of ~0.25 s of one-by-one R*-tree inserts (docs/benchmarks.md, "Kernel").
+BULK_MIN = 256
+# Node capacities, measured on the paper workload (docs/benchmarks.md, "Kernel").
+LEAF_CAPACITY = 32
+INDEX_CAPACITY = 32
+FILL_FACTOR = 0.95
+# libspatialindex wants near_minimum_overlap_factor < both capacities (R*-tree inserts).
+NEAR_MINIMUM_OVERLAP = 16
+
 
 class SubscriptionSet:
+    """Subscriptions as boxes. The tree's dimension order is internal: a bulk load puts the
+    dimensions that separate boxes best first, where the STR packer cuts them most finely."""
+
     def __init__(self, k: int) -> None:
+        if k < 1:
+            raise ValueError(f"a subscription set needs k >= 1 dimensions, got {k}")
         self.k = k
-        prop = rtree_index.Property(dimension=k)
-        self._idx = rtree_index.Index(properties=prop)
+        self._tk = max(k, 2)  # libspatialindex needs >= 2 dimensions; a 1-d set pads with zeros
+        # (R-tree, tree dimension t -> caller's dimension order[t]); swapped as one reference,
+        # so a query running in another thread sees a consistent pair
+        self._tree = (self._new_index(), np.arange(k, dtype=np.intp))
         self._next = 0
         self._by_id: dict[str, int] = {}  # subscription id -> internal int id
-        self._boxes: dict[int, tuple[float, ...]] = {}  # internal id -> stored box
+        self._boxes: dict[int, bytes] = {}  # internal id -> stored box (tree order, float64 bytes)
         self.sub_ids: dict[int, str] = {}  # internal id -> subscription id
         self.queues: dict[int, str] = {}  # internal id -> delivery queue
 
@@ -31,37 +52,85 @@ class SubscriptionSet:
     def ids(self) -> list[str]:
         return list(self._by_id)
 
-    def add(self, sub_id: str, queue: str, lows: tuple[float, ...], highs: tuple[float, ...]) -> bool:
+    # -- writes ----------------------------------------------------------------------------
+    def add(self, sub_id: str, queue: str, lows: Sequence[float], highs: Sequence[float]) -> bool:
         """Insert a subscription; False (and no change) if it is there already or is empty."""
-        if sub_id in self._by_id or any(lo >= hi for lo, hi in zip(lows, highs)):
+        if len(lows) != self.k or len(highs) != self.k:
+            raise ValueError(f"add: expected {self.k} lows and highs, got {len(lows)} and {len(highs)}")
+        if sub_id in self._by_id or not all(lo < hi for lo, hi in zip(lows, highs)):  # also refuses NaN bounds
             return False
+        idx, order = self._tree
+        box = _tree_boxes(np.asarray(lows, dtype=np.float64)[None, :], np.asarray(highs, dtype=np.float64)[None, :],
+                          order, self._tk)[0]
         iid = self._next
         self._next += 1
-        box = tuple(float(x) for x in lows) + tuple(float(np.nextafter(h, -np.inf)) for h in highs)
-        self._idx.insert(iid, box)
-        self._by_id[sub_id] = iid
-        self._boxes[iid] = box
-        self.sub_ids[iid] = sub_id
-        self.queues[iid] = queue
+        idx.insert(iid, box.tolist())
+        self._remember(iid, sub_id, queue, box.tobytes())
         return True
+
+    def add_many(self, sub_ids: Sequence[str], queues: Sequence[str], lows: np.ndarray, highs: np.ndarray) -> int:
+        """Insert many subscriptions (rows of lows/highs); skips ones already here, repeated
+        ids (the first wins) and empty boxes, as `add` does. Returns how many were added."""
+        lows = np.asarray(lows, dtype=np.float64).reshape(-1, self.k)
+        highs = np.asarray(highs, dtype=np.float64).reshape(-1, self.k)
+        if not len(sub_ids) == len(queues) == len(lows) == len(highs):
+            raise ValueError("add_many: sub_ids, queues, lows and highs need one entry per subscription")
+        ok = np.all(lows < highs, axis=1)
+        seen, fresh = self._by_id, set()
+        keep = []
+        for row, (sid, good) in enumerate(zip(sub_ids, ok.tolist())):
+            if good and sid not in seen and sid not in fresh:
+                fresh.add(sid)
+                keep.append(row)
+        if not keep:
+            return 0
+        rows = np.array(keep, dtype=np.intp)
+        idx, order = self._tree
+        boxes = _tree_boxes(lows[rows], highs[rows], order, self._tk)
+        n = len(rows)
+        iids = range(self._next, self._next + n)
+        self._next += n
+        sids = [sub_ids[r] for r in keep]
+        blob, width = boxes.tobytes(), boxes.shape[1] * 8
+        self._by_id.update(zip(sids, iids))
+        self.sub_ids.update(zip(iids, sids))
+        self.queues.update(zip(iids, (queues[r] for r in keep)))
+        self._boxes.update(zip(iids, (blob[j:j + width] for j in range(0, n * width, width))))
+        if n >= BULK_MIN and n >= len(self) - n:
+            self._rebuild()  # a fresh STR-packed tree over everything, old and new
+        else:
+            insert = idx.insert
+            for iid, box in zip(iids, boxes.tolist()):
+                insert(iid, box)
+        return n
 
     def remove(self, sub_id: str) -> bool:
         iid = self._by_id.pop(sub_id, None)
         if iid is None:
             return False
-        self._idx.delete(iid, self._boxes.pop(iid))
+        box = np.frombuffer(self._boxes.pop(iid), dtype=np.float64).tolist()
+        self._tree[0].delete(iid, box)
         del self.sub_ids[iid], self.queues[iid]
         return True
 
+    # -- reads -----------------------------------------------------------------------------
     def match_ids(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Internal ids matching each point, in one vectorised call: (ids, counts per point)."""
+        points = np.asarray(points, dtype=np.float64).reshape(-1, self.k)
         if len(self._by_id) == 0 or len(points) == 0:
             return np.empty(0, dtype=np.int64), np.zeros(len(points), dtype=np.int64)
-        pts = np.ascontiguousarray(points, dtype=np.float64)
-        return self._idx.intersection_v(pts, pts)
+        idx, order = self._tree
+        if self.k == 1:
+            pts = np.zeros((len(points), 2))
+            pts[:, 0] = points[:, 0]
+        else:
+            pts = points[:, order]  # fancy indexing: a fresh C-contiguous copy in tree order
+        ids, counts = idx.intersection_v(pts, pts)
+        return ids, counts.astype(np.int64, copy=False)
 
     def match_batch(self, points: np.ndarray) -> list[dict[str, list[str]]]:
-        """For each point, {delivery queue: [subscription ids]} of every subscription it matches."""
+        """For each point, {delivery queue: [subscription ids]} of every subscription it matches;
+        a subscription removed while the query ran is left out."""
         ids, counts = self.match_ids(points)
         out: list[dict[str, list[str]]] = []
         pos = 0
@@ -69,7 +138,77 @@ class SubscriptionSet:
         for c in counts.tolist():
             groups: dict[str, list[str]] = {}
             for iid in ids[pos : pos + c].tolist():
-                groups.setdefault(queues[iid], []).append(sub_ids[iid])
+                q = queues.get(iid)
+                sid = sub_ids.get(iid)
+                if q is not None and sid is not None:
+                    groups.setdefault(q, []).append(sid)
             pos += c
             out.append(groups)
         return out
+
+    # -- internals -------------------------------------------------------------------------
+    def _props(self) -> rtree_index.Property:
+        prop = rtree_index.Property(dimension=self._tk)
+        prop.leaf_capacity = LEAF_CAPACITY
+        prop.index_capacity = INDEX_CAPACITY
+        prop.near_minimum_overlap_factor = NEAR_MINIMUM_OVERLAP
+        prop.fill_factor = FILL_FACTOR
+        return prop
+
+    def _new_index(self, ids: np.ndarray | None = None, boxes: np.ndarray | None = None) -> rtree_index.Index:
+        if ids is None or not len(ids):
+            return rtree_index.Index(properties=self._props())
+        tk = self._tk
+        mins, maxs = np.ascontiguousarray(boxes[:, :tk]), np.ascontiguousarray(boxes[:, tk:])
+        try:
+            return rtree_index.Index((ids, mins, maxs), properties=self._props())
+        except NotImplementedError:  # libspatialindex < 2.1: no array bulk load; stream it
+            stream = ((int(i), b, None) for i, b in zip(ids.tolist(), boxes.tolist()))
+            return rtree_index.Index(stream, properties=self._props())
+
+    def _rebuild(self) -> None:
+        """Replace the tree by an STR bulk-loaded one over the live boxes, in a fresh dimension order."""
+        n, tk, k = len(self._boxes), self._tk, self.k
+        ids = np.fromiter(self._boxes.keys(), dtype=np.int64, count=n)
+        boxes = np.frombuffer(b"".join(self._boxes.values()), dtype=np.float64).reshape(n, 2 * tk)
+        order = self._tree[1]
+        if k >= 2:  # back to the caller's order, then into the new one
+            mins, maxs = np.empty((n, k)), np.empty((n, k))
+            mins[:, order], maxs[:, order] = boxes[:, :k], boxes[:, k:]
+            order = dimension_order(mins, maxs)
+            boxes = np.hstack([mins[:, order], maxs[:, order]])
+            blob, width = boxes.tobytes(), 2 * tk * 8
+            self._boxes = dict(zip(ids.tolist(), (blob[j:j + width] for j in range(0, n * width, width))))
+        self._tree = (self._new_index(ids, boxes), order)
+
+    def _remember(self, iid: int, sub_id: str, queue: str, box: bytes) -> None:
+        self._by_id[sub_id] = iid
+        self._boxes[iid] = box
+        self.sub_ids[iid] = sub_id
+        self.queues[iid] = queue
+
+
+def _tree_boxes(lows: np.ndarray, highs: np.ndarray, order: np.ndarray, tk: int) -> np.ndarray:
+    """Rows `[mins..., maxs...]` in tree order; a max is nextafter(high, -inf) (half-open)."""
+    if lows.shape[1] == 1:
+        out = np.zeros((len(lows), 2 * tk))
+        out[:, 0], out[:, tk] = lows[:, 0], np.nextafter(highs[:, 0], -np.inf)
+        return out
+    return np.hstack([lows[:, order], np.nextafter(highs[:, order], -np.inf)])
+
+
+def dimension_order(mins: np.ndarray, maxs: np.ndarray) -> np.ndarray:
+    """Dimensions by how well they separate the boxes, best first: spread of the centres over
+    the median width. STR (Leutenegger et al. 1997, as libspatialindex implements it) cuts its
+    first dimension into the most slices, so it should be the most selective one. In a set of
+    mPartition (seed 001 §III-A) every box overlaps the set's own segment along its dimension,
+    which therefore comes last; a wildcard dimension too. Unbounded sides are clipped to the
+    finite range of the data first."""
+    finite = np.abs(np.concatenate([mins.ravel(), maxs.ravel()])) < 1e300  # nextafter(inf) is finite
+    vals = np.concatenate([mins.ravel(), maxs.ravel()])[finite]
+    lo, hi = (vals.min(), vals.max()) if len(vals) else (0.0, 0.0)
+    a, b = np.clip(mins, lo, hi), np.clip(maxs, lo, hi)
+    spread = ((a + b) / 2).std(axis=0)
+    width = np.median(b - a, axis=0)
+    score = spread / np.maximum(width, 1e-12 * max(hi - lo, 1.0))
+    return np.argsort(-score, kind="stable").astype(np.intp)

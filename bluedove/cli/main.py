@@ -131,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--messages", type=int, default=20000)
     b.add_argument("--seed", type=int, default=1)
     b.add_argument("--json", action="store_true", help="print one JSON object")
+    b.add_argument("--sigma", type=float, default=None, help="variant: subscription skew (default 250)")
+    b.add_argument("--adverse", type=int, default=None, help="variant: messages skewed on the first j dims")
+    b.add_argument("--dims", type=int, default=None, help="variant: only the first k dimensions (default 4)")
+    b.add_argument("--subs", dest="n_subs", type=int, default=None, help="variant: number of subscriptions")
+    b.add_argument("--repeat", type=int, default=5, help="timed runs; the best is reported with the spread")
+    b.add_argument("--verify", type=int, default=200, help="messages checked against brute force")
     b.set_defaults(func=_cmd_bench)
     return p
 
