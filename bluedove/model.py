@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bluedove.errors import ApiError
@@ -50,17 +50,6 @@ class Subscription:
     def from_json(cls, data: dict, space: Space) -> "Subscription":
         """Rebuild from the catalogue form (already validated when it was stored)."""
         return build_subscription(data["id"], data["queue"], data["predicates"], space)
-
-
-@dataclass
-class Message:
-    """A validated message: a point with one value per dimension, in space order."""
-
-    id: str
-    point: tuple[float, ...]
-    payload: Any = None
-    published_at: float = 0.0  # unix seconds, set by the dispatcher
-    attributes: dict[str, float] = field(default_factory=dict)
 
 
 def _finite_number(v: Any) -> bool:

@@ -16,7 +16,8 @@ class Metrics:
         self.subscriptions = Counter("bluedove_subscriptions_created", "Subscriptions created", registry=r)
         self.polled = Counter("bluedove_deliveries_polled", "Deliveries handed to pollers", registry=r)
         self.acked = Counter("bluedove_deliveries_acked", "Deliveries acked", registry=r)
-        self.failovers = Gauge("bluedove_forward_failovers", "Forward calls retried on another candidate", registry=r)
+        self.failovers = Gauge("bluedove_forward_failovers",
+                               "Messages sent on to another candidate after a forward failed (since start)", registry=r)
         labels = ["matcher", "dimension"]
         self.queue_len = Gauge("bluedove_matcher_queue_length", "Input queue length (q)", labels, registry=r)
         self.arrival = Gauge("bluedove_matcher_arrival_rate", "Arrival rate λ (msg/s)", labels, registry=r)
@@ -24,6 +25,7 @@ class Metrics:
         self.set_size = Gauge("bluedove_matcher_subscriptions", "Subscriptions in the set", labels, registry=r)
 
     def refresh(self, cluster, failovers: int = 0) -> None:
+        self.failovers.set(failovers)
         if cluster.table is None:
             return
         names = cluster.table.space.names

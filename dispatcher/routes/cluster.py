@@ -72,5 +72,6 @@ async def readyz(request: Request):
 
 @router.get("/metrics")
 async def metrics(request: Request):
-    state(request).metrics.refresh(state(request).cluster)
-    return Response(generate_latest(state(request).metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    d = state(request)
+    d.metrics.refresh(d.cluster, d.forwarder.failovers)
+    return Response(generate_latest(d.metrics.registry), media_type=CONTENT_TYPE_LATEST)

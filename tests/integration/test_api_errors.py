@@ -194,7 +194,8 @@ def test_unknown_route_and_subscription(api):
 def test_openapi_and_ops_endpoints(api):
     assert api.get("/healthz").status_code == 200
     assert api.get("/readyz").json()["status"] == "ready"
-    assert "bluedove_messages_published" in api.get("/metrics").text
+    metrics = api.get("/metrics").text
+    assert "bluedove_messages_published" in metrics and "bluedove_forward_failovers " in metrics
     assert api.get("/openapi.json").status_code == 200
     space = api.get("/v1/space").json()
     assert [d["name"] for d in space["dimensions"]] == ["x0", "x1", "x2", "x3"]
