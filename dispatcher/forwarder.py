@@ -110,26 +110,37 @@ class Forwarder:
                 dim, member = ranked[i][attempt[i]]
                 futures.append(self._lane(member, dim).submit(messages[i]))
             results = await asyncio.gather(*futures)
-            retry = []
+            retry, stale, blamed = [], [], set()
+            failed: dict[tuple[str, int, object], int] = {}
             for i, res in zip(pending, results):
                 if res is True:
                     continue
                 dim, member = ranked[i][attempt[i]]
                 code = res.code() if isinstance(res, grpc.aio.AioRpcError) else None
                 if code == grpc.StatusCode.FAILED_PRECONDITION and reranks[i] < 3:
-                    # The matcher no longer owns the value: refresh the table, then re-rank.
+                    # The matcher no longer owns the value: re-rank on a fresh table (below).
                     reranks[i] += 1
-                    await self.cluster.pull_table()
-                    ranked[i] = self.cluster.ranked_candidates(messages[i].point, time.monotonic())
-                    attempt[i] = 0
+                    stale.append(i)
                 elif code == grpc.StatusCode.ABORTED:
                     # The matcher is fine but could not write to the store: try another, blame none.
                     store_failed = True
                     attempt[i] += 1
                 else:
-                    self.cluster.mark_down(member)
+                    blamed.add(member)
                     attempt[i] += 1
-                self.failovers += 1
-                log.warning("forward to %s dim %d failed (%s); trying the next candidate", member, dim, code or res)
+                key = (member, dim, code or type(res).__name__)
+                failed[key] = failed.get(key, 0) + 1
                 retry.append(i)
+            for member in blamed:  # one failure per failed call, not one per message it carried
+                self.cluster.mark_down(member)
+            if stale:  # one table pull for the whole round, however many messages it concerns
+                await self.cluster.pull_table()
+                now = time.monotonic()
+                for i in stale:
+                    ranked[i] = self.cluster.ranked_candidates(messages[i].point, now)
+                    attempt[i] = 0
+            for (member, dim, why), n in failed.items():
+                self.failovers += n
+                log.warning("forward of %d message(s) to %s dim %d failed (%s); trying the next candidate",
+                            n, member, dim, why)
             pending = retry

@@ -1,0 +1,77 @@
+"""Forwarder.publish with a fake cluster: failover order, the stale-table path (one table pull
+per round, then re-ranking), and 503 when no candidate is left. The network is faked."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from grpc.aio import AioRpcError, Metadata
+
+from bluedove.errors import ApiError
+from bluedove.settings import DispatcherSettings
+from bluedove.v1 import matcher_pb2 as pb
+from dispatcher.forwarder import Forwarder
+
+
+def rpc_error(code):
+    return AioRpcError(code, Metadata(), Metadata(), details="fake")
+
+
+class FakeCluster:
+    """Owners by epoch: before the pull every message ranks m1 then m2; after, m3 first."""
+
+    def __init__(self, answers: dict[str, list]):
+        self.answers = answers  # member -> exceptions to raise, one per call, then success
+        self.calls: list[tuple[str, int]] = []
+        self.pulls = 0
+        self.down: list[str] = []
+        self.table = type("T", (), {"epoch": 1})()
+
+    def ranked_candidates(self, point, now):
+        return [(2, "m3"), (0, "m1")] if self.pulls else [(0, "m1"), (1, "m2")]
+
+    async def pull_table(self):
+        self.pulls += 1
+
+    def mark_down(self, member):
+        self.down.append(member)
+
+    def stub(self, member):
+        cluster = self
+
+        class Stub:
+            async def Forward(self, req, timeout):
+                cluster.calls.append((member, len(req.messages)))
+                pending = cluster.answers.get(member, [])
+                if pending:
+                    raise pending.pop(0)
+                return pb.ForwardReply()
+
+        return Stub()
+
+
+def messages(n):
+    return [pb.ForwardMessage(id=f"m{i}", point=[1, 2, 3]) for i in range(n)]
+
+
+async def test_failed_candidate_fails_over_to_the_next_and_is_marked_down():
+    c = FakeCluster({"m1": [rpc_error(grpc.StatusCode.UNAVAILABLE)]})
+    await Forwarder(DispatcherSettings(), c).publish(messages(5))
+    assert c.calls == [("m1", 5), ("m2", 5)] and c.down == ["m1"] and c.pulls == 0
+
+
+async def test_stale_table_is_pulled_once_for_the_whole_batch_then_reranked():
+    c = FakeCluster({"m1": [rpc_error(grpc.StatusCode.FAILED_PRECONDITION)]})
+    fwd = Forwarder(DispatcherSettings(), c)
+    await fwd.publish(messages(100))
+    assert c.pulls == 1  # not once per message
+    assert c.calls == [("m1", 100), ("m3", 100)]  # the new table's owner, not the old next candidate
+    assert c.down == [] and fwd.failovers == 100
+
+
+async def test_store_failure_blames_no_matcher_and_says_so():
+    c = FakeCluster({"m1": [rpc_error(grpc.StatusCode.ABORTED)], "m2": [rpc_error(grpc.StatusCode.ABORTED)]})
+    with pytest.raises(ApiError) as exc:
+        await Forwarder(DispatcherSettings(), c).publish(messages(3))
+    assert exc.value.status == 503 and "store" in exc.value.message
+    assert c.down == []
