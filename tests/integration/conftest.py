@@ -33,6 +33,6 @@ def api(cluster):
 
 def assert_no_children(c: LocalCluster) -> None:
     """Nothing the cluster started may outlive it."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True).stdout
     mine = [line for line in out.splitlines() if str(c.data_dir) in line and str(os.getpid()) not in line.split()[0]]
     assert not mine, f"left running: {mine}"

@@ -33,8 +33,10 @@ def test_up_serves_then_stops_cleanly_with_polls_open(tmp_path):
         assert f"REST API    http://127.0.0.1:{port}" in out, out
         pids = [int(p) for p in re.findall(r"pid (\d+)", out)]
         assert len(pids) == 4, out  # 2 matchers + 2 dispatchers, each its own process
-        ps = subprocess.run(["ps", "-o", "args=", "-p", ",".join(map(str, pids))], capture_output=True, text=True).stdout
-        assert "matcher --id m1" in ps and "dispatcher --id d2" in ps
+        # /proc, not ps: ps cuts arguments to the terminal width, which CI does not have.
+        cmdlines = [open(f"/proc/{pid}/cmdline").read().replace("\0", " ") for pid in pids]
+        assert any("matcher --id m1" in c for c in cmdlines), cmdlines
+        assert any("dispatcher --id d2" in c for c in cmdlines), cmdlines
 
         api = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
         sub = api.post("/v1/subscriptions", json={"predicates": {}}).json()
@@ -67,7 +69,7 @@ def test_up_serves_then_stops_cleanly_with_polls_open(tmp_path):
         assert stop_s < 5, f"stopping took {stop_s:.1f}s"
         alive = subprocess.run(["ps", "-o", "pid=", "-p", ",".join(map(str, pids))], capture_output=True, text=True)
         assert alive.stdout.strip() == "", "a child outlived `bluedove up`"
-        everything = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        everything = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
         assert str(tmp_path) not in everything, "the embedded redis-server outlived `bluedove up`"
     finally:
         if proc.poll() is None:
