@@ -27,6 +27,10 @@ class GossipConfig:
     # It must cover a suspicion reaching the member and the refutation coming back: a few
     # rounds of log2 N each.
     suspect_timeout_s: float = 1.0
+    # A member named in the segment table but never heard from is expected for this long
+    # (processes of one cluster start together, some slowly), then probed like any other: a
+    # matcher that never comes up is declared dead and taken over.
+    join_grace_s: float = 30.0
     # How long a forwarded (indirect) ping is remembered while waiting for its ack.
     relay_ttl_s: float = 2.0
     # With this probability per round, also push to one member believed dead, so that a

@@ -176,6 +176,16 @@ class Node:
             return True
         return False
 
+    def expect(self, members: dict[str, str], now: float) -> None:
+        """Members we have not heard from but should (the table's owners): entries of
+        generation 0, which any real entry replaces, watched after `join_grace_s`."""
+        for mid, addr in members.items():
+            if mid not in self.members:
+                self.members[mid] = MemberState(mid, addr, 0)
+                w = self.windows[mid] = ArrivalWindow(self.config.phi_window, self.config.phi_min_std_s,
+                                                      self.config.interval_s)
+                w.touch(now + self.config.join_grace_s)
+
     def leave(self, now: float) -> None:
         """Announce a graceful departure; peers learn it with the next pushes."""
         self._set(replace(self.me, status=LEFT), now)

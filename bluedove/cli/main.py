@@ -52,7 +52,7 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
     from matcher.server import serve
 
     settings = from_env(MatcherSettings, id=args.id, host=args.host, port=args.port, store_url=args.store)
-    asyncio.run(serve(settings, deliver=args.deliver))
+    asyncio.run(serve(settings, deliver=args.deliver, seeds=tuple(args.join or ())))
     return 0
 
 
@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--store", required=True)
     m.add_argument("--deliver", choices=("store", "count"), default="store",
                    help="count: match without writing deliveries (benchmarks)")
+    m.add_argument("--join", action="append", metavar="HOST:PORT",
+                   help="a member to gossip with first (repeatable); the table's members are always tried")
     m.set_defaults(func=_cmd_matcher)
 
     d = sub.add_parser("dispatcher", help="run one dispatcher (started by `up`)")

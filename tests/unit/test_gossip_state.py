@@ -139,3 +139,15 @@ def test_leave_is_announced_and_stops_heartbeats():
     hb = a.me.heartbeat
     a.tick(0.2)
     assert a.me.status == LEFT and a.me.heartbeat == hb
+
+
+def test_an_expected_member_is_given_the_join_grace_then_probed():
+    a, h = node(0, join_grace_s=5.0), node(2)
+    a.expect({"m1": "a1"}, now=0.0)
+    assert a.status("m1") == "alive" and a.members["m1"].generation == 0
+    _known(a, h, 6.0)
+    assert not [o for o in a.tick(4.0) if o.addr == "a1" and isinstance(o.envelope.body, Ping)]
+    assert [o for o in a.tick(6.0) if o.addr == "a1" and isinstance(o.envelope.body, Ping)]
+    # Once the member shows up, its real entry (any generation > 0) replaces the placeholder.
+    a.receive(env(node(1), Push((MemberState("m1", "a1", 10, 0, 1),), 0)), now=6.1)
+    assert a.members["m1"].generation == 10 and "m1" not in a.probes
