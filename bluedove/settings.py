@@ -42,6 +42,8 @@ class DispatcherSettings:
     id: str = "d1"
     host: str = "127.0.0.1"
     http_port: int = 8080
+    # The public gRPC API; 0 = any free port. Dispatchers share it with SO_REUSEPORT.
+    grpc_port: int = 50051
     store_url: str = "redis://127.0.0.1:6379/0"
     policy: str = "adaptive"
     # How often the segment table is pulled from a random matcher.
