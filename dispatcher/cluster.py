@@ -58,6 +58,7 @@ class ClusterView:
         self.reports: dict[tuple[str, int], LoadReport] = {}
         self.health: dict[str, MemberHealth] = {}
         self.gossip: dict[str, GossipMember] = {}
+        self.gossip_sent: dict[str, tuple[int, int]] = {}  # member -> (bytes, envelopes) since its start
         self._channels: dict[str, tuple[str, grpc.aio.Channel, pb_grpc.MatcherStub]] = {}
         self._tasks: list[asyncio.Task] = []
         self.rng = random.Random()
@@ -192,6 +193,7 @@ class ClusterView:
                 h.generation, h.failures, h.down_until = r.generation, 0, 0.0
             for i, d in enumerate(r.dims):
                 self.reports[(m, i)] = LoadReport(d.lam, d.mu, d.q, d.subs, now, d.matched_total)
+            self.gossip_sent[m] = (r.gossip_bytes_sent, r.gossip_messages_sent)
 
     async def _pull_table_loop(self) -> None:
         while True:

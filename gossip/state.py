@@ -150,6 +150,7 @@ class Node:
         self._seq = 0
         self._load: tuple[tuple[int, ...], float, float] = ((), 0.0, 0.0)
         self._z = z_for(self.config.phi_threshold)
+        self._last_tick: float | None = None
 
     # -- queries ---------------------------------------------------------------------------
     @property
@@ -193,6 +194,7 @@ class Node:
     # -- one round -------------------------------------------------------------------------
     def tick(self, now: float) -> list[Out]:
         self.rounds += 1
+        self._excuse_own_stall(now)
         me = self.me
         if not me.gone:
             subs, lam, mu = self._load
@@ -202,6 +204,23 @@ class Node:
         out += self._detect(now)
         out += self._push_round()
         return out
+
+    def _excuse_own_stall(self, now: float) -> None:
+        """If this node itself was held up (a busy event loop, a paused process), the silence
+        of others over that time is ours: restart their clocks and push deadlines back, rather
+        than suspect everyone at once (Lifeguard's local health, in its simplest form)."""
+        last, self._last_tick = self._last_tick, now
+        if last is None:
+            return
+        stall = now - last - self.config.interval_s
+        if stall <= self.config.interval_s:
+            return
+        for w in self.windows.values():
+            w.touch(now)
+        for p in self.probes.values():
+            p.deadline += stall
+        for m in self.suspect_since:
+            self.suspect_since[m] += stall
 
     def _expire(self, now: float) -> None:
         c = self.config

@@ -244,7 +244,9 @@ class Matcher:
                                          matched_total=st.total_processed))
         return pb.ReportReply(id=self.s.id, generation=self.generation, ready=self.ready,
                               epoch=self.table.epoch if self.table else 0, dims=dims,
-                              window_s=self.s.stats_window_s)
+                              window_s=self.s.stats_window_s,
+                              gossip_bytes_sent=self.membership.transport.bytes_sent,
+                              gossip_messages_sent=self.membership.transport.sent)
 
 
 class MatcherServicer(pb_grpc.MatcherServicer):

@@ -77,6 +77,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    if args.kind == "gossip":
+        from bluedove.cli.bench_gossip import run_gossip_bench
+
+        return run_gossip_bench(args)
     from bluedove.cli.bench import run_bench
 
     return run_bench(args)
@@ -131,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_cmd_dispatcher)
 
     b = sub.add_parser("bench", help="measurements (see docs/benchmarks.md)")
-    b.add_argument("kind", choices=("kernel",), help="kernel: in-process matching rate of one set")
+    b.add_argument("kind", choices=("kernel", "gossip"),
+                   help="kernel: in-process matching rate of one set; gossip: spread, detection, traffic")
     b.add_argument("--workload", default="paper", help="paper (see shared WORKLOADS.md)")
     b.add_argument("--partitions", type=int, default=20, help="matchers the space is cut for")
     b.add_argument("--messages", type=int, default=20000)

@@ -142,17 +142,21 @@ class DimensionLoad(_message.Message):
     def __init__(self, lam: _Optional[float] = ..., mu: _Optional[float] = ..., q: _Optional[int] = ..., subs: _Optional[int] = ..., matched_total: _Optional[int] = ...) -> None: ...
 
 class ReportReply(_message.Message):
-    __slots__ = ("id", "generation", "ready", "epoch", "dims", "window_s")
+    __slots__ = ("id", "generation", "ready", "epoch", "dims", "window_s", "gossip_bytes_sent", "gossip_messages_sent")
     ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     DIMS_FIELD_NUMBER: _ClassVar[int]
     WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    GOSSIP_BYTES_SENT_FIELD_NUMBER: _ClassVar[int]
+    GOSSIP_MESSAGES_SENT_FIELD_NUMBER: _ClassVar[int]
     id: str
     generation: int
     ready: bool
     epoch: int
     dims: _containers.RepeatedCompositeFieldContainer[DimensionLoad]
     window_s: float
-    def __init__(self, id: _Optional[str] = ..., generation: _Optional[int] = ..., ready: _Optional[bool] = ..., epoch: _Optional[int] = ..., dims: _Optional[_Iterable[_Union[DimensionLoad, _Mapping]]] = ..., window_s: _Optional[float] = ...) -> None: ...
+    gossip_bytes_sent: int
+    gossip_messages_sent: int
+    def __init__(self, id: _Optional[str] = ..., generation: _Optional[int] = ..., ready: _Optional[bool] = ..., epoch: _Optional[int] = ..., dims: _Optional[_Iterable[_Union[DimensionLoad, _Mapping]]] = ..., window_s: _Optional[float] = ..., gossip_bytes_sent: _Optional[int] = ..., gossip_messages_sent: _Optional[int] = ...) -> None: ...

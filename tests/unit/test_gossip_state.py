@@ -103,32 +103,43 @@ def _known(n: Node, other: Node, now: float) -> None:
         t = round(t + 0.2, 6)
 
 
+def _ticks(n: Node, start: float, end: float) -> list[tuple[float, object]]:
+    """Rounds every 0.2 s from start to end (inclusive): [(time, out), ...]."""
+    outs, t = [], start
+    while t <= end + 1e-9:
+        outs += [(t, o) for o in n.tick(t)]
+        t = round(t + 0.2, 6)
+    return outs
+
+
 def test_silence_leads_to_a_probe_then_suspicion_then_death():
     a, x, h = node(0), node(1), node(2)
     _known(a, x, 2.0)
-    _known(a, h, 3.2)  # the helper stays in touch
-    assert not [o for o in a.tick(2.1) if isinstance(o.envelope.body, (Ping, PingReq))]
-    outs = a.tick(3.2)  # x silent for 1.2 s: phi > 8
-    probes = [o for o in outs if isinstance(o.envelope.body, (Ping, PingReq))]
-    assert {(o.addr, type(o.envelope.body).__name__) for o in probes} == {("a1", "Ping"), ("a2", "PingReq")}
-    assert a.status("m1") == "alive"
-    a.tick(3.8)  # probe timeout 0.5 s, no ack
-    assert a.status("m1") == "suspect"
-    a.tick(4.5)
-    assert a.status("m1") == "suspect"  # suspicion timeout 1 s not over
-    a.tick(4.9)
-    assert a.status("m1") == "dead"
+    _known(a, h, 6.0)  # the helper stays in touch
+    outs = _ticks(a, 0.0, 3.0)
+    probes = [(t, o) for t, o in outs if isinstance(o.envelope.body, (Ping, PingReq))]
+    assert {(o.addr, type(o.envelope.body).__name__) for _, o in probes} == {("a1", "Ping"), ("a2", "PingReq")}
+    probed_at = probes[0][0]
+    assert 2.6 <= probed_at <= 3.0  # phi crosses 8 about 0.76 s after the last heartbeat
+    changes = {}
+    t = 3.2
+    while t < 6.0:
+        a.tick(t)
+        changes.setdefault(a.status("m1"), t)
+        t = round(t + 0.2, 6)
+    assert changes["suspect"] - probed_at == pytest.approx(0.6, abs=0.01)  # probe timeout 0.5 s
+    assert changes["dead"] - changes["suspect"] == pytest.approx(1.0, abs=0.01)  # suspicion timeout
     assert [e[2] for e in a.events if e[1] == "m1"] == ["alive", "suspect", "dead"]
 
 
 def test_an_ack_through_another_member_prevents_suspicion():
     a, x, h = node(0), node(1), node(2)
     _known(a, x, 2.0)
-    _known(a, h, 3.2)
-    outs = a.tick(3.2)
-    seq = next(o.envelope.body.seq for o in outs if isinstance(o.envelope.body, PingReq))
-    a.receive(env(h, Ack(seq, "m1")), now=3.3)  # the direct ping was lost; the helper reached x
-    a.tick(3.8)
+    _known(a, h, 6.0)
+    outs = _ticks(a, 0.0, 3.0)
+    seq = next(o.envelope.body.seq for _, o in outs if isinstance(o.envelope.body, PingReq))
+    a.receive(env(h, Ack(seq, "m1")), now=3.05)  # the direct ping was lost; the helper reached x
+    _ticks(a, 3.2, 3.6)
     assert a.status("m1") == "alive"
 
 
@@ -145,9 +156,22 @@ def test_an_expected_member_is_given_the_join_grace_then_probed():
     a, h = node(0, join_grace_s=5.0), node(2)
     a.expect({"m1": "a1"}, now=0.0)
     assert a.status("m1") == "alive" and a.members["m1"].generation == 0
-    _known(a, h, 6.0)
-    assert not [o for o in a.tick(4.0) if o.addr == "a1" and isinstance(o.envelope.body, Ping)]
-    assert [o for o in a.tick(6.0) if o.addr == "a1" and isinstance(o.envelope.body, Ping)]
+    _known(a, h, 7.0)
+    pings = [t for t, o in _ticks(a, 0.0, 7.0) if o.addr == "a1" and isinstance(o.envelope.body, Ping)]
+    assert pings and 5.0 < pings[0] < 6.0
     # Once the member shows up, its real entry (any generation > 0) replaces the placeholder.
     a.receive(env(node(1), Push((MemberState("m1", "a1", 10, 0, 1),), 0)), now=6.1)
     assert a.members["m1"].generation == 10 and "m1" not in a.probes
+
+
+def test_a_node_that_was_itself_stalled_does_not_suspect_everyone():
+    a, x, h = node(0), node(1), node(2)
+    _known(a, x, 2.0)
+    _known(a, h, 2.0)
+    a.tick(2.0)
+    # Our own loop was blocked for 3 s: nobody's heartbeats were read meanwhile.
+    outs = a.tick(5.0)
+    assert not [o for o in outs if isinstance(o.envelope.body, (Ping, PingReq))]
+    # Silence after we are running again counts as usual.
+    pings = [t for t, o in _ticks(a, 5.2, 6.4) if isinstance(o.envelope.body, Ping)]
+    assert pings and pings[0] >= 5.6
