@@ -174,6 +174,51 @@ def grown(old: SegmentTable, new: SegmentTable) -> dict[str, dict[int, tuple[flo
     for m in new.members:
         before, after = old.segments_of(m), new.segments_of(m)
         for i, rng in after.items():
-            if before.get(i) != rng:
+            was = before.get(i)
+            if was is None or rng[0] < was[0] or was[1] < rng[1]:  # not inside the old range
                 out.setdefault(m, {})[i] = rng
+    return out
+
+
+def split(table: SegmentTable, new_id: str, new_addr: str, at: dict[int, tuple[str, float]]) -> SegmentTable:
+    """The next epoch's table with `new_id` joined (seed 001 §III-C, a join is a split).
+
+    `at[i] = (owner, value)`: on dimension i, `owner`'s range is cut at `value`; the owner keeps
+    the lower part and the new member takes the upper one, so both own one contiguous range.
+    """
+    if new_id in table.members:
+        raise ValueError(f"{new_id} already owns segments")
+    if set(at) != set(range(table.space.k)):
+        raise ValueError("a joining member takes one part on every dimension")
+    cuts_out, owners_out = [], []
+    for i in range(table.space.k):
+        owner, value = at[i]
+        rng = table.segments_of(owner).get(i)
+        if rng is None or not rng[0] < value < rng[1]:
+            raise ValueError(f"cannot split {owner}'s range {rng} of {table.space.dimensions[i].name} at {value}")
+        cuts, owners = list(table.cuts[i]), list(table.owners[i])
+        last = max(j for j, o in enumerate(owners) if o == owner)
+        # The owner's range is one run of segments: the new member takes everything from `value`.
+        j = max(j for j in range(len(cuts)) if owners[j] == owner and cuts[j] <= value)
+        if cuts[j] == value:  # an existing boundary: hand over the segments from j on
+            owners[j:last + 1] = [new_id] * (last + 1 - j)
+        else:
+            cuts.insert(j + 1, value)
+            owners.insert(j + 1, new_id)
+            last += 1
+            owners[j + 1:last + 1] = [new_id] * (last - j)
+        keep = [x for x in range(len(cuts)) if x == 0 or owners[x] != owners[x - 1]]
+        cuts_out.append(tuple(cuts[x] for x in keep))
+        owners_out.append(tuple(owners[x] for x in keep))
+    members = {**table.members, new_id: new_addr}
+    return SegmentTable(table.epoch + 1, table.space, members, tuple(cuts_out), tuple(owners_out))
+
+
+def shrunk(old: SegmentTable, new: SegmentTable) -> set[str]:
+    """Members of `old` whose range got smaller in `new` (they keep the rest for a grace period)."""
+    out = set()
+    for m in old.members:
+        before, after = old.segments_of(m), new.segments_of(m)
+        if any(after.get(i) != rng for i, rng in before.items()):
+            out.add(m)
     return out

@@ -28,6 +28,12 @@ class MatcherSettings:
     table_refresh_s: float = 5.0
     # How long one blocking read of the catalogue log waits before looping.
     catalog_block_ms: int = 1000
+    # After a table change shrinks our range, the moved part is kept this long: dispatchers
+    # still on the old table may send us its messages until they pull the new one.
+    handoff_grace_s: float = 10.0
+    # SIGTERM first hands our segments to neighbours, then exits (Kubernetes scale-in); a
+    # second signal exits at once. Off for `bluedove up`, which stops the whole cluster.
+    leave_on_sigterm: bool = False
     # How long a removed subscription id is remembered, so a late add cannot bring it back.
     tombstone_ttl_s: float = 600.0
     # How long a publisher's message id is remembered: publishing it again delivers nothing.
@@ -57,6 +63,9 @@ class DispatcherSettings:
     forward_inflight: int = 2
     # A matcher whose call failed is passed over as first choice for this long.
     down_backoff_s: float = 2.0
+    # After a table change, subscriptions also go to the previous table's owners this long
+    # (the matchers' hand-off grace).
+    handoff_grace_s: float = 10.0
     # A subscription call to a matcher slower than this is left to the catalogue log.
     subscribe_timeout_s: float = 3.0
     visibility_timeout_s: float = 30.0
@@ -73,7 +82,12 @@ def from_env(cls: type[T], **overrides) -> T:
         env = os.environ.get(f"BLUEDOVE_{f.name.upper()}")
         if env is not None:
             try:
-                values[f.name] = type(f.default)(env) if f.default is not None else env
+                if isinstance(f.default, bool):
+                    if env.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                        raise ValueError
+                    values[f.name] = env.lower() in ("1", "true", "yes", "on")
+                else:
+                    values[f.name] = type(f.default)(env) if f.default is not None else env
             except ValueError:
                 raise ValueError(f"BLUEDOVE_{f.name.upper()}={env!r}: expected {type(f.default).__name__}") from None
     values.update({k: v for k, v in overrides.items() if v is not None})

@@ -71,21 +71,34 @@ class Dispatcher:
     async def send_subscription(self, sub: Subscription, log_id: str) -> None:
         """Send a stored subscription to every matcher mPartition names (read-your-writes).
 
-        A matcher that does not answer in time gets it from the catalogue log instead, and is
-        passed over for forwarding meanwhile.
+        During a table change (DESIGN.md §3) it goes to the owners under both the new and the
+        previous table; and a matcher whose answer shows a newer epoch than ours makes us pull
+        that table and send to its owners too, before the API answers. A matcher that does
+        not answer in time gets it from the catalogue log instead, and is passed over for
+        forwarding meanwhile.
         """
-        table = self.cluster.table
-        if table is None or sub.void:
+        if self.cluster.table is None or sub.void:
             return
         req = pb.SubscriptionBatch(subscriptions=[pb.Subscription(
             id=sub.id, queue=sub.queue, lows=sub.lows, highs=sub.highs)], log_id=log_id)
-        members = list(table.placement(sub.lows, sub.highs))
-        results = await asyncio.gather(
-            *(self.cluster.stub(m).AddSubscriptions(req, timeout=self.s.subscribe_timeout_s) for m in members),
-            return_exceptions=True)
-        for m, r in zip(members, results):
-            if isinstance(r, BaseException):
-                self.cluster.mark_down(m)
+        sent: set[str] = set()
+        for _ in range(3):  # a table change while we send: at most a couple of rounds
+            members = [m for m in self.cluster.placement(sub.lows, sub.highs) if m not in sent]
+            if not members:
+                return
+            sent.update(members)
+            results = await asyncio.gather(
+                *(self.cluster.stub(m).AddSubscriptions(req, timeout=self.s.subscribe_timeout_s) for m in members),
+                return_exceptions=True)
+            newer = None
+            for m, r in zip(members, results):
+                if isinstance(r, BaseException):
+                    self.cluster.mark_down(m)
+                elif r.epoch > self.cluster.table.epoch:
+                    newer = m
+            if newer is None:
+                return
+            await self.cluster.pull_table(newer)
 
     async def broadcast_removals(self, sub_ids: list[str]) -> None:
         table = self.cluster.table

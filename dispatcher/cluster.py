@@ -58,6 +58,8 @@ class ClusterView:
         self.reports: dict[tuple[str, int], LoadReport] = {}
         self.health: dict[str, MemberHealth] = {}
         self.gossip: dict[str, GossipMember] = {}
+        # The table before the last change, until its hand-off grace ends.
+        self.previous: tuple[SegmentTable, float] | None = None
         self.gossip_sent: dict[str, tuple[int, int]] = {}  # member -> (bytes, envelopes) since its start
         self._channels: dict[str, tuple[str, grpc.aio.Channel, pb_grpc.MatcherStub]] = {}
         self._tasks: list[asyncio.Task] = []
@@ -106,6 +108,8 @@ class ClusterView:
 
     def _set_table(self, table: SegmentTable) -> None:
         if self.table is None or table.epoch > self.table.epoch:
+            if self.table is not None:
+                self.previous = (self.table, time.monotonic() + self.s.handoff_grace_s)
             self.table = table
             for m in table.members:
                 self.health.setdefault(m, MemberHealth())
@@ -140,6 +144,17 @@ class ClusterView:
             return "joining"
         return "suspect" if now < h.down_until else "alive"
 
+    def placement(self, lows, highs) -> set[str]:
+        """mPartition under the current table, and under the previous one during a hand-off."""
+        out = set(self.table.placement(lows, highs))
+        if self.previous is not None:
+            prev, until = self.previous
+            if time.monotonic() < until:
+                out |= {m for m in prev.placement(lows, highs) if self.address(m) is not None}
+            else:
+                self.previous = None
+        return out
+
     # -- forwarding decisions --------------------------------------------------------------
     def ranked_candidates(self, point, now: float) -> list[tuple[int, str]]:
         """Candidates best first: usable ones by the policy, then the rest as a last resort."""
@@ -152,15 +167,17 @@ class ClusterView:
         return order + rest
 
     # -- background pulls ------------------------------------------------------------------
-    async def pull_table(self) -> None:
-        now = time.monotonic()
-        members = [m for m in self.known() if self.usable(m, now)]
-        if not members:
-            raw = await self.store.get_table()  # bootstrap / every matcher down
-            if raw:
-                self._set_table(SegmentTable.from_json(raw))
-            return
-        member = self.rng.choice(members)
+    async def pull_table(self, member: str | None = None) -> None:
+        """From `member`, else a random usable matcher, else (none usable) the store."""
+        if member is None:
+            now = time.monotonic()
+            members = [m for m in self.known() if self.usable(m, now)]
+            if not members:
+                raw = await self.store.get_table()  # bootstrap / every matcher down
+                if raw:
+                    self._set_table(SegmentTable.from_json(raw))
+                return
+            member = self.rng.choice(members)
         try:
             reply = await self.stub(member).GetTable(pb.TableRequest(), timeout=2.0)
         except grpc.aio.AioRpcError:

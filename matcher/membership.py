@@ -1,10 +1,14 @@
 """The matcher's part in gossip: its node, the table it adopts, and takeover of dead members.
 
-Takeover (seed 001 §III-C): when a table owner is declared dead, the lowest-id live owner
-computes the next table (`merge_out`: each dead segment joins an adjacent live owner), asks
-every member whose range grew to load the added subscriptions (`Prepare`), and only then
-publishes the new epoch: compare-and-set in the store (one change per epoch wins, whoever
-proposes it), and into gossip, which spreads it to matchers and, through them, dispatchers.
+Every table change has the same hand-off (seed 001 §III-C, DESIGN.md §3): the members whose
+range grows load the added subscriptions first (`Prepare`), then the new epoch is stored
+(compare-and-set: one change per epoch wins, whoever proposes it), every owner adopts it,
+and gossip spreads it to the rest and, through matchers, to dispatchers. The changes:
+- takeover: an owner declared dead is merged into adjacent live owners (`merge_out`), done
+  by the lowest-id live owner;
+- join: an alive member that owns nothing takes the busiest part of every dimension
+  (`autoscaler.planner.plan_split`, `split`), done by the same coordinator;
+- leave: a matcher told to go merges itself out the same way, done by itself.
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from bluedove.segments import SegmentTable, grown, merge_out
+from autoscaler.planner import SetLoad, plan_split
+from bluedove.segments import SegmentTable, grown, merge_out, split
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from gossip.agent import GossipAgent
 from gossip.config import GossipConfig
 from gossip.grpc_transport import GossipServicer, GrpcTransport
-from gossip.state import ALIVE, STATUS_NAMES, Node
+from gossip.state import ALIVE, DEAD, LEFT, STATUS_NAMES, Node
 
 if TYPE_CHECKING:
     from matcher.server import Matcher
@@ -41,6 +46,9 @@ class Membership:
         self.transport = GrpcTransport(timeout_s=config.probe_timeout_s)
         self.agent: GossipAgent | None = None
         self._busy = False  # a table change or takeover is under way
+        self.leaving = False
+        self.leave_timeout_s = 30.0
+        self._left_seen: dict[str, float] = {}
         self._retry_at = 0.0
         self._peers: dict[str, tuple[grpc.aio.Channel, pb_grpc.MatcherStub]] = {}
 
@@ -78,20 +86,34 @@ class Membership:
     def _after_round(self) -> None:
         m, node = self.m, self.node
         node.set_load(*m.load_summary())
-        if self._busy or m.table is None:
+        if self._busy or m.table is None or self.leaving:
             return
         if node.epoch > m.table.epoch:
             self._spawn(self._adopt(SegmentTable.from_json(json.loads(node.table_json))))
             return
-        # Only a death gossip agreed on counts (never a member merely not heard of yet).
-        gone = {o for o in m.table.members if o != m.s.id and o in node.members and node.members[o].gone}
-        if gone and m.ready and time.monotonic() >= self._retry_at and self._coordinator() == m.s.id:
+        if not m.ready or time.monotonic() < self._retry_at or self._coordinator() != m.s.id:
+            return
+        # Only a death gossip agreed on counts (never a member merely not heard of yet); a
+        # member that left hands its segments off itself, unless it is still an owner long after.
+        now = time.monotonic()
+        for o in m.table.members:
+            if o in node.members and node.members[o].status == LEFT:
+                self._left_seen.setdefault(o, now)
+        gone = {o for o in m.table.members if o != m.s.id and o in node.members and
+                (node.members[o].status == DEAD or now - self._left_seen.get(o, now) > self.leave_timeout_s)}
+        if gone:
             self._spawn(self._takeover(gone))
+            return
+        idle = sorted(e.id for e in node.members.values()
+                      if e.status == ALIVE and e.generation > 0 and e.id not in m.table.members)
+        if idle:
+            self._spawn(self._join(idle[0]))
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro) -> asyncio.Task:
         self._busy = True
         task = asyncio.get_running_loop().create_task(coro)
         task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task) -> None:
         self._busy = False
@@ -108,37 +130,122 @@ class Membership:
     async def _adopt(self, table: SegmentTable) -> None:
         await self.m.apply_table(table)
 
+    # -- table changes: takeover, join (split), leave (merge) --------------------------------
     async def _takeover(self, gone: set[str]) -> None:
         old = self.m.table
-        node = self.node
-        weight = lambda i: sum(node.members[i].subs) if i in node.members else 0  # noqa: E731
-        new = merge_out(old, gone, weight)
+        new = merge_out(old, gone, self._weight)
+        await self._publish(old, new, "takeover",
+                            f"{', '.join(sorted(gone))} declared dead; segments merged into "
+                            f"{', '.join(sorted(grown(old, new)))}")
+
+    async def _join(self, member: str) -> None:
+        old = self.m.table
+        loads = await self._loads(old)
+        at, why = plan_split(old, loads)
+        new = split(old, member, self.node.members[member].addr, at)
+        await self._publish(old, new, "split", f"{member} joined and takes part of the busiest segments: {why}")
+
+    async def leave(self, timeout_s: float = 30.0) -> pb.LeaveReply:
+        """Hand every segment of ours to an adjacent owner, then stop taking part.
+
+        Retries while another table change gets in first; gives up (and says so) when no
+        other owner is alive or the time runs out."""
+        m = self.m
+        self.leaving = True
+        # Status "left" first: nobody probes us, takes us over, or splits us back in as idle.
+        self.announce_leave()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            while self._busy:
+                await asyncio.sleep(0.05)
+            old = m.table
+            if m.s.id not in old.members:
+                break
+            others = [o for o in old.members if o != m.s.id and self.node.members.get(o) is not None
+                      and self.node.members[o].status == ALIVE]
+            if not others:
+                return pb.LeaveReply(ok=False, reason="no other live owner to hand the segments to",
+                                     epoch=old.epoch)
+            new = merge_out(old, {m.s.id} | {o for o in old.members if o not in others and o != m.s.id},
+                            self._weight)
+            self._busy = True
+            try:
+                if await self._publish(old, new, "merge",
+                                       f"{m.s.id} leaves; segments merged into {', '.join(sorted(grown(old, new)))}"):
+                    break
+            except Exception as exc:  # noqa: BLE001 - a taker failed; try again with a fresh table
+                log.warning("leave hand-off failed (%r); retrying", exc)
+                await asyncio.sleep(0.5)
+            finally:
+                self._busy = False
+        else:
+            return pb.LeaveReply(ok=False, reason=f"hand-off not done in {timeout_s:.0f} s", epoch=m.table.epoch)
+        return pb.LeaveReply(ok=True, epoch=m.table.epoch)
+
+    def announce_leave(self) -> None:
+        """Tell gossip we are gone on purpose (status left), so nobody suspects or takes over."""
+        if self.node is not None and self.node.me.status != LEFT:
+            self.node.leave(time.monotonic())
+            self.agent.round()  # push it now
+
+    def _weight(self, member: str) -> float:
+        e = self.node.members.get(member)
+        return float(sum(e.subs)) if e else 0.0
+
+    async def _publish(self, old: SegmentTable, new: SegmentTable, action: str, reason: str) -> bool:
+        """The hand-off of DESIGN.md §3: takers load first; then the epoch is stored
+        (compare-and-set) and every owner adopts it; shrunk owners keep their old part for a
+        grace period. Returns False when another change got in first (we adopt that one)."""
         takers = grown(old, new)
-        log.warning("taking over %s: epoch %d -> %d, ranges to %s", sorted(gone), old.epoch, new.epoch,
-                    sorted(takers))
-        await asyncio.gather(*(self._prepare(t, new) for t in takers))
+        log.warning("%s: epoch %d -> %d (%s)", action, old.epoch, new.epoch, reason)
+        t0 = time.monotonic()
+        await asyncio.gather(*(self._prepare(t, new, adopt=False) for t in takers))
+        prepared_s = time.monotonic() - t0
         if not await self.m.store.put_table_if(old.epoch, new.to_json()):
             raw = await self.m.store.get_table()  # someone else changed it first: take theirs
             if raw:
                 self.offer(SegmentTable.from_json(raw))
-            return
+            return False
+        # Every owner adopts before gossip spreads it, so a dispatcher that reaches a matcher
+        # with the old table learns of the new one from its answer (SubscriptionAck.epoch).
+        others = [o for o in new.members if o != self.m.s.id]
+        results = await asyncio.gather(*(self._prepare(o, new, adopt=True) for o in others), return_exceptions=True)
+        for o, r in zip(others, results):
+            if isinstance(r, BaseException):
+                log.warning("%s did not adopt epoch %d directly (%r); gossip will bring it", o, new.epoch, r)
+        if self.m.s.id in new.members or self.m.s.id in old.members:
+            await self.m.apply_table(new)
         self.offer(new)
-        await self.m.apply_table(new)
         await self.m.store.add_event({
             "at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-            "action": "takeover",
-            "reason": f"{', '.join(sorted(gone))} declared dead; segments merged into "
-                      f"{', '.join(sorted(takers))} (epoch {new.epoch})",
+            "action": action,
+            "reason": f"{reason} (epoch {new.epoch}; hand-off loaded in {prepared_s:.2f} s)",
             "matchers": len(new.members),
         })
+        return True
 
-    async def _prepare(self, member: str, table: SegmentTable) -> None:
-        if member == self.m.s.id:
-            await self.m.prepare(table)
-            return
-        addr = table.members[member]
+    async def _loads(self, table: SegmentTable) -> dict[str, list[SetLoad]]:
+        async def one(member: str):
+            if member == self.m.s.id:
+                return member, self.m.report()
+            return member, await self._stub(table.members[member]).Report(pb.ReportRequest(), timeout=2.0)
+
+        out = {}
+        for r in await asyncio.gather(*(one(o) for o in table.members), return_exceptions=True):
+            if not isinstance(r, BaseException):
+                out[r[0]] = [SetLoad(d.lam, d.mu, d.q, d.subs, d.split_at) for d in r[1].dims]
+        return out
+
+    def _stub(self, addr: str) -> pb_grpc.MatcherStub:
         cached = self._peers.get(addr)
         if cached is None:
             ch = grpc.aio.insecure_channel(addr)
             cached = self._peers[addr] = (ch, pb_grpc.MatcherStub(ch))
-        await cached[1].Prepare(pb.PrepareRequest(table_json=json.dumps(table.to_json())), timeout=30.0)
+        return cached[1]
+
+    async def _prepare(self, member: str, table: SegmentTable, adopt: bool) -> None:
+        if member == self.m.s.id:
+            await self.m.prepare(table, adopt=adopt)
+            return
+        await self._stub(table.members[member]).Prepare(
+            pb.PrepareRequest(table_json=json.dumps(table.to_json()), adopt=adopt), timeout=30.0)

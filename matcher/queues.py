@@ -14,7 +14,7 @@ import numpy as np
 
 from bluedove.store import Store
 from matcher.index import SubscriptionSet
-from matcher.stats import WindowStats
+from matcher.stats import ValueSample, WindowStats
 
 
 @dataclass
@@ -41,6 +41,7 @@ class DimensionQueue:
         self.store = store
         self.executor = executor
         self.stats = stats
+        self.sample = ValueSample()  # where inside the segment the work lies (split points)
         self.batch_max = batch_max
         self.deliver_mode = deliver  # "store" (normal) or "count" (benchmarks: match only)
         self._pending: deque[_Request] = deque()
@@ -95,6 +96,8 @@ class DimensionQueue:
                 busy = time.perf_counter() - t0
                 result = await self._store(batch, groups)
                 self.stats.processed(n, busy, time.monotonic())
+                self.sample.add(points[:, self.dim], np.fromiter((sum(len(s) for s in g.values()) for g in groups),
+                                                                 dtype=np.float64, count=len(groups)))
                 pos = 0
                 for r in batch:
                     part = groups[pos : pos + len(r.ids)]

@@ -57,6 +57,8 @@ class Matcher:
         # Table changes (gossip, store, hand-off) one at a time.
         self._table_lock = asyncio.Lock()
         self.membership = Membership(self, gossip or GossipConfig(), seeds)
+        self._trim_at: float | None = None
+        self.stopping = asyncio.Event()  # set when the process should exit
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -84,7 +86,8 @@ class Matcher:
             await self._load_catalogue(self.table)
         self.ready = True
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._tail_catalogue()), loop.create_task(self._watch_stored_table())]
+        self._tasks = [loop.create_task(self._tail_catalogue()), loop.create_task(self._watch_stored_table()),
+                       loop.create_task(self._trim())]
         log.info("matcher %s ready: %s subscriptions per dimension", self.s.id, self.sets.counts())
 
     async def stop(self) -> None:
@@ -148,24 +151,49 @@ class Matcher:
     # -- the segment table -----------------------------------------------------------------
     async def apply_table(self, new: SegmentTable) -> None:
         """Adopt a newer table. A range that grew is loaded first (its values are refused
-        until then, so dispatchers try another candidate); a member that owns nothing any
-        more (taken over while away) empties its sets."""
+        until then, so dispatchers try another candidate). A range that shrank is kept for
+        `handoff_grace_s` (dispatchers still on the old table may send us its messages, and
+        the catalogue tail keeps the kept part complete), then dropped."""
         async with self._table_lock:
             if self.table is not None and new.epoch <= self.table.epoch:
                 return
             mine = new.segments_of(self.s.id)
-            if not _within(mine, self.sets.segments) or (not mine and self.sets.segments):
+            if not _within(mine, self.sets.segments):
                 await self._load_catalogue(new)
+            elif mine != self.sets.segments:
+                self._trim_at = time.monotonic() + self.s.handoff_grace_s
             self.table = new
             self.membership.offer(new)
             log.info("matcher %s at epoch %d: segments %s", self.s.id, new.epoch, mine or "none (idle)")
 
-    async def prepare(self, new: SegmentTable) -> pb.PrepareReply:
-        """Hand-off: load what `new` assigns to us before it is published; keep the table."""
+    async def prepare(self, new: SegmentTable, adopt: bool = False) -> pb.PrepareReply:
+        """Hand-off: load what `new` assigns to us before it is published; with `adopt`, also
+        take it as our table (after it is published)."""
         async with self._table_lock:
             if not _within(new.segments_of(self.s.id), self.sets.segments):
                 await self._load_catalogue(new)
+        if adopt:
+            await self.apply_table(new)
         return pb.PrepareReply(epoch=new.epoch, subs=self.sets.counts())
+
+    async def _trim(self) -> None:
+        """After the hand-off grace, drop the parts of the sets the table no longer gives us."""
+        while True:
+            await asyncio.sleep(0.5)
+            if self._trim_at is None or time.monotonic() < self._trim_at:
+                continue
+            try:
+                async with self._table_lock:
+                    self._trim_at = None
+                    if self.sets.segments != self.table.segments_of(self.s.id):
+                        await self._load_catalogue(self.table)
+                        log.info("matcher %s dropped what it handed off: %s per dimension", self.s.id,
+                                 self.sets.counts())
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("trimming the sets failed; retrying")
+                self._trim_at = time.monotonic() + 1.0
 
     async def _watch_stored_table(self) -> None:
         """The store holds the latest table too (compare-and-set on each change): a matcher
@@ -234,14 +262,26 @@ class Matcher:
         ids = list(req.ids)
         return await self._run_index(lambda: sum(sets.remove(i) for i in ids))
 
+    async def leave(self) -> pb.LeaveReply:
+        """Hand our segments off, serve through the grace period, then stop the process."""
+        reply = await self.membership.leave()
+        if reply.ok:
+            loop = asyncio.get_running_loop()
+            loop.call_later(self.s.handoff_grace_s, self.stopping.set)
+            log.warning("matcher %s left at epoch %d; exiting in %.0f s", self.s.id, reply.epoch,
+                        self.s.handoff_grace_s)
+        return reply
+
     def report(self) -> pb.ReportReply:
         now = time.monotonic()
         dims = []
         counts = self.sets.counts() if self.sets else []
         for i, st in enumerate(self.stats):
             lam, mu = st.rates(now)
+            seg = self.table.segments_of(self.s.id).get(i) if self.table else None
+            split_at = self.queues[i].sample.load_median(*seg) if seg else float("nan")
             dims.append(pb.DimensionLoad(lam=lam, mu=mu, q=len(self.queues[i]), subs=counts[i],
-                                         matched_total=st.total_processed))
+                                         matched_total=st.total_processed, split_at=split_at))
         return pb.ReportReply(id=self.s.id, generation=self.generation, ready=self.ready,
                               epoch=self.table.epoch if self.table else 0, dims=dims,
                               window_s=self.s.stats_window_s,
@@ -261,7 +301,8 @@ class MatcherServicer(pb_grpc.MatcherServicer):
     async def AddSubscriptions(self, request, context):
         if self.m.sets is None:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "matcher is starting")
-        return pb.SubscriptionAck(changed=await self.m.add_subscriptions(request))
+        changed = await self.m.add_subscriptions(request)
+        return pb.SubscriptionAck(changed=changed, epoch=self.m.table.epoch)
 
     async def RemoveSubscriptions(self, request, context):
         if self.m.sets is None:
@@ -276,13 +317,25 @@ class MatcherServicer(pb_grpc.MatcherServicer):
     async def Prepare(self, request, context):
         if self.m.sets is None:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "matcher is starting")
-        return await self.m.prepare(SegmentTable.from_json(json.loads(request.table_json)))
+        return await self.m.prepare(SegmentTable.from_json(json.loads(request.table_json)), adopt=request.adopt)
+
+    async def Leave(self, request, context):
+        if not self.m.ready:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "matcher is starting")
+        return await self.m.leave()
 
     async def Match(self, request, context):
         return await self.m.match(request, context)
 
     async def Report(self, request, context):
         return self.m.report()
+
+
+async def _leave_or_stop(m: Matcher) -> None:
+    reply = await m.leave()
+    if not reply.ok:
+        log.warning("matcher %s could not hand off (%s); exiting", m.s.id, reply.reason)
+        m.stopping.set()
 
 
 def _within(inner: dict[int, tuple[float, float]], outer: dict[int, tuple[float, float]]) -> bool:
@@ -302,10 +355,21 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
     server.add_insecure_port(f"{settings.host}:{settings.port}")
     await server.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-    stop = asyncio.Event()
+    stop = m.stopping
     loop = asyncio.get_running_loop()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if settings.leave_on_sigterm and signals == 1 and m.ready:
+            # Kubernetes scales a StatefulSet in with SIGTERM: hand the segments off first.
+            loop.create_task(_leave_or_stop(m))
+        else:
+            stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
     await m.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     await stop.wait()

@@ -79,6 +79,7 @@ class LocalCluster:
         self.redis: RedisServer | None = None
         self.children: list[Child] = []
         self.table: SegmentTable | None = None
+        self.addresses: dict[str, str] = {}  # matcher name -> gRPC address
 
     @property
     def url(self) -> str:
@@ -103,6 +104,7 @@ class LocalCluster:
                 self.store_url = self.redis.url
             self._write_table()
             cmd = bluedove_command()
+            self.addresses = dict(self.table.members)
             for m, address in self.table.members.items():
                 port = address.rsplit(":", 1)[1]
                 self.children.append(Child("matcher", m, cmd + [
@@ -173,7 +175,10 @@ class LocalCluster:
             if c.proc is not None and not c.alive():
                 code = c.proc.returncode
                 how = f"signal {-code}" if code < 0 else f"exit code {code}"
-                if self.restart:
+                if code == 0 and c.role == "matcher":  # it left (handed its segments off): done
+                    events.append(f"matcher {c.name} left the cluster")
+                    c.proc = None
+                elif self.restart:
                     c.restarts += 1
                     c.start()
                     events.append(f"{c.role} {c.name} died ({how}); restarted (restart #{c.restarts})")
@@ -181,6 +186,39 @@ class LocalCluster:
                     events.append(f"{c.role} {c.name} died ({how}); the rest keep serving")
                     c.proc = None
         return events
+
+    # -- elasticity -----------------------------------------------------------------------
+    def matchers(self) -> list[Child]:
+        """Matcher processes running now."""
+        return [c for c in self.children if c.role == "matcher" and c.alive()]
+
+    def add_matcher(self, extra_args: list[str] | None = None) -> Child:
+        """Start one more matcher; it joins through gossip and is given segments by a split."""
+        taken = [int(c.name[1:]) for c in self.children if c.role == "matcher"]
+        name = f"m{max(taken, default=0) + 1}"
+        port = free_port()
+        seeds = [a for c in self.matchers() if (a := self.addresses.get(c.name))]
+        args = bluedove_command() + ["matcher", "--id", name, "--host", self.host, "--port", str(port),
+                                     "--store", self.store_url, *(x for a in seeds for x in ("--join", a)),
+                                     *(extra_args or [])]
+        child = Child("matcher", name, args, self.data_dir / "logs" / f"{name}.log", extra_env=self.matcher_env)
+        self.addresses[name] = f"{self.host}:{port}"
+        self.children.append(child)
+        child.start()
+        return child
+
+    def remove_matcher(self, name: str, timeout_s: float = 60.0) -> str:
+        """Ask a matcher to leave (it hands its segments off, serves out the grace, exits)."""
+        import grpc
+
+        from bluedove.v1 import matcher_pb2 as pb
+        from bluedove.v1 import matcher_pb2_grpc as pb_grpc
+
+        with grpc.insecure_channel(self.addresses[name]) as ch:
+            reply = pb_grpc.MatcherStub(ch).Leave(pb.LeaveRequest(), timeout=timeout_s)
+        if not reply.ok:
+            raise RuntimeError(f"{name} could not leave: {reply.reason}")
+        return f"{name} left at epoch {reply.epoch}"
 
     def child(self, name: str) -> Child:
         return next(c for c in self.children if c.name == name)

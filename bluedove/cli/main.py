@@ -53,7 +53,8 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
     from bluedove.settings import MatcherSettings, from_env
     from matcher.server import serve
 
-    settings = from_env(MatcherSettings, id=args.id, host=args.host, port=args.port, store_url=args.store)
+    settings = from_env(MatcherSettings, id=args.id, host=args.host, port=args.port, store_url=args.store,
+                        leave_on_sigterm=True if args.leave_on_sigterm else None)
     asyncio.run(serve(settings, deliver=args.deliver, seeds=tuple(args.join or ())))
     return 0
 
@@ -122,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="count: match without writing deliveries (benchmarks)")
     m.add_argument("--join", action="append", metavar="HOST:PORT",
                    help="a member to gossip with first (repeatable); the table's members are always tried")
+    m.add_argument("--leave-on-sigterm", action="store_true",
+                   help="on SIGTERM hand the segments to neighbours before exiting (Kubernetes scale-in)")
     m.set_defaults(func=_cmd_matcher)
 
     d = sub.add_parser("dispatcher", help="run one dispatcher (started by `up`)")

@@ -67,10 +67,12 @@ class RemoveRequest(_message.Message):
     def __init__(self, ids: _Optional[_Iterable[str]] = ..., log_id: _Optional[str] = ...) -> None: ...
 
 class SubscriptionAck(_message.Message):
-    __slots__ = ("changed",)
+    __slots__ = ("changed", "epoch")
     CHANGED_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     changed: int
-    def __init__(self, changed: _Optional[int] = ...) -> None: ...
+    epoch: int
+    def __init__(self, changed: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class TableRequest(_message.Message):
     __slots__ = ()
@@ -99,10 +101,26 @@ class MemberInfo(_message.Message):
     def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., status: _Optional[str] = ..., generation: _Optional[int] = ..., subs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PrepareRequest(_message.Message):
-    __slots__ = ("table_json",)
+    __slots__ = ("table_json", "adopt")
     TABLE_JSON_FIELD_NUMBER: _ClassVar[int]
+    ADOPT_FIELD_NUMBER: _ClassVar[int]
     table_json: str
-    def __init__(self, table_json: _Optional[str] = ...) -> None: ...
+    adopt: bool
+    def __init__(self, table_json: _Optional[str] = ..., adopt: _Optional[bool] = ...) -> None: ...
+
+class LeaveRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class LeaveReply(_message.Message):
+    __slots__ = ("ok", "reason", "epoch")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    reason: str
+    epoch: int
+    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class PrepareReply(_message.Message):
     __slots__ = ("epoch", "subs")
@@ -128,18 +146,20 @@ class ReportRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DimensionLoad(_message.Message):
-    __slots__ = ("lam", "mu", "q", "subs", "matched_total")
+    __slots__ = ("lam", "mu", "q", "subs", "matched_total", "split_at")
     LAM_FIELD_NUMBER: _ClassVar[int]
     MU_FIELD_NUMBER: _ClassVar[int]
     Q_FIELD_NUMBER: _ClassVar[int]
     SUBS_FIELD_NUMBER: _ClassVar[int]
     MATCHED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_AT_FIELD_NUMBER: _ClassVar[int]
     lam: float
     mu: float
     q: int
     subs: int
     matched_total: int
-    def __init__(self, lam: _Optional[float] = ..., mu: _Optional[float] = ..., q: _Optional[int] = ..., subs: _Optional[int] = ..., matched_total: _Optional[int] = ...) -> None: ...
+    split_at: float
+    def __init__(self, lam: _Optional[float] = ..., mu: _Optional[float] = ..., q: _Optional[int] = ..., subs: _Optional[int] = ..., matched_total: _Optional[int] = ..., split_at: _Optional[float] = ...) -> None: ...
 
 class ReportReply(_message.Message):
     __slots__ = ("id", "generation", "ready", "epoch", "dims", "window_s", "gossip_bytes_sent", "gossip_messages_sent")

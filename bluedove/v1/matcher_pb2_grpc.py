@@ -64,6 +64,11 @@ class MatcherStub:
                 request_serializer=bluedove_dot_v1_dot_matcher__pb2.PrepareRequest.SerializeToString,
                 response_deserializer=bluedove_dot_v1_dot_matcher__pb2.PrepareReply.FromString,
                 _registered_method=True)
+        self.Leave = channel.unary_unary(
+                '/bluedove.v1.Matcher/Leave',
+                request_serializer=bluedove_dot_v1_dot_matcher__pb2.LeaveRequest.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_matcher__pb2.LeaveReply.FromString,
+                _registered_method=True)
         self.Match = channel.unary_unary(
                 '/bluedove.v1.Matcher/Match',
                 request_serializer=bluedove_dot_v1_dot_matcher__pb2.ForwardRequest.SerializeToString,
@@ -118,6 +123,14 @@ class MatcherServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Leave(self, request, context):
+        """Leave the cluster gracefully: hand every segment to an adjacent owner (the hand-off of
+        Prepare), keep serving through the grace period, then exit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Match(self, request, context):
         """Match messages against one dimension's set without delivering anything (a dry run:
         which subscriptions would this candidate deliver to?). For checks and operators.
@@ -158,6 +171,11 @@ def add_MatcherServicer_to_server(servicer, server):
                     servicer.Prepare,
                     request_deserializer=bluedove_dot_v1_dot_matcher__pb2.PrepareRequest.FromString,
                     response_serializer=bluedove_dot_v1_dot_matcher__pb2.PrepareReply.SerializeToString,
+            ),
+            'Leave': grpc.unary_unary_rpc_method_handler(
+                    servicer.Leave,
+                    request_deserializer=bluedove_dot_v1_dot_matcher__pb2.LeaveRequest.FromString,
+                    response_serializer=bluedove_dot_v1_dot_matcher__pb2.LeaveReply.SerializeToString,
             ),
             'Match': grpc.unary_unary_rpc_method_handler(
                     servicer.Match,
@@ -327,6 +345,33 @@ class Matcher:
             '/bluedove.v1.Matcher/Prepare',
             bluedove_dot_v1_dot_matcher__pb2.PrepareRequest.SerializeToString,
             bluedove_dot_v1_dot_matcher__pb2.PrepareReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Leave(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bluedove.v1.Matcher/Leave',
+            bluedove_dot_v1_dot_matcher__pb2.LeaveRequest.SerializeToString,
+            bluedove_dot_v1_dot_matcher__pb2.LeaveReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -74,3 +74,38 @@ def compare(expected: dict, got: list[tuple[str, dict]]) -> dict:
         "duplicates": dups[:10],
         "wrong_subscriptions": [k for k in expected if k in seen and seen[k] != expected[k]][:10],
     }
+
+
+def timed_compare(space: Space, subs: dict, sub_times: dict, messages: dict, msg_times: dict,
+                  got: list[tuple[str, dict]]) -> dict:
+    """`compare` for subscriptions made while publishing: a subscription answered (201) before
+    a publish was sent must match it; one sent after the publish was answered (202) must not;
+    one in flight meanwhile may go either way. Times are (sent, answered) pairs; a
+    subscription without times existed before any publish."""
+    built = [build_subscription(sid, q, preds, space) for sid, (q, preds) in subs.items()]
+    must: dict[tuple[str, str], set[str]] = {}
+    may: dict[tuple[str, str], set[str]] = {}
+    for mid, point in messages.items():
+        m_sent, m_done = msg_times[mid]
+        for s in built:
+            if not s.matches(point):
+                continue
+            s_sent, s_done = sub_times.get(s.id, (float("-inf"), float("-inf")))
+            if s_done < m_sent:
+                must.setdefault((s.queue, mid), set()).add(s.id)
+            elif s_sent <= m_done:
+                may.setdefault((s.queue, mid), set()).add(s.id)
+    seen: dict[tuple[str, str], set[str]] = {}
+    dups = []
+    for q, m in got:
+        key = (q, m["id"])
+        if key in seen:
+            dups.append(key)
+        seen[key] = set(m["subscriptions"])
+    return {
+        "missing": sorted(k for k in must if k not in seen)[:10],
+        "unexpected": sorted(k for k in seen if k not in must and k not in may)[:10],
+        "duplicates": dups[:10],
+        "wrong_subscriptions": [k for k, v in seen.items()
+                                if not must.get(k, set()) <= v <= must.get(k, set()) | may.get(k, set())][:10],
+    }

@@ -3,7 +3,8 @@
 Gossip declares it dead everywhere; its segments are merged into live neighbours, which load
 their subscriptions before the new epoch is published; no accepted message is lost or
 duplicated; refusals stop once the takeover is out; afterwards every message finds all its
-matches on each of its candidates; the restarted matcher rejoins as an idle member.
+matches on each of its candidates; the restarted matcher rejoins and is given segments by a
+split while messages keep flowing.
 Publishers retry a 503 with the same message id, as API.md tells clients to."""
 
 from __future__ import annotations
@@ -32,18 +33,22 @@ DIMS = ("x0", "x1", "x2", "x3")
 
 
 async def publish_steadily(client: httpx.AsyncClient, rng: random.Random, prefix: str, n: int, rate: float,
-                           messages: dict, refused: list) -> None:
-    """Publish n messages at `rate`/s, each retried with its id until accepted (at most ~15 s)."""
+                           messages: dict, refused: list, times: dict | None = None) -> None:
+    """Publish n messages at `rate`/s, each retried with its id until accepted (at most ~15 s);
+    `times[id]` = (first sent, accepted)."""
 
     async def one(i: int) -> None:
         attrs = {d: rng.uniform(0, 1000) for d in DIMS}
         mid = f"{prefix}-{i}"
-        deadline = time.monotonic() + 15
+        first = time.monotonic()
+        deadline = first + 15
         while True:
             try:
                 r = await client.post("/v1/messages", json={"attributes": attrs, "id": mid})
                 if r.status_code == 202:
                     messages[mid] = tuple(attrs[d] for d in DIMS)
+                    if times is not None:
+                        times[mid] = (first, time.monotonic())
                     return
                 assert r.status_code == 503, r.text
                 refused.append((time.monotonic(), mid))
@@ -144,15 +149,18 @@ def test_sigkill_a_matcher_while_publishing_then_takeover_and_rejoin(tmp_path):
                 [event] = [e for e in status["autoscaler"]["events"] if e["action"] == "takeover"]
                 assert "m2 declared dead" in event["reason"] and event["matchers"] == 3
                 checked = await match_on_every_candidate(table, rng, subs, 200)
-                # Restarted (same id, new generation), it rejoins with no segments: idle.
+                # Restarted (same id, new generation), it rejoins with no segments, and the
+                # coordinator splits the busiest segments to give it some (a join).
                 victim.start()
                 for _ in range(150):
-                    members = {m["id"]: m for m in (await client.get("/v1/cluster")).json()["members"]}
-                    if members["m2"]["status"] == "alive":
+                    status = (await client.get("/v1/cluster")).json()
+                    members = {m["id"]: m for m in status["members"]}
+                    if members["m2"]["status"] == "alive" and not members["m2"]["idle"]:
                         break
                     await asyncio.sleep(0.2)
-                assert members["m2"]["status"] == "alive" and members["m2"]["idle"], members["m2"]
-                assert members["m2"]["segments"] == {}
+                assert members["m2"]["status"] == "alive" and not members["m2"]["idle"], members["m2"]
+                assert len(members["m2"]["segments"]) == 4 and status["epoch"] == epoch0 + 2
+                assert [e["action"] for e in status["autoscaler"]["events"]] == ["takeover", "split"]
                 await publish_steadily(client, rng, "b", 300, 150, messages, refused)
                 got = await drain(client, queues)
             return messages, refused, got, killed_at, dead_at, checked

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bluedove.model import build_subscription
-from bluedove.segments import SegmentTable, equal_partition, grown, merge_out
+from bluedove.segments import SegmentTable, equal_partition, grown, merge_out, shrunk, split
 from bluedove.space import Dimension, Space, default_space
 
 SPACE = default_space()  # x0..x3 in [0, 1000)
@@ -361,3 +361,35 @@ def test_merge_out_of_adjacent_dead_members_and_every_point_keeps_a_live_owner()
         assert new.owner_at(2, v) in {"m1", "m4"}
     with pytest.raises(ValueError):
         merge_out(t, {"m1", "m2", "m3", "m4"})
+
+
+# -- join: split ---------------------------------------------------------------------------
+def test_split_gives_the_new_member_the_upper_part_on_every_dimension():
+    t = _table4()
+    new = split(t, "m5", "a5", {0: ("m2", 300.0), 1: ("m4", 900.0), 2: ("m1", 100.0), 3: ("m3", 600.0)})
+    assert new.epoch == t.epoch + 1 and new.members["m5"] == "a5"
+    assert new.segments_of("m5") == {0: (300.0, 500.0), 1: (900.0, 1000.0), 2: (100.0, 250.0), 3: (600.0, 750.0)}
+    assert new.segments_of("m2")[0] == (250.0, 300.0) and new.segments_of("m2")[1] == (250.0, 500.0)
+    assert grown(t, new) == {"m5": new.segments_of("m5")}
+    assert shrunk(t, new) == {"m1", "m2", "m3", "m4"}
+    for v in (0.0, 299.9, 300.0, 499.9, 999.9):  # every value still has exactly one owner
+        assert new.owner_at(0, v) == ("m5" if 300 <= v < 500 else t.owner_at(0, v))
+
+
+def test_split_at_an_existing_boundary_of_a_merged_range_and_refusals():
+    t = merge_out(_table4(), {"m2"})  # m1 owns [0, 500) as two old segments, merged into one
+    new = split(t, "m5", "a5", {i: ("m1", 250.0) for i in range(4)})
+    assert new.segments_of("m1")[0] == (0.0, 250.0) and new.segments_of("m5")[0] == (250.0, 500.0)
+    with pytest.raises(ValueError):
+        split(t, "m5", "a5", {i: ("m1", 500.0) for i in range(4)})  # not inside m1's range
+    with pytest.raises(ValueError):
+        split(t, "m3", "a3", {i: ("m1", 100.0) for i in range(4)})  # already a member
+    with pytest.raises(ValueError):
+        split(t, "m5", "a5", {0: ("m1", 100.0)})  # every dimension is needed
+
+
+def test_a_split_then_a_merge_of_the_new_member_restores_the_ranges():
+    t = _table4()
+    new = split(t, "m5", "a5", {i: ("m3", 600.0) for i in range(4)})
+    back = merge_out(new, {"m5"}, weight={"m3": 0, "m4": 1}.get)
+    assert back.cuts == t.cuts and back.owners == t.owners

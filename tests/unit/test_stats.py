@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+import numpy as np
+
 from matcher.stats import WindowStats
 
 
@@ -123,3 +125,28 @@ def test_totals_count_everything_ever_seen():
     s.processed(5, 0.1, 50.0)
     s.rates(100.0)
     assert (s.total_arrived, s.total_processed) == (7, 5)
+
+
+def test_the_load_median_halves_the_work_not_the_range():
+    from matcher.stats import MESSAGE_WORK, ValueSample
+
+    s = ValueSample(capacity=1000)
+    rng = np.random.default_rng(1)
+    # Three quarters of the messages fall in [0, 100), the rest in [100, 1000).
+    values = np.concatenate([rng.uniform(0, 100, 750), rng.uniform(100, 1000, 250)])
+    s.add(values, np.zeros(1000))
+    at = s.load_median(0, 1000)
+    assert 60 < at < 73  # the 50th percentile: 2/3 of the way through [0, 100)
+    # Messages with many matches weigh more: the same values, matches on the upper ones.
+    s.add(values, np.where(values >= 100, 10 * MESSAGE_WORK, 0))
+    assert s.load_median(0, 1000) > 100
+    assert np.isnan(s.load_median(2000, 3000))  # no samples there
+
+
+def test_the_value_sample_is_a_bounded_ring():
+    from matcher.stats import ValueSample
+
+    s = ValueSample(capacity=64)
+    s.add(np.full(100, 5.0), np.zeros(100))
+    s.add(np.full(40, 7.0), np.zeros(40))
+    assert len(s.values) == 64 and (s.values == 7.0).sum() == 40

@@ -1,0 +1,46 @@
+"""Where a joining matcher cuts: the hottest owner per dimension, at its load median."""
+
+import math
+
+from autoscaler.planner import SetLoad, hottest, plan_split
+from bluedove.segments import equal_partition, split
+from bluedove.space import default_space
+
+
+def table4():
+    return equal_partition(default_space(), {f"m{i}": f"a{i}" for i in range(1, 5)})
+
+
+def loads(busy: dict[str, float], split_at: dict[str, float] | None = None, subs=None):
+    out = {}
+    for m in ("m1", "m2", "m3", "m4"):
+        out[m] = [SetLoad(lam=busy.get(m, 0.0) * 1000, mu=1000.0, subs=(subs or {}).get(m, 100),
+                          split_at=(split_at or {}).get(m, math.nan)) for _ in range(4)]
+    return out
+
+
+def test_the_busiest_owner_is_split_not_the_biggest():
+    t = table4()
+    ld = loads({"m1": 0.2, "m3": 0.9}, subs={"m1": 9000, "m3": 10})
+    assert hottest(t, 0, ld) == "m3"
+
+
+def test_without_traffic_the_biggest_set_is_split():
+    t = table4()
+    assert hottest(t, 2, loads({}, subs={"m2": 500})) == "m2"
+
+
+def test_the_cut_is_where_the_load_halves_else_the_midpoint():
+    t = table4()
+    at, why = plan_split(t, loads({"m3": 0.9}, split_at={"m3": 530.0}))
+    assert at == {i: ("m3", 530.0) for i in range(4)}
+    assert "load median" in why
+    at, why = plan_split(t, loads({"m3": 0.9}))  # too few messages seen: NaN
+    assert at == {i: ("m3", 625.0) for i in range(4)} and "midpoint" in why
+    at, _ = plan_split(t, loads({"m3": 0.9}, split_at={"m3": 900.0}))  # outside its range
+    assert at[0] == ("m3", 625.0)
+    assert split(t, "m5", "a5", at).segments_of("m5")[0] == (625.0, 750.0)
+
+
+def test_a_queue_without_service_counts_as_busy():
+    assert SetLoad(q=5).busy == 1.0 and SetLoad().busy == 0.0
