@@ -23,13 +23,19 @@ class Metrics:
         self.arrival = Gauge("bluedove_matcher_arrival_rate", "Arrival rate λ (msg/s)", labels, registry=r)
         self.matching = Gauge("bluedove_matcher_matching_rate", "Matching rate μ (msg/s of work)", labels, registry=r)
         self.set_size = Gauge("bluedove_matcher_subscriptions", "Subscriptions in the set", labels, registry=r)
+        self.events = Gauge("bluedove_cluster_events", "Cluster events since the store was created "
+                            "(takeover, split, merge, scale_out, scale_in)", ["action"], registry=r)
+        self.matchers = Gauge("bluedove_cluster_matchers", "Matchers owning segments in the table", registry=r)
         self.gossip_bytes = Gauge("bluedove_matcher_gossip_bytes_sent",
                                   "Gossip bytes a matcher sent since it started", ["matcher"], registry=r)
 
-    def refresh(self, cluster, failovers: int = 0) -> None:
+    def refresh(self, cluster, failovers: int = 0, events: dict[str, int] | None = None) -> None:
         self.failovers.set(failovers)
+        for action, n in (events or {}).items():
+            self.events.labels(action).set(n)
         if cluster.table is None:
             return
+        self.matchers.set(len(cluster.table.members))
         names = cluster.table.space.names
         for (m, i), rep in list(cluster.reports.items()):
             lab = (m, names[i])

@@ -29,6 +29,15 @@ def _cmd_up(args: argparse.Namespace) -> int:
     print(f"starting BlueDove: {args.matchers} matchers, {args.dispatchers} dispatcher(s), data in {args.data_dir}",
           flush=True)
     cluster.start()
+    scaler = None
+    if args.autoscale:
+        from autoscaler.policy import ScalingConfig
+        from bluedove.cli.autoscale import AutoscalerThread
+        from bluedove.settings import from_env
+
+        config = from_env(ScalingConfig, min_matchers=args.min_matchers, max_matchers=args.max_matchers)
+        scaler = AutoscalerThread(cluster, config).start()
+        print(f"autoscaler  local processes, {config.min_matchers} to {config.max_matchers} matchers", flush=True)
     print(f"REST API    {cluster.url}  (docs {cluster.url}/docs)", flush=True)
     print(f"gRPC API    {cluster.grpc_address}", flush=True)
     print(f"cluster     {cluster.url}/v1/cluster", flush=True)
@@ -44,6 +53,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
             time.sleep(0.5)
     finally:
         print("stopping…", flush=True)
+        if scaler is not None:
+            scaler.stop()
         cluster.stop()
         print("stopped", flush=True)
     return 0
@@ -78,6 +89,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    if args.kind == "elastic":
+        from bluedove.cli.bench_elastic import run_elastic_bench
+
+        args.subs = args.n_subs or 20_000
+        return run_elastic_bench(args)
     if args.kind == "gossip":
         from bluedove.cli.bench_gossip import run_gossip_bench
 
@@ -103,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="run a local cluster as real processes until Ctrl-C")
     cluster_flags(up, 8080, 50051)
     up.add_argument("--data-dir", default=".bluedove", help="embedded Redis data and process logs")
+    up.add_argument("--autoscale", action="store_true",
+                    help="add matchers when saturated and remove them when idle (local processes)")
+    up.add_argument("--min-matchers", type=int, default=None, help="with --autoscale (default 1)")
+    up.add_argument("--max-matchers", type=int, default=None, help="with --autoscale (default 8)")
     up.set_defaults(func=_cmd_up)
 
     demo = sub.add_parser("demo", help="`up` plus the traffic workload, a live progress line and a summary")
@@ -138,8 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_cmd_dispatcher)
 
     b = sub.add_parser("bench", help="measurements (see docs/benchmarks.md)")
-    b.add_argument("kind", choices=("kernel", "gossip"),
-                   help="kernel: in-process matching rate of one set; gossip: spread, detection, traffic")
+    b.add_argument("kind", choices=("kernel", "gossip", "elastic"),
+                   help="kernel: in-process matching rate of one set; gossip: spread, detection, traffic; "
+                        "elastic: seed 001's Fig. 9 with the autoscaler on real processes")
     b.add_argument("--workload", default="paper", help="paper (see shared WORKLOADS.md)")
     b.add_argument("--partitions", type=int, default=20, help="matchers the space is cut for")
     b.add_argument("--messages", type=int, default=20000)
@@ -151,6 +172,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--subs", dest="n_subs", type=int, default=None, help="variant: number of subscriptions")
     b.add_argument("--repeat", type=int, default=5, help="timed runs; the best is reported with the spread")
     b.add_argument("--verify", type=int, default=200, help="messages checked against brute force")
+    el = b.add_argument_group("elastic")
+    el.add_argument("--rates", default="1000,2000,4000,6000", help="msg/s of each step")
+    el.add_argument("--step-s", type=float, default=30.0, help="seconds per rate step")
+    el.add_argument("--cooldown-s", type=float, default=90.0, help="seconds observed after publishing stops")
+    el.add_argument("--min-matchers", type=int, default=2)
+    el.add_argument("--max-matchers", type=int, default=8)
+    el.add_argument("--plot", default=None, help="write the timeline as a PNG here")
     b.set_defaults(func=_cmd_bench)
 
     from bluedove.cli.pubsub import add_commands

@@ -224,7 +224,20 @@ class Store:
         async with self.r.pipeline(transaction=True) as p:
             p.lpush("bd:events", json.dumps(event))
             p.ltrim("bd:events", 0, keep - 1)
+            p.hincrby("bd:events:count", event.get("action", "other"), 1)
             await p.execute()
+
+    async def event_counts(self) -> dict[str, int]:
+        """Events per action since the store was created (the log above is bounded; this is not)."""
+        return {k: int(v) for k, v in (await self.r.hgetall("bd:events:count")).items()}
+
+    async def put_autoscaler(self, state: dict, ttl_s: int) -> None:
+        """The running autoscaler's settings; they expire if it stops refreshing them."""
+        await self.r.set("bd:autoscaler", json.dumps(state), ex=ttl_s)
+
+    async def get_autoscaler(self) -> dict | None:
+        raw = await self.r.get("bd:autoscaler")
+        return json.loads(raw) if raw else None
 
     async def events(self, limit: int = 50) -> list[dict]:
         """The newest `limit` events, oldest first."""

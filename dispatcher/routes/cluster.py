@@ -51,7 +51,7 @@ async def get_cluster(request: Request):
         "policy": d.s.policy,
         "members": members,
         "dispatchers": await d.store.dispatchers(),
-        "autoscaler": {"enabled": False, "min": len(members), "max": len(members),
+        "autoscaler": {**(await d.store.get_autoscaler() or {"enabled": False, "min": None, "max": None}),
                        "events": await d.store.events()},
     }
 
@@ -79,5 +79,5 @@ async def readyz(request: Request):
 @router.get("/metrics")
 async def metrics(request: Request):
     d = state(request)
-    d.metrics.refresh(d.cluster, d.forwarder.failovers)
+    d.metrics.refresh(d.cluster, d.forwarder.failovers, await d.store.event_counts())
     return Response(generate_latest(d.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -501,3 +501,12 @@ async def test_the_event_log_is_bounded_and_oldest_first(store):
         await store.add_event({"n": i}, keep=5)
     assert [e["n"] for e in await store.events(limit=10)] == [2, 3, 4, 5, 6]
     assert [e["n"] for e in await store.events(limit=2)] == [5, 6]
+    assert await store.event_counts() == {"other": 7}  # counted, not trimmed
+
+
+async def test_the_autoscaler_state_expires_when_not_refreshed(store):
+    assert await store.get_autoscaler() is None
+    await store.put_autoscaler({"enabled": True, "min": 2}, ttl_s=1)
+    assert await store.get_autoscaler() == {"enabled": True, "min": 2}
+    await asyncio.sleep(1.2)
+    assert await store.get_autoscaler() is None

@@ -1,0 +1,106 @@
+"""When to add or remove matchers: a pure policy over a history of cluster load samples.
+
+Saturation (seed 001 §IV-B): queues and response time grow without bound once arrivals
+outpace matching; seed 003 calls λ/μ > 1 sustained a congestion element. We scale out when,
+over a whole window, either the cluster's demand λ/μ stays above `out_busy` or the queued
+messages keep growing; by more than one matcher when far over (to reach `target_busy`). We
+scale in, one matcher at a time, after a long window in which demand stayed below `in_busy`
+and would stay below `target_busy` with one matcher fewer. Cooldowns after every change and
+the min/max bounds keep it from flapping. Time is an argument.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ScalingConfig:
+    min_matchers: int = 1
+    max_matchers: int = 8
+    # Saturation must hold over this whole window (a burst shorter than it is absorbed).
+    window_s: float = 10.0
+    # Mean busy fraction λ/μ per matcher above which the cluster counts as saturated.
+    out_busy: float = 0.8
+    # Queued messages growing by at least this many over the window also means saturated.
+    queue_growth: int = 200
+    # Scale out to reach this busy fraction; scale in only if it would stay under it.
+    target_busy: float = 0.6
+    # Demand below this for `in_window_s` lets a matcher go.
+    in_busy: float = 0.25
+    in_window_s: float = 60.0
+    # No decision this soon after a change (a new matcher needs its hand-off and a few
+    # load reports before its effect shows).
+    out_cooldown_s: float = 15.0
+    in_cooldown_s: float = 60.0
+    # Most matchers added at once.
+    max_step: int = 4
+
+
+@dataclass(frozen=True)
+class LoadSample:
+    """The cluster at one moment: summed over matchers and dimensions."""
+
+    at: float
+    matchers: int
+    demand: float  # Σ λ/μ: matchers' worth of matching work arriving per second
+    queued: int    # messages waiting in matcher queues
+
+    @property
+    def busy(self) -> float:
+        return self.demand / self.matchers if self.matchers else 0.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # "scale_out" | "scale_in" | "hold"
+    target: int
+    reason: str
+
+
+def _window(loads: Sequence[LoadSample], now: float, span: float) -> list[LoadSample] | None:
+    """The samples of the last `span` seconds, or None if they do not cover it."""
+    inside = [s for s in loads if now - span <= s.at <= now]
+    if len(inside) < 3 or inside[0].at - (now - span) > 0.2 * span:
+        return None
+    return inside
+
+
+def plan(loads: Sequence[LoadSample], members: int, now: float, last_change_at: float | None = None,
+         config: ScalingConfig = ScalingConfig()) -> Decision:
+    """What to do now, given the load history (oldest first) and the matchers there are."""
+    c = config
+    if members < c.min_matchers:
+        return Decision("scale_out", c.min_matchers, f"{members} matchers, below the minimum {c.min_matchers}")
+    if members > c.max_matchers:
+        return Decision("scale_in", c.max_matchers, f"{members} matchers, above the maximum {c.max_matchers}")
+    since = math.inf if last_change_at is None else now - last_change_at
+    win = _window(loads, now, c.window_s)
+    if win is None:
+        return Decision("hold", members, "not enough load history yet")
+    busy = [s.busy for s in win]
+    growing = win[-1].queued - win[0].queued >= c.queue_growth and all(
+        b.queued >= a.queued for a, b in zip(win, win[1:]))
+    if min(busy) > c.out_busy or growing:
+        if members >= c.max_matchers:
+            return Decision("hold", members, f"saturated, but already at the maximum {c.max_matchers}")
+        if since < c.out_cooldown_s:
+            return Decision("hold", members, f"saturated, cooling down ({since:.0f}/{c.out_cooldown_s:.0f} s)")
+        demand = sum(s.demand for s in win) / len(win)
+        want = math.ceil(demand / c.target_busy)
+        target = min(c.max_matchers, members + c.max_step, max(members + 1, want))
+        why = (f"queues grew by {win[-1].queued - win[0].queued} over {c.window_s:.0f} s" if growing else
+               f"busy {min(busy):.2f}-{max(busy):.2f} (λ/μ per matcher) over {c.window_s:.0f} s, above {c.out_busy}")
+        return Decision("scale_out", target, f"saturated: {why}; demand {demand:.2f} matchers' worth")
+    if members > c.min_matchers:
+        long = _window(loads, now, c.in_window_s)
+        if long is not None and max(s.busy for s in long) < c.in_busy and all(s.queued == 0 for s in long[-3:]):
+            demand = max(s.demand for s in long)
+            if demand / (members - 1) < c.target_busy:
+                if since < c.in_cooldown_s:
+                    return Decision("hold", members, f"idle, cooling down ({since:.0f}/{c.in_cooldown_s:.0f} s)")
+                return Decision("scale_in", members - 1,
+                                f"idle: busy below {c.in_busy} for {c.in_window_s:.0f} s (peak demand {demand:.2f})")
+    return Decision("hold", members, f"busy {busy[-1]:.2f} per matcher")

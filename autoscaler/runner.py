@@ -1,0 +1,101 @@
+"""The autoscaler loop: sample the matchers' loads, ask the policy, let a backend act, log why."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import time
+from datetime import datetime, timezone
+
+import grpc
+
+from autoscaler.backends import Backend
+from autoscaler.planner import SetLoad
+from autoscaler.policy import Decision, LoadSample, ScalingConfig, plan
+from bluedove.store import Store
+from bluedove.v1 import matcher_pb2 as pb
+from bluedove.v1 import matcher_pb2_grpc as pb_grpc
+
+log = logging.getLogger("bluedove.autoscaler")
+
+
+class Autoscaler:
+    def __init__(self, backend: Backend, store: Store, config: ScalingConfig = ScalingConfig(),
+                 interval_s: float = 1.0) -> None:
+        self.backend = backend
+        self.store = store
+        self.config = config
+        self.interval_s = interval_s
+        self.history: list[LoadSample] = []
+        self.last_change_at: float | None = None
+        self.decisions: list[tuple[float, Decision]] = []
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._rng = random.Random()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.step(time.monotonic())
+            except Exception:
+                log.exception("autoscaler step failed")
+            try:
+                await asyncio.wait_for(stop.wait(), self.interval_s)
+            except asyncio.TimeoutError:
+                pass
+        for ch in self._channels.values():
+            await ch.close()
+
+    async def step(self, now: float) -> Decision | None:
+        await self.store.put_autoscaler({"enabled": True, "min": self.config.min_matchers,
+                                         "max": self.config.max_matchers, "backend": self.backend.name},
+                                        ttl_s=max(5, int(self.interval_s * 5)))
+        sample = await self.sample(now)
+        if sample is None:
+            return None
+        self.history.append(sample)
+        horizon = now - max(self.config.window_s, self.config.in_window_s) - 5
+        self.history = [s for s in self.history if s.at >= horizon]
+        members = await asyncio.to_thread(self.backend.current)
+        d = plan(self.history, members, now, self.last_change_at, self.config)
+        if d.action == "hold":
+            return d
+        self.decisions.append((now, d))
+        self.last_change_at = now
+        log.warning("%s to %d: %s", d.action, d.target, d.reason)
+        done = await asyncio.to_thread(self.backend.scale_to, d.target)
+        await self.store.add_event({
+            "at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "action": d.action,
+            "reason": f"{d.reason}; {self.backend.name}: {done}",
+            "matchers": d.target,
+        })
+        return d
+
+    async def sample(self, now: float) -> LoadSample | None:
+        """Demand Σ λ/μ and queued messages over the table's owners (from their Report RPC)."""
+        raw = await self.store.get_table()
+        if not raw:
+            return None
+        owners: dict[str, str] = raw["members"]
+        replies = await asyncio.gather(*(self._report(a) for a in owners.values()), return_exceptions=True)
+        demand, queued, seen = 0.0, 0, 0
+        for r in replies:
+            if isinstance(r, BaseException):
+                continue
+            seen += 1
+            for d in r.dims:
+                load = SetLoad(d.lam, d.mu, d.q, d.subs)
+                demand += load.busy if not math.isnan(load.busy) else 0.0
+                queued += d.q
+        if not seen:
+            return None
+        return LoadSample(now, seen, demand, queued)
+
+    async def _report(self, addr: str) -> pb.ReportReply:
+        ch = self._channels.get(addr)
+        if ch is None:
+            ch = self._channels[addr] = grpc.aio.insecure_channel(addr)
+        return await pb_grpc.MatcherStub(ch).Report(pb.ReportRequest(), timeout=2.0)
+

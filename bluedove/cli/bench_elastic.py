@@ -1,0 +1,214 @@
+"""`bluedove bench elastic`: seed 001's Fig. 9 on real processes.
+
+Start with the minimum of matchers and the autoscaler on; raise the message rate in steps;
+the autoscaler adds matchers (each joins by a split) and response time should fall after
+each; then stop publishing and it removes them (each leaves by a merge). Every second the
+timeline records the offered and achieved rate, the batch response time, the matchers that
+own segments, and the cluster's events. Nothing published may be lost: the bench counts the
+202s and the matchers' matched totals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+
+import httpx
+import numpy as np
+
+from autoscaler.policy import ScalingConfig
+from bluedove.cli.autoscale import AutoscalerThread
+from bluedove.cli.cluster import LocalCluster
+from bluedove.workloads import paper
+
+BATCH = 50
+
+
+async def _subscribe(url: str, w, concurrency: int = 32) -> float:
+    t0 = time.monotonic()
+    async with httpx.AsyncClient(base_url=url, timeout=60) as c:
+        queues = []
+        for _ in range(w.n_queues):
+            r = await c.post("/v1/queues")
+            queues.append(r.json())
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(j: int) -> None:
+            q = queues[int(w.queue_of[j])]
+            async with sem:
+                r = await c.post("/v1/subscriptions", json={"queue": q["queue"], "predicates": w.predicates(j)},
+                                 headers={"Authorization": f"Bearer {q['token']}"})
+                assert r.status_code == 201, r.text
+
+        await asyncio.gather(*(one(j) for j in range(w.n_subs)))
+    return time.monotonic() - t0
+
+
+class Publisher:
+    """Open loop: a batch of BATCH every BATCH/rate seconds, at most `inflight` awaiting their 202."""
+
+    def __init__(self, url: str, points: np.ndarray, names: list[str], inflight: int = 16) -> None:
+        self.url, self.points, self.names = url, points, names
+        self.inflight = asyncio.Semaphore(inflight)
+        self.rate = 0.0
+        self.sent = self.accepted = self.skipped = 0
+        self.latencies: list[tuple[float, float]] = []  # (done at, seconds)
+        self._i = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        async with httpx.AsyncClient(base_url=self.url, timeout=60,
+                                     limits=httpx.Limits(max_connections=64)) as c:
+            tasks: set[asyncio.Task] = set()
+            next_at = time.monotonic()
+            while not stop.is_set():
+                if self.rate <= 0:
+                    await asyncio.sleep(0.1)
+                    next_at = time.monotonic()
+                    continue
+                next_at += BATCH / self.rate
+                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+                if self.inflight.locked():
+                    self.skipped += BATCH  # the cluster is not keeping up: open loop drops the tick
+                    continue
+                t = asyncio.create_task(self._one(c))
+                tasks.add(t)
+                t.add_done_callback(tasks.discard)
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _one(self, c: httpx.AsyncClient) -> None:
+        async with self.inflight:
+            msgs = []
+            for _ in range(BATCH):
+                p = self.points[self._i % len(self.points)]
+                self._i += 1
+                msgs.append({"attributes": {n: float(v) for n, v in zip(self.names, p)}})
+            self.sent += BATCH
+            t0 = time.monotonic()
+            r = await c.post("/v1/messages:batch", json={"messages": msgs})
+            if r.status_code == 202:
+                self.accepted += BATCH
+                self.latencies.append((time.monotonic(), time.monotonic() - t0))
+
+
+def _owners(cluster: LocalCluster) -> int:
+    try:
+        return sum(1 for m in cluster.cluster_state()["members"] if m["segments"])
+    except OSError:
+        return 0
+
+
+async def run_elastic(args) -> dict:
+    w = paper.get("paper", seed=args.seed, n_subs=args.subs)
+    config = ScalingConfig(min_matchers=args.min_matchers, max_matchers=args.max_matchers, window_s=5.0,
+                           out_cooldown_s=8.0, in_window_s=20.0, in_cooldown_s=10.0)
+    with tempfile.TemporaryDirectory(prefix="bluedove-elastic-") as tmp:
+        cluster = LocalCluster(matchers=args.min_matchers, http_port=0, data_dir=tmp, quiet=True, restart=False,
+                               matcher_env={"BLUEDOVE_HANDOFF_GRACE_S": "5"}).start()
+        scaler = None
+        try:
+            subscribe_s = await _subscribe(cluster.url, w)
+            scaler = AutoscalerThread(cluster, config).start()
+            pub = Publisher(cluster.url, w.messages(50_000, seed=args.seed + 1), w.space.names)
+            stop = asyncio.Event()
+            task = asyncio.create_task(pub.run(stop))
+            timeline, t0 = [], time.monotonic()
+            steps = [float(x) for x in args.rates.split(",")]
+            schedule = [(i * args.step_s, r) for i, r in enumerate(steps)] + [(len(steps) * args.step_s, 0.0)]
+            end = len(steps) * args.step_s + args.cooldown_s
+            last_sent = last_acc = 0
+            while (now := time.monotonic() - t0) < end:
+                pub.rate = [r for at, r in schedule if at <= now][-1]
+                await asyncio.sleep(1.0)
+                recent = [s for t, s in pub.latencies if t >= time.monotonic() - 1.0]
+                owners = await asyncio.to_thread(_owners, cluster)
+                timeline.append({"t": round(time.monotonic() - t0, 1), "offered": pub.rate,
+                                 "sent": pub.sent - last_sent, "accepted": pub.accepted - last_acc,
+                                 "p50_ms": round(1000 * float(np.median(recent)), 1) if recent else None,
+                                 "matchers": owners})
+                last_sent, last_acc = pub.sent, pub.accepted
+            stop.set()
+            await task
+            events = cluster.cluster_state()["autoscaler"]["events"]
+        finally:
+            if scaler is not None:
+                scaler.stop()
+            cluster.stop()
+    wall0 = time.time() - (time.monotonic() - t0)
+    for e in events:  # event times on the timeline's clock
+        e["t"] = round(_epoch(e["at"]) - wall0, 1)
+    return {"bench": "elastic", "workload": "paper", "subscriptions": w.n_subs, "subscribe_s": round(subscribe_s, 1),
+            "rates": steps, "step_s": args.step_s, "accepted": pub.accepted, "skipped": pub.skipped,
+            "timeline": timeline, "events": events, "drops": _drops(timeline, events)}
+
+
+def _epoch(at: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(at).timestamp()
+
+
+def _drops(timeline: list[dict], events: list[dict]) -> list[dict]:
+    """For each split (a matcher joining): response time in the 3 s before, and how long after
+    it the per-second p50 first fell below 80 % of that."""
+    out = []
+    for e in events:
+        if e["action"] != "split":
+            continue
+        before = [p["p50_ms"] for p in timeline if e["t"] - 3 <= p["t"] < e["t"] and p["p50_ms"]]
+        if not before:
+            continue
+        ref = float(np.mean(before))
+        after = [p for p in timeline if p["t"] > e["t"] and p["p50_ms"] is not None and p["p50_ms"] < 0.8 * ref]
+        out.append({"split_t": e["t"], "p50_before_ms": round(ref, 1),
+                    "drop_after_s": round(after[0]["t"] - e["t"], 1) if after else None})
+    return out
+
+
+def plot(result: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tl = result["timeline"]
+    t = [p["t"] for p in tl]
+    fig, (a1, a2, a3) = plt.subplots(3, 1, sharex=True, figsize=(9, 7))
+    a1.plot(t, [p["offered"] for p in tl], label="offered msg/s")
+    a1.plot(t, [p["accepted"] for p in tl], label="accepted msg/s")
+    a1.legend(loc="upper left")
+    a2.plot(t, [p["p50_ms"] if p["p50_ms"] is not None else float("nan") for p in tl], color="tab:red")
+    a2.set_ylabel("batch p50 (ms)")
+    a2.set_yscale("log")
+    a3.step(t, [p["matchers"] for p in tl], where="post", color="tab:green")
+    a3.set_ylabel("matchers")
+    a3.set_xlabel("seconds")
+    for e in result["events"]:
+        color = {"split": "tab:green", "merge": "tab:orange"}.get(e["action"])
+        if color:
+            for ax in (a1, a2, a3):
+                ax.axvline(e["t"], color=color, alpha=0.4, linestyle="--")
+    fig.suptitle("bluedove bench elastic (seed 001 Fig. 9): green = join/split, orange = leave/merge")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def run_elastic_bench(args) -> int:
+    result = asyncio.run(run_elastic(args))
+    if args.plot:
+        plot(result, args.plot)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{result['subscriptions']} subscriptions ({result['subscribe_s']} s to create); "
+          f"{result['accepted']} messages accepted, {result['skipped']} not sent (client held back)")
+    print("   t  offered  accepted  p50 ms  matchers")
+    for p in result["timeline"]:
+        print(f"{p['t']:>5} {p['offered']:>8.0f} {p['accepted']:>9} {p['p50_ms']!s:>7} {p['matchers']:>9}")
+    for e in result["events"]:
+        print(f"{e['t']:>6} {e['action']:<10} {e['reason']}")
+    for d in result["drops"]:
+        print(f"split at {d['split_t']} s: p50 before {d['p50_before_ms']} ms, fell below 80 % after "
+              f"{d['drop_after_s']} s")
+    return 0
