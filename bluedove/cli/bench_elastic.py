@@ -17,13 +17,14 @@ import time
 
 import httpx
 import numpy as np
+import redis
 
 from autoscaler.policy import ScalingConfig
 from bluedove.cli.autoscale import AutoscalerThread
 from bluedove.cli.cluster import LocalCluster
 from bluedove.workloads import paper
 
-BATCH = 50
+BATCH = 200
 
 
 async def _subscribe(url: str, w, concurrency: int = 32) -> float:
@@ -92,11 +93,11 @@ class Publisher:
                 self.latencies.append((time.monotonic(), time.monotonic() - t0))
 
 
-def _owners(cluster: LocalCluster) -> int:
-    try:
-        return sum(1 for m in cluster.cluster_state()["members"] if m["segments"])
-    except OSError:
-        return 0
+def _owners(r: redis.Redis) -> int:
+    """Matchers owning segments in the stored table (the store answers even when the
+    dispatcher is saturated)."""
+    raw = r.get("bd:table")
+    return len(json.loads(raw)["members"]) if raw else 0
 
 
 async def run_elastic(args) -> dict:
@@ -105,7 +106,8 @@ async def run_elastic(args) -> dict:
                            out_cooldown_s=8.0, in_window_s=20.0, in_cooldown_s=10.0)
     with tempfile.TemporaryDirectory(prefix="bluedove-elastic-") as tmp:
         cluster = LocalCluster(matchers=args.min_matchers, http_port=0, data_dir=tmp, quiet=True, restart=False,
-                               matcher_env={"BLUEDOVE_HANDOFF_GRACE_S": "5"}).start()
+                               matcher_env={"BLUEDOVE_HANDOFF_GRACE_S": "5"}, deliver=args.deliver).start()
+        r = redis.Redis.from_url(cluster.store_url)
         scaler = None
         try:
             subscribe_s = await _subscribe(cluster.url, w)
@@ -122,7 +124,7 @@ async def run_elastic(args) -> dict:
                 pub.rate = [r for at, r in schedule if at <= now][-1]
                 await asyncio.sleep(1.0)
                 recent = [s for t, s in pub.latencies if t >= time.monotonic() - 1.0]
-                owners = await asyncio.to_thread(_owners, cluster)
+                owners = await asyncio.to_thread(_owners, r)
                 timeline.append({"t": round(time.monotonic() - t0, 1), "offered": pub.rate,
                                  "sent": pub.sent - last_sent, "accepted": pub.accepted - last_acc,
                                  "p50_ms": round(1000 * float(np.median(recent)), 1) if recent else None,
@@ -134,11 +136,12 @@ async def run_elastic(args) -> dict:
         finally:
             if scaler is not None:
                 scaler.stop()
+            r.close()
             cluster.stop()
     wall0 = time.time() - (time.monotonic() - t0)
     for e in events:  # event times on the timeline's clock
         e["t"] = round(_epoch(e["at"]) - wall0, 1)
-    return {"bench": "elastic", "workload": "paper", "subscriptions": w.n_subs, "subscribe_s": round(subscribe_s, 1),
+    return {"bench": "elastic", "workload": "paper", "deliver": args.deliver, "subscriptions": w.n_subs, "subscribe_s": round(subscribe_s, 1),
             "rates": steps, "step_s": args.step_s, "accepted": pub.accepted, "skipped": pub.skipped,
             "timeline": timeline, "events": events, "drops": _drops(timeline, events)}
 
@@ -201,7 +204,7 @@ def run_elastic_bench(args) -> int:
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"{result['subscriptions']} subscriptions ({result['subscribe_s']} s to create); "
+    print(f"{result['subscriptions']} subscriptions ({result['subscribe_s']} s to create), deliver={result['deliver']}; "
           f"{result['accepted']} messages accepted, {result['skipped']} not sent (client held back)")
     print("   t  offered  accepted  p50 ms  matchers")
     for p in result["timeline"]:

@@ -63,7 +63,7 @@ class LocalCluster:
     def __init__(self, matchers: int = 4, dispatchers: int = 1, http_port: int = 8080, grpc_port: int = 0,
                  data_dir: str | Path = ".bluedove", store: str | None = None, space_file: str | None = None,
                  policy: str = "adaptive", host: str = "127.0.0.1", restart: bool = True,
-                 matcher_env: dict | None = None, quiet: bool = False) -> None:
+                 matcher_env: dict | None = None, quiet: bool = False, deliver: str = "store") -> None:
         self.n_matchers = matchers
         self.n_dispatchers = dispatchers
         self.http_port = http_port or free_port()
@@ -76,6 +76,7 @@ class LocalCluster:
         self.restart = restart
         self.matcher_env = matcher_env or {}
         self.quiet = quiet
+        self.deliver = deliver  # "store", or "count": matchers match without writing (benchmarks)
         self.redis: RedisServer | None = None
         self.children: list[Child] = []
         self.table: SegmentTable | None = None
@@ -109,6 +110,7 @@ class LocalCluster:
                 port = address.rsplit(":", 1)[1]
                 self.children.append(Child("matcher", m, cmd + [
                     "matcher", "--id", m, "--host", self.host, "--port", port, "--store", self.store_url,
+                    "--deliver", self.deliver,
                 ], logs / f"{m}.log", extra_env=self.matcher_env))
             for j in range(self.n_dispatchers):
                 d = f"d{j + 1}"
@@ -199,7 +201,8 @@ class LocalCluster:
         port = free_port()
         seeds = [a for c in self.matchers() if (a := self.addresses.get(c.name))]
         args = bluedove_command() + ["matcher", "--id", name, "--host", self.host, "--port", str(port),
-                                     "--store", self.store_url, *(x for a in seeds for x in ("--join", a)),
+                                     "--store", self.store_url, "--deliver", self.deliver,
+                                     *(x for a in seeds for x in ("--join", a)),
                                      *(extra_args or [])]
         child = Child("matcher", name, args, self.data_dir / "logs" / f"{name}.log", extra_env=self.matcher_env)
         self.addresses[name] = f"{self.host}:{port}"

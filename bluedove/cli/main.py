@@ -92,7 +92,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.kind == "elastic":
         from bluedove.cli.bench_elastic import run_elastic_bench
 
-        args.subs = args.n_subs or 20_000
+        args.subs = args.n_subs or 40_000
         return run_elastic_bench(args)
     if args.kind == "gossip":
         from bluedove.cli.bench_gossip import run_gossip_bench
@@ -173,12 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--repeat", type=int, default=5, help="timed runs; the best is reported with the spread")
     b.add_argument("--verify", type=int, default=200, help="messages checked against brute force")
     el = b.add_argument_group("elastic")
-    el.add_argument("--rates", default="1000,2000,4000,6000", help="msg/s of each step")
+    el.add_argument("--rates", default="1000,2000,3000,4000", help="msg/s of each step")
     el.add_argument("--step-s", type=float, default=30.0, help="seconds per rate step")
     el.add_argument("--cooldown-s", type=float, default=90.0, help="seconds observed after publishing stops")
     el.add_argument("--min-matchers", type=int, default=2)
     el.add_argument("--max-matchers", type=int, default=8)
     el.add_argument("--plot", default=None, help="write the timeline as a PNG here")
+    el.add_argument("--deliver", choices=("count", "store"), default="count",
+                    help="count: matchers count matches (what seed 001 measured); store: write deliveries")
     b.set_defaults(func=_cmd_bench)
 
     from bluedove.cli.pubsub import add_commands
