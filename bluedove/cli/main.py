@@ -181,8 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
     el.add_argument("--plot", default=None, help="write the timeline as a PNG here")
     b.set_defaults(func=_cmd_bench)
 
+    from bluedove.cli.autoscaler_cmd import add_command as add_autoscaler
     from bluedove.cli.pubsub import add_commands
 
+    add_autoscaler(sub)  # autoscaler (Kubernetes)
     add_commands(sub)  # subscribe, publish, poll
     return p
 
