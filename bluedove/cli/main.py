@@ -183,8 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="count: matchers count matches (what seed 001 measured); store: write deliveries")
     b.set_defaults(func=_cmd_bench)
 
+    from bluedove.cli.autoscaler_cmd import add_command as add_autoscaler
     from bluedove.cli.pubsub import add_commands
 
+    add_autoscaler(sub)  # autoscaler (Kubernetes)
     add_commands(sub)  # subscribe, publish, poll
     return p
 

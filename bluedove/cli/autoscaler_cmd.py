@@ -1,0 +1,60 @@
+"""`bluedove autoscaler`: the autoscaler as a process of its own, scaling the matcher StatefulSet."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+
+def add_command(sub) -> None:
+    a = sub.add_parser("autoscaler", help="add and remove matchers by load, on Kubernetes (until SIGTERM)")
+    a.add_argument("--backend", choices=("kubernetes",), default="kubernetes",
+                   help="what starts and stops matchers (local processes: `bluedove up --autoscale`)")
+    a.add_argument("--statefulset", required=True, metavar="NAME", help="the matcher StatefulSet")
+    a.add_argument("--namespace", default=None, metavar="NS",
+                   help="its namespace (default: the autoscaler pod's own, else 'default')")
+    a.add_argument("--store", required=True, help="redis://host:port/db: the cluster's store")
+    a.add_argument("--min-matchers", type=int, default=None, help="default BLUEDOVE_MIN_MATCHERS, else 1")
+    a.add_argument("--max-matchers", type=int, default=None, help="default BLUEDOVE_MAX_MATCHERS, else 8")
+    a.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from autoscaler.kubernetes import KubernetesBackend, KubernetesBackendError, KubernetesConfigError, pod_namespace
+    from autoscaler.policy import ScalingConfig
+    from bluedove.settings import from_env
+
+    config = from_env(ScalingConfig, min_matchers=args.min_matchers, max_matchers=args.max_matchers)
+    if not 0 <= config.min_matchers <= config.max_matchers:
+        print(f"bluedove autoscaler: need 0 <= min ({config.min_matchers}) <= max ({config.max_matchers}) matchers",
+              file=sys.stderr)
+        return 2
+    namespace = args.namespace or pod_namespace() or "default"
+    try:
+        backend = KubernetesBackend(args.statefulset, namespace)
+        replicas = backend.current()  # fail at start, not at the first decision, if RBAC or names are wrong
+    except (KubernetesConfigError, KubernetesBackendError) as e:
+        print(f"bluedove autoscaler: {e}", file=sys.stderr)
+        return 2
+    print(f"autoscaler  {backend.target}: {replicas} replicas; keeping {config.min_matchers} to "
+          f"{config.max_matchers} matchers", flush=True)
+    asyncio.run(_serve(backend, args.store, config))
+    print("autoscaler stopped", flush=True)
+    return 0
+
+
+async def _serve(backend, store_url: str, config) -> None:
+    from autoscaler.runner import Autoscaler
+    from bluedove.store import Store
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    store = Store(store_url)
+    try:
+        await Autoscaler(backend, store, config).run(stop)
+    finally:
+        await store.close()
