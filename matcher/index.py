@@ -146,6 +146,25 @@ class SubscriptionSet:
             out.append(groups)
         return out
 
+    def export(self, dim: int, low: float, high: float) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
+        """The subscriptions whose range on `dim` overlaps [low, high): (ids, queues, lows,
+        highs) in the caller's dimension order, as `add_many` takes them (a hand-off)."""
+        n = len(self._boxes)
+        if n == 0:
+            return [], [], np.empty((0, self.k)), np.empty((0, self.k))
+        iids = np.fromiter(self._boxes.keys(), dtype=np.int64, count=n)
+        boxes = np.frombuffer(b"".join(self._boxes.values()), dtype=np.float64).reshape(n, 2 * self._tk)
+        order = self._tree[1]
+        mins, maxs = np.empty((n, self.k)), np.empty((n, self.k))
+        if self.k == 1:
+            mins[:, 0], maxs[:, 0] = boxes[:, 0], boxes[:, self._tk]
+        else:
+            mins[:, order], maxs[:, order] = boxes[:, :self.k], boxes[:, self._tk:self._tk + self.k]
+        highs = np.nextafter(maxs, np.inf)  # undo the half-open encoding
+        mask = (mins[:, dim] < high) & (highs[:, dim] > low)
+        sel = iids[mask].tolist()
+        return [self.sub_ids[i] for i in sel], [self.queues[i] for i in sel], mins[mask], highs[mask]
+
     # -- internals -------------------------------------------------------------------------
     def _props(self) -> rtree_index.Property:
         prop = rtree_index.Property(dimension=self._tk)

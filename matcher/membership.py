@@ -199,7 +199,8 @@ class Membership:
         takers = grown(old, new)
         log.warning("%s: epoch %d -> %d (%s)", action, old.epoch, new.epoch, reason)
         t0 = time.monotonic()
-        await asyncio.gather(*(self._prepare(t, new, adopt=False) for t in takers))
+        await asyncio.gather(*(self._prepare(t, new, adopt=False, sources=self._sources(old, new, t))
+                               for t in takers))
         prepared_s = time.monotonic() - t0
         if not await self.m.store.put_table_if(old.epoch, new.to_json()):
             raw = await self.m.store.get_table()  # someone else changed it first: take theirs
@@ -243,9 +244,30 @@ class Membership:
             cached = self._peers[addr] = (ch, pb_grpc.MatcherStub(ch))
         return cached[1]
 
-    async def _prepare(self, member: str, table: SegmentTable, adopt: bool) -> None:
+    def _sources(self, old: SegmentTable, new: SegmentTable, taker: str) -> list[pb.Source]:
+        """Where `taker` fetches each range it gains: the single live old owner of that range
+        (a split's or a leave's); none (the catalogue) when an owner is dead or there are
+        several."""
+        out = []
+        before = old.segments_of(taker)
+        for i, (lo, hi) in grown(old, new).get(taker, {}).items():
+            was = before.get(i)
+            added = [(lo, hi)] if was is None else [(lo, was[0]), (was[1], hi)]
+            for a, b in added:
+                if not a < b:
+                    continue
+                owners = old.overlapping(i, a, b) - {taker}
+                src = next(iter(owners)) if len(owners) == 1 else None
+                e = self.node.members.get(src) if src else None
+                if e is None or e.status == DEAD or (e.status != ALIVE and src != self.m.s.id):
+                    return []
+                out.append(pb.Source(dimension=i, member=src, address=old.members[src], low=a, high=b))
+        return out
+
+    async def _prepare(self, member: str, table: SegmentTable, adopt: bool, sources=()) -> None:
         if member == self.m.s.id:
-            await self.m.prepare(table, adopt=adopt)
+            await self.m.prepare(table, adopt=adopt, sources=list(sources))
             return
         await self._stub(table.members[member]).Prepare(
-            pb.PrepareRequest(table_json=json.dumps(table.to_json()), adopt=adopt), timeout=30.0)
+            pb.PrepareRequest(table_json=json.dumps(table.to_json()), adopt=adopt, sources=list(sources)),
+            timeout=30.0)

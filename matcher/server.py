@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +25,7 @@ from bluedove.v1 import gossip_pb2_grpc
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from gossip.config import GossipConfig
-from matcher.catalog import SubscriptionSets
+from matcher.catalog import SubscriptionSets, rows_from_catalogue
 from matcher.membership import Membership
 from matcher.queues import DimensionQueue
 from matcher.stats import WindowStats
@@ -105,13 +106,17 @@ class Matcher:
         """Build sets for `table`'s segments from a catalogue snapshot plus the log since, then
         swap them in. The old sets serve meanwhile: every change is in the log before a
         dispatcher sends it directly, so the replay misses nothing the old sets had."""
-        pos, subs = await self.store.catalogue_snapshot()
         sets = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s)
+        if not sets.segments:  # we own nothing: no need to read the catalogue, only to follow it
+            pos, raws = await self.store.catalogue_position(), []
+        else:
+            pos, raws = await self.store.catalogue_snapshot_raw()
         if self.sets is not None:
             sets._tombstones = dict(self.sets._tombstones)
 
         def fill() -> None:
-            sets.add_many([Subscription.from_json(raw, table.space) for raw in subs])
+            if raws:
+                sets.add_rows(*rows_from_catalogue(raws, table.space))
 
         await self._run_index(fill)
         async with self._log_lock:
@@ -166,15 +171,90 @@ class Matcher:
             self.membership.offer(new)
             log.info("matcher %s at epoch %d: segments %s", self.s.id, new.epoch, mine or "none (idle)")
 
-    async def prepare(self, new: SegmentTable, adopt: bool = False) -> pb.PrepareReply:
-        """Hand-off: load what `new` assigns to us before it is published; with `adopt`, also
-        take it as our table (after it is published)."""
+    async def prepare(self, new: SegmentTable, adopt: bool = False, sources=()) -> pb.PrepareReply:
+        """Hand-off: load what `new` assigns to us before it is published (from the old owners
+        given as `sources`, else from the catalogue); with `adopt`, also take it as our table
+        (after it is published)."""
         async with self._table_lock:
             if not _within(new.segments_of(self.s.id), self.sets.segments):
-                await self._load_catalogue(new)
+                loaded = False
+                if sources:
+                    try:
+                        await self._load_from_owners(new, sources)
+                        loaded = True
+                    except Exception as exc:  # noqa: BLE001 - an old owner failed: the catalogue has it all
+                        log.warning("hand-off from the old owners failed (%r); loading from the catalogue", exc)
+                if not loaded:
+                    await self._load_catalogue(new)
         if adopt:
             await self.apply_table(new)
         return pb.PrepareReply(epoch=new.epoch, subs=self.sets.counts())
+
+    async def _load_from_owners(self, table: SegmentTable, sources) -> None:
+        """Build the sets of the dimensions that grow from our own rows plus the rows the old
+        owners export (each current to its log position), keep the other sets as they are,
+        then replay the catalogue log from the oldest of those positions (adds and removes
+        are idempotent, so replaying what a set already has changes nothing) and swap."""
+        k = table.space.k
+        channels = {}
+
+        async def fetch(src):
+            ch = channels.get(src.address) or channels.setdefault(src.address, grpc.aio.insecure_channel(src.address))
+            r = await pb_grpc.MatcherStub(ch).Export(
+                pb.ExportRequest(dimension=src.dimension, low=src.low, high=src.high), timeout=30.0)
+            return src.dimension, r
+
+        t0 = time.monotonic()
+        try:
+            fetched = await asyncio.gather(*(fetch(src) for src in sources))
+        finally:
+            for ch in channels.values():
+                await ch.close()
+        t1 = time.monotonic()
+        async with self._log_lock:
+            old = self.sets
+            new = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s)
+            new._tombstones = dict(old._tombstones)
+            grown = {d for d, _ in fetched}
+            positions = [self.log_pos] + [r.log_pos for _, r in fetched]
+
+            def build() -> None:
+                for i in range(k):
+                    if i not in grown:
+                        new.sets[i] = old.sets[i]
+                        continue
+                    ids, queues, lows, highs = old.sets[i].export(i, -math.inf, math.inf)
+                    lows_l, highs_l = [lows], [highs]
+                    ids, queues = list(ids), list(queues)
+                    for d, r in fetched:
+                        if d == i and r.count:
+                            ids += r.ids.split("\n")
+                            queues += r.queues.split("\n")
+                            lows_l.append(np.frombuffer(r.lows, dtype="<f8").reshape(-1, k))
+                            highs_l.append(np.frombuffer(r.highs, dtype="<f8").reshape(-1, k))
+                    new.add_rows(ids, queues, np.concatenate(lows_l), np.concatenate(highs_l), dims={i})
+
+            await self._run_index(build)
+            t2 = time.monotonic()
+            pos = min(positions, key=_log_order)
+            replayed = 0
+            while changes := await self.store.catalogue_changes(pos):
+                await self._run_index(self._applier(new, changes, table))
+                pos = changes[-1][0]
+                replayed += len(changes)
+            self.sets, self.log_pos = new, max(pos, self.log_pos, key=_log_order)
+        log.info("hand-off from %s: %d rows fetched in %.2f s, sets built in %.2f s, %d log changes replayed "
+                 "in %.2f s", sorted({src.member for src in sources}), sum(r.count for _, r in fetched), t1 - t0,
+                 t2 - t1, replayed, time.monotonic() - t2)
+
+    async def export(self, req: pb.ExportRequest) -> pb.ExportReply:
+        async with self._log_lock:  # the rows and the position must agree
+            pos = self.log_pos
+            ids, queues, lows, highs = await self._run_index(self.sets.sets[req.dimension].export,
+                                                             req.dimension, req.low, req.high)
+        return pb.ExportReply(log_pos=pos, ids="\n".join(ids), queues="\n".join(queues), count=len(ids),
+                              lows=np.ascontiguousarray(lows, dtype="<f8").tobytes(),
+                              highs=np.ascontiguousarray(highs, dtype="<f8").tobytes())
 
     async def _trim(self) -> None:
         """After the hand-off grace, drop the parts of the sets the table no longer gives us."""
@@ -317,7 +397,13 @@ class MatcherServicer(pb_grpc.MatcherServicer):
     async def Prepare(self, request, context):
         if self.m.sets is None:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "matcher is starting")
-        return await self.m.prepare(SegmentTable.from_json(json.loads(request.table_json)), adopt=request.adopt)
+        return await self.m.prepare(SegmentTable.from_json(json.loads(request.table_json)), adopt=request.adopt,
+                                    sources=list(request.sources))
+
+    async def Export(self, request, context):
+        if not self.m.ready or not 0 <= request.dimension < len(self.m.queues):
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "not ready, or no such dimension")
+        return await self.m.export(request)
 
     async def Leave(self, request, context):
         if not self.m.ready:
@@ -336,6 +422,12 @@ async def _leave_or_stop(m: Matcher) -> None:
     if not reply.ok:
         log.warning("matcher %s could not hand off (%s); exiting", m.s.id, reply.reason)
         m.stopping.set()
+
+
+def _log_order(pos: str) -> tuple[int, int]:
+    """A Redis stream id ("ms-seq") as a sortable pair."""
+    ms, _, seq = pos.partition("-")
+    return int(ms), int(seq or 0)
 
 
 def _within(inner: dict[int, tuple[float, float]], outer: dict[int, tuple[float, float]]) -> bool:

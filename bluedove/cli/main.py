@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 import time
@@ -89,6 +90,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    if args.kind == "handoff":
+        from bluedove.cli.bench_handoff import run_handoff_bench
+
+        args.subs = args.n_subs or 40_000
+        return run_handoff_bench(args)
     if args.kind == "elastic":
         from bluedove.cli.bench_elastic import run_elastic_bench
 
@@ -158,9 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_cmd_dispatcher)
 
     b = sub.add_parser("bench", help="measurements (see docs/benchmarks.md)")
-    b.add_argument("kind", choices=("kernel", "gossip", "elastic"),
+    b.add_argument("kind", choices=("kernel", "gossip", "elastic", "handoff"),
                    help="kernel: in-process matching rate of one set; gossip: spread, detection, traffic; "
-                        "elastic: seed 001's Fig. 9 with the autoscaler on real processes")
+                        "elastic: seed 001's Fig. 9 with the autoscaler on real processes; "
+                        "handoff: split, merge and takeover times for a segment of many subscriptions")
     b.add_argument("--workload", default="paper", help="paper (see shared WORKLOADS.md)")
     b.add_argument("--partitions", type=int, default=20, help="matchers the space is cut for")
     b.add_argument("--messages", type=int, default=20000)
@@ -192,7 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # BLUEDOVE_LOG_LEVEL=INFO shows table changes and hand-off timings as they happen.
+    level = os.environ.get("BLUEDOVE_LOG_LEVEL", "WARNING").upper()
+    logging.basicConfig(level=getattr(logging, level, logging.WARNING),
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
     parser = build_parser()
     # Dimension flags (--x0 …) depend on the cluster's space: commands that take them get the rest.
     args, args.extra = parser.parse_known_args(argv)

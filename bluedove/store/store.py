@@ -131,12 +131,21 @@ class Store:
         The position is read before the scan, so any change racing the scan is in the log
         after it; replaying adds and removes in order is then exact.
         """
+        pos, raws = await self.catalogue_snapshot_raw()
+        return pos, [json.loads(raw) for raw in raws]
+
+    async def catalogue_snapshot_raw(self) -> tuple[str, list[str]]:
+        """`catalogue_snapshot` with each subscription left as its JSON text (a matcher
+        parses tens of thousands at once, far faster than one by one)."""
+        pos = await self.catalogue_position()
+        raws = [raw async for _, raw in self.r.hscan_iter("bd:subs", count=10_000)]
+        return pos, raws
+
+    async def catalogue_position(self) -> str:
+        """The newest catalogue log id ("0-0" when empty): where a reader that needs nothing
+        older starts."""
         last = await self.r.xrevrange("bd:catlog", count=1)
-        pos = last[0][0] if last else "0-0"
-        subs = []
-        async for _, raw in self.r.hscan_iter("bd:subs", count=2000):
-            subs.append(json.loads(raw))
-        return pos, subs
+        return last[0][0] if last else "0-0"
 
     async def catalogue_changes(self, after: str, block_ms: int | None = None, count: int = 1000) -> list[tuple[str, dict]]:
         """Log entries after `after`: [(log id, {op, id, sub?})]; blocks up to block_ms if none."""

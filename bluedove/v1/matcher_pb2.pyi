@@ -101,12 +101,54 @@ class MemberInfo(_message.Message):
     def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., status: _Optional[str] = ..., generation: _Optional[int] = ..., subs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PrepareRequest(_message.Message):
-    __slots__ = ("table_json", "adopt")
+    __slots__ = ("table_json", "adopt", "sources")
     TABLE_JSON_FIELD_NUMBER: _ClassVar[int]
     ADOPT_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
     table_json: str
     adopt: bool
-    def __init__(self, table_json: _Optional[str] = ..., adopt: _Optional[bool] = ...) -> None: ...
+    sources: _containers.RepeatedCompositeFieldContainer[Source]
+    def __init__(self, table_json: _Optional[str] = ..., adopt: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ...) -> None: ...
+
+class Source(_message.Message):
+    __slots__ = ("dimension", "member", "address", "low", "high")
+    DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    dimension: int
+    member: str
+    address: str
+    low: float
+    high: float
+    def __init__(self, dimension: _Optional[int] = ..., member: _Optional[str] = ..., address: _Optional[str] = ..., low: _Optional[float] = ..., high: _Optional[float] = ...) -> None: ...
+
+class ExportRequest(_message.Message):
+    __slots__ = ("dimension", "low", "high")
+    DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    dimension: int
+    low: float
+    high: float
+    def __init__(self, dimension: _Optional[int] = ..., low: _Optional[float] = ..., high: _Optional[float] = ...) -> None: ...
+
+class ExportReply(_message.Message):
+    __slots__ = ("log_pos", "ids", "queues", "lows", "highs", "count")
+    LOG_POS_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    LOWS_FIELD_NUMBER: _ClassVar[int]
+    HIGHS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    log_pos: str
+    ids: str
+    queues: str
+    lows: bytes
+    highs: bytes
+    count: int
+    def __init__(self, log_pos: _Optional[str] = ..., ids: _Optional[str] = ..., queues: _Optional[str] = ..., lows: _Optional[bytes] = ..., highs: _Optional[bytes] = ..., count: _Optional[int] = ...) -> None: ...
 
 class LeaveRequest(_message.Message):
     __slots__ = ()

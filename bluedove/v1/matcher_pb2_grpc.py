@@ -69,6 +69,11 @@ class MatcherStub:
                 request_serializer=bluedove_dot_v1_dot_matcher__pb2.LeaveRequest.SerializeToString,
                 response_deserializer=bluedove_dot_v1_dot_matcher__pb2.LeaveReply.FromString,
                 _registered_method=True)
+        self.Export = channel.unary_unary(
+                '/bluedove.v1.Matcher/Export',
+                request_serializer=bluedove_dot_v1_dot_matcher__pb2.ExportRequest.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_matcher__pb2.ExportReply.FromString,
+                _registered_method=True)
         self.Match = channel.unary_unary(
                 '/bluedove.v1.Matcher/Match',
                 request_serializer=bluedove_dot_v1_dot_matcher__pb2.ForwardRequest.SerializeToString,
@@ -131,6 +136,14 @@ class MatcherServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Export(self, request, context):
+        """Hand-off from the old owner: the subscriptions of one dimension's set that overlap a
+        range, with the catalogue log position they are current to.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Match(self, request, context):
         """Match messages against one dimension's set without delivering anything (a dry run:
         which subscriptions would this candidate deliver to?). For checks and operators.
@@ -176,6 +189,11 @@ def add_MatcherServicer_to_server(servicer, server):
                     servicer.Leave,
                     request_deserializer=bluedove_dot_v1_dot_matcher__pb2.LeaveRequest.FromString,
                     response_serializer=bluedove_dot_v1_dot_matcher__pb2.LeaveReply.SerializeToString,
+            ),
+            'Export': grpc.unary_unary_rpc_method_handler(
+                    servicer.Export,
+                    request_deserializer=bluedove_dot_v1_dot_matcher__pb2.ExportRequest.FromString,
+                    response_serializer=bluedove_dot_v1_dot_matcher__pb2.ExportReply.SerializeToString,
             ),
             'Match': grpc.unary_unary_rpc_method_handler(
                     servicer.Match,
@@ -372,6 +390,33 @@ class Matcher:
             '/bluedove.v1.Matcher/Leave',
             bluedove_dot_v1_dot_matcher__pb2.LeaveRequest.SerializeToString,
             bluedove_dot_v1_dot_matcher__pb2.LeaveReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Export(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bluedove.v1.Matcher/Export',
+            bluedove_dot_v1_dot_matcher__pb2.ExportRequest.SerializeToString,
+            bluedove_dot_v1_dot_matcher__pb2.ExportReply.FromString,
             options,
             channel_credentials,
             insecure,

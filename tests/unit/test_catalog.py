@@ -186,3 +186,22 @@ def test_add_many_files_exactly_what_add_would():
     assert bulk.add_many(subs) == sum(one.counts())
     assert [sorted(s.ids()) for s in bulk.sets] == [sorted(s.ids()) for s in one.sets]
     assert all("s5" not in s for s in bulk.sets)
+
+
+def test_rows_from_catalogue_equal_one_by_one_building():
+    import json as _json
+
+    import numpy as _np
+
+    from bluedove.model import Subscription as _Sub
+    from bluedove.space import default_space
+    from matcher.catalog import rows_from_catalogue
+
+    space = default_space()
+    docs = [{"id": "a", "queue": "q1", "predicates": {"x0": [10, 20], "x2": [-50, 2000]}},
+            {"id": "b", "queue": "q2", "predicates": {}},
+            {"id": "c", "queue": "q1", "predicates": {"x3": [999.5, 1000]}}]
+    ids, queues, lows, highs = rows_from_catalogue([_json.dumps(d) for d in docs], space)
+    one = [_Sub.from_json(d, space) for d in docs]
+    assert ids == ["a", "b", "c"] and queues == ["q1", "q2", "q1"]
+    assert _np.array_equal(lows, _np.array([s.lows for s in one])) and _np.array_equal(highs, _np.array([s.highs for s in one]))

@@ -318,3 +318,28 @@ def _run(k, ops):
         assert len(s) == len(subs) and set(s.ids()) == set(subs)
     for p in [[x] * k for x in (0.0, 1.0, 2.0, 2.5, 3.0, 4.0)]:
         assert_matches(s, p, oracle(subs, p))
+
+
+def test_export_gives_back_exactly_the_overlapping_subscriptions_as_added():
+    rng = np.random.default_rng(5)
+    n, k = 500, 3
+    lows = rng.uniform(0, 900, (n, k))
+    highs = lows + rng.uniform(0.001, 100, (n, k))
+    s = SubscriptionSet(k)
+    s.add_many([f"s{j}" for j in range(n)], [f"q{j % 7}" for j in range(n)], lows, highs)  # bulk: reordered tree
+    s.add("extra", "qx", [5.0, 5.0, 5.0], [6.0, 6.0, 6.0])  # one-by-one insert
+    s.remove("s3")
+    ids, queues, lo, hi = s.export(1, 200.0, 400.0)
+    want = [j for j in range(n) if j != 3 and lows[j, 1] < 400 and highs[j, 1] > 200]
+    assert sorted(ids) == sorted(f"s{j}" for j in want)
+    by_id = dict(zip(ids, range(len(ids))))
+    for j in want:
+        r = by_id[f"s{j}"]
+        assert queues[r] == f"q{j % 7}"
+        assert np.array_equal(lo[r], lows[j]) and np.array_equal(hi[r], highs[j])  # bit for bit
+    copy = SubscriptionSet(k)
+    copy.add_many(ids, queues, lo, hi)
+    pts = rng.uniform(0, 1000, (200, k))
+    pts[:, 1] = rng.uniform(200, 400, 200)
+    norm = lambda groups: [{q: sorted(v) for q, v in g.items()} for g in groups]  # noqa: E731
+    assert norm(copy.match_batch(pts)) == norm(s.match_batch(pts))  # the copy matches the same
