@@ -77,6 +77,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    if args.kind in ("delivery", "publish"):
+        from bluedove.cli.bench_delivery import run_delivery_bench
+        from bluedove.cli.bench_publish import run_publish_bench
+
+        return (run_delivery_bench if args.kind == "delivery" else run_publish_bench)(args)
     if args.kind == "gossip":
         from bluedove.cli.bench_gossip import run_gossip_bench
 
@@ -135,8 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_cmd_dispatcher)
 
     b = sub.add_parser("bench", help="measurements (see docs/benchmarks.md)")
-    b.add_argument("kind", choices=("kernel", "gossip"),
-                   help="kernel: in-process matching rate of one set; gossip: spread, detection, traffic")
+    b.add_argument("kind", choices=("kernel", "gossip", "delivery", "publish"),
+                   help="kernel: in-process matching rate of one set; gossip: spread, detection, traffic; "
+                        "delivery: deliveries/s written and drained on a local cluster; publish: gRPC vs REST")
     b.add_argument("--workload", default="paper", help="paper (see shared WORKLOADS.md)")
     b.add_argument("--partitions", type=int, default=20, help="matchers the space is cut for")
     b.add_argument("--messages", type=int, default=20000)
@@ -148,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--subs", dest="n_subs", type=int, default=None, help="variant: number of subscriptions")
     b.add_argument("--repeat", type=int, default=5, help="timed runs; the best is reported with the spread")
     b.add_argument("--verify", type=int, default=200, help="messages checked against brute force")
+    from bluedove.cli.bench_flags import add_cluster_bench_flags
+
+    add_cluster_bench_flags(b)  # delivery, publish
     b.set_defaults(func=_cmd_bench)
 
     from bluedove.cli.pubsub import add_commands
