@@ -13,7 +13,7 @@ from redis.exceptions import ResponseError
 
 from bluedove.errors import ApiError, not_found, unauthorized
 from bluedove.model import build_subscription, parse_batch, parse_message, parse_subscription_request
-from bluedove.store.store import LimitExceeded, QueueMissing, new_id, valid_receipt
+from bluedove.store.store import LimitExceeded, QueueMissing, delivery, new_id, valid_receipt
 from bluedove.v1 import matcher_pb2 as pb
 
 # How long one store read of a Listen stream blocks before it looks at its queue again.
@@ -166,10 +166,16 @@ async def publish_stream(d, bodies: AsyncIterator[Any]) -> list[str]:
 
 # -- receiving ---------------------------------------------------------------------------------
 async def poll(d, queue: str, token: str | None, max_n: float, wait: float) -> list[dict]:
+    return [delivery(*m) for m in await poll_raw(d, queue, token, max_n, wait)]
+
+
+async def poll_raw(d, queue: str, token: str | None, max_n: float, wait: float) -> list[tuple[str, str, str]]:
+    """Deliveries as stored, [(receipt, message JSON, subscriptions JSON)]: the REST route
+    splices them into its response without decoding them (store.deliveries_json)."""
     await require_queue_token(d, queue, token)
     max_n = int(check_range("max", max_n, 1, 1000))
     wait = check_range("wait", wait, 0, d.s.max_wait_s)
-    msgs = await d.store.poll(queue, max_n, wait, stop=d.closing)
+    msgs = await d.store.poll_raw(queue, max_n, wait, stop=d.closing)
     d.metrics.polled.inc(len(msgs))
     return msgs
 

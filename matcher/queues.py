@@ -1,5 +1,5 @@
 """A dimension's input queue and its worker: drain in batches, match in one index call,
-store every delivery of the batch in one transaction, then answer the forwarders."""
+store every delivery of the batch in one atomic call (overlapping the next match), then answer."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class BatchResult:
 
 class DimensionQueue:
     def __init__(self, dim: int, get_set, store: Store, executor: Executor, stats: WindowStats,
-                 batch_max: int = 256, deliver: str = "store") -> None:
+                 batch_max: int = 256, deliver: str = "store", store_inflight: int = 2) -> None:
         self.dim = dim
         self._get_set = get_set  # returns the live SubscriptionSet (it is swapped on reload)
         self.store = store
@@ -44,10 +44,15 @@ class DimensionQueue:
         self.sample = ValueSample()  # where inside the segment the work lies (split points)
         self.batch_max = batch_max
         self.deliver_mode = deliver  # "store" (normal) or "count" (benchmarks: match only)
+        # Batches matched and not yet stored: while one batch's store call is under way the
+        # next is matched (the store round trip no longer idles the index), and what queues
+        # meanwhile forms a bigger next batch. Each batch is still one atomic store call.
+        self._slots = asyncio.Semaphore(store_inflight)
         self._pending: deque[_Request] = deque()
         self._queued = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._finishing: set[asyncio.Task] = set()
 
     def __len__(self) -> int:
         return self._queued
@@ -56,10 +61,12 @@ class DimensionQueue:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"dim{self.dim}")
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
+        tasks = [t for t in (self._task, *self._finishing) if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
             try:
-                await self._task
+                await t
             except asyncio.CancelledError:
                 pass
 
@@ -86,6 +93,7 @@ class DimensionQueue:
             if not self._pending:
                 self._wake.clear()
                 await self._wake.wait()
+            await self._slots.acquire()  # released when the batch taken next is answered
             batch = self._take()
             n = sum(len(r.ids) for r in batch)
             try:
@@ -94,26 +102,49 @@ class DimensionQueue:
                 t0 = time.perf_counter()
                 groups = await loop.run_in_executor(self.executor, subset.match_batch, points)
                 busy = time.perf_counter() - t0
-                result = await self._store(batch, groups)
-                self.stats.processed(n, busy, time.monotonic())
-                self.sample.add(points[:, self.dim], np.fromiter((sum(len(s) for s in g.values()) for g in groups),
-                                                                 dtype=np.float64, count=len(groups)))
-                pos = 0
-                for r in batch:
-                    part = groups[pos : pos + len(r.ids)]
-                    pos += len(r.ids)
-                    if not r.done.done():
-                        r.done.set_result(BatchResult(
-                            matched=sum(len(s) for g in part for s in g.values()),
-                            delivered=result.delivered,  # of the whole store batch
-                            fresh=result.fresh,
-                        ))
-            except Exception as exc:  # the store failed: every forwarder of the batch hears it
-                for r in batch:
-                    if not r.done.done():
-                        r.done.set_exception(exc)
-            finally:
-                self._queued -= n
+            except BaseException as exc:
+                self._answer(batch, n, exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                continue
+            task = loop.create_task(self._finish(batch, groups, n, busy))
+            self._finishing.add(task)
+            task.add_done_callback(self._finishing.discard)
+
+    async def _finish(self, batch: list[_Request], groups: list[dict[str, list[str]]], n: int, busy: float) -> None:
+        """Store one matched batch (one atomic call), then answer each of its forwarders."""
+        try:
+            result = await self._store(batch, groups)
+        except BaseException as exc:  # the store failed: every forwarder of the batch hears it
+            self._answer(batch, n, exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        self.stats.processed(n, busy, time.monotonic())
+        points = batch[0].points if len(batch) == 1 else np.concatenate([r.points for r in batch])
+        self.sample.add(points[:, self.dim], np.fromiter((sum(len(s) for s in g.values()) for g in groups),
+                                                         dtype=np.float64, count=len(groups)))
+        pos = 0
+        for r in batch:
+            part = groups[pos : pos + len(r.ids)]
+            pos += len(r.ids)
+            if not r.done.done():
+                r.done.set_result(BatchResult(
+                    matched=sum(len(s) for g in part for s in g.values()),
+                    delivered=result.delivered,  # of the whole store batch
+                    fresh=result.fresh,
+                ))
+        self._answer(batch, n, None)
+
+    def _answer(self, batch: list[_Request], n: int, exc: BaseException | None) -> None:
+        """The batch leaves the queue: fail whoever still waits with `exc`, free its slot."""
+        if exc is not None:
+            err = exc if isinstance(exc, Exception) else RuntimeError("matcher stopping")
+            for r in batch:
+                if not r.done.done():
+                    r.done.set_exception(err)
+        self._queued -= n
+        self._slots.release()
 
     async def _store(self, batch: list[_Request], groups: list[dict[str, list[str]]]) -> BatchResult:
         if self.deliver_mode == "count":
@@ -123,7 +154,7 @@ class DimensionQueue:
         i = 0
         for r in batch:
             for mid, body, ttl in zip(r.ids, r.bodies, r.ttls):
-                messages.append((mid, body.decode(), ttl))
+                messages.append((mid, body, ttl))  # bytes go to Redis as they are
                 for queue, subs in groups[i].items():
                     deliveries.append((queue, i, json.dumps(subs)))
                 i += 1

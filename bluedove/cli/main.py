@@ -100,6 +100,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         args.subs = args.n_subs or 40_000
         return run_elastic_bench(args)
+    if args.kind in ("delivery", "publish"):
+        from bluedove.cli.bench_delivery import run_delivery_bench
+        from bluedove.cli.bench_publish import run_publish_bench
+
+        return (run_delivery_bench if args.kind == "delivery" else run_publish_bench)(args)
     if args.kind == "gossip":
         from bluedove.cli.bench_gossip import run_gossip_bench
 
@@ -164,10 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_cmd_dispatcher)
 
     b = sub.add_parser("bench", help="measurements (see docs/benchmarks.md)")
-    b.add_argument("kind", choices=("kernel", "gossip", "elastic", "handoff"),
+    b.add_argument("kind", choices=("kernel", "gossip", "elastic", "handoff", "delivery", "publish"),
                    help="kernel: in-process matching rate of one set; gossip: spread, detection, traffic; "
                         "elastic: seed 001's Fig. 9 with the autoscaler on real processes; "
-                        "handoff: split, merge and takeover times for a segment of many subscriptions")
+                        "handoff: split, merge and takeover times for a segment of many subscriptions; "
+                        "delivery: deliveries/s written and drained on a local cluster; publish: gRPC vs REST")
     b.add_argument("--workload", default="paper", help="paper (see shared WORKLOADS.md)")
     b.add_argument("--partitions", type=int, default=20, help="matchers the space is cut for")
     b.add_argument("--messages", type=int, default=20000)
@@ -188,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     el.add_argument("--plot", default=None, help="write the timeline as a PNG here")
     el.add_argument("--deliver", choices=("count", "store"), default="count",
                     help="count: matchers count matches (what seed 001 measured); store: write deliveries")
+    from bluedove.cli.bench_flags import add_cluster_bench_flags
+
+    add_cluster_bench_flags(b)  # delivery, publish
     b.set_defaults(func=_cmd_bench)
 
     from bluedove.cli.autoscaler_cmd import add_command as add_autoscaler

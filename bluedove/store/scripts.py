@@ -76,6 +76,34 @@ end
 return {nfresh, written}
 """
 
+# A queue's next deliveries in one step. KEYS: the queue's stream. ARGV: group, consumer,
+# visibility timeout ms, max n. Deliveries whose visibility timeout passed come first (following
+# XAUTOCLAIM's cursor, which looks at a bounded number of pending entries per call), then new
+# ones (XREADGROUP, never blocking here). Returns {{id, {field, value, ...}}, ...}; entries
+# deleted meanwhile (nil in XAUTOCLAIM's reply on Redis 6.2) are skipped.
+POLL = """
+local n = tonumber(ARGV[4])
+local out = {}
+local cursor = '0-0'
+for _ = 1, 16 do
+  local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], cursor, 'COUNT', n - #out)
+  cursor = r[1]
+  for _, e in ipairs(r[2]) do
+    if type(e) == 'table' and type(e[2]) == 'table' and #e[2] > 0 then out[#out + 1] = e end
+  end
+  if cursor == '0-0' or #out >= n then break end
+end
+if #out < n then
+  local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', n - #out, 'STREAMS', KEYS[1], '>')
+  if type(r) == 'table' then
+    for _, e in ipairs(r[1][2]) do
+      if type(e[2]) == 'table' and #e[2] > 0 then out[#out + 1] = e end
+    end
+  end
+end
+return out
+"""
+
 # KEYS: bd:table. ARGV: expected epoch (0 = no table yet), new table JSON.
 # Compare-and-set: one table change per epoch wins, however many matchers propose one.
 PUT_TABLE_IF = """

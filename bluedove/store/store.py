@@ -16,6 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+import hiredis
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
@@ -35,6 +36,26 @@ class StoreLimits:
     dedup_window_s: int = 600
     visibility_timeout_s: float = 30.0
     catalog_log_maxlen: int = 1_000_000
+
+
+class PackedConnection(aioredis.Connection):
+    """redis-py's asyncio connection with commands packed by hiredis in C, as its sync client
+    does: the same bytes, ~9x cheaper for a matcher's DELIVER call of ~1,700 arguments
+    (5.6 -> 0.6 µs per message). Anything but str, bytes, int and float takes redis-py's path."""
+
+    _PLAIN = frozenset((str, bytes, int, float))
+
+    def pack_command(self, *args):
+        types = set(map(type, args))
+        if not types <= self._PLAIN or type(args[0]) is float:
+            return super().pack_command(*args)
+        if isinstance(args[0], str):  # "SCRIPT LOAD" and the like go as separate words
+            args = (*args[0].encode().split(), *args[1:])
+        elif b" " in args[0]:
+            args = (*args[0].split(), *args[1:])
+        if float in types:  # formatted as redis-py does
+            args = tuple(repr(a) if type(a) is float else a for a in args)
+        return [hiredis.pack_command(args)]
 
 
 class QueueMissing(Exception):
@@ -59,12 +80,15 @@ class Store:
         self.limits = limits or StoreLimits()
         # redis-py's pool refuses connection 101 by default ("Too many connections"), and each
         # long-poll holds one while it blocks: the cap must cover every poll a dispatcher serves.
-        self.r = aioredis.from_url(url, decode_responses=True, health_check_interval=30, max_connections=10_000)
+        plain = {"connection_class": PackedConnection} if url.startswith("redis://") else {}  # TLS, unix: as given
+        self.r = aioredis.from_url(url, decode_responses=True, health_check_interval=30, max_connections=10_000,
+                                   **plain)
         self._add_sub = self.r.register_script(scripts.ADD_SUBSCRIPTION)
         self._remove_sub = self.r.register_script(scripts.REMOVE_SUBSCRIPTION)
         self._delete_queue = self.r.register_script(scripts.DELETE_QUEUE)
         self._deliver = self.r.register_script(scripts.DELIVER)
         self._put_table_if = self.r.register_script(scripts.PUT_TABLE_IF)
+        self._poll = self.r.register_script(scripts.POLL)
 
     async def close(self) -> None:
         await self.r.aclose()
@@ -83,6 +107,21 @@ class Store:
             p.xgroup_create(f"bd:q:{queue}:s", GROUP, id="0", mkstream=True)
             await p.execute()
         return queue, token
+
+    async def create_queues(self, n: int, chunk: int = 1000) -> list[tuple[str, str]]:
+        """`n` new queues with their tokens, pipelined (bulk loads: benchmarks, imports)."""
+        out: list[tuple[str, str]] = []
+        for start in range(0, n, chunk):
+            made = [(new_id(), secrets.token_urlsafe(32)) for _ in range(min(chunk, n - start))]
+            async with self.r.pipeline(transaction=False) as p:
+                for queue, token in made:
+                    digest = hash_token(token)
+                    p.hset(f"bd:q:{queue}", mapping={"token": digest, "created": time.time()})
+                    p.set(f"bd:tok:{digest}", queue)
+                    p.xgroup_create(f"bd:q:{queue}:s", GROUP, id="0", mkstream=True)
+                await p.execute()
+            out += made
+        return out
 
     async def check_token(self, queue: str, token: str | None) -> bool:
         """Constant-time check of a queue token; False alike for a missing queue or token."""
@@ -116,6 +155,19 @@ class Store:
             if "LIMIT" in str(exc):
                 raise LimitExceeded(self.limits.max_subscriptions_per_queue) from None
             raise
+
+    async def add_subscriptions(self, subs: list[dict], chunk: int = 1000) -> int:
+        """Store many subscriptions, each one atomic as in `add_subscription` (no limit
+        checks beyond its own), pipelined in chunks. Raises ResponseError if one was refused
+        (the rest of its chunk is stored, later chunks are not). Returns how many were given."""
+        for start in range(0, len(subs), chunk):
+            async with self.r.pipeline(transaction=False) as p:
+                for sub in subs[start:start + chunk]:
+                    await self._add_sub(args=[sub["id"], sub["queue"], json.dumps(sub),
+                                              self.limits.max_subscriptions_per_queue,
+                                              self.limits.catalog_log_maxlen], client=p)
+                await p.execute()
+        return len(subs)
 
     async def get_subscription(self, sub_id: str) -> dict | None:
         raw = await self.r.hget("bd:subs", sub_id)
@@ -173,35 +225,26 @@ class Store:
 
         A long-poll returns early (possibly empty) once `stop` is set: a shutting-down
         dispatcher answers its waiting pollers instead of holding them."""
+        return [delivery(eid, m, s) for eid, m, s in await self.poll_raw(queue, max_n, wait_s, stop)]
+
+    async def poll_raw(self, queue: str, max_n: int, wait_s: float,
+                       stop: asyncio.Event | None = None) -> list[tuple[str, str, str]]:
+        """As `poll`, as stored: [(receipt, message JSON, subscriptions JSON)]. One round trip
+        (the POLL script) when something is there; an empty queue is then long-polled."""
         key = f"bd:q:{queue}:s"
         vis_ms = int(self.limits.visibility_timeout_s * 1000)
         deadline = time.monotonic() + wait_s
         while True:
-            entries = await self._reclaim(key, vis_ms, max_n)
-            remaining = max_n - len(entries)
-            block = None
-            if not entries:
-                left = deadline - time.monotonic()
+            entries = [(eid, _fields(f)) for eid, f in await self._poll(keys=[key], args=[GROUP, CONSUMER, vis_ms, max_n])]
+            left = deadline - time.monotonic()
+            if not entries and left > 0 and not (stop is not None and stop.is_set()):
                 # Wake at least every second to pick up deliveries whose visibility expired.
-                block = int(min(max(left, 0.0), 1.0) * 1000) or None
-            if remaining > 0:
-                res = await self.r.xreadgroup(GROUP, CONSUMER, {key: ">"}, count=remaining, block=block)
+                block = max(int(min(left, 1.0) * 1000), 1)
+                res = await self.r.xreadgroup(GROUP, CONSUMER, {key: ">"}, count=max_n, block=block)
                 if res:
-                    entries += [e for e in res[0][1] if e and e[1]]
+                    entries = [(eid, f) for eid, f in res[0][1] if f]
             if entries or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
-                return [_delivery(eid, f) for eid, f in entries]
-
-    async def _reclaim(self, key: str, vis_ms: int, max_n: int) -> list:
-        """Deliveries whose visibility timeout passed, following XAUTOCLAIM's cursor (Redis
-        looks at a bounded number of pending entries per call)."""
-        out: list = []
-        cursor = "0-0"
-        for _ in range(16):
-            cursor, claimed, *_ = await self.r.xautoclaim(key, GROUP, CONSUMER, vis_ms, cursor, count=max_n - len(out))
-            out += [e for e in claimed if e and e[1]]
-            if cursor == "0-0" or len(out) >= max_n:
-                break
-        return out
+                return [(eid, f["m"], f["s"]) for eid, f in entries]
 
     async def ack(self, queue: str, receipts: list[str]) -> int:
         if not receipts:
@@ -267,11 +310,28 @@ def valid_receipt(receipt: object) -> bool:
     return isinstance(receipt, str) and bool(_RECEIPT_RE.fullmatch(receipt))
 
 
-def _delivery(eid: str, fields: dict) -> dict:
-    out = json.loads(fields["m"])
-    out["subscriptions"] = json.loads(fields["s"])
+def _fields(flat: list) -> dict:
+    """A stream entry's [field, value, ...] as a dict."""
+    return dict(zip(flat[::2], flat[1::2]))
+
+
+def delivery(eid: str, message: str, subs: str) -> dict:
+    """One delivery as the API shows it, from `poll_raw`'s stored form."""
+    out = json.loads(message)
+    out["subscriptions"] = json.loads(subs)
     out["receipt"] = eid
     return out
+
+
+def deliveries_json(raw: list[tuple[str, str, str]]) -> bytes:
+    """`{"messages": [...]}` for `poll_raw`'s deliveries, spliced from the stored JSON texts
+    (each message object gains its subscriptions and receipt) without decoding them."""
+    parts = []
+    for eid, message, subs in raw:
+        head = message.rstrip()[:-1].rstrip()  # the object without its closing brace
+        sep = "" if head.endswith("{") else ","
+        parts.append(f'{head}{sep}"subscriptions":{subs},"receipt":{json.dumps(eid)}}}')
+    return ('{"messages":[' + ",".join(parts) + "]}").encode()
 
 
 async def wait_ready(store: Store, timeout_s: float = 10.0) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from bluedove.store.store import deliveries_json
 from dispatcher import operations as ops
 from dispatcher.deps import bearer, json_body, state
 
@@ -33,9 +34,10 @@ def _num_param(request: Request, name: str, default: float) -> float:
 
 @router.get("/v1/queues/{queue}/messages")
 async def poll(request: Request, queue: str):
-    msgs = await ops.poll(state(request), queue, bearer(request),
-                          _num_param(request, "max", ops.DEFAULT_POLL_MAX), _num_param(request, "wait", 0))
-    return {"messages": msgs}
+    raw = await ops.poll_raw(state(request), queue, bearer(request),
+                             _num_param(request, "max", ops.DEFAULT_POLL_MAX), _num_param(request, "wait", 0))
+    # The stored JSON goes out as is: no decode and re-encode per delivery (docs/benchmarks.md).
+    return Response(deliveries_json(raw), media_type="application/json")
 
 
 @router.post("/v1/queues/{queue}/ack", status_code=204)

@@ -14,3 +14,19 @@ def test_bench_kernel_json_smoke():
     assert out["workload"].startswith("paper") and out["exact"] is True
     assert out["msgs_per_s"] > 0 and out["full_msgs_per_s"] > 0
     assert out["matches_per_msg"] > 0 and out["subscriptions"] == 2000
+
+
+def test_cluster_bench_flags_default_in_one_place_and_share_existing_ones():
+    import argparse
+
+    from bluedove.cli.bench_flags import FLAGS, add_cluster_bench_flags, resolve
+    from bluedove.cli.main import build_parser
+
+    args, _ = build_parser().parse_known_args(["bench", "delivery", "--matchers", "3", "--rate", "5000"])
+    resolve(args)
+    assert (args.kind, args.matchers, args.rate) == ("delivery", 3, 5000.0)
+    assert args.pollers == FLAGS["--pollers"][0] and args.sample == FLAGS["--sample"][0]
+    p = argparse.ArgumentParser()
+    p.add_argument("--matchers", type=int, default=4)  # another bench's flag of the same name
+    add_cluster_bench_flags(p)
+    assert resolve(p.parse_args([])).matchers == 4 and resolve(p.parse_args(["--feeders", "1"])).feeders == 1

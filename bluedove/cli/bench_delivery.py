@@ -1,0 +1,341 @@
+"""`bluedove bench delivery`: deliveries/s the matchers write and pollers drain on a local cluster, with each process's CPU; exact on a sample or exit 1."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import redis
+
+from bluedove.cli.bench_flags import resolve
+from bluedove.cli.bench_procs import FULL, PAUSED, POLL_MAX, Control, cpu_seconds, feeder_main, poller_main, publisher_main
+from bluedove.cli.cluster import LocalCluster
+from bluedove.store import Store
+from bluedove.store.server import RedisServer
+from bluedove.workloads import Workload
+from bluedove.workloads.paper import get as get_workload
+
+GOAL_WRITE_PER_S = 50_000
+GOAL_DRAIN_PER_S = 20_000
+
+
+async def load_workload(url: str, w: Workload) -> tuple[list[tuple[str, str]], list[str]]:
+    """Create the workload's queues and subscriptions through the store (the catalogue the
+    matchers load at start); returns [(queue, token)] and the subscription ids."""
+    store = Store(url)
+    try:
+        queues = await store.create_queues(w.n_queues)
+        sub_ids = [f"s{j}" for j in range(w.n_subs)]
+        subs = [{"id": sub_ids[j], "queue": queues[q][0], "predicates": w.predicates(j)}
+                for j, q in enumerate(w.queue_of.tolist())]
+        await store.add_subscriptions(subs)
+        return queues, sub_ids
+    finally:
+        await store.close()
+
+
+class Probe:
+    """Snapshots of backlog, counters, CPU time per process and Redis command stats."""
+
+    def __init__(self, r: redis.Redis, queues: list[tuple[str, str]], pids: dict[str, int],
+                 sent: list, poll: Control) -> None:
+        self.r, self.pids, self.sent, self.poll = r, pids, sent, poll
+        self.keys = [f"bd:q:{q}:s" for q, _ in queues]
+
+    def backlog(self) -> int:
+        total = 0
+        for i in range(0, len(self.keys), 2000):
+            p = self.r.pipeline(transaction=False)
+            for k in self.keys[i:i + 2000]:
+                p.xlen(k)
+            total += sum(p.execute())
+        return total
+
+    def snap(self) -> dict:
+        return {"t": time.monotonic(), "backlog": self.backlog(), "published": sum(v.value for v in self.sent),
+                "acked": self.poll.done.value, "cpu": {n: cpu_seconds(p) for n, p in self.pids.items()},
+                "cmd": self.r.info("commandstats")}
+
+
+def _role(name: str) -> str:
+    return {"m": "matchers", "d": "dispatchers", "P": "publishers", "F": "feeders", "Q": "pollers"}.get(name[0], name)
+
+
+def _phase(a: dict, b: dict) -> dict:
+    dt = b["t"] - a["t"]
+    acked = b["acked"] - a["acked"]
+    written = b["backlog"] - a["backlog"] + acked
+    cpu = {n: round(100 * (b["cpu"][n] - a["cpu"][n]) / dt, 1) for n in a["cpu"]}
+    roles: dict[str, float] = {}
+    for n, v in cpu.items():
+        roles[_role(n)] = round(roles.get(_role(n), 0.0) + v, 1)
+    cmds = []
+    busy_s = 0.0
+    for key, st in b["cmd"].items():
+        before = a["cmd"].get(key, {"calls": 0, "usec": 0})
+        calls, usec = st["calls"] - before["calls"], st["usec"] - before["usec"]
+        if calls > 0:
+            cmds.append((usec, key.removeprefix("cmdstat_"), calls))
+            busy_s += usec / 1e6
+    cmds.sort(reverse=True)
+    return {
+        "seconds": round(dt, 2),
+        "published_per_s": round((b["published"] - a["published"]) / dt),
+        "written_per_s": round(written / dt),
+        "acked_per_s": round(acked / dt),
+        "backlog_start": a["backlog"], "backlog_end": b["backlog"],
+        "backlog_growth_per_s": round((b["backlog"] - a["backlog"]) / dt),
+        "cpu_pct": roles, "cpu_pct_by_process": cpu,
+        "redis_commands": [{"command": c, "calls_per_s": round(n / dt), "usec_per_call": round(u / n, 2),
+                            "busy_pct": round(100 * u / 1e6 / dt, 1)} for u, c, n in cmds[:8]],
+    }
+
+
+def _wait_steady(value, quiet_s: float = 0.5, timeout_s: float = 30.0) -> None:
+    """Until a shared counter stops moving for `quiet_s` (the last streams have returned)."""
+    deadline = time.monotonic() + timeout_s
+    last = value.value
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        if value.value == last:
+            return
+        last = value.value
+
+
+def _verify(w: Workload, queues: list[tuple[str, str]], sub_ids: list[str], sample_q: list[int],
+            published: list[tuple[list[str], np.ndarray]], seen: list) -> dict:
+    """Brute force over the sampled queues' subscriptions: every (queue, message) expected is
+    received once with exactly the matching subscriptions, and nothing else arrives there."""
+    rows = np.flatnonzero(np.isin(w.queue_of, sample_q))
+    lows, highs = w.lows[rows], w.highs[rows]
+    expected: dict[tuple[str, str], set[str]] = {}
+    for ids, pts in published:
+        for start in range(0, len(ids), 2000):
+            p = pts[start:start + 2000]
+            hit = np.all((lows[None, :, :] <= p[:, None, :]) & (p[:, None, :] < highs[None, :, :]), axis=2)
+            for mi, si in zip(*np.nonzero(hit)):
+                r = rows[si]
+                key = (queues[w.queue_of[r]][0], ids[start + mi])
+                expected.setdefault(key, set()).add(sub_ids[r])
+    got: dict[tuple[str, str], set[str]] = {}
+    dups = []
+    for q, mid, subs in seen:
+        if (q, mid) in got:
+            dups.append([q, mid])
+        got[(q, mid)] = set(subs)
+    missing = sorted(set(expected) - set(got))
+    unexpected = sorted(set(got) - set(expected))
+    wrong = [list(k) for k in expected if k in got and got[k] != expected[k]]
+    return {"sample_queues": len(sample_q), "expected": len(expected), "received": len(seen),
+            "missing": len(missing), "unexpected": len(unexpected), "duplicates": len(dups),
+            "wrong_subscriptions": len(wrong),
+            "examples": [list(k) for k in missing[:3]] + [list(k) for k in unexpected[:3]] + dups[:3] + wrong[:3],
+            "exact": not (missing or unexpected or dups or wrong)}
+
+
+def _spawn(ctx, args, w: Workload, cluster: LocalCluster, queues, sample: set[str], table: dict, results):
+    """The load processes (not started): API publishers P*, feeders F*, pollers Q*, and their controls."""
+
+    def control() -> Control:
+        return Control(ctx.Value("d", PAUSED), ctx.Value("q", 0), ctx.Value("i", 0), ctx.Event(), ctx.Event(),
+                       ctx.Value("i", 0))
+
+    pub, feed, poll = control(), control(), control()
+    names = list(w.space.names)
+    procs = {f"P{i + 1}": ctx.Process(target=publisher_main, daemon=True,
+                                      args=(cluster.grpc_address, names, args.seed, i, pub, results))
+             for i in range(args.publishers)}
+    procs.update({f"F{i + 1}": ctx.Process(target=feeder_main, daemon=True, args=(table, args.seed, i, feed, results))
+                  for i in range(args.feeders)})
+    procs.update({f"Q{i + 1}": ctx.Process(target=poller_main, daemon=True,
+                                           args=(cluster.url, queues[i::args.pollers], sample, args.connections,
+                                                 poll, results))
+                  for i in range(args.pollers)})
+    return procs, pub, feed, poll
+
+
+def _measure(probe: Probe, warmup_s: float, seconds: float) -> dict:
+    time.sleep(warmup_s)
+    a = probe.snap()
+    time.sleep(seconds)
+    return _phase(a, probe.snap())
+
+
+def _run(args: argparse.Namespace, w: Workload, cluster: LocalCluster, srv: RedisServer,
+         queues: list[tuple[str, str]], sub_ids: list[str]) -> dict:
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    rng = np.random.default_rng([args.seed, 3])
+    sample_q = sorted(rng.choice(w.n_queues, size=min(args.sample, w.n_queues), replace=False).tolist())
+    r = redis.Redis.from_url(srv.url)
+    table = json.loads(r.get("bd:table"))
+    procs, pub, feed, poll = _spawn(ctx, args, w, cluster, queues, {queues[i][0] for i in sample_q}, table, results)
+    for p in procs.values():
+        p.start()
+    try:
+        deadline = time.monotonic() + 120
+        while (pub.ready.value < args.publishers or feed.ready.value < args.feeders
+               or poll.ready.value < args.pollers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pids = {"redis": srv.proc.pid, **{c.name: c.pid for c in cluster.children},
+                **{n: p.pid for n, p in procs.items()}, "bench": os.getpid()}
+        probe = Probe(r, queues, pids, [pub.done, feed.done], poll)
+        out: dict = {"load_avg_start": [round(x, 2) for x in os.getloadavg()]}
+        phases: dict[str, dict] = {}
+
+        # End to end: API publishers (PublishStream) at full speed, nobody polls.
+        pub.rate.value = FULL
+        phases["publish_api"] = _measure(probe, args.warmup, args.duration)
+        pub.rate.value = PAUSED
+        _wait_steady(pub.done)
+
+        # (a) write: feeders send to the matchers' Forward at full speed, nobody polls; the
+        # backlog grows by exactly what the matchers write.
+        feed.rate.value = FULL
+        phases["write"] = write = _measure(probe, args.warmup, args.duration)
+        feed.rate.value = PAUSED
+        _wait_steady(feed.done)
+        per_msg = write["written_per_s"] / max(write["published_per_s"], 1)
+
+        # (b) sustain: feeders paced at a target delivery rate while pollers drain; the backlog
+        # (a) left is there from the start. Up to three attempts: not sustained, the next aims
+        # a little below what was acked; sustained with acks well ahead of writes, the next
+        # aims between the two. The best sustained attempt is reported.
+        poll.active.value = 1
+        target = args.rate
+        attempts = []
+        for n in range(3):
+            feed.rate.value = target / max(per_msg, 1e-9) / max(args.feeders, 1)
+            ph = _measure(probe, args.warmup * 2, args.duration)
+            ph["target_per_s"] = round(target)
+            # Sustained: the backlog does not grow (by at most 2 % of the rate per second).
+            ph["sustained"] = ph["backlog_growth_per_s"] <= 0.02 * max(ph["written_per_s"], 1)
+            attempts.append(ph)
+            middle = (ph["written_per_s"] + ph["acked_per_s"]) / 2
+            if ph["sustained"] and ph["acked_per_s"] <= 1.2 * ph["written_per_s"]:
+                break
+            target = middle if ph["sustained"] else 0.9 * ph["acked_per_s"]
+        ok = [a for a in attempts if a["sustained"]]
+        phases["sustain"] = max(ok, key=lambda a: a["written_per_s"]) if ok else attempts[-1]
+        feed.rate.value = PAUSED
+        _wait_steady(feed.done)
+
+        # drain: pollers only, on what is left; measured until 80 % of it is gone.
+        a = probe.snap()
+        deadline = time.monotonic() + args.duration * 3
+        while time.monotonic() < deadline and probe.backlog() > a["backlog"] * 0.2:
+            time.sleep(0.5)
+        phases["drain"] = _phase(a, probe.snap())
+        out["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
+
+        check, errors = _finish(w, queues, sub_ids, sample_q, procs, pub, feed, poll, results, probe)
+        sustain = phases["sustain"]
+        out.update({
+            "kind": "delivery", "workload": w.name, "subscriptions": w.n_subs, "queues": w.n_queues,
+            "matchers": args.matchers, "dispatchers": args.dispatchers, "publishers": args.publishers,
+            "feeders": args.feeders, "pollers": args.pollers, "poller_connections": args.connections,
+            "poll_max": POLL_MAX, "seed": args.seed, "cpus": os.cpu_count(),
+            "deliveries_per_msg": round(per_msg, 3),
+            "write_per_s": write["written_per_s"],
+            "api_write_per_s": phases["publish_api"]["written_per_s"],
+            "drain_per_s": sustain["acked_per_s"],
+            "sustained": sustain["sustained"],
+            "sustained_per_s": min(sustain["written_per_s"], sustain["acked_per_s"]) if sustain["sustained"] else 0,
+            "drain_only_per_s": phases["drain"]["acked_per_s"],
+            "goals": {"write_per_s": GOAL_WRITE_PER_S, "drain_per_s": GOAL_DRAIN_PER_S},
+            "phases": phases, "sustain_attempts": attempts,
+            "verify": check, "errors": errors[:5], "exact": check["exact"],
+        })
+        return out
+    finally:
+        for c in (pub, feed, poll):
+            c.stop.set()
+        for p in procs.values():
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        r.close()
+
+
+def _finish(w, queues, sub_ids, sample_q, procs, pub, feed, poll, results, probe) -> tuple[dict, list[str]]:
+    """Stop the senders, let the pollers empty every queue, collect what each saw, verify."""
+    pub.stop.set()
+    feed.stop.set()
+    poll.active.value = 1
+    poll.drain.set()
+    poll.stop.set()
+    got: dict = {}
+    for _ in procs:
+        kind, idx, payload = results.get(timeout=600)
+        got[(kind, idx)] = payload
+    senders = [p for (kind, _), p in got.items() if kind in ("publisher", "feeder")]
+    pollers = [p for (kind, _), p in got.items() if kind == "poller"]
+    errors = [p["error"] for p in senders if p["error"]] + [e for p in pollers for e in p["errors"]]
+    published = [(p["ids"], p["points"]) for p in senders if p["ids"]]
+    seen = [tuple(s) for p in pollers for s in p["seen"]]
+    check = _verify(w, queues, sub_ids, sample_q, published, seen)
+    check["backlog_after_drain"] = probe.backlog()
+    check["published"] = sum(len(ids) for ids, _ in published)
+    check["acked"] = sum(p["acked"] for p in pollers)
+    check["exact"] = check["exact"] and check["backlog_after_drain"] == 0 and not errors
+    return check, errors
+
+
+def run_delivery_bench(args: argparse.Namespace) -> int:
+    args = resolve(args)
+    try:
+        w = get_workload(args.workload, seed=args.seed, n_subs=getattr(args, "n_subs", None))
+    except (ValueError, TypeError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="bluedove-bench-") as tmp:
+        srv = RedisServer(Path(tmp) / "redis").start()
+        try:
+            t0 = time.monotonic()
+            queues, sub_ids = asyncio.run(load_workload(srv.url, w))
+            load_s = time.monotonic() - t0
+            cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=0, data_dir=tmp,
+                                   store=srv.url, quiet=True, restart=False)
+            cluster.start(timeout_s=300)
+            try:
+                result = _run(args, w, cluster, srv, queues, sub_ids)
+                result["load_s"] = round(load_s, 1)
+            finally:
+                cluster.stop()
+        finally:
+            srv.stop()
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _print(result)
+    if not result["exact"]:
+        print(f"bench delivery: DELIVERIES ARE NOT EXACT: {result['verify']} {result['errors']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print(r: dict) -> None:
+    print(f"workload {r['workload']}: {r['subscriptions']:,} subscriptions, {r['queues']:,} queues;"
+          f" {r['matchers']} matchers, {r['dispatchers']} dispatcher(s), {r['publishers']} API publishers,"
+          f" {r['feeders']} feeders,"
+          f" {r['pollers']} pollers x {r['poller_connections']} connections (max=100)")
+    for name, ph in r["phases"].items():
+        cpu = ", ".join(f"{k} {v:.0f}%" for k, v in ph["cpu_pct"].items())
+        print(f"{name:<11} {ph['seconds']:>5.1f}s  published {ph['published_per_s']:>7,} msg/s  written"
+              f" {ph['written_per_s']:>7,}/s  acked {ph['acked_per_s']:>7,}/s  backlog {ph['backlog_start']:,}"
+              f" -> {ph['backlog_end']:,}\n            cpu: {cpu}")
+    v = r["verify"]
+    print(f"goals: write {r['write_per_s']:,}/s (goal {r['goals']['write_per_s']:,}), sustained drain"
+          f" {r['drain_per_s']:,}/s (goal {r['goals']['drain_per_s']:,}, sustained {r['sustained']})")
+    print(f"verify: {v['sample_queues']} queues, {v['expected']:,} expected deliveries: missing {v['missing']},"
+          f" unexpected {v['unexpected']}, duplicates {v['duplicates']}, wrong lists {v['wrong_subscriptions']};"
+          f" exact {r['exact']}")

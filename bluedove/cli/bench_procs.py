@@ -1,0 +1,247 @@
+"""Load processes of the delivery bench: publishers (PublishStream) and pollers (REST, max=100), plus CPU reading."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+# Publisher pace (messages/s per process): PAUSED stops sending, FULL sends as fast as it can.
+PAUSED = -1.0
+FULL = 0.0
+STREAM_CHUNK = 500  # messages per PublishStream call
+POLL_MAX = 100  # what a poller asks for per poll (the issue's max=100)
+
+
+@dataclass
+class Control:
+    """Shared between the bench and one load process (multiprocessing primitives)."""
+
+    rate: object  # Value('d'): publishers' pace, PAUSED, FULL or messages/s
+    done: object  # Value('q'): messages stored (publisher) or deliveries acked (poller)
+    active: object  # Value('i'): pollers poll while 1
+    stop: object  # Event: finish (pollers drain their queues first when `drain` is set)
+    drain: object  # Event
+    ready: object  # Value('i'): processes of this kind that have started and connected
+
+
+def _ready(ctl: Control) -> None:
+    with ctl.ready.get_lock():
+        ctl.ready.value += 1
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/<pid>/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# -- publishers --------------------------------------------------------------------------------
+def publisher_main(target: str, names: list[str], seed: int, index: int, ctl: Control, results) -> None:
+    """Stream uniform messages to the PubSub gRPC API at the pace `ctl.rate` asks for; at the
+    end send back (ids, points) of every message the service accepted."""
+    import grpc
+
+    from bluedove.v1 import pubsub_pb2 as pb
+    from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
+
+    rng = np.random.default_rng([seed, 100, index])
+    ids: list[str] = []
+    points: list[np.ndarray] = []
+    error = None
+    with grpc.insecure_channel(target) as channel:
+        stub = pb_grpc.PubSubStub(channel)
+        _ready(ctl)
+        while not ctl.stop.is_set():
+            rate = ctl.rate.value
+            if rate == PAUSED:
+                time.sleep(0.02)
+                continue
+            t0 = time.monotonic()
+            pts = rng.uniform(0.0, 1000.0, (STREAM_CHUNK, len(names)))
+            msgs = [pb.Message(attributes=dict(zip(names, row)), payload=f'{{"n":{len(ids) + j}}}')
+                    for j, row in enumerate(pts.tolist())]
+            try:
+                reply = stub.PublishStream(iter(msgs), timeout=60)
+            except grpc.RpcError as exc:
+                error = f"PublishStream failed: {exc.code().name} {exc.details()}"
+                break
+            ids += reply.ids
+            points.append(pts)
+            with ctl.done.get_lock():
+                ctl.done.value += len(reply.ids)
+            if rate > 0:  # paced: one chunk every STREAM_CHUNK / rate seconds
+                time.sleep(max(0.0, STREAM_CHUNK / rate - (time.monotonic() - t0)))
+    results.put(("publisher", index, {"ids": ids, "points": np.vstack(points) if points else None, "error": error}))
+
+
+# -- feeders: the dispatchers' one hop, without the public API -------------------------------
+def feeder_main(table_json: dict, seed: int, index: int, ctl: Control, results, inflight: int = 4) -> None:
+    """Send uniform messages straight to the matchers' Forward (as a dispatcher does: one
+    candidate per message, here each dimension's owner in turn), at the pace `ctl.rate` asks
+    for; at the end send back (ids, points) of every message the matchers stored."""
+    out = asyncio.run(_feed(table_json, seed, index, ctl, inflight))
+    results.put(("feeder", index, out))
+
+
+async def _feed(table_json: dict, seed: int, index: int, ctl: Control, inflight: int) -> dict:
+    import grpc
+
+    from bluedove.segments import SegmentTable
+    from bluedove.v1 import matcher_pb2 as pb
+    from bluedove.v1 import matcher_pb2_grpc as pb_grpc
+
+    table = SegmentTable.from_json(table_json)
+    names = list(table.space.names)
+    k = len(names)
+    rng = np.random.default_rng([seed, 300, index])
+    prefix = f"f{index}-{os.getpid()}-"
+    channels = {m: grpc.aio.insecure_channel(a) for m, a in table.members.items()}
+    stubs = {m: pb_grpc.MatcherStub(ch) for m, ch in channels.items()}
+    ids: list[str] = []
+    points: list[np.ndarray] = []
+    error = None
+    sem = asyncio.Semaphore(inflight)
+    tasks: set[asyncio.Task] = set()
+    seq = 0
+    _ready(ctl)
+
+    async def send(mids: list[str], pts: np.ndarray, groups: dict) -> None:
+        nonlocal error
+        try:
+            await asyncio.gather(*(stubs[m].Forward(pb.ForwardRequest(dimension=d, messages=msgs, epoch=table.epoch),
+                                                    timeout=60) for (m, d), msgs in groups.items()))
+            ids.extend(mids)
+            points.append(pts)
+            with ctl.done.get_lock():
+                ctl.done.value += len(mids)
+        except grpc.aio.AioRpcError as exc:
+            error = f"Forward failed: {exc.code().name} {exc.details()}"
+        finally:
+            sem.release()
+
+    while not ctl.stop.is_set() and error is None:
+        rate = ctl.rate.value
+        if rate == PAUSED:
+            await asyncio.sleep(0.02)
+            continue
+        t0 = time.monotonic()
+        pts = rng.uniform(0.0, 1000.0, (STREAM_CHUNK, k))
+        groups: dict[tuple[str, int], list] = {}
+        mids = []
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for row in pts.tolist():
+            mid = f"{prefix}{seq:x}"
+            d = seq % k
+            seq += 1
+            body = json.dumps({"id": mid, "attributes": dict(zip(names, row)), "payload": {"n": seq},
+                               "published_at": now}, separators=(",", ":")).encode()
+            groups.setdefault((table.owner_at(d, row[d]), d), []).append(
+                pb.ForwardMessage(id=mid, point=row, body=body, client_id=False))
+            mids.append(mid)
+        await sem.acquire()
+        task = asyncio.get_running_loop().create_task(send(mids, pts, groups))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        if rate > 0:
+            await asyncio.sleep(max(0.0, STREAM_CHUNK / rate - (time.monotonic() - t0)))
+    await asyncio.gather(*tasks)
+    for ch in channels.values():
+        await ch.close()
+    return {"ids": ids, "points": np.vstack(points) if points else None, "error": error}
+
+
+# -- pollers -----------------------------------------------------------------------------------
+def poller_main(url: str, queues: list[tuple[str, str]], sample: set[str], concurrency: int, ctl: Control,
+                results) -> None:
+    """Poll (max=100, no wait) and ack `queues` round robin with `concurrency` connections while
+    `ctl.active`; on `stop` with `drain`, empty them first. Sends back the sampled deliveries."""
+    out = asyncio.run(_poll_all(url, queues, sample, concurrency, ctl))
+    results.put(("poller", os.getpid(), out))
+
+
+class _Conn:
+    """One keep-alive HTTP/1.1 connection: the least client work per request, so that the
+    pollers' CPU measures polling rather than an HTTP library (the service sees ordinary
+    requests; responses carry Content-Length)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(self, method: str, path: str, token: str, body: bytes = b"") -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {token}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+        self.writer.write(head.encode() + body)
+        status_line = await self.reader.readline()
+        length = 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        data = await self.reader.readexactly(length) if length else b""
+        return int(status_line.split()[1]), data
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+async def _poll_all(url: str, queues: list[tuple[str, str]], sample: set[str], concurrency: int, ctl: Control) -> dict:
+    from urllib.parse import urlsplit
+
+    seen: list[tuple[str, str, list[str]]] = []
+    errors: list[str] = []
+    acked = 0
+    where = urlsplit(url)
+    conns = [_Conn(where.hostname, where.port) for _ in range(concurrency)]
+
+    async def worker(conn: _Conn, share: list[tuple[str, str]]) -> None:
+        nonlocal acked
+        empty_pass = 0
+        while True:
+            if ctl.stop.is_set() and (not ctl.drain.is_set() or empty_pass >= 2):
+                return
+            if not ctl.active.value and not ctl.stop.is_set():
+                await asyncio.sleep(0.02)
+                continue
+            got_any = 0
+            for q, tok in share:
+                status, data = await conn.request("GET", f"/v1/queues/{q}/messages?max={POLL_MAX}&wait=0", tok)
+                if status != 200:
+                    errors.append(f"poll {status}: {data[:200]!r}")
+                    return
+                msgs = json.loads(data)["messages"]
+                if not msgs:
+                    continue
+                body = json.dumps({"receipts": [m["receipt"] for m in msgs]}).encode()
+                status, data = await conn.request("POST", f"/v1/queues/{q}/ack", tok, body)
+                if status != 204:
+                    errors.append(f"ack {status}: {data[:200]!r}")
+                    return
+                got_any += len(msgs)
+                if q in sample:
+                    seen.extend((q, m["id"], m["subscriptions"]) for m in msgs)
+                acked += len(msgs)
+                with ctl.done.get_lock():
+                    ctl.done.value += len(msgs)
+            empty_pass = 0 if got_any else empty_pass + 1
+            if not got_any:
+                await asyncio.sleep(0.05)
+
+    shares = [queues[i::concurrency] for i in range(concurrency)]
+    _ready(ctl)
+    try:
+        await asyncio.gather(*(worker(c, s) for c, s in zip(conns, shares) if s))
+    finally:
+        for c in conns:
+            c.close()
+    return {"seen": seen, "acked": acked, "errors": errors[:5]}

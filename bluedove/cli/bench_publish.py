@@ -1,0 +1,183 @@
+"""`bluedove bench publish`: publish throughput of PublishStream, REST batches and single REST calls, in turn on one cluster."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bluedove.cli.bench_delivery import load_workload
+from bluedove.cli.bench_flags import resolve
+from bluedove.cli.bench_procs import cpu_seconds
+from bluedove.cli.cluster import LocalCluster
+from bluedove.store.server import RedisServer
+from bluedove.workloads.paper import get as get_workload
+
+MODES = ("grpc_stream", "rest_batch", "rest_single")
+STREAM_LEN = 1000  # messages per PublishStream call (a long-lived stream, cut so ids come back)
+BATCH_CALLS = 4  # PublishStream or batch calls under way per publisher process (single calls: --connections)
+
+
+def _points(rng: np.random.Generator, n: int, k: int) -> list[list[float]]:
+    return rng.uniform(0.0, 1000.0, (n, k)).tolist()
+
+
+async def _grpc_stream(target: str, names: list[str], conns: int, until: float, rng, returned: list[int]) -> tuple[int, set]:
+    import grpc
+
+    from bluedove.v1 import pubsub_pb2 as pb
+    from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
+
+    ids: set[str] = set()
+    sent = 0
+    async with grpc.aio.insecure_channel(target) as ch:
+        stub = pb_grpc.PubSubStub(ch)
+
+        async def one() -> None:
+            nonlocal sent
+            while time.monotonic() < until:
+                msgs = [pb.Message(attributes=dict(zip(names, p)), payload='{"b":1}')
+                        for p in _points(rng, STREAM_LEN, len(names))]
+                reply = await stub.PublishStream(iter(msgs), timeout=60)
+                ids.update(reply.ids)
+                returned[0] += len(reply.ids)
+                if time.monotonic() <= until:  # only calls answered inside the window count
+                    sent += len(msgs)
+
+        await asyncio.gather(*(one() for _ in range(conns)))
+    return sent, ids
+
+
+async def _rest(url: str, names: list[str], conns: int, until: float, rng, batch: int | None,
+                returned: list[int]) -> tuple[int, set]:
+    import httpx
+
+    ids: set[str] = set()
+    sent = 0
+    async with httpx.AsyncClient(base_url=url, timeout=60,
+                                 limits=httpx.Limits(max_connections=conns, max_keepalive_connections=conns)) as c:
+
+        async def one() -> None:
+            nonlocal sent
+            while time.monotonic() < until:
+                if batch:
+                    body = {"messages": [{"attributes": dict(zip(names, p)), "payload": {"b": 1}}
+                                         for p in _points(rng, batch, len(names))]}
+                    r = await c.post("/v1/messages:batch", json=body)
+                    r.raise_for_status()
+                    got = r.json()["ids"]
+                    ids.update(got)
+                    returned[0] += len(got)
+                    if time.monotonic() <= until:
+                        sent += batch
+                else:
+                    body = {"attributes": dict(zip(names, _points(rng, 1, len(names))[0])), "payload": {"b": 1}}
+                    r = await c.post("/v1/messages", json=body)
+                    r.raise_for_status()
+                    ids.add(r.json()["id"])
+                    returned[0] += 1
+                    if time.monotonic() <= until:
+                        sent += 1
+
+        await asyncio.gather(*(one() for _ in range(conns)))
+    return sent, ids
+
+
+def publish_mode_main(mode: str, url: str, target: str, names: list[str], conns: int, batch: int, seconds: float,
+                      seed: int, results) -> None:
+    """One publisher process of one mode: (messages accepted inside the window, distinct ids of
+    every call, the window's seconds, error)."""
+    rng = np.random.default_rng([seed, 200, os.getpid()])
+    t0 = time.monotonic()
+    until = t0 + seconds
+    returned = [0]  # ids the service gave back, to compare with the distinct ones
+    try:
+        if mode == "grpc_stream":
+            sent, ids = asyncio.run(_grpc_stream(target, names, BATCH_CALLS, until, rng, returned))
+        elif mode == "rest_batch":
+            sent, ids = asyncio.run(_rest(url, names, BATCH_CALLS, until, rng, batch, returned))
+        else:
+            sent, ids = asyncio.run(_rest(url, names, conns, until, rng, None, returned))
+        results.put((sent, len(ids), seconds, None if len(ids) == returned[0] else "duplicate ids"))
+    except Exception as exc:  # noqa: BLE001 - reported by the bench
+        results.put((0, 0, seconds, repr(exc)))
+
+
+def _measure(mode: str, args, cluster: LocalCluster, pids: dict[str, int], names: list[str]) -> dict:
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=publish_mode_main, daemon=True,
+                         args=(mode, cluster.url, cluster.grpc_address, names, args.connections, args.batch,
+                               args.duration, args.seed, results)) for _ in range(args.publishers)]
+    before = {n: cpu_seconds(p) for n, p in pids.items()}
+    t0 = time.monotonic()
+    for p in procs:
+        p.start()
+    outs = [results.get(timeout=args.duration + 120) for _ in procs]
+    dt = time.monotonic() - t0
+    cpu = {n: round(100 * (cpu_seconds(p) - before[n]) / dt, 1) for n, p in pids.items()}
+    for p in procs:
+        p.join(timeout=10)
+    sent = sum(o[0] for o in outs)
+    secs = max(o[2] for o in outs)
+    roles: dict[str, float] = {}
+    for n, v in cpu.items():
+        role = {"m": "matchers", "d": "dispatchers"}.get(n[0], n)
+        roles[role] = round(roles.get(role, 0.0) + v, 1)
+    return {"msgs_per_s": round(sent / secs), "messages": sent, "ids": sum(o[1] for o in outs),
+            "seconds": round(secs, 2), "cpu_pct": roles, "errors": [o[3] for o in outs if o[3]][:3]}
+
+
+def run_publish_bench(args: argparse.Namespace) -> int:
+    args = resolve(args)
+    try:
+        w = get_workload(args.workload, seed=args.seed, n_subs=getattr(args, "n_subs", None))
+    except (ValueError, TypeError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    names = list(w.space.names)
+    with tempfile.TemporaryDirectory(prefix="bluedove-bench-") as tmp:
+        srv = RedisServer(Path(tmp) / "redis").start()
+        try:
+            asyncio.run(load_workload(srv.url, w))
+            cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=0, data_dir=tmp,
+                                   store=srv.url, quiet=True, restart=False)
+            cluster.start(timeout_s=300)
+            try:
+                pids = {"redis": srv.proc.pid, **{c.name: c.pid for c in cluster.children}}
+                load_start = list(os.getloadavg())
+                modes = {m: _measure(m, args, cluster, pids, names) for m in MODES}
+            finally:
+                cluster.stop()
+        finally:
+            srv.stop()
+    single = max(modes["rest_single"]["msgs_per_s"], 1)
+    result = {
+        "kind": "publish", "workload": w.name, "subscriptions": w.n_subs, "matchers": args.matchers,
+        "dispatchers": args.dispatchers, "publishers": args.publishers, "connections": args.connections,
+        "batch": args.batch, "stream_len": STREAM_LEN, "batch_calls": BATCH_CALLS, "seed": args.seed, "cpus": os.cpu_count(),
+        "load_avg_start": load_start, "load_avg_end": list(os.getloadavg()), "modes": modes,
+        "ratio_vs_single": {m: round(v["msgs_per_s"] / single, 2) for m, v in modes.items()},
+    }
+    # Every id distinct ("duplicate ids" error otherwise); calls answered after the window
+    # have ids but are not counted.
+    ok = all(v["messages"] > 0 and v["ids"] >= v["messages"] and not v["errors"] for v in modes.values())
+    result["ok"] = ok
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for m, v in modes.items():
+            cpu = ", ".join(f"{k} {x:.0f}%" for k, x in v["cpu_pct"].items())
+            print(f"{m:<12} {v['msgs_per_s']:>8,} msg/s  ({result['ratio_vs_single'][m]}x single)  cpu: {cpu}")
+    if not ok:
+        print(f"bench publish: a mode failed or lost ids: {modes}", file=sys.stderr)
+        return 1
+    return 0

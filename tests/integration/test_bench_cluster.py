@@ -1,0 +1,52 @@
+"""`bluedove bench delivery` and `bluedove bench publish` run end to end on a small workload:
+the JSON has its documented shape, rates are positive, and the delivery bench checked its
+sample of deliveries against brute force."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+SMALL = ["--workload", "sparse", "--subs", "2000", "--matchers", "2", "--duration", "2", "--warmup", "0.5",
+         "--publishers", "1", "--connections", "2", "--json"]
+
+
+def bench(kind: str, *extra: str) -> dict:
+    r = subprocess.run([sys.executable, "-m", "bluedove", "bench", kind, *SMALL, *extra],
+                       capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_bench_delivery_smoke():
+    out = bench("delivery", "--feeders", "1", "--pollers", "1", "--rate", "500", "--sample", "30")
+    assert out["kind"] == "delivery" and out["workload"] == "sparse(n_subs=2000)"
+    assert out["subscriptions"] == 2000 and out["queues"] == 200 and out["poll_max"] == 100
+    assert set(out["phases"]) == {"publish_api", "write", "sustain", "drain"}
+    for name, ph in out["phases"].items():
+        assert {"seconds", "published_per_s", "written_per_s", "acked_per_s", "backlog_start", "backlog_end",
+                "backlog_growth_per_s", "cpu_pct", "cpu_pct_by_process", "redis_commands"} <= set(ph), name
+        assert {"redis", "matchers", "dispatchers", "publishers", "feeders", "pollers"} <= set(ph["cpu_pct"])
+    assert out["write_per_s"] > 0 and out["api_write_per_s"] > 0 and out["drain_per_s"] > 0
+    assert out["phases"]["write"]["cpu_pct"]["matchers"] > 0 and out["phases"]["write"]["cpu_pct"]["redis"] > 0
+    assert 0 < out["deliveries_per_msg"] < 10
+    v = out["verify"]
+    assert v["expected"] > 0 and v["received"] == v["expected"]
+    assert v["missing"] == v["unexpected"] == v["duplicates"] == v["wrong_subscriptions"] == 0
+    assert v["backlog_after_drain"] == 0 and v["acked"] > 0 and v["published"] > 0
+    assert out["exact"] is True and out["errors"] == []
+
+
+def test_bench_publish_smoke():
+    out = bench("publish", "--batch", "20")
+    assert out["kind"] == "publish" and set(out["modes"]) == {"grpc_stream", "rest_batch", "rest_single"}
+    for mode, m in out["modes"].items():
+        assert m["msgs_per_s"] > 0 and m["messages"] > 0, mode
+        assert m["ids"] >= m["messages"] and m["errors"] == []
+        assert {"redis", "matchers", "dispatchers"} <= set(m["cpu_pct"])
+    assert out["ratio_vs_single"]["rest_single"] == 1.0 and out["ok"] is True
