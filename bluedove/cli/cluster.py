@@ -63,7 +63,7 @@ class LocalCluster:
     def __init__(self, matchers: int = 4, dispatchers: int = 1, http_port: int = 8080,
                  data_dir: str | Path = ".bluedove", store: str | None = None, space_file: str | None = None,
                  policy: str = "adaptive", host: str = "127.0.0.1", restart: bool = True,
-                 matcher_env: dict | None = None, quiet: bool = False) -> None:
+                 matcher_env: dict | None = None, quiet: bool = False, deliver: str = "store") -> None:
         self.n_matchers = matchers
         self.n_dispatchers = dispatchers
         self.http_port = http_port or free_port()
@@ -75,6 +75,7 @@ class LocalCluster:
         self.restart = restart
         self.matcher_env = matcher_env or {}
         self.quiet = quiet
+        self.deliver = deliver  # "store", or "count": matchers match without writing (benchmarks)
         self.redis: RedisServer | None = None
         self.children: list[Child] = []
         self.table: SegmentTable | None = None
@@ -102,6 +103,7 @@ class LocalCluster:
                 port = address.rsplit(":", 1)[1]
                 self.children.append(Child("matcher", m, cmd + [
                     "matcher", "--id", m, "--host", self.host, "--port", port, "--store", self.store_url,
+                    "--deliver", self.deliver,
                 ], logs / f"{m}.log", extra_env=self.matcher_env))
             for j in range(self.n_dispatchers):
                 d = f"d{j + 1}"

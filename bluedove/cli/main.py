@@ -75,6 +75,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    if args.kind == "e2e":
+        from bluedove.cli.bench_e2e import run_e2e
+
+        return run_e2e(args)
     from bluedove.cli.bench import run_bench
 
     return run_bench(args)
@@ -125,7 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_cmd_dispatcher)
 
     b = sub.add_parser("bench", help="measurements (see docs/benchmarks.md)")
-    b.add_argument("kind", choices=("kernel",), help="kernel: in-process matching rate of one set")
+    b.add_argument("kind", choices=("kernel", "e2e"),
+                   help="kernel: in-process matching rate; e2e: saturation rate of a local cluster through REST")
     b.add_argument("--workload", default="paper", help="paper (see shared WORKLOADS.md)")
     b.add_argument("--partitions", type=int, default=20, help="matchers the space is cut for")
     b.add_argument("--messages", type=int, default=20000)
@@ -137,7 +142,23 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--subs", dest="n_subs", type=int, default=None, help="variant: number of subscriptions")
     b.add_argument("--repeat", type=int, default=5, help="timed runs; the best is reported with the spread")
     b.add_argument("--verify", type=int, default=200, help="messages checked against brute force")
+    e = b.add_argument_group("e2e")
+    e.add_argument("--matchers", type=int, default=4, help="matcher processes")
+    e.add_argument("--dispatchers", type=int, default=1, help="dispatcher processes sharing the port")
+    e.add_argument("--policy", choices=POLICIES, default="adaptive", help="forwarding policy")
+    e.add_argument("--deliver", choices=("count", "store"), default="count",
+                   help="count: matchers count matches (what the paper measured); store: write deliveries")
+    e.add_argument("--batch", type=int, default=200, help="messages per POST /v1/messages:batch")
+    e.add_argument("--publishers", type=int, default=2, help="publisher processes")
+    e.add_argument("--start-rate", type=float, default=1000.0, help="first step's rate (msg/s)")
+    e.add_argument("--factor", type=float, default=1.3, help="each step's rate over the previous one's")
+    e.add_argument("--step-s", type=float, default=6.0, help="seconds per rate step")
+    e.add_argument("--max-steps", type=int, default=15)
     b.set_defaults(func=_cmd_bench)
+
+    from bluedove.cli.sim import add_parser as add_sim_parser
+
+    add_sim_parser(sub)
     return p
 
 
