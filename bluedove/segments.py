@@ -128,3 +128,52 @@ def equal_partition(space: Space, members: dict[str, str], epoch: int = 1) -> Se
         cuts.append(tuple(d.min + j * width for j in range(n)))
     owners = tuple(tuple(ids) for _ in space.dimensions)
     return SegmentTable(epoch, space, dict(members), tuple(cuts), owners)
+
+
+def merge_out(table: SegmentTable, gone: set[str], weight=None) -> SegmentTable:
+    """The next epoch's table without the `gone` members (seed 001 §III-C, takeover).
+
+    On each dimension every run of segments owned by gone members is merged into an adjacent
+    live owner: the lighter of the two neighbours by `weight(member) -> float` (default: all
+    equal; ties go left), so each member still owns one contiguous range per dimension.
+    """
+    live = [m for m in table.members if m not in gone]
+    if not live:
+        raise ValueError("cannot take over: every owner is gone")
+    weight = weight or (lambda m: 0.0)
+    cuts_out, owners_out = [], []
+    for i in range(table.space.k):
+        owners = list(table.owners[i])
+        n = len(owners)
+        j = 0
+        while j < n:
+            if owners[j] not in gone:
+                j += 1
+                continue
+            end = j
+            while end < n and owners[end] in gone:
+                end += 1
+            left = owners[j - 1] if j > 0 else None
+            right = owners[end] if end < n else None
+            if left is None and right is None:
+                raise ValueError(f"cannot take over dimension {table.space.dimensions[i].name}: no live owner")
+            taker = left if right is None or (left is not None and weight(left) <= weight(right)) else right
+            owners[j:end] = [taker] * (end - j)
+            j = end
+        # Adjacent segments of one owner become one segment.
+        keep = [j for j in range(n) if j == 0 or owners[j] != owners[j - 1]]
+        cuts_out.append(tuple(table.cuts[i][j] for j in keep))
+        owners_out.append(tuple(owners[j] for j in keep))
+    members = {m: a for m, a in table.members.items() if m not in gone}
+    return SegmentTable(table.epoch + 1, table.space, members, tuple(cuts_out), tuple(owners_out))
+
+
+def grown(old: SegmentTable, new: SegmentTable) -> dict[str, dict[int, tuple[float, float]]]:
+    """Members whose range grew from `old` to `new`: member -> {dim: new range}, for a hand-off."""
+    out: dict[str, dict[int, tuple[float, float]]] = {}
+    for m in new.members:
+        before, after = old.segments_of(m), new.segments_of(m)
+        for i, rng in after.items():
+            if before.get(i) != rng:
+                out.setdefault(m, {})[i] = rng
+    return out

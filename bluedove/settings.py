@@ -23,8 +23,9 @@ class MatcherSettings:
     stats_window_s: float = 5.0
     # Most messages matched in one index call and written in one store transaction.
     batch_max: int = 256
-    # How often the segment table is re-read from the store (until gossip carries it).
-    table_refresh_s: float = 1.0
+    # Gossip carries table changes within a round or two; the store keeps the latest table as
+    # well, re-read this often, for a matcher cut off from gossip but not from the store.
+    table_refresh_s: float = 5.0
     # How long one blocking read of the catalogue log waits before looping.
     catalog_block_ms: int = 1000
     # How long a removed subscription id is remembered, so a late add cannot bring it back.
@@ -41,6 +42,8 @@ class DispatcherSettings:
     id: str = "d1"
     host: str = "127.0.0.1"
     http_port: int = 8080
+    # The public gRPC API; 0 = any free port. Dispatchers share it with SO_REUSEPORT.
+    grpc_port: int = 50051
     store_url: str = "redis://127.0.0.1:6379/0"
     policy: str = "adaptive"
     # How often the segment table is pulled from a random matcher.

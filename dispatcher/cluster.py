@@ -1,9 +1,11 @@
 """The dispatcher's view of the cluster: the segment table, matcher stubs, load reports, health.
 
-Stateless: everything here is pulled from matchers (the table from a random one every
-`table_pull_interval_s`, load reports from each every `load_interval_s`), bootstrapped from
-the table in the store. A matcher whose call failed is passed over as first choice for
-`down_backoff_s`, doubling while it keeps failing.
+Stateless: everything here is pulled from matchers (the table and the gossip membership from
+a random live one every `table_pull_interval_s`, load reports from each every
+`load_interval_s`), bootstrapped from the table in the store. Only a newer epoch replaces the
+table, and a failed pull keeps the last good one. A matcher that gossip calls suspect or dead,
+or whose call failed (for `down_backoff_s`, doubling while it keeps failing), is passed over
+as first choice.
 """
 
 from __future__ import annotations
@@ -37,6 +39,17 @@ class MemberHealth:
     report_at: float = 0.0
 
 
+@dataclass(frozen=True)
+class GossipMember:
+    """A member as the matcher we last pulled from sees it through gossip."""
+
+    id: str
+    address: str
+    status: str  # alive, suspect, dead, left
+    generation: int
+    subs: tuple[int, ...]
+
+
 class ClusterView:
     def __init__(self, settings: DispatcherSettings, store: Store) -> None:
         self.s = settings
@@ -44,6 +57,8 @@ class ClusterView:
         self.table: SegmentTable | None = None
         self.reports: dict[tuple[str, int], LoadReport] = {}
         self.health: dict[str, MemberHealth] = {}
+        self.gossip: dict[str, GossipMember] = {}
+        self.gossip_sent: dict[str, tuple[int, int]] = {}  # member -> (bytes, envelopes) since its start
         self._channels: dict[str, tuple[str, grpc.aio.Channel, pb_grpc.MatcherStub]] = {}
         self._tasks: list[asyncio.Task] = []
         self.rng = random.Random()
@@ -63,8 +78,19 @@ class ClusterView:
         for _, ch, _ in self._channels.values():
             await ch.close()
 
+    def address(self, member: str) -> str | None:
+        if self.table is not None and member in self.table.members:
+            return self.table.members[member]
+        g = self.gossip.get(member)
+        return g.address if g else None
+
+    def known(self) -> list[str]:
+        """Table owners, then members only gossip knows of (idle, joining, or gone)."""
+        owners = list(self.table.members) if self.table else []
+        return owners + sorted(m for m in self.gossip if m not in owners)
+
     def stub(self, member: str) -> pb_grpc.MatcherStub:
-        address = self.table.members[member]
+        address = self.address(member)
         cached = self._channels.get(member)
         if cached is None or cached[0] != address:
             ch = grpc.aio.insecure_channel(address, options=[
@@ -99,10 +125,14 @@ class ClusterView:
 
     def usable(self, member: str, now: float) -> bool:
         h = self.health.get(member)
-        return h is not None and h.ready and now >= h.down_until
+        g = self.gossip.get(member)
+        return h is not None and h.ready and now >= h.down_until and (g is None or g.status == "alive")
 
     def status(self, member: str, now: float | None = None) -> str:
         now = time.monotonic() if now is None else now
+        g = self.gossip.get(member)
+        if g is not None and g.status != "alive":
+            return {"left": "leaving"}.get(g.status, g.status)
         h = self.health.get(member)
         if h is None or not h.reachable:
             return "dead" if h and h.report_at else "joining"
@@ -123,7 +153,8 @@ class ClusterView:
 
     # -- background pulls ------------------------------------------------------------------
     async def pull_table(self) -> None:
-        members = [m for m in (self.table.members if self.table else {}) if self.usable(m, time.monotonic())]
+        now = time.monotonic()
+        members = [m for m in self.known() if self.usable(m, now)]
         if not members:
             raw = await self.store.get_table()  # bootstrap / every matcher down
             if raw:
@@ -132,14 +163,19 @@ class ClusterView:
         member = self.rng.choice(members)
         try:
             reply = await self.stub(member).GetTable(pb.TableRequest(), timeout=2.0)
-            self._set_table(SegmentTable.from_json(json.loads(reply.table_json)))
         except grpc.aio.AioRpcError:
-            pass  # keep the last good table
+            return  # keep the last good table
+        self._set_table(SegmentTable.from_json(json.loads(reply.table_json)))
+        if reply.members:
+            self.gossip = {g.id: GossipMember(g.id, g.address, g.status, g.generation, tuple(g.subs))
+                           for g in reply.members}
+            for m in self.gossip:
+                self.health.setdefault(m, MemberHealth())
 
     async def refresh_loads(self) -> None:
         if self.table is None:
             return
-        members = list(self.table.members)
+        members = [m for m in self.known() if m in self.table.members or self.gossip[m].status != "dead"]
         replies = await asyncio.gather(
             *(self.stub(m).Report(pb.ReportRequest(), timeout=max(self.s.load_interval_s, 0.5)) for m in members),
             return_exceptions=True,
@@ -149,12 +185,15 @@ class ClusterView:
             h = self.health.setdefault(m, MemberHealth())
             if isinstance(r, BaseException):
                 h.reachable, h.ready = False, False
+                for key in [k for k in self.reports if k[0] == m]:
+                    del self.reports[key]  # no stale load for a member we cannot reach
                 continue
             h.reachable, h.ready, h.report_at = True, r.ready, now
             if r.generation != h.generation:  # restarted: forget its failures
                 h.generation, h.failures, h.down_until = r.generation, 0, 0.0
             for i, d in enumerate(r.dims):
                 self.reports[(m, i)] = LoadReport(d.lam, d.mu, d.q, d.subs, now, d.matched_total)
+            self.gossip_sent[m] = (r.gossip_bytes_sent, r.gossip_messages_sent)
 
     async def _pull_table_loop(self) -> None:
         while True:

@@ -1,4 +1,4 @@
-"""Request-scoped helpers shared by the routers: the dispatcher state, JSON bodies, tokens."""
+"""Request-scoped helpers shared by the routers: the dispatcher state, JSON bodies, bearer tokens."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import Request
 
-from bluedove.errors import ApiError, unauthorized
+from bluedove.errors import ApiError
 
 
 def state(request: Request):
@@ -27,7 +27,3 @@ def bearer(request: Request) -> str | None:
     scheme, _, token = auth.partition(" ")
     return token.strip() or None if scheme.lower() == "bearer" else None
 
-
-async def require_queue_token(request: Request, queue: str) -> None:
-    if not await state(request).store.check_token(queue, bearer(request)):
-        raise unauthorized()

@@ -23,6 +23,8 @@ class Metrics:
         self.arrival = Gauge("bluedove_matcher_arrival_rate", "Arrival rate λ (msg/s)", labels, registry=r)
         self.matching = Gauge("bluedove_matcher_matching_rate", "Matching rate μ (msg/s of work)", labels, registry=r)
         self.set_size = Gauge("bluedove_matcher_subscriptions", "Subscriptions in the set", labels, registry=r)
+        self.gossip_bytes = Gauge("bluedove_matcher_gossip_bytes_sent",
+                                  "Gossip bytes a matcher sent since it started", ["matcher"], registry=r)
 
     def refresh(self, cluster, failovers: int = 0) -> None:
         self.failovers.set(failovers)
@@ -35,3 +37,5 @@ class Metrics:
             self.arrival.labels(*lab).set(rep.lam)
             self.matching.labels(*lab).set(rep.mu)
             self.set_size.labels(*lab).set(rep.subs)
+        for m, (sent, _) in list(cluster.gossip_sent.items()):
+            self.gossip_bytes.labels(m).set(sent)

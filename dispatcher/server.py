@@ -1,5 +1,6 @@
 """The dispatcher process: uvicorn serving the app on a SO_REUSEPORT socket, so several
-dispatcher processes share one port and the kernel spreads connections among them."""
+dispatcher processes share one port and the kernel spreads connections among them; the gRPC
+API on the same loop, sharing its port the same way."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import uvicorn
 from bluedove.settings import DispatcherSettings
 from bluedove.space import Space
 from dispatcher.app import create_app
+from dispatcher.grpc_api import GrpcApi
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -26,15 +28,21 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, telling the dispatcher first when a signal asks it to exit."""
+    """uvicorn's server, telling the dispatcher first when a signal asks it to exit, and
+    stopping the gRPC API before the app's shutdown closes the store under it."""
 
-    def __init__(self, config: uvicorn.Config, on_exit) -> None:
+    def __init__(self, config: uvicorn.Config, on_exit, grpc_api: GrpcApi) -> None:
         super().__init__(config)
         self._on_exit = on_exit
+        self._grpc_api = grpc_api
 
     def handle_exit(self, sig, frame) -> None:
         self._on_exit()
         super().handle_exit(sig, frame)
+
+    async def shutdown(self, sockets=None) -> None:
+        await self._grpc_api.stop()
+        await super().shutdown(sockets)
 
 
 def serve(settings: DispatcherSettings, space: Space) -> None:
@@ -46,7 +54,10 @@ def serve(settings: DispatcherSettings, space: Space) -> None:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        server = _Server(config, lambda: loop.call_soon_threadsafe(closing.set))
+        grpc_api = GrpcApi(app.state.dispatcher, settings.host, settings.grpc_port)
+        await grpc_api.start()
+        print(f"gRPC API on {settings.host}:{grpc_api.port}", flush=True)
+        server = _Server(config, lambda: loop.call_soon_threadsafe(closing.set), grpc_api)
         await server.serve(sockets=[sock])
 
     asyncio.run(main())

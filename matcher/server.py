@@ -19,9 +19,13 @@ from bluedove.segments import SegmentTable
 from bluedove.settings import MatcherSettings
 from bluedove.store import Store
 from bluedove.store.store import StoreLimits, wait_ready
+from bluedove.settings import from_env
+from bluedove.v1 import gossip_pb2_grpc
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
+from gossip.config import GossipConfig
 from matcher.catalog import SubscriptionSets
+from matcher.membership import Membership
 from matcher.queues import DimensionQueue
 from matcher.stats import WindowStats
 
@@ -31,7 +35,8 @@ log = logging.getLogger("bluedove.matcher")
 class Matcher:
     """State of one matcher: the table, the sets, the queues, and the catalogue tail."""
 
-    def __init__(self, settings: MatcherSettings, store: Store, deliver: str = "store") -> None:
+    def __init__(self, settings: MatcherSettings, store: Store, deliver: str = "store",
+                 gossip: GossipConfig | None = None, seeds: tuple[str, ...] = ()) -> None:
         self.s = settings
         self.store = store
         self.generation = time.time_ns()
@@ -46,6 +51,12 @@ class Matcher:
         self.log_pos = "0-0"
         self.deliver_mode = deliver
         self._tasks: list[asyncio.Task] = []
+        # The catalogue tail and a reload must not interleave: one swaps the sets and the
+        # log position together, the other applies changes after that position.
+        self._log_lock = asyncio.Lock()
+        # Table changes (gossip, store, hand-off) one at a time.
+        self._table_lock = asyncio.Lock()
+        self.membership = Membership(self, gossip or GossipConfig(), seeds)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -66,13 +77,18 @@ class Matcher:
         ]
         for q in self.queues:
             q.start()
-        await self._load_catalogue()
+        # Gossip first: liveness does not wait for a long catalogue load (Forward answers
+        # UNAVAILABLE meanwhile, and dispatchers try another candidate).
+        self.membership.start(f"{self.s.host}:{self.s.port}", self.table)
+        async with self._table_lock:
+            await self._load_catalogue(self.table)
         self.ready = True
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._tail_catalogue()), loop.create_task(self._refresh_table())]
+        self._tasks = [loop.create_task(self._tail_catalogue()), loop.create_task(self._watch_stored_table())]
         log.info("matcher %s ready: %s subscriptions per dimension", self.s.id, self.sets.counts())
 
     async def stop(self) -> None:
+        await self.membership.stop()
         for t in self._tasks:
             t.cancel()
         for q in self.queues:
@@ -82,10 +98,11 @@ class Matcher:
     async def _run_index(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
-    async def _load_catalogue(self) -> None:
-        """Fill fresh sets from a catalogue snapshot, then replay the log written since."""
+    async def _load_catalogue(self, table: SegmentTable) -> None:
+        """Build sets for `table`'s segments from a catalogue snapshot plus the log since, then
+        swap them in. The old sets serve meanwhile: every change is in the log before a
+        dispatcher sends it directly, so the replay misses nothing the old sets had."""
         pos, subs = await self.store.catalogue_snapshot()
-        table = self.table
         sets = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s)
         if self.sets is not None:
             sets._tombstones = dict(self.sets._tombstones)
@@ -94,55 +111,81 @@ class Matcher:
             sets.add_many([Subscription.from_json(raw, table.space) for raw in subs])
 
         await self._run_index(fill)
-        self.sets, self.log_pos = sets, pos
-        await self._apply_changes(block_ms=None)
+        async with self._log_lock:
+            while changes := await self.store.catalogue_changes(pos):
+                await self._run_index(self._applier(sets, changes, table))
+                pos = changes[-1][0]
+            self.sets, self.log_pos = sets, pos
 
-    async def _apply_changes(self, block_ms: int | None) -> int:
-        changes = await self.store.catalogue_changes(self.log_pos, block_ms=block_ms)
-        if not changes:
-            return 0
-        space = self.table.space
-        sets = self.sets
-
+    @staticmethod
+    def _applier(sets: SubscriptionSets, changes, table: SegmentTable):
         def apply() -> None:
             for _, f in changes:
                 if f["op"] == "add":
-                    sets.add_subscription(Subscription.from_json(json.loads(f["sub"]), space))
+                    sets.add_subscription(Subscription.from_json(json.loads(f["sub"]), table.space))
                 else:
                     sets.remove(f["id"])
-
-        await self._run_index(apply)
-        self.log_pos = changes[-1][0]
-        return len(changes)
+        return apply
 
     async def _tail_catalogue(self) -> None:
         while True:
             try:
-                await self._apply_changes(block_ms=self.s.catalog_block_ms)
+                pos = self.log_pos
+                changes = await self.store.catalogue_changes(pos, block_ms=self.s.catalog_block_ms)
+                if not changes:
+                    continue
+                async with self._log_lock:
+                    if self.log_pos != pos:  # a reload swapped the sets meanwhile: read again
+                        continue
+                    await self._run_index(self._applier(self.sets, changes, self.table))
+                    self.log_pos = changes[-1][0]
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("catalogue tail failed; retrying")
                 await asyncio.sleep(1.0)
 
-    async def _refresh_table(self) -> None:
-        """Until gossip carries the table, re-read it from the store; reload on a new epoch."""
+    # -- the segment table -----------------------------------------------------------------
+    async def apply_table(self, new: SegmentTable) -> None:
+        """Adopt a newer table. A range that grew is loaded first (its values are refused
+        until then, so dispatchers try another candidate); a member that owns nothing any
+        more (taken over while away) empties its sets."""
+        async with self._table_lock:
+            if self.table is not None and new.epoch <= self.table.epoch:
+                return
+            mine = new.segments_of(self.s.id)
+            if not _within(mine, self.sets.segments) or (not mine and self.sets.segments):
+                await self._load_catalogue(new)
+            self.table = new
+            self.membership.offer(new)
+            log.info("matcher %s at epoch %d: segments %s", self.s.id, new.epoch, mine or "none (idle)")
+
+    async def prepare(self, new: SegmentTable) -> pb.PrepareReply:
+        """Hand-off: load what `new` assigns to us before it is published; keep the table."""
+        async with self._table_lock:
+            if not _within(new.segments_of(self.s.id), self.sets.segments):
+                await self._load_catalogue(new)
+        return pb.PrepareReply(epoch=new.epoch, subs=self.sets.counts())
+
+    async def _watch_stored_table(self) -> None:
+        """The store holds the latest table too (compare-and-set on each change): a matcher
+        cut off from gossip but not from the store still learns it."""
         while True:
             await asyncio.sleep(self.s.table_refresh_s)
             try:
                 raw = await self.store.get_table()
                 if raw and int(raw["epoch"]) > self.table.epoch:
-                    new = SegmentTable.from_json(raw)
-                    moved = new.segments_of(self.s.id) != self.table.segments_of(self.s.id)
-                    self.table = new
-                    if moved:
-                        self.ready = False
-                        await self._load_catalogue()
-                        self.ready = True
+                    await self.apply_table(SegmentTable.from_json(raw))
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("table refresh failed")
+                log.exception("reading the stored table failed")
+
+    def load_summary(self) -> tuple[tuple[int, ...], float, float]:
+        """Subscriptions per dimension and summed λ, μ: what gossip carries about us."""
+        now = time.monotonic()
+        rates = [st.rates(now) for st in self.stats]
+        return tuple(self.sets.counts()), sum(r[0] for r in rates), sum(r[1] for r in rates)
 
     # -- operations ------------------------------------------------------------------------
     async def forward(self, req: pb.ForwardRequest, context) -> pb.ForwardReply:
@@ -166,6 +209,21 @@ class Matcher:
             await context.abort(grpc.StatusCode.ABORTED, f"store unavailable: {exc}")
         return pb.ForwardReply(matched=res.matched, delivered=res.delivered, fresh=res.fresh)
 
+    async def match(self, req: pb.ForwardRequest, context) -> pb.MatchReply:
+        if not self.ready:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "matcher is loading its subscriptions")
+        dim = req.dimension
+        sets = self.sets
+        points = np.array([list(m.point) for m in req.messages], dtype=np.float64).reshape(len(req.messages), -1)
+        if not 0 <= dim < len(sets.sets) or points.shape[1] != len(sets.sets):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no dimension {dim} or wrong point length")
+        if not all(sets.owns(dim, v) for v in points[:, dim].tolist()):
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"not the owner of these values on dimension {dim} at epoch {self.table.epoch}")
+        groups = await self._run_index(sets.sets[dim].match_batch, points)
+        return pb.MatchReply(messages=[
+            pb.MatchReply.Matches(subscription_ids=sorted(i for ids in g.values() for i in ids)) for g in groups])
+
     async def add_subscriptions(self, req: pb.SubscriptionBatch) -> int:
         sets = self.sets
         subs = [(s.id, s.queue, tuple(s.lows), tuple(s.highs)) for s in req.subscriptions]
@@ -186,7 +244,9 @@ class Matcher:
                                          matched_total=st.total_processed))
         return pb.ReportReply(id=self.s.id, generation=self.generation, ready=self.ready,
                               epoch=self.table.epoch if self.table else 0, dims=dims,
-                              window_s=self.s.stats_window_s)
+                              window_s=self.s.stats_window_s,
+                              gossip_bytes_sent=self.membership.transport.bytes_sent,
+                              gossip_messages_sent=self.membership.transport.sent)
 
 
 class MatcherServicer(pb_grpc.MatcherServicer):
@@ -211,18 +271,32 @@ class MatcherServicer(pb_grpc.MatcherServicer):
     async def GetTable(self, request, context):
         if self.m.table is None:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "matcher has no table yet")
-        return pb.TableReply(table_json=json.dumps(self.m.table.to_json()))
+        return pb.TableReply(table_json=json.dumps(self.m.table.to_json()), members=self.m.membership.members())
+
+    async def Prepare(self, request, context):
+        if self.m.sets is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "matcher is starting")
+        return await self.m.prepare(SegmentTable.from_json(json.loads(request.table_json)))
+
+    async def Match(self, request, context):
+        return await self.m.match(request, context)
 
     async def Report(self, request, context):
         return self.m.report()
 
 
-async def serve(settings: MatcherSettings, deliver: str = "store") -> None:
+def _within(inner: dict[int, tuple[float, float]], outer: dict[int, tuple[float, float]]) -> bool:
+    """Every range of `inner` lies inside `outer`'s range of the same dimension."""
+    return all(i in outer and outer[i][0] <= lo and hi <= outer[i][1] for i, (lo, hi) in inner.items())
+
+
+async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[str, ...] = ()) -> None:
     store = Store(settings.store_url, StoreLimits(dedup_window_s=settings.dedup_window_s))
-    m = Matcher(settings, store, deliver)
+    m = Matcher(settings, store, deliver, from_env(GossipConfig), seeds)
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
                                       ("grpc.so_reuseport", 0)])
     pb_grpc.add_MatcherServicer_to_server(MatcherServicer(m), server)
+    gossip_pb2_grpc.add_GossipServicer_to_server(m.membership.servicer(), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     server.add_insecure_port(f"{settings.host}:{settings.port}")

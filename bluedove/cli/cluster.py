@@ -60,13 +60,14 @@ class Child:
 
 
 class LocalCluster:
-    def __init__(self, matchers: int = 4, dispatchers: int = 1, http_port: int = 8080,
+    def __init__(self, matchers: int = 4, dispatchers: int = 1, http_port: int = 8080, grpc_port: int = 0,
                  data_dir: str | Path = ".bluedove", store: str | None = None, space_file: str | None = None,
                  policy: str = "adaptive", host: str = "127.0.0.1", restart: bool = True,
                  matcher_env: dict | None = None, quiet: bool = False, deliver: str = "store") -> None:
         self.n_matchers = matchers
         self.n_dispatchers = dispatchers
         self.http_port = http_port or free_port()
+        self.grpc_port = grpc_port or free_port()  # one port for every dispatcher
         self.data_dir = Path(data_dir)
         self.store_url = store
         self.space: Space = load_space(space_file)
@@ -83,6 +84,10 @@ class LocalCluster:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.http_port}"
+
+    @property
+    def grpc_address(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
 
     def say(self, *args) -> None:
         if not self.quiet:
@@ -109,6 +114,7 @@ class LocalCluster:
                 d = f"d{j + 1}"
                 self.children.append(Child("dispatcher", d, cmd + [
                     "dispatcher", "--id", d, "--host", self.host, "--http-port", str(self.http_port),
+                    "--grpc-port", str(self.grpc_port),
                     "--store", self.store_url, "--policy", self.policy, *self._space_args(),
                 ], logs / f"{d}.log"))
             for c in self.children:

@@ -237,6 +237,7 @@ def run_demo(args: argparse.Namespace) -> int:
         space_file = args.space or str(traffic.write_space(data_dir / "traffic-space.yaml"))
         w = traffic.get(seed=args.seed, drivers=args.drivers, subs_per_driver=SUBS_PER_DRIVER)
         cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
+                               grpc_port=args.grpc_port,
                                data_dir=data_dir, store=args.store, space_file=space_file, policy=args.policy,
                                quiet=True)
         print(f"starting BlueDove: {args.matchers} matchers, {args.dispatchers} dispatcher(s), data in {data_dir}",

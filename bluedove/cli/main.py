@@ -16,7 +16,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
     from bluedove.cli.cluster import LocalCluster
 
     cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
-                           data_dir=args.data_dir, store=args.store, space_file=args.space, policy=args.policy)
+                           grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store, space_file=args.space,
+                           policy=args.policy)
     stopping = False
 
     def on_signal(signum, frame):
@@ -29,6 +30,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
           flush=True)
     cluster.start()
     print(f"REST API    {cluster.url}  (docs {cluster.url}/docs)", flush=True)
+    print(f"gRPC API    {cluster.grpc_address}", flush=True)
     print(f"cluster     {cluster.url}/v1/cluster", flush=True)
     print(f"metrics     {cluster.url}/metrics", flush=True)
     print(f"store       {cluster.store_url}", flush=True)
@@ -52,7 +54,7 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
     from matcher.server import serve
 
     settings = from_env(MatcherSettings, id=args.id, host=args.host, port=args.port, store_url=args.store)
-    asyncio.run(serve(settings, deliver=args.deliver))
+    asyncio.run(serve(settings, deliver=args.deliver, seeds=tuple(args.join or ())))
     return 0
 
 
@@ -63,7 +65,7 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
 
     space = load_space(args.space)
     settings = from_env(DispatcherSettings, id=args.id, host=args.host, http_port=args.http_port,
-                        store_url=args.store, policy=args.policy)
+                        grpc_port=args.grpc_port, store_url=args.store, policy=args.policy)
     serve(settings, space)
     return 0
 
@@ -79,6 +81,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from bluedove.cli.bench_e2e import run_e2e
 
         return run_e2e(args)
+    if args.kind == "gossip":
+        from bluedove.cli.bench_gossip import run_gossip_bench
+
+        return run_gossip_bench(args)
     from bluedove.cli.bench import run_bench
 
     return run_bench(args)
@@ -88,16 +94,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bluedove", description="An elastic attribute-based publish/subscribe service.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def cluster_flags(sp: argparse.ArgumentParser, http_port: int) -> None:
+    def cluster_flags(sp: argparse.ArgumentParser, http_port: int, grpc_port: int = 0) -> None:
         sp.add_argument("--matchers", type=int, default=4, help="matcher processes (default 4)")
         sp.add_argument("--dispatchers", type=int, default=1, help="dispatcher processes sharing the port")
         sp.add_argument("--http-port", type=int, default=http_port, help="REST port (0 = any free port)")
+        sp.add_argument("--grpc-port", type=int, default=grpc_port, help="gRPC API port (0 = any free port)")
         sp.add_argument("--store", default=None, help="redis://host:port/db; default: a private redis-server")
         sp.add_argument("--space", default=None, help="YAML space file (default: x0..x3 in [0, 1000))")
         sp.add_argument("--policy", choices=POLICIES, default="adaptive", help="forwarding policy")
 
     up = sub.add_parser("up", help="run a local cluster as real processes until Ctrl-C")
-    cluster_flags(up, 8080)
+    cluster_flags(up, 8080, 50051)
     up.add_argument("--data-dir", default=".bluedove", help="embedded Redis data and process logs")
     up.set_defaults(func=_cmd_up)
 
@@ -117,20 +124,24 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--store", required=True)
     m.add_argument("--deliver", choices=("store", "count"), default="store",
                    help="count: match without writing deliveries (benchmarks)")
+    m.add_argument("--join", action="append", metavar="HOST:PORT",
+                   help="a member to gossip with first (repeatable); the table's members are always tried")
     m.set_defaults(func=_cmd_matcher)
 
     d = sub.add_parser("dispatcher", help="run one dispatcher (started by `up`)")
     d.add_argument("--id", required=True)
     d.add_argument("--host", default="127.0.0.1")
     d.add_argument("--http-port", type=int, required=True)
+    d.add_argument("--grpc-port", type=int, default=None, help="gRPC API port (default 50051; 0 = any free port)")
     d.add_argument("--store", required=True)
     d.add_argument("--space", default=None)
     d.add_argument("--policy", choices=POLICIES, default="adaptive")
     d.set_defaults(func=_cmd_dispatcher)
 
     b = sub.add_parser("bench", help="measurements (see docs/benchmarks.md)")
-    b.add_argument("kind", choices=("kernel", "e2e"),
-                   help="kernel: in-process matching rate; e2e: saturation rate of a local cluster through REST")
+    b.add_argument("kind", choices=("kernel", "e2e", "gossip"),
+                   help="kernel: in-process matching rate of one set; e2e: saturation rate of a local cluster "
+                        "through REST; gossip: spread, detection, traffic")
     b.add_argument("--workload", default="paper", help="paper (see shared WORKLOADS.md)")
     b.add_argument("--partitions", type=int, default=20, help="matchers the space is cut for")
     b.add_argument("--messages", type=int, default=20000)
@@ -157,14 +168,20 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=_cmd_bench)
 
     from bluedove.cli.sim import add_parser as add_sim_parser
+    from bluedove.cli.pubsub import add_commands
 
     add_sim_parser(sub)
+    add_commands(sub)  # subscribe, publish, poll
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # Dimension flags (--x0 …) depend on the cluster's space: commands that take them get the rest.
+    args, args.extra = parser.parse_known_args(argv)
+    if args.extra and not getattr(args, "dimension_flags", False):
+        parser.error(f"unrecognized arguments: {' '.join(args.extra)}")
     sys.exit(args.func(args))
 
 

@@ -75,3 +75,14 @@ for j = 2 + 3 * n, #ARGV, 3 do
 end
 return {nfresh, written}
 """
+
+# KEYS: bd:table. ARGV: expected epoch (0 = no table yet), new table JSON.
+# Compare-and-set: one table change per epoch wins, however many matchers propose one.
+PUT_TABLE_IF = """
+local cur = redis.call('GET', KEYS[1])
+local epoch = 0
+if cur then epoch = tonumber(cjson.decode(cur)['epoch']) end
+if epoch ~= tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1
+"""

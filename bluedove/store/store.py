@@ -64,6 +64,7 @@ class Store:
         self._remove_sub = self.r.register_script(scripts.REMOVE_SUBSCRIPTION)
         self._delete_queue = self.r.register_script(scripts.DELETE_QUEUE)
         self._deliver = self.r.register_script(scripts.DELIVER)
+        self._put_table_if = self.r.register_script(scripts.PUT_TABLE_IF)
 
     async def close(self) -> None:
         await self.r.aclose()
@@ -213,6 +214,21 @@ class Store:
 
     async def put_table(self, table: dict) -> None:
         await self.r.set("bd:table", json.dumps(table))
+
+    async def put_table_if(self, expected_epoch: int, table: dict) -> bool:
+        """Store `table` only if the stored one is still at `expected_epoch` (0: none stored)."""
+        return bool(await self._put_table_if(keys=["bd:table"], args=[expected_epoch, json.dumps(table)]))
+
+    async def add_event(self, event: dict, keep: int = 200) -> None:
+        """Append to the bounded log of cluster events (takeovers, scaling decisions)."""
+        async with self.r.pipeline(transaction=True) as p:
+            p.lpush("bd:events", json.dumps(event))
+            p.ltrim("bd:events", 0, keep - 1)
+            await p.execute()
+
+    async def events(self, limit: int = 50) -> list[dict]:
+        """The newest `limit` events, oldest first."""
+        return [json.loads(e) for e in reversed(await self.r.lrange("bd:events", 0, limit - 1))]
 
     async def register_dispatcher(self, disp_id: str, address: str, ttl_s: int = 10) -> None:
         await self.r.set(f"bd:disp:{disp_id}", json.dumps({"id": disp_id, "address": address}), ex=ttl_s)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x62luedove/v1/matcher.proto\x12\x0b\x62luedove.v1\"L\n\x0e\x46orwardMessage\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05point\x18\x02 \x03(\x01\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12\x11\n\tclient_id\x18\x04 \x01(\x08\"a\n\x0e\x46orwardRequest\x12\x11\n\tdimension\x18\x01 \x01(\x05\x12-\n\x08messages\x18\x02 \x03(\x0b\x32\x1b.bluedove.v1.ForwardMessage\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\"A\n\x0c\x46orwardReply\x12\x0f\n\x07matched\x18\x01 \x01(\x05\x12\x11\n\tdelivered\x18\x02 \x01(\x05\x12\r\n\x05\x66resh\x18\x03 \x01(\x05\"F\n\x0cSubscription\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x0c\n\x04lows\x18\x03 \x03(\x01\x12\r\n\x05highs\x18\x04 \x03(\x01\"U\n\x11SubscriptionBatch\x12\x30\n\rsubscriptions\x18\x01 \x03(\x0b\x32\x19.bluedove.v1.Subscription\x12\x0e\n\x06log_id\x18\x02 \x01(\t\",\n\rRemoveRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\x0e\n\x06log_id\x18\x02 \x01(\t\"\"\n\x0fSubscriptionAck\x12\x0f\n\x07\x63hanged\x18\x01 \x01(\x05\"\x0e\n\x0cTableRequest\" \n\nTableReply\x12\x12\n\ntable_json\x18\x01 \x01(\t\"\x0f\n\rReportRequest\"X\n\rDimensionLoad\x12\x0b\n\x03lam\x18\x01 \x01(\x01\x12\n\n\x02mu\x18\x02 \x01(\x01\x12\t\n\x01q\x18\x03 \x01(\x03\x12\x0c\n\x04subs\x18\x04 \x01(\x03\x12\x15\n\rmatched_total\x18\x05 \x01(\x03\"\x87\x01\n\x0bReportReply\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\r\n\x05ready\x18\x03 \x01(\x08\x12\r\n\x05\x65poch\x18\x04 \x01(\x03\x12(\n\x04\x64ims\x18\x05 \x03(\x0b\x32\x1a.bluedove.v1.DimensionLoad\x12\x10\n\x08window_s\x18\x06 \x01(\x01\x32\xef\x02\n\x07Matcher\x12\x41\n\x07\x46orward\x12\x1b.bluedove.v1.ForwardRequest\x1a\x19.bluedove.v1.ForwardReply\x12P\n\x10\x41\x64\x64Subscriptions\x12\x1e.bluedove.v1.SubscriptionBatch\x1a\x1c.bluedove.v1.SubscriptionAck\x12O\n\x13RemoveSubscriptions\x12\x1a.bluedove.v1.RemoveRequest\x1a\x1c.bluedove.v1.SubscriptionAck\x12>\n\x08GetTable\x12\x19.bluedove.v1.TableRequest\x1a\x17.bluedove.v1.TableReply\x12>\n\x06Report\x12\x1a.bluedove.v1.ReportRequest\x1a\x18.bluedove.v1.ReportReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x62luedove/v1/matcher.proto\x12\x0b\x62luedove.v1\"L\n\x0e\x46orwardMessage\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05point\x18\x02 \x03(\x01\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12\x11\n\tclient_id\x18\x04 \x01(\x08\"a\n\x0e\x46orwardRequest\x12\x11\n\tdimension\x18\x01 \x01(\x05\x12-\n\x08messages\x18\x02 \x03(\x0b\x32\x1b.bluedove.v1.ForwardMessage\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\"A\n\x0c\x46orwardReply\x12\x0f\n\x07matched\x18\x01 \x01(\x05\x12\x11\n\tdelivered\x18\x02 \x01(\x05\x12\r\n\x05\x66resh\x18\x03 \x01(\x05\"F\n\x0cSubscription\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x0c\n\x04lows\x18\x03 \x03(\x01\x12\r\n\x05highs\x18\x04 \x03(\x01\"U\n\x11SubscriptionBatch\x12\x30\n\rsubscriptions\x18\x01 \x03(\x0b\x32\x19.bluedove.v1.Subscription\x12\x0e\n\x06log_id\x18\x02 \x01(\t\",\n\rRemoveRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\x0e\n\x06log_id\x18\x02 \x01(\t\"\"\n\x0fSubscriptionAck\x12\x0f\n\x07\x63hanged\x18\x01 \x01(\x05\"\x0e\n\x0cTableRequest\"J\n\nTableReply\x12\x12\n\ntable_json\x18\x01 \x01(\t\x12(\n\x07members\x18\x02 \x03(\x0b\x32\x17.bluedove.v1.MemberInfo\"[\n\nMemberInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x12\n\ngeneration\x18\x04 \x01(\x03\x12\x0c\n\x04subs\x18\x05 \x03(\x03\"$\n\x0ePrepareRequest\x12\x12\n\ntable_json\x18\x01 \x01(\t\"+\n\x0cPrepareReply\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\x0c\n\x04subs\x18\x02 \x03(\x03\"d\n\nMatchReply\x12\x31\n\x08messages\x18\x01 \x03(\x0b\x32\x1f.bluedove.v1.MatchReply.Matches\x1a#\n\x07Matches\x12\x18\n\x10subscription_ids\x18\x01 \x03(\t\"\x0f\n\rReportRequest\"X\n\rDimensionLoad\x12\x0b\n\x03lam\x18\x01 \x01(\x01\x12\n\n\x02mu\x18\x02 \x01(\x01\x12\t\n\x01q\x18\x03 \x01(\x03\x12\x0c\n\x04subs\x18\x04 \x01(\x03\x12\x15\n\rmatched_total\x18\x05 \x01(\x03\"\xc0\x01\n\x0bReportReply\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\r\n\x05ready\x18\x03 \x01(\x08\x12\r\n\x05\x65poch\x18\x04 \x01(\x03\x12(\n\x04\x64ims\x18\x05 \x03(\x0b\x32\x1a.bluedove.v1.DimensionLoad\x12\x10\n\x08window_s\x18\x06 \x01(\x01\x12\x19\n\x11gossip_bytes_sent\x18\x07 \x01(\x03\x12\x1c\n\x14gossip_messages_sent\x18\x08 \x01(\x03\x32\xf1\x03\n\x07Matcher\x12\x41\n\x07\x46orward\x12\x1b.bluedove.v1.ForwardRequest\x1a\x19.bluedove.v1.ForwardReply\x12P\n\x10\x41\x64\x64Subscriptions\x12\x1e.bluedove.v1.SubscriptionBatch\x1a\x1c.bluedove.v1.SubscriptionAck\x12O\n\x13RemoveSubscriptions\x12\x1a.bluedove.v1.RemoveRequest\x1a\x1c.bluedove.v1.SubscriptionAck\x12>\n\x08GetTable\x12\x19.bluedove.v1.TableRequest\x1a\x17.bluedove.v1.TableReply\x12>\n\x06Report\x12\x1a.bluedove.v1.ReportRequest\x1a\x18.bluedove.v1.ReportReply\x12\x41\n\x07Prepare\x12\x1b.bluedove.v1.PrepareRequest\x1a\x19.bluedove.v1.PrepareReply\x12=\n\x05Match\x12\x1b.bluedove.v1.ForwardRequest\x1a\x17.bluedove.v1.MatchReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,13 +48,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TABLEREQUEST']._serialized_start=527
   _globals['_TABLEREQUEST']._serialized_end=541
   _globals['_TABLEREPLY']._serialized_start=543
-  _globals['_TABLEREPLY']._serialized_end=575
-  _globals['_REPORTREQUEST']._serialized_start=577
-  _globals['_REPORTREQUEST']._serialized_end=592
-  _globals['_DIMENSIONLOAD']._serialized_start=594
-  _globals['_DIMENSIONLOAD']._serialized_end=682
-  _globals['_REPORTREPLY']._serialized_start=685
-  _globals['_REPORTREPLY']._serialized_end=820
-  _globals['_MATCHER']._serialized_start=823
-  _globals['_MATCHER']._serialized_end=1190
+  _globals['_TABLEREPLY']._serialized_end=617
+  _globals['_MEMBERINFO']._serialized_start=619
+  _globals['_MEMBERINFO']._serialized_end=710
+  _globals['_PREPAREREQUEST']._serialized_start=712
+  _globals['_PREPAREREQUEST']._serialized_end=748
+  _globals['_PREPAREREPLY']._serialized_start=750
+  _globals['_PREPAREREPLY']._serialized_end=793
+  _globals['_MATCHREPLY']._serialized_start=795
+  _globals['_MATCHREPLY']._serialized_end=895
+  _globals['_MATCHREPLY_MATCHES']._serialized_start=860
+  _globals['_MATCHREPLY_MATCHES']._serialized_end=895
+  _globals['_REPORTREQUEST']._serialized_start=897
+  _globals['_REPORTREQUEST']._serialized_end=912
+  _globals['_DIMENSIONLOAD']._serialized_start=914
+  _globals['_DIMENSIONLOAD']._serialized_end=1002
+  _globals['_REPORTREPLY']._serialized_start=1005
+  _globals['_REPORTREPLY']._serialized_end=1197
+  _globals['_MATCHER']._serialized_start=1200
+  _globals['_MATCHER']._serialized_end=1697
 # @@protoc_insertion_point(module_scope)

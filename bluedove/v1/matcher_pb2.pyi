@@ -77,10 +77,51 @@ class TableRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class TableReply(_message.Message):
+    __slots__ = ("table_json", "members")
+    TABLE_JSON_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    table_json: str
+    members: _containers.RepeatedCompositeFieldContainer[MemberInfo]
+    def __init__(self, table_json: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ...) -> None: ...
+
+class MemberInfo(_message.Message):
+    __slots__ = ("id", "address", "status", "generation", "subs")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SUBS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    address: str
+    status: str
+    generation: int
+    subs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., status: _Optional[str] = ..., generation: _Optional[int] = ..., subs: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class PrepareRequest(_message.Message):
     __slots__ = ("table_json",)
     TABLE_JSON_FIELD_NUMBER: _ClassVar[int]
     table_json: str
     def __init__(self, table_json: _Optional[str] = ...) -> None: ...
+
+class PrepareReply(_message.Message):
+    __slots__ = ("epoch", "subs")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SUBS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    subs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, epoch: _Optional[int] = ..., subs: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class MatchReply(_message.Message):
+    __slots__ = ("messages",)
+    class Matches(_message.Message):
+        __slots__ = ("subscription_ids",)
+        SUBSCRIPTION_IDS_FIELD_NUMBER: _ClassVar[int]
+        subscription_ids: _containers.RepeatedScalarFieldContainer[str]
+        def __init__(self, subscription_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[MatchReply.Matches]
+    def __init__(self, messages: _Optional[_Iterable[_Union[MatchReply.Matches, _Mapping]]] = ...) -> None: ...
 
 class ReportRequest(_message.Message):
     __slots__ = ()
@@ -101,17 +142,21 @@ class DimensionLoad(_message.Message):
     def __init__(self, lam: _Optional[float] = ..., mu: _Optional[float] = ..., q: _Optional[int] = ..., subs: _Optional[int] = ..., matched_total: _Optional[int] = ...) -> None: ...
 
 class ReportReply(_message.Message):
-    __slots__ = ("id", "generation", "ready", "epoch", "dims", "window_s")
+    __slots__ = ("id", "generation", "ready", "epoch", "dims", "window_s", "gossip_bytes_sent", "gossip_messages_sent")
     ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     DIMS_FIELD_NUMBER: _ClassVar[int]
     WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    GOSSIP_BYTES_SENT_FIELD_NUMBER: _ClassVar[int]
+    GOSSIP_MESSAGES_SENT_FIELD_NUMBER: _ClassVar[int]
     id: str
     generation: int
     ready: bool
     epoch: int
     dims: _containers.RepeatedCompositeFieldContainer[DimensionLoad]
     window_s: float
-    def __init__(self, id: _Optional[str] = ..., generation: _Optional[int] = ..., ready: _Optional[bool] = ..., epoch: _Optional[int] = ..., dims: _Optional[_Iterable[_Union[DimensionLoad, _Mapping]]] = ..., window_s: _Optional[float] = ...) -> None: ...
+    gossip_bytes_sent: int
+    gossip_messages_sent: int
+    def __init__(self, id: _Optional[str] = ..., generation: _Optional[int] = ..., ready: _Optional[bool] = ..., epoch: _Optional[int] = ..., dims: _Optional[_Iterable[_Union[DimensionLoad, _Mapping]]] = ..., window_s: _Optional[float] = ..., gossip_bytes_sent: _Optional[int] = ..., gossip_messages_sent: _Optional[int] = ...) -> None: ...

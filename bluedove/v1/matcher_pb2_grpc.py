@@ -59,6 +59,16 @@ class MatcherStub:
                 request_serializer=bluedove_dot_v1_dot_matcher__pb2.ReportRequest.SerializeToString,
                 response_deserializer=bluedove_dot_v1_dot_matcher__pb2.ReportReply.FromString,
                 _registered_method=True)
+        self.Prepare = channel.unary_unary(
+                '/bluedove.v1.Matcher/Prepare',
+                request_serializer=bluedove_dot_v1_dot_matcher__pb2.PrepareRequest.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_matcher__pb2.PrepareReply.FromString,
+                _registered_method=True)
+        self.Match = channel.unary_unary(
+                '/bluedove.v1.Matcher/Match',
+                request_serializer=bluedove_dot_v1_dot_matcher__pb2.ForwardRequest.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_matcher__pb2.MatchReply.FromString,
+                _registered_method=True)
 
 
 class MatcherServicer:
@@ -100,6 +110,22 @@ class MatcherServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Prepare(self, request, context):
+        """Hand-off: load every subscription the given table assigns to this matcher and answer
+        once they are in its sets. The table is published only after every taker answered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Match(self, request, context):
+        """Match messages against one dimension's set without delivering anything (a dry run:
+        which subscriptions would this candidate deliver to?). For checks and operators.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MatcherServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -127,6 +153,16 @@ def add_MatcherServicer_to_server(servicer, server):
                     servicer.Report,
                     request_deserializer=bluedove_dot_v1_dot_matcher__pb2.ReportRequest.FromString,
                     response_serializer=bluedove_dot_v1_dot_matcher__pb2.ReportReply.SerializeToString,
+            ),
+            'Prepare': grpc.unary_unary_rpc_method_handler(
+                    servicer.Prepare,
+                    request_deserializer=bluedove_dot_v1_dot_matcher__pb2.PrepareRequest.FromString,
+                    response_serializer=bluedove_dot_v1_dot_matcher__pb2.PrepareReply.SerializeToString,
+            ),
+            'Match': grpc.unary_unary_rpc_method_handler(
+                    servicer.Match,
+                    request_deserializer=bluedove_dot_v1_dot_matcher__pb2.ForwardRequest.FromString,
+                    response_serializer=bluedove_dot_v1_dot_matcher__pb2.MatchReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -264,6 +300,60 @@ class Matcher:
             '/bluedove.v1.Matcher/Report',
             bluedove_dot_v1_dot_matcher__pb2.ReportRequest.SerializeToString,
             bluedove_dot_v1_dot_matcher__pb2.ReportReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Prepare(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bluedove.v1.Matcher/Prepare',
+            bluedove_dot_v1_dot_matcher__pb2.PrepareRequest.SerializeToString,
+            bluedove_dot_v1_dot_matcher__pb2.PrepareReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Match(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bluedove.v1.Matcher/Match',
+            bluedove_dot_v1_dot_matcher__pb2.ForwardRequest.SerializeToString,
+            bluedove_dot_v1_dot_matcher__pb2.MatchReply.FromString,
             options,
             channel_credentials,
             insecure,

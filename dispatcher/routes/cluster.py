@@ -27,12 +27,17 @@ async def get_cluster(request: Request):
     members = []
     if table is not None:
         names = table.space.names
-        for m, address in table.members.items():
+        for m in view.known():
             segs = table.segments_of(m)
+            g = view.gossip.get(m)
             members.append({
                 "id": m,
-                "address": address,
+                "address": view.address(m),
                 "status": view.status(m, now),
+                "generation": g.generation if g else None,
+                # An alive member that owns no segment (restarted after a takeover) is idle
+                # until a split gives it some.
+                "idle": not segs,
                 "segments": {names[i]: [lo, hi] for i, (lo, hi) in sorted(segs.items())},
                 "subscriptions": {names[i]: view.reports[(m, i)].subs for i in range(len(names)) if (m, i) in view.reports},
                 "load": {
@@ -46,7 +51,8 @@ async def get_cluster(request: Request):
         "policy": d.s.policy,
         "members": members,
         "dispatchers": await d.store.dispatchers(),
-        "autoscaler": {"enabled": False, "min": len(members), "max": len(members), "events": []},
+        "autoscaler": {"enabled": False, "min": len(members), "max": len(members),
+                       "events": await d.store.events()},
     }
 
 

@@ -4,61 +4,43 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from bluedove.errors import ApiError
-from bluedove.store.store import valid_receipt
-from dispatcher.deps import json_body, require_queue_token, state
+from dispatcher import operations as ops
+from dispatcher.deps import bearer, json_body, state
 
 router = APIRouter()
 
 
 @router.post("/v1/queues", status_code=201)
 async def create_queue(request: Request):
-    queue, token = await state(request).store.create_queue()
-    return {"queue": queue, "token": token}
+    return await ops.create_queue(state(request))
 
 
 @router.delete("/v1/queues/{queue}", status_code=204)
 async def delete_queue(request: Request, queue: str):
-    await require_queue_token(request, queue)
-    d = state(request)
-    removed = await d.store.delete_queue(queue)
-    await d.broadcast_removals(removed)
+    await ops.delete_queue(state(request), queue, bearer(request))
     return Response(status_code=204)
 
 
-def _int_param(request: Request, name: str, default: float, lo: float, hi: float) -> float:
+def _num_param(request: Request, name: str, default: float) -> float:
     raw = request.query_params.get(name)
     if raw is None:
         return default
     try:
-        v = float(raw)
+        return float(raw)
     except ValueError:
-        v = float("nan")
-    if not lo <= v <= hi:
-        raise ApiError(422, "invalid_parameter", f"{name} must be a number from {lo:g} to {hi:g}", name)
-    return v
+        return float("nan")  # ops.check_range names the parameter
 
 
 @router.get("/v1/queues/{queue}/messages")
 async def poll(request: Request, queue: str):
-    await require_queue_token(request, queue)
-    d = state(request)
-    max_n = int(_int_param(request, "max", 10, 1, 1000))
-    wait = _int_param(request, "wait", 0, 0, d.s.max_wait_s)
-    msgs = await d.store.poll(queue, max_n, wait, stop=d.closing)
-    d.metrics.polled.inc(len(msgs))
+    msgs = await ops.poll(state(request), queue, bearer(request),
+                          _num_param(request, "max", ops.DEFAULT_POLL_MAX), _num_param(request, "wait", 0))
     return {"messages": msgs}
 
 
 @router.post("/v1/queues/{queue}/ack", status_code=204)
 async def ack(request: Request, queue: str):
-    await require_queue_token(request, queue)
     body = await json_body(request)
-    if not isinstance(body, dict) or not isinstance(body.get("receipts"), list):
-        raise ApiError(422, "invalid_ack", "the body must be {\"receipts\": [...]}", "receipts")
-    for i, r in enumerate(body["receipts"]):
-        if not valid_receipt(r):
-            raise ApiError(422, "invalid_ack", f"not a receipt: {r!r}", f"receipts[{i}]")
-    d = state(request)
-    d.metrics.acked.inc(await d.store.ack(queue, body["receipts"]))
+    receipts = body.get("receipts") if isinstance(body, dict) else None
+    await ops.ack(state(request), queue, bearer(request), receipts)
     return Response(status_code=204)

@@ -484,3 +484,20 @@ async def test_segment_table_round_trip(store):
     table = {"epoch": 2, "cuts": [[0.0, 500.0]], "owners": [["m1", "m2"]]}
     await store.put_table(table)
     assert await store.get_table() == table
+
+
+async def test_a_table_change_is_compare_and_set_on_the_epoch(store):
+    assert not await store.put_table_if(3, {"epoch": 4})  # nothing stored, 3 expected: refused
+    assert await store.put_table_if(0, {"epoch": 1})
+    assert await store.put_table_if(1, {"epoch": 2})
+    # Two matchers propose epoch 3 from epoch 2: only the first lands.
+    assert await store.put_table_if(2, {"epoch": 3, "by": "m1"})
+    assert not await store.put_table_if(2, {"epoch": 3, "by": "m2"})
+    assert await store.get_table() == {"epoch": 3, "by": "m1"}
+
+
+async def test_the_event_log_is_bounded_and_oldest_first(store):
+    for i in range(7):
+        await store.add_event({"n": i}, keep=5)
+    assert [e["n"] for e in await store.events(limit=10)] == [2, 3, 4, 5, 6]
+    assert [e["n"] for e in await store.events(limit=2)] == [5, 6]

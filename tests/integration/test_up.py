@@ -19,9 +19,9 @@ pytestmark = pytest.mark.integration
 
 
 def test_up_serves_then_stops_cleanly_with_polls_open(tmp_path):
-    port = free_port()
+    port, grpc_port = free_port(), free_port()
     proc = subprocess.Popen([sys.executable, "-m", "bluedove", "up", "--matchers", "2", "--dispatchers", "2",
-                             "--http-port", str(port), "--data-dir", str(tmp_path)],
+                             "--http-port", str(port), "--grpc-port", str(grpc_port), "--data-dir", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     try:
@@ -31,6 +31,7 @@ def test_up_serves_then_stops_cleanly_with_polls_open(tmp_path):
                 break
         out = "".join(lines)
         assert f"REST API    http://127.0.0.1:{port}" in out, out
+        assert f"gRPC API    127.0.0.1:{grpc_port}" in out, out
         pids = [int(p) for p in re.findall(r"pid (\d+)", out)]
         assert len(pids) == 4, out  # 2 matchers + 2 dispatchers, each its own process
         # /proc, not ps: ps cuts arguments to the terminal width, which CI does not have.

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bluedove.model import build_subscription
-from bluedove.segments import SegmentTable, equal_partition
+from bluedove.segments import SegmentTable, equal_partition, grown, merge_out
 from bluedove.space import Dimension, Space, default_space
 
 SPACE = default_space()  # x0..x3 in [0, 1000)
@@ -326,3 +326,38 @@ def test_owner_at_owns_a_segment_holding_the_value(t, data):
             for j, o in enumerate(t.owners[i])
             for lo, hi in [t.segment_bounds(i, j)]
         )
+
+
+# -- takeover: merge_out -------------------------------------------------------------------
+
+def _table4():
+    return equal_partition(default_space(), {f"m{i}": f"a{i}" for i in range(1, 5)})
+
+
+def test_merge_out_gives_a_dead_members_segment_to_an_adjacent_owner():
+    t = _table4()
+    new = merge_out(t, {"m2"})
+    assert new.epoch == t.epoch + 1 and "m2" not in new.members
+    for i in range(4):
+        assert new.cuts[i] == (0.0, 500.0, 750.0) and new.owners[i] == ("m1", "m3", "m4")  # left by default
+    assert grown(t, new) == {"m1": {i: (0.0, 500.0) for i in range(4)}}
+
+
+def test_merge_out_prefers_the_lighter_neighbour_and_handles_the_edges():
+    t = _table4()
+    new = merge_out(t, {"m2"}, weight={"m1": 10, "m3": 1, "m4": 0}.get)
+    assert new.owners[0] == ("m1", "m3", "m4") and new.cuts[0] == (0.0, 250.0, 750.0)
+    first = merge_out(t, {"m1"})
+    assert first.owners[0] == ("m2", "m3", "m4") and first.cuts[0] == (0.0, 500.0, 750.0)
+    last = merge_out(t, {"m4"})
+    assert last.owners[0] == ("m1", "m2", "m3") and last.cuts[0] == (0.0, 250.0, 500.0)
+
+
+def test_merge_out_of_adjacent_dead_members_and_every_point_keeps_a_live_owner():
+    t = _table4()
+    new = merge_out(t, {"m2", "m3"}, weight={"m1": 5, "m4": 1}.get)
+    assert new.owners[1] == ("m1", "m4") and new.cuts[1] == (0.0, 250.0)
+    for v in range(0, 1000, 7):
+        assert new.owner_at(2, v) in {"m1", "m4"}
+    with pytest.raises(ValueError):
+        merge_out(t, {"m1", "m2", "m3", "m4"})

@@ -1,0 +1,201 @@
+"""`bluedove subscribe|publish|poll`: a small client CLI on the SDK, flags named after the space."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+
+from bluedove.client import BlueDoveError, Client
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+_INDEX_RE = re.compile(r"messages\[(\d+)\](.*)")
+
+
+class UsageError(Exception):
+    """Bad command-line input; the message names the flag or line."""
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--url", default=os.environ.get("BLUEDOVE_URL", DEFAULT_URL),
+                       help=f"http://host:port (REST) or grpc://host:port (default $BLUEDOVE_URL or {DEFAULT_URL})")
+        p.set_defaults(func=run, dimension_flags=True)
+
+    s = sub.add_parser("subscribe", allow_abbrev=False, help="subscribe a queue (a new one by default)",
+                       description="Each dimension of the cluster's space (GET /v1/space) is a flag "
+                                   "--NAME LOW:HIGH (low <= value < high); dimensions left out match anything.",
+                       epilog="example: bluedove subscribe --x0 100:350 --x2 0:25")
+    common(s)
+    s.add_argument("--queue", help="an existing queue (needs --token)")
+    s.add_argument("--token", help="the queue's token")
+
+    p = sub.add_parser("publish", allow_abbrev=False, help="publish one message, or JSON lines from stdin",
+                       description="Each dimension of the space is a flag --NAME VALUE. Without dimension flags, "
+                                   "reads messages from stdin, one JSON object per line "
+                                   '({"attributes": {...}, "payload": ..., "id": ...}), published in batches.',
+                       epilog="example: bluedove publish --x0 120 --x1 7 --x2 3.25 --x3 999 --payload '{\"a\": 1}'")
+    common(p)
+    p.add_argument("--payload", default=None, help="JSON payload")
+    p.add_argument("--id", default=None, help="idempotency id")
+    p.add_argument("--batch", type=int, default=1000, help="messages per batch from stdin (1-1000)")
+
+    q = sub.add_parser("poll", allow_abbrev=False, help="print a queue's deliveries as JSON lines")
+    common(q)
+    q.add_argument("queue")
+    q.add_argument("--token", required=True, help="the queue's token")
+    q.add_argument("--max", type=int, default=100, help="most deliveries per poll (1-1000)")
+    q.add_argument("--wait", type=float, default=10, help="seconds to wait for the first delivery (0-20)")
+    q.add_argument("--follow", action="store_true", help="keep printing deliveries until interrupted")
+    q.add_argument("--ack", action="store_true", help="ack each delivery once printed")
+
+
+def dimension_values(tokens: list[str], space: dict) -> dict[str, str]:
+    """{dimension: raw value} from `--NAME VALUE` / `--NAME=VALUE` tokens; unknown flags fail."""
+    names = [d["name"] for d in space["dimensions"]]
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if not tok.startswith("--"):
+            raise UsageError(f"unexpected argument {tok!r}")
+        name, eq, value = tok[2:].partition("=")
+        if name not in names:
+            raise UsageError(f"unknown flag --{name}; the cluster's dimensions are: {', '.join('--' + n for n in names)}")
+        if not eq:
+            i += 1
+            if i >= len(tokens):
+                raise UsageError(f"--{name} needs a value")
+            value = tokens[i]
+        out[name] = value
+        i += 1
+    return out
+
+
+def _number(text: str, flag: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v):
+        raise UsageError(f"--{flag}: expected a number, got {text!r}")
+    return v
+
+
+def parse_range(text: str, flag: str) -> tuple[float, float]:
+    """'LOW:HIGH' (negative numbers allowed: '-73.9:-73.8')."""
+    m = re.fullmatch(r"\s*([^:]+?)\s*:\s*([^:]+?)\s*", text)
+    if not m:
+        raise UsageError(f"--{flag}: expected LOW:HIGH, got {text!r}")
+    return _number(m[1], flag), _number(m[2], flag)
+
+
+def _json(text: str, what: str):
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{what}: not valid JSON ({exc})") from None
+
+
+def _print(obj) -> None:
+    print(json.dumps(obj, separators=(",", ":")), flush=True)
+
+
+def cmd_subscribe(client: Client, args, dims: dict[str, str]) -> int:
+    preds = {name: parse_range(v, name) for name, v in dims.items()}
+    if bool(args.queue) != bool(args.token):
+        raise UsageError("--queue and --token go together")
+    queue = client.queue(args.queue, args.token) if args.queue else None
+    sub = client.subscribe(queue, preds)
+    out = {"id": sub.id, "queue": sub.queue.id}
+    if queue is None:
+        out["token"] = sub.queue.token
+    _print(out)
+    return 0
+
+
+def _publish_lines(client: Client, args) -> int:
+    if not 1 <= args.batch <= 1000:
+        raise UsageError("--batch: expected 1 to 1000")
+    batch: list[dict] = []
+    first_line = 1
+
+    def flush() -> None:
+        try:
+            for mid in client.publish_many(batch):
+                print(mid, flush=True)
+        except BlueDoveError as exc:  # name the input line rather than the batch index
+            m = _INDEX_RE.fullmatch(exc.field or "")
+            if m:
+                exc.field = f"line {first_line + int(m[1])}{': ' + m[2].lstrip('.') if m[2] else ''}"
+            raise
+
+    for n, line in enumerate(sys.stdin, 1):
+        if not line.strip():
+            continue
+        if not batch:
+            first_line = n
+        body = _json(line, f"stdin line {n}")
+        if not isinstance(body, dict):
+            raise UsageError(f"stdin line {n}: expected a JSON object {{\"attributes\": ..., \"payload\": ...}}")
+        batch.append(body)
+        if len(batch) >= args.batch:
+            flush()
+            batch = []
+    if batch:
+        flush()
+    return 0
+
+
+def cmd_publish(client: Client, args, dims: dict[str, str]) -> int:
+    if not dims:
+        if args.payload is not None or args.id is not None:
+            raise UsageError("--payload and --id need dimension flags (stdin lines carry their own)")
+        return _publish_lines(client, args)
+    attrs = {name: _number(v, name) for name, v in dims.items()}
+    payload = _json(args.payload, "--payload") if args.payload is not None else None
+    print(client.publish(attrs, payload, id=args.id), flush=True)
+    return 0
+
+
+def cmd_poll(client: Client, args, dims: dict[str, str]) -> int:
+    if dims:
+        raise UsageError(f"poll takes no dimension flags (got --{next(iter(dims))})")
+    q = client.queue(args.queue, args.token)
+
+    def show(d) -> None:
+        _print({"id": d.id, "attributes": d.attributes, "payload": d.payload, "subscriptions": d.subscriptions,
+                "receipt": d.receipt, "published_at": d.published_at})
+        if args.ack:
+            d.ack()
+
+    if not args.follow:
+        for d in q.deliveries(wait=args.wait, max=args.max):
+            show(d)
+        return 0
+    try:
+        for d in q.listen(max=args.max):
+            show(d)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+COMMANDS = {"subscribe": cmd_subscribe, "publish": cmd_publish, "poll": cmd_poll}
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        with Client(args.url, retries=2) as client:
+            dims = dimension_values(args.extra, client.space()) if args.extra else {}
+            return COMMANDS[args.command](client, args, dims)
+    except UsageError as exc:
+        print(f"bluedove {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except BlueDoveError as exc:
+        where = f" ({exc.field})" if exc.field else ""
+        print(f"bluedove {args.command}: {exc.code}: {exc.message}{where}", file=sys.stderr)
+        return 1

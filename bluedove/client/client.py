@@ -1,0 +1,228 @@
+"""`Client` (sync) and `AsyncClient` (asyncio): one shape over REST or gRPC, with retries."""
+
+# Usage: docs/api.md, "Python SDK". Calls safe to repeat (reads, polls, acks, deletes, publishes
+# whose every message carries an `id`) are retried with exponential backoff on `Unavailable`
+# (503 / UNAVAILABLE); the others raise it at once.
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Any
+
+from bluedove.client.errors import Unavailable
+from bluedove.client.objects import Delivery, Queue, Subscription, message_body, predicates_of, receipts_of
+
+MAX_BATCH = 1000
+
+
+def _transport(url: str, timeout_s: float, asynchronous: bool):
+    if url.startswith("grpc://"):
+        from bluedove.client.grpc_transport import AsyncGrpcTransport, GrpcTransport
+
+        return (AsyncGrpcTransport if asynchronous else GrpcTransport)(url, timeout_s)
+    from bluedove.client.http import AsyncHttpTransport, HttpTransport
+
+    return (AsyncHttpTransport if asynchronous else HttpTransport)(url, timeout_s)
+
+
+def _backoff(attempt: int, base_s: float) -> float:
+    return min(base_s * 2 ** attempt, 2.0) * (0.5 + random.random() / 2)
+
+
+def _chunks(bodies: list[dict]) -> Iterator[list[dict]]:
+    for i in range(0, len(bodies), MAX_BATCH):
+        yield bodies[i:i + MAX_BATCH]
+
+
+def _all_have_ids(bodies: list[dict]) -> bool:
+    return all(b.get("id") for b in bodies)
+
+
+def _message(attributes: dict, payload: Any, msg_id: str | None) -> dict:
+    body: dict = {"attributes": attributes, "payload": payload}
+    if msg_id is not None:
+        body["id"] = msg_id
+    return body
+
+
+class _Base:
+    def __init__(self, url: str = "http://127.0.0.1:8080", *, timeout_s: float = 30.0, retries: int = 4,
+                 backoff_s: float = 0.1) -> None:
+        self.url = url
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.grpc = url.startswith("grpc://")
+
+    def queue(self, queue_id: str, token: str) -> Queue:
+        """A handle on an existing queue."""
+        return Queue(queue_id, token, self)
+
+    def _subscription(self, out: dict, queue: Queue | None, predicates: dict) -> Subscription:
+        q = queue if queue is not None else Queue(out["queue"], out["token"], self)
+        return Subscription(out["id"], q, predicates)
+
+
+class Client(_Base):
+    """Synchronous client (httpx for REST, a blocking channel for gRPC)."""
+
+    def __init__(self, url: str = "http://127.0.0.1:8080", **kw) -> None:
+        super().__init__(url, **kw)
+        self.t = _transport(url, kw.get("timeout_s", 30.0), asynchronous=False)
+
+    def close(self) -> None:
+        self.t.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _retry(self, idempotent: bool, fn, *args):
+        for attempt in range(self.retries + 1):
+            try:
+                return fn(*args)
+            except Unavailable:
+                if not idempotent or attempt == self.retries:
+                    raise
+                time.sleep(_backoff(attempt, self.backoff_s))
+
+    def space(self) -> dict:
+        return self._retry(True, self.t.space)
+
+    def create_queue(self) -> Queue:
+        out = self.t.create_queue()
+        return Queue(out["queue"], out["token"], self)
+
+    def delete_queue(self, queue: Queue) -> None:
+        self._retry(True, self.t.delete_queue, queue.id, queue.token)
+
+    def subscribe(self, queue: Queue | None = None, predicates: dict | None = None, **ranges) -> Subscription:
+        """Subscribe `queue` (a new one when None) to {dim: (low, high)}, as a dict or keywords."""
+        preds = predicates_of(predicates, ranges)
+        body = {"predicates": preds, **({"queue": queue.id} if queue else {})}
+        out = self.t.subscribe(body, queue.token if queue else None)
+        return self._subscription(out, queue, preds)
+
+    def get_subscription(self, sub_id: str, queue: Queue) -> Subscription:
+        out = self._retry(True, self.t.get_subscription, sub_id, queue.token)
+        return Subscription(out["id"], queue, out["predicates"])
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self._retry(True, self.t.unsubscribe, sub.id, sub.queue.token)
+
+    def publish(self, attributes: dict, payload: Any = None, id: str | None = None) -> str:  # noqa: A002
+        body = _message(attributes, payload, id)
+        return self._retry(id is not None, self.t.publish, body)
+
+    def publish_many(self, messages: Iterable) -> list[str]:
+        """Publish in batches of up to 1000 (a PublishStream per batch over gRPC); ids in order."""
+        bodies = [message_body(m) for m in messages]
+        send = self.t.publish_stream if self.grpc else self.t.publish_batch
+        return [mid for chunk in _chunks(bodies) for mid in self._retry(_all_have_ids(chunk), send, chunk)]
+
+    def poll(self, queue: Queue, max: int = 100, wait: float = 0) -> list[Delivery]:  # noqa: A002
+        msgs = self._retry(True, self.t.poll, queue.id, queue.token, max, wait)
+        return [Delivery.from_json(m, queue) for m in msgs]
+
+    def ack(self, queue: Queue, deliveries) -> None:
+        receipts = receipts_of(deliveries)
+        if receipts:
+            self._retry(True, self.t.ack, queue.id, queue.token, receipts)
+
+    def listen(self, queue: Queue, max: int = 100) -> Iterator[Delivery]:  # noqa: A002
+        """Every delivery, forever; reconnects (with backoff) when the stream ends or fails."""
+        attempt = 0
+        while True:
+            try:
+                for m in self.t.listen(queue.id, queue.token, max):
+                    attempt = 0
+                    yield Delivery.from_json(m, queue)
+            except Unavailable:
+                pass
+            time.sleep(_backoff(attempt, self.backoff_s))
+            attempt = min(attempt + 1, 8)
+
+
+class AsyncClient(_Base):
+    """asyncio client: the same methods as `Client`, to be awaited (listen: `async for`)."""
+
+    def __init__(self, url: str = "http://127.0.0.1:8080", **kw) -> None:
+        super().__init__(url, **kw)
+        self.t = _transport(url, kw.get("timeout_s", 30.0), asynchronous=True)
+
+    async def close(self) -> None:
+        await self.t.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def _retry(self, idempotent: bool, fn, *args):
+        for attempt in range(self.retries + 1):
+            try:
+                return await fn(*args)
+            except Unavailable:
+                if not idempotent or attempt == self.retries:
+                    raise
+                await asyncio.sleep(_backoff(attempt, self.backoff_s))
+
+    async def space(self) -> dict:
+        return await self._retry(True, self.t.space)
+
+    async def create_queue(self) -> Queue:
+        out = await self.t.create_queue()
+        return Queue(out["queue"], out["token"], self)
+
+    async def delete_queue(self, queue: Queue) -> None:
+        await self._retry(True, self.t.delete_queue, queue.id, queue.token)
+
+    async def subscribe(self, queue: Queue | None = None, predicates: dict | None = None, **ranges) -> Subscription:
+        preds = predicates_of(predicates, ranges)
+        body = {"predicates": preds, **({"queue": queue.id} if queue else {})}
+        out = await self.t.subscribe(body, queue.token if queue else None)
+        return self._subscription(out, queue, preds)
+
+    async def get_subscription(self, sub_id: str, queue: Queue) -> Subscription:
+        out = await self._retry(True, self.t.get_subscription, sub_id, queue.token)
+        return Subscription(out["id"], queue, out["predicates"])
+
+    async def unsubscribe(self, sub: Subscription) -> None:
+        await self._retry(True, self.t.unsubscribe, sub.id, sub.queue.token)
+
+    async def publish(self, attributes: dict, payload: Any = None, id: str | None = None) -> str:  # noqa: A002
+        return await self._retry(id is not None, self.t.publish, _message(attributes, payload, id))
+
+    async def publish_many(self, messages: Iterable) -> list[str]:
+        bodies = [message_body(m) for m in messages]
+        send = self.t.publish_stream if self.grpc else self.t.publish_batch
+        out: list[str] = []
+        for chunk in _chunks(bodies):
+            out += await self._retry(_all_have_ids(chunk), send, chunk)
+        return out
+
+    async def poll(self, queue: Queue, max: int = 100, wait: float = 0) -> list[Delivery]:  # noqa: A002
+        msgs = await self._retry(True, self.t.poll, queue.id, queue.token, max, wait)
+        return [Delivery.from_json(m, queue) for m in msgs]
+
+    async def ack(self, queue: Queue, deliveries) -> None:
+        receipts = receipts_of(deliveries)
+        if receipts:
+            await self._retry(True, self.t.ack, queue.id, queue.token, receipts)
+
+    async def listen(self, queue: Queue, max: int = 100) -> AsyncIterator[Delivery]:  # noqa: A002
+        attempt = 0
+        while True:
+            try:
+                async for m in self.t.listen(queue.id, queue.token, max):
+                    attempt = 0
+                    yield Delivery.from_json(m, queue)
+            except Unavailable:
+                pass
+            await asyncio.sleep(_backoff(attempt, self.backoff_s))
+            attempt = min(attempt + 1, 8)

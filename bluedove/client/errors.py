@@ -1,0 +1,94 @@
+"""Typed SDK exceptions, one per API error code (docs/api.md), raised by every transport."""
+
+from __future__ import annotations
+
+
+class BlueDoveError(Exception):
+    """An error the service answered (or a transport failure, as `Unavailable`)."""
+
+    status = 0
+
+    def __init__(self, code: str, message: str, field: str | None = None, status: int | None = None) -> None:
+        super().__init__(f"{code}: {message}" + (f" ({field})" if field else ""))
+        self.code = code
+        self.message = message
+        self.field = field
+        if status is not None:
+            self.status = status
+
+
+class InvalidRequest(BlueDoveError):
+    """400/422: the request is malformed; `field` names the part at fault. Nothing changed."""
+
+    status = 422
+
+
+class InvalidJson(InvalidRequest):
+    status = 400
+
+
+class InvalidSubscription(InvalidRequest):
+    pass
+
+
+class InvalidMessage(InvalidRequest):
+    pass
+
+
+class InvalidParameter(InvalidRequest):
+    pass
+
+
+class InvalidAck(InvalidRequest):
+    pass
+
+
+class PayloadTooLarge(InvalidRequest):
+    status = 413
+
+
+class Unauthorized(BlueDoveError):
+    """401: missing or wrong queue token (the same whether or not the queue exists)."""
+
+    status = 401
+
+
+class NotFound(BlueDoveError):
+    status = 404
+
+
+class LimitExceeded(BlueDoveError):
+    """429: a limit such as subscriptions per queue."""
+
+    status = 429
+
+
+class Unavailable(BlueDoveError):
+    """503 / UNAVAILABLE, or the service could not be reached: retry later."""
+
+    status = 503
+
+
+BY_CODE: dict[str, type[BlueDoveError]] = {
+    "invalid_json": InvalidJson,
+    "invalid_request": InvalidRequest,
+    "invalid_subscription": InvalidSubscription,
+    "invalid_message": InvalidMessage,
+    "invalid_parameter": InvalidParameter,
+    "invalid_ack": InvalidAck,
+    "payload_too_large": PayloadTooLarge,
+    "unauthorized": Unauthorized,
+    "not_found": NotFound,
+    "limit_exceeded": LimitExceeded,
+    "unavailable": Unavailable,
+}
+BY_STATUS: dict[int, type[BlueDoveError]] = {
+    400: InvalidRequest, 401: Unauthorized, 404: NotFound, 413: PayloadTooLarge, 422: InvalidRequest,
+    429: LimitExceeded, 503: Unavailable,
+}
+
+
+def api_error(status: int, code: str | None, message: str, field: str | None = None) -> BlueDoveError:
+    """The exception for an error answer: by its code, else by its status."""
+    cls = BY_CODE.get(code or "") or BY_STATUS.get(status) or BlueDoveError
+    return cls(code or "error", message, field, status)

@@ -1,0 +1,218 @@
+"""gRPC transports (bluedove.v1.PubSub), sync and asyncio, speaking the REST transports' JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import grpc
+
+from bluedove.client.errors import BlueDoveError, InvalidMessage, InvalidSubscription, api_error
+from bluedove.v1 import pubsub_pb2 as pb
+from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
+
+STATUS = {
+    grpc.StatusCode.INVALID_ARGUMENT: 422,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 503,
+}
+
+
+def rpc_error(exc: grpc.RpcError) -> BlueDoveError:
+    meta = dict(exc.trailing_metadata() or ())
+    code = meta.get("bluedove-error-code") or ("unavailable" if STATUS.get(exc.code()) == 503 else None)
+    return api_error(STATUS.get(exc.code(), 500), code, exc.details() or exc.code().name, meta.get("bluedove-error-field"))
+
+
+def _number(v, err: type[BlueDoveError], where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise err("invalid_message" if err is InvalidMessage else "invalid_subscription",
+                  f"must be a number, got {v!r}", where)
+    return float(v)
+
+
+def message_pb(body: dict, where: str = "") -> pb.Message:
+    attrs = body.get("attributes")
+    if not isinstance(attrs, dict):
+        raise InvalidMessage("invalid_message", "attributes must be an object", f"{where}attributes")
+    payload = body.get("payload")
+    return pb.Message(attributes={k: _number(v, InvalidMessage, f"{where}attributes.{k}") for k, v in attrs.items()},
+                      payload="" if payload is None else json.dumps(payload, separators=(",", ":")),
+                      id=body.get("id") or "")
+
+
+def subscribe_pb(body: dict) -> pb.SubscribeRequest:
+    preds = {}
+    for k, rng in body.get("predicates", {}).items():
+        if not isinstance(rng, (list, tuple)) or len(rng) != 2:
+            raise InvalidSubscription("invalid_subscription", "a predicate must be a list [low, high]", f"predicates.{k}")
+        preds[k] = pb.Range(low=_number(rng[0], InvalidSubscription, f"predicates.{k}[0]"),
+                            high=_number(rng[1], InvalidSubscription, f"predicates.{k}[1]"))
+    return pb.SubscribeRequest(queue=body.get("queue") or "", predicates=preds)
+
+
+def delivery_json(m: pb.Delivery) -> dict:
+    return {"id": m.id, "attributes": dict(m.attributes), "payload": json.loads(m.payload) if m.payload else None,
+            "subscriptions": list(m.subscriptions), "receipt": m.receipt, "published_at": m.published_at}
+
+
+def _num(v: float) -> int | float:
+    return int(v) if math.isfinite(v) and v.is_integer() else v
+
+
+def space_json(s: pb.Space) -> dict:
+    return {"dimensions": [{"name": d.name, "min": _num(d.min), "max": _num(d.max)} for d in s.dimensions]}
+
+
+def subscription_json(s: pb.SubscriptionInfo) -> dict:
+    return {"id": s.id, "queue": s.queue, "predicates": {k: [r.low, r.high] for k, r in s.predicates.items()}}
+
+
+def reply_json(r: pb.SubscribeReply | pb.CreateQueueReply) -> dict:
+    return {f.name: v for f, v in r.ListFields()}
+
+
+def _md(token: str | None):
+    return (("authorization", f"Bearer {token}"),) if token else None
+
+
+def target(url: str) -> str:
+    return url.removeprefix("grpc://").rstrip("/")
+
+
+class GrpcTransport:
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.channel = grpc.insecure_channel(target(url))
+        self.stub = pb_grpc.PubSubStub(self.channel)
+        self.timeout_s = timeout_s
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def _call(self, name: str, req, token: str | None = None, extra_s: float = 0.0):
+        try:
+            return getattr(self.stub, name)(req, metadata=_md(token), timeout=self.timeout_s + extra_s)
+        except grpc.RpcError as exc:
+            raise rpc_error(exc) from None
+
+    def space(self) -> dict:
+        return space_json(self._call("GetSpace", pb.GetSpaceRequest()))
+
+    def create_queue(self) -> dict:
+        return reply_json(self._call("CreateQueue", pb.CreateQueueRequest()))
+
+    def delete_queue(self, queue: str, token: str) -> None:
+        self._call("DeleteQueue", pb.DeleteQueueRequest(queue=queue), token)
+
+    def subscribe(self, body: dict, token: str | None) -> dict:
+        return reply_json(self._call("Subscribe", subscribe_pb(body), token))
+
+    def get_subscription(self, sub_id: str, token: str) -> dict:
+        return subscription_json(self._call("GetSubscription", pb.SubscriptionRef(id=sub_id), token))
+
+    def unsubscribe(self, sub_id: str, token: str) -> None:
+        self._call("Unsubscribe", pb.SubscriptionRef(id=sub_id), token)
+
+    def publish(self, body: dict) -> str:
+        return self._call("Publish", message_pb(body)).id
+
+    def publish_batch(self, bodies: list[dict]) -> list[str]:
+        msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
+        return list(self._call("PublishBatch", pb.PublishBatchRequest(messages=msgs)).ids)
+
+    def publish_stream(self, bodies: list[dict]) -> list[str]:
+        msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
+        return list(self._call("PublishStream", iter(msgs), extra_s=len(msgs) / 1000).ids)
+
+    def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
+        r = self._call("Poll", pb.PollRequest(queue=queue, max=max_n, wait=wait), token, extra_s=wait)
+        return [delivery_json(m) for m in r.messages]
+
+    def ack(self, queue: str, token: str, receipts: list[str]) -> None:
+        self._call("Ack", pb.AckRequest(queue=queue, receipts=receipts), token)
+
+    def listen(self, queue: str, token: str, max_n: int):
+        """The push stream; ends when the dispatcher closes it (the caller reconnects)."""
+        call = self.stub.Listen(pb.ListenRequest(queue=queue, max=max_n), metadata=_md(token))
+        try:
+            for m in call:
+                yield delivery_json(m)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.CANCELLED:
+                raise rpc_error(exc) from None
+        finally:
+            call.cancel()
+
+
+class AsyncGrpcTransport:
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+        self._channel: grpc.aio.Channel | None = None
+
+    @property
+    def stub(self) -> pb_grpc.PubSubStub:
+        if self._channel is None:  # made on first use, inside the running loop
+            self._channel = grpc.aio.insecure_channel(target(self.url))
+            self._stub = pb_grpc.PubSubStub(self._channel)
+        return self._stub
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+
+    async def _call(self, name: str, req, token: str | None = None, extra_s: float = 0.0):
+        try:
+            return await getattr(self.stub, name)(req, metadata=_md(token), timeout=self.timeout_s + extra_s)
+        except grpc.RpcError as exc:
+            raise rpc_error(exc) from None
+
+    async def space(self) -> dict:
+        return space_json(await self._call("GetSpace", pb.GetSpaceRequest()))
+
+    async def create_queue(self) -> dict:
+        return reply_json(await self._call("CreateQueue", pb.CreateQueueRequest()))
+
+    async def delete_queue(self, queue: str, token: str) -> None:
+        await self._call("DeleteQueue", pb.DeleteQueueRequest(queue=queue), token)
+
+    async def subscribe(self, body: dict, token: str | None) -> dict:
+        return reply_json(await self._call("Subscribe", subscribe_pb(body), token))
+
+    async def get_subscription(self, sub_id: str, token: str) -> dict:
+        return subscription_json(await self._call("GetSubscription", pb.SubscriptionRef(id=sub_id), token))
+
+    async def unsubscribe(self, sub_id: str, token: str) -> None:
+        await self._call("Unsubscribe", pb.SubscriptionRef(id=sub_id), token)
+
+    async def publish(self, body: dict) -> str:
+        return (await self._call("Publish", message_pb(body))).id
+
+    async def publish_batch(self, bodies: list[dict]) -> list[str]:
+        msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
+        return list((await self._call("PublishBatch", pb.PublishBatchRequest(messages=msgs))).ids)
+
+    async def publish_stream(self, bodies: list[dict]) -> list[str]:
+        msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
+        return list((await self._call("PublishStream", iter(msgs), extra_s=len(msgs) / 1000)).ids)
+
+    async def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
+        r = await self._call("Poll", pb.PollRequest(queue=queue, max=max_n, wait=wait), token, extra_s=wait)
+        return [delivery_json(m) for m in r.messages]
+
+    async def ack(self, queue: str, token: str, receipts: list[str]) -> None:
+        await self._call("Ack", pb.AckRequest(queue=queue, receipts=receipts), token)
+
+    async def listen(self, queue: str, token: str, max_n: int):
+        call = self.stub.Listen(pb.ListenRequest(queue=queue, max=max_n), metadata=_md(token))
+        try:
+            async for m in call:
+                yield delivery_json(m)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.CANCELLED:
+                raise rpc_error(exc) from None
+        finally:
+            call.cancel()

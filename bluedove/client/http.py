@@ -1,0 +1,126 @@
+"""REST transports (httpx), sync and asyncio: each call returns the API's JSON or raises typed."""
+
+from __future__ import annotations
+
+import httpx
+
+from bluedove.client.errors import Unavailable, api_error
+
+# Long-polls of listen() over REST (seconds; the API allows up to 20).
+LISTEN_WAIT_S = 20
+
+
+def _auth(token: str | None) -> dict:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _check(r: httpx.Response) -> dict | None:
+    if r.status_code < 400:
+        return r.json() if r.content else None
+    try:
+        err = r.json()["error"]
+        raise api_error(r.status_code, err.get("code"), err.get("message", ""), err.get("field"))
+    except (ValueError, KeyError, TypeError):
+        raise api_error(r.status_code, None, r.text[:200] or r.reason_phrase) from None
+
+
+class HttpTransport:
+    def __init__(self, url: str, timeout_s: float) -> None:
+        # The long-poll wait rides on top of the timeout.
+        self.h = httpx.Client(base_url=url, timeout=httpx.Timeout(timeout_s + LISTEN_WAIT_S, connect=timeout_s))
+
+    def close(self) -> None:
+        self.h.close()
+
+    def _do(self, method: str, path: str, token: str | None = None, **kw) -> dict | None:
+        try:
+            r = self.h.request(method, path, headers=_auth(token), **kw)
+        except httpx.TransportError as exc:
+            raise Unavailable("unavailable", f"cannot reach {self.h.base_url}: {exc!r}") from exc
+        return _check(r)
+
+    def space(self) -> dict:
+        return self._do("GET", "/v1/space")
+
+    def create_queue(self) -> dict:
+        return self._do("POST", "/v1/queues")
+
+    def delete_queue(self, queue: str, token: str) -> None:
+        self._do("DELETE", f"/v1/queues/{queue}", token)
+
+    def subscribe(self, body: dict, token: str | None) -> dict:
+        return self._do("POST", "/v1/subscriptions", token, json=body)
+
+    def get_subscription(self, sub_id: str, token: str) -> dict:
+        return self._do("GET", f"/v1/subscriptions/{sub_id}", token)
+
+    def unsubscribe(self, sub_id: str, token: str) -> None:
+        self._do("DELETE", f"/v1/subscriptions/{sub_id}", token)
+
+    def publish(self, body: dict) -> str:
+        return self._do("POST", "/v1/messages", json=body)["id"]
+
+    def publish_batch(self, bodies: list[dict]) -> list[str]:
+        return self._do("POST", "/v1/messages:batch", json={"messages": bodies})["ids"]
+
+    def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
+        return self._do("GET", f"/v1/queues/{queue}/messages", token, params={"max": max_n, "wait": wait})["messages"]
+
+    def ack(self, queue: str, token: str, receipts: list[str]) -> None:
+        self._do("POST", f"/v1/queues/{queue}/ack", token, json={"receipts": receipts})
+
+    def listen(self, queue: str, token: str, max_n: int):
+        """Deliveries as long-polls bring them; the caller reconnects on Unavailable."""
+        while True:
+            yield from self.poll(queue, token, max_n, LISTEN_WAIT_S)
+
+
+class AsyncHttpTransport:
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.h = httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(timeout_s + LISTEN_WAIT_S, connect=timeout_s))
+
+    async def close(self) -> None:
+        await self.h.aclose()
+
+    async def _do(self, method: str, path: str, token: str | None = None, **kw) -> dict | None:
+        try:
+            r = await self.h.request(method, path, headers=_auth(token), **kw)
+        except httpx.TransportError as exc:
+            raise Unavailable("unavailable", f"cannot reach {self.h.base_url}: {exc!r}") from exc
+        return _check(r)
+
+    async def space(self) -> dict:
+        return await self._do("GET", "/v1/space")
+
+    async def create_queue(self) -> dict:
+        return await self._do("POST", "/v1/queues")
+
+    async def delete_queue(self, queue: str, token: str) -> None:
+        await self._do("DELETE", f"/v1/queues/{queue}", token)
+
+    async def subscribe(self, body: dict, token: str | None) -> dict:
+        return await self._do("POST", "/v1/subscriptions", token, json=body)
+
+    async def get_subscription(self, sub_id: str, token: str) -> dict:
+        return await self._do("GET", f"/v1/subscriptions/{sub_id}", token)
+
+    async def unsubscribe(self, sub_id: str, token: str) -> None:
+        await self._do("DELETE", f"/v1/subscriptions/{sub_id}", token)
+
+    async def publish(self, body: dict) -> str:
+        return (await self._do("POST", "/v1/messages", json=body))["id"]
+
+    async def publish_batch(self, bodies: list[dict]) -> list[str]:
+        return (await self._do("POST", "/v1/messages:batch", json={"messages": bodies}))["ids"]
+
+    async def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
+        return (await self._do("GET", f"/v1/queues/{queue}/messages", token,
+                               params={"max": max_n, "wait": wait}))["messages"]
+
+    async def ack(self, queue: str, token: str, receipts: list[str]) -> None:
+        await self._do("POST", f"/v1/queues/{queue}/ack", token, json={"receipts": receipts})
+
+    async def listen(self, queue: str, token: str, max_n: int):
+        while True:
+            for m in await self.poll(queue, token, max_n, LISTEN_WAIT_S):
+                yield m

@@ -1,0 +1,85 @@
+"""What the SDK hands out: queues, subscriptions and deliveries, bound to their client."""
+
+# The same classes serve `Client` and `AsyncClient`: a method returns a value with the first
+# and an awaitable (or async iterator) with the second.
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Queue:
+    """A delivery queue and its token (the token is shown once, when the queue is created)."""
+
+    id: str
+    token: str = field(repr=False)
+    client: Any = field(default=None, repr=False, compare=False)
+
+    def deliveries(self, wait: float = 0, max: int = 100):  # noqa: A002 - the API's name
+        """What is in the queue now, waiting up to `wait` s for the first delivery."""
+        return self.client.poll(self, max=max, wait=wait)
+
+    def listen(self, max: int = 100):  # noqa: A002
+        """Every delivery, forever: the push stream over gRPC, long-polls over REST."""
+        return self.client.listen(self, max=max)
+
+    def ack(self, deliveries):
+        return self.client.ack(self, deliveries)
+
+    def subscribe(self, predicates: dict | None = None, **ranges):
+        return self.client.subscribe(self, predicates, **ranges)
+
+    def delete(self):
+        return self.client.delete_queue(self)
+
+
+@dataclass
+class Subscription:
+    id: str
+    queue: Queue
+    predicates: dict = field(default_factory=dict)
+
+    def delete(self):
+        return self.queue.client.unsubscribe(self)
+
+
+@dataclass
+class Delivery:
+    """One message delivered to a queue; ack it once handled, or it comes back."""
+
+    id: str
+    attributes: dict
+    payload: Any
+    subscriptions: list[str]
+    receipt: str
+    published_at: str
+    queue: Queue = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, m: dict, queue: Queue) -> "Delivery":
+        return cls(m["id"], m["attributes"], m.get("payload"), list(m["subscriptions"]), m["receipt"],
+                   m.get("published_at", ""), queue)
+
+    def ack(self):
+        return self.queue.client.ack(self.queue, [self])
+
+
+def message_body(m: Any) -> dict:
+    """A message in the API's JSON form from a dict {attributes, payload?, id?} or (attributes, payload)."""
+    if isinstance(m, dict) and "attributes" in m:
+        return m
+    if isinstance(m, tuple) and len(m) == 2:
+        return {"attributes": m[0], "payload": m[1]}
+    raise TypeError(f"a message is {{'attributes': ..., 'payload': ..., 'id': ...}} or (attributes, payload), got {m!r}")
+
+
+def predicates_of(predicates: dict | None, ranges: dict) -> dict:
+    out = {k: list(v) for k, v in (predicates or {}).items()}
+    out.update({k: list(v) for k, v in ranges.items()})
+    return out
+
+
+def receipts_of(deliveries) -> list[str]:
+    return [d.receipt if isinstance(d, Delivery) else d for d in deliveries]

@@ -1,0 +1,195 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Empty(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetSpaceRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Dimension(_message.Message):
+    __slots__ = ("name", "min", "max")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MIN_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    min: float
+    max: float
+    def __init__(self, name: _Optional[str] = ..., min: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
+
+class Space(_message.Message):
+    __slots__ = ("dimensions",)
+    DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    dimensions: _containers.RepeatedCompositeFieldContainer[Dimension]
+    def __init__(self, dimensions: _Optional[_Iterable[_Union[Dimension, _Mapping]]] = ...) -> None: ...
+
+class CreateQueueRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CreateQueueReply(_message.Message):
+    __slots__ = ("queue", "token")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    token: str
+    def __init__(self, queue: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+
+class DeleteQueueRequest(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class Range(_message.Message):
+    __slots__ = ("low", "high")
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    low: float
+    high: float
+    def __init__(self, low: _Optional[float] = ..., high: _Optional[float] = ...) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("queue", "predicates")
+    class PredicatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Range
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Range, _Mapping]] = ...) -> None: ...
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    predicates: _containers.MessageMap[str, Range]
+    def __init__(self, queue: _Optional[str] = ..., predicates: _Optional[_Mapping[str, Range]] = ...) -> None: ...
+
+class SubscribeReply(_message.Message):
+    __slots__ = ("id", "queue", "token")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    queue: str
+    token: str
+    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+
+class SubscriptionRef(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class SubscriptionInfo(_message.Message):
+    __slots__ = ("id", "queue", "predicates")
+    class PredicatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Range
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Range, _Mapping]] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    queue: str
+    predicates: _containers.MessageMap[str, Range]
+    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., predicates: _Optional[_Mapping[str, Range]] = ...) -> None: ...
+
+class Message(_message.Message):
+    __slots__ = ("attributes", "payload", "id")
+    class AttributesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    attributes: _containers.ScalarMap[str, float]
+    payload: str
+    id: str
+    def __init__(self, attributes: _Optional[_Mapping[str, float]] = ..., payload: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+
+class PublishReply(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class PublishBatchRequest(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+
+class PublishBatchReply(_message.Message):
+    __slots__ = ("ids",)
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PollRequest(_message.Message):
+    __slots__ = ("queue", "max", "wait")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    max: int
+    wait: float
+    def __init__(self, queue: _Optional[str] = ..., max: _Optional[int] = ..., wait: _Optional[float] = ...) -> None: ...
+
+class Delivery(_message.Message):
+    __slots__ = ("id", "attributes", "payload", "subscriptions", "receipt", "published_at")
+    class AttributesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    attributes: _containers.ScalarMap[str, float]
+    payload: str
+    subscriptions: _containers.RepeatedScalarFieldContainer[str]
+    receipt: str
+    published_at: str
+    def __init__(self, id: _Optional[str] = ..., attributes: _Optional[_Mapping[str, float]] = ..., payload: _Optional[str] = ..., subscriptions: _Optional[_Iterable[str]] = ..., receipt: _Optional[str] = ..., published_at: _Optional[str] = ...) -> None: ...
+
+class PollReply(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Delivery]
+    def __init__(self, messages: _Optional[_Iterable[_Union[Delivery, _Mapping]]] = ...) -> None: ...
+
+class AckRequest(_message.Message):
+    __slots__ = ("queue", "receipts")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    receipts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, queue: _Optional[str] = ..., receipts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListenRequest(_message.Message):
+    __slots__ = ("queue", "max")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    max: int
+    def __init__(self, queue: _Optional[str] = ..., max: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,211 @@
+"""The public gRPC API (bluedove.v1.PubSub): a thin servicer over dispatcher/operations.py."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+import redis.exceptions
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from bluedove.errors import ApiError, unavailable
+from bluedove.v1 import pubsub_pb2 as pb
+from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
+from dispatcher import operations as ops
+
+log = logging.getLogger("bluedove.dispatcher.grpc")
+
+SERVICE = pb.DESCRIPTOR.services_by_name["PubSub"].full_name
+# REST status -> gRPC code (docs/api.md, "gRPC").
+CODES = {
+    400: grpc.StatusCode.INVALID_ARGUMENT,
+    401: grpc.StatusCode.UNAUTHENTICATED,
+    404: grpc.StatusCode.NOT_FOUND,
+    413: grpc.StatusCode.INVALID_ARGUMENT,
+    422: grpc.StatusCode.INVALID_ARGUMENT,
+    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    503: grpc.StatusCode.UNAVAILABLE,
+}
+STORE_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+def as_api_error(exc: BaseException) -> ApiError | None:
+    """The API error an exception stands for (as the REST handlers map it), or None."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, STORE_ERRORS):
+        return unavailable("the store is unreachable; retry")
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return unavailable(f"a matcher did not answer: {exc.code().name}")
+    return None
+
+
+async def abort(context: grpc.aio.ServicerContext, err: ApiError) -> None:
+    meta = [("bluedove-error-code", err.code)] + ([("bluedove-error-field", err.field)] if err.field else [])
+    context.set_trailing_metadata(tuple(meta))
+    await context.abort(CODES.get(err.status, grpc.StatusCode.INTERNAL),
+                        f"{err.field}: {err.message}" if err.field else err.message)
+
+
+def unary(fn):
+    """Run a unary handler, turning API, store and matcher errors into gRPC statuses."""
+
+    @functools.wraps(fn)
+    async def handler(self, request, context):
+        try:
+            return await fn(self, request, context)
+        except Exception as exc:  # noqa: BLE001 - mapped or re-raised
+            err = as_api_error(exc)
+            if err is None:
+                raise
+            await abort(context, err)
+
+    return handler
+
+
+def token(context: grpc.aio.ServicerContext) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            scheme, _, tok = value.partition(" ")
+            return tok.strip() or None if scheme.lower() == "bearer" else None
+    return None
+
+
+def message_json(m: pb.Message, where: str = "") -> dict:
+    """A pb.Message in the REST body form, for the shared validation."""
+    body: dict = {"attributes": dict(m.attributes)}
+    if m.payload:
+        try:
+            body["payload"] = json.loads(m.payload)
+        except ValueError as exc:
+            raise ApiError(422, "invalid_message", f"payload must be JSON text: {exc}", f"{where}payload") from None
+    if m.id:
+        body["id"] = m.id
+    return body
+
+
+def delivery_pb(m: dict) -> pb.Delivery:
+    payload = m.get("payload")
+    return pb.Delivery(id=m["id"], attributes=m["attributes"], subscriptions=m["subscriptions"],
+                       payload="" if payload is None else json.dumps(payload, separators=(",", ":")),
+                       receipt=m["receipt"], published_at=m.get("published_at", ""))
+
+
+def predicates_pb(predicates: dict) -> dict:
+    return {name: pb.Range(low=lo, high=hi) for name, (lo, hi) in predicates.items()}
+
+
+class PubSubServicer(pb_grpc.PubSubServicer):
+    def __init__(self, dispatcher) -> None:
+        self.d = dispatcher
+
+    @unary
+    async def GetSpace(self, request, context):
+        return pb.Space(dimensions=[pb.Dimension(name=x.name, min=x.min, max=x.max) for x in self.d.space.dimensions])
+
+    @unary
+    async def CreateQueue(self, request, context):
+        return pb.CreateQueueReply(**await ops.create_queue(self.d))
+
+    @unary
+    async def DeleteQueue(self, request, context):
+        await ops.delete_queue(self.d, request.queue, token(context))
+        return pb.Empty()
+
+    @unary
+    async def Subscribe(self, request, context):
+        body: dict = {"predicates": {k: [r.low, r.high] for k, r in request.predicates.items()}}
+        if request.queue:
+            body["queue"] = request.queue
+        return pb.SubscribeReply(**await ops.subscribe(self.d, body, token(context)))
+
+    @unary
+    async def Unsubscribe(self, request, context):
+        await ops.unsubscribe(self.d, request.id, token(context))
+        return pb.Empty()
+
+    @unary
+    async def GetSubscription(self, request, context):
+        sub = await ops.get_subscription(self.d, request.id, token(context))
+        return pb.SubscriptionInfo(id=sub["id"], queue=sub["queue"], predicates=predicates_pb(sub["predicates"]))
+
+    @unary
+    async def Publish(self, request, context):
+        return pb.PublishReply(id=await ops.publish(self.d, message_json(request)))
+
+    @unary
+    async def PublishBatch(self, request, context):
+        body = {"messages": [message_json(m, f"messages[{i}].") for i, m in enumerate(request.messages)]}
+        return pb.PublishBatchReply(ids=await ops.publish_batch(self.d, body))
+
+    @unary
+    async def PublishStream(self, request_iterator, context):
+        async def bodies() -> AsyncIterator[dict]:
+            i = 0
+            async for m in request_iterator:
+                yield message_json(m, f"messages[{i}].")
+                i += 1
+
+        return pb.PublishBatchReply(ids=await ops.publish_stream(self.d, bodies()))
+
+    @unary
+    async def Poll(self, request, context):
+        msgs = await ops.poll(self.d, request.queue, token(context), request.max or ops.DEFAULT_POLL_MAX, request.wait)
+        return pb.PollReply(messages=[delivery_pb(m) for m in msgs])
+
+    @unary
+    async def Ack(self, request, context):
+        await ops.ack(self.d, request.queue, token(context), list(request.receipts))
+        return pb.Empty()
+
+    async def Listen(self, request, context):
+        try:
+            async for m in ops.listen(self.d, request.queue, token(context), request.max or ops.DEFAULT_LISTEN_MAX):
+                yield delivery_pb(m)
+        except Exception as exc:  # noqa: BLE001 - mapped or re-raised
+            err = as_api_error(exc)
+            if err is None:
+                raise
+            await abort(context, err)
+
+
+class GrpcApi:
+    """The gRPC server of one dispatcher: PubSub, health (SERVING while ready) and reflection."""
+
+    def __init__(self, dispatcher, host: str, port: int) -> None:
+        self.d = dispatcher
+        self.server = grpc.aio.server(options=[("grpc.so_reuseport", 1)])
+        pb_grpc.add_PubSubServicer_to_server(PubSubServicer(dispatcher), self.server)
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection([SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)
+        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        self._watch: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        await self.server.start()
+        self._watch = asyncio.get_running_loop().create_task(self._watch_readiness())
+
+    async def _watch_readiness(self) -> None:
+        """SERVING while the dispatcher has a segment table and reaches the store (as /readyz)."""
+        serving = health_pb2.HealthCheckResponse.SERVING
+        while True:
+            try:
+                ready = self.d.table is not None and await asyncio.wait_for(self.d.store.ping(), 2)
+            except Exception:  # noqa: BLE001 - not ready
+                ready = False
+            status = serving if ready else health_pb2.HealthCheckResponse.NOT_SERVING
+            for name in ("", SERVICE):
+                await self.health.set(name, status)
+            await asyncio.sleep(1.0)
+
+    async def stop(self, grace_s: float = 3.0) -> None:
+        if self._watch:
+            self._watch.cancel()
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace_s)

@@ -1,0 +1,205 @@
+"""The public API's operations, one function each, shared by the REST routes and the gRPC servicer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from datetime import datetime, timezone
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from bluedove.errors import ApiError, not_found, unauthorized
+from bluedove.model import build_subscription, parse_batch, parse_message, parse_subscription_request
+from bluedove.store.store import LimitExceeded, QueueMissing, new_id, valid_receipt
+from bluedove.v1 import matcher_pb2 as pb
+
+# How long one store read of a Listen stream blocks before it looks at its queue again.
+LISTEN_POLL_S = 5.0
+DEFAULT_POLL_MAX = 10
+DEFAULT_LISTEN_MAX = 100
+
+
+def check_range(name: str, v: float, lo: float, hi: float) -> float:
+    """`v` if lo <= v <= hi, else 422 invalid_parameter naming `name` (NaN fails too)."""
+    if not lo <= v <= hi:
+        raise ApiError(422, "invalid_parameter", f"{name} must be a number from {lo:g} to {hi:g}", name)
+    return v
+
+
+async def require_queue_token(d, queue: str, token: str | None) -> None:
+    if not await d.store.check_token(queue, token):
+        raise unauthorized()
+
+
+# -- queues ------------------------------------------------------------------------------------
+async def create_queue(d) -> dict:
+    queue, token = await d.store.create_queue()
+    return {"queue": queue, "token": token}
+
+
+async def delete_queue(d, queue: str, token: str | None) -> None:
+    await require_queue_token(d, queue, token)
+    removed = await d.store.delete_queue(queue)
+    await d.broadcast_removals(removed)
+
+
+# -- subscriptions -----------------------------------------------------------------------------
+async def subscribe(d, body: Any, token: str | None) -> dict:
+    """Catalogue first, then every matcher mPartition names; returns {id, queue, token?}."""
+    queue, predicates = parse_subscription_request(body)
+    # Validate fully before touching anything: a bad request leaves no trace.
+    sub = build_subscription(new_id(), queue or "-", predicates, d.space)
+    created = None
+    if queue is not None:
+        await require_queue_token(d, queue, token)
+    else:
+        queue, created = await d.store.create_queue()
+    sub = build_subscription(sub.id, queue, predicates, d.space)
+    try:
+        log_id = await d.store.add_subscription(sub.to_json())
+    except QueueMissing:  # deleted between the token check and now
+        raise unauthorized() from None
+    except LimitExceeded as exc:
+        raise ApiError(429, "limit_exceeded", f"a queue holds at most {exc.args[0]} subscriptions", "queue") from None
+    await d.send_subscription(sub, log_id)
+    d.metrics.subscriptions.inc()
+    out = {"id": sub.id, "queue": queue}
+    if created:
+        out["token"] = created
+    return out
+
+
+async def get_subscription(d, sub_id: str, token: str | None) -> dict:
+    """The subscription, if the token opens its queue: 401 without a valid token, 404 when
+    the token is valid but names no such subscription of its queue."""
+    queue = await d.store.queue_for_token(token)
+    if queue is None:
+        raise unauthorized()
+    sub = await d.store.get_subscription(sub_id)
+    if sub is None or sub["queue"] != queue:
+        raise not_found("subscription")
+    return sub
+
+
+async def unsubscribe(d, sub_id: str, token: str | None) -> None:
+    sub = await get_subscription(d, sub_id, token)
+    if await d.store.remove_subscription(sub_id, sub["queue"]) is None:
+        raise not_found("subscription")
+    await d.broadcast_removals([sub_id])
+
+
+# -- publishing --------------------------------------------------------------------------------
+def _forward_message(msg_id: str | None, point, payload, names, published: float) -> pb.ForwardMessage:
+    mid = msg_id or new_id()
+    body = {
+        "id": mid,
+        "attributes": dict(zip(names, point)),
+        "payload": payload,
+        "published_at": datetime.fromtimestamp(published, timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z"),
+    }
+    return pb.ForwardMessage(id=mid, point=point, body=json.dumps(body, separators=(",", ":")).encode(),
+                             client_id=msg_id is not None)
+
+
+async def publish_parsed(d, parsed: list) -> list[str]:
+    """Forward validated messages [(id, point, payload)]; returns their ids once all are stored."""
+    now = time.time()
+    names = d.space.names
+    msgs = [_forward_message(mid, point, payload, names, now) for mid, point, payload in parsed]
+    t0 = time.perf_counter()
+    try:
+        await d.forwarder.publish(msgs)
+    except Exception:
+        d.metrics.publish_failures.inc(len(msgs))
+        raise
+    d.metrics.publish_seconds.observe(time.perf_counter() - t0)
+    d.metrics.published.inc(len(msgs))
+    return [m.id for m in msgs]
+
+
+def parse_one(d, body: Any, prefix: str = "") -> tuple:
+    return parse_message(body, d.space, prefix, max_payload=d.s.max_payload_bytes)
+
+
+async def publish(d, body: Any) -> str:
+    return (await publish_parsed(d, [parse_one(d, body)]))[0]
+
+
+async def publish_batch(d, body: Any) -> list[str]:
+    return await publish_parsed(d, parse_batch(body, d.space, d.s.max_batch, d.s.max_payload_bytes))
+
+
+async def publish_stream(d, bodies: AsyncIterator[Any]) -> list[str]:
+    """Publish a stream of message bodies in batches as they arrive; returns every id in order.
+
+    One batch is in flight at a time; what arrives meanwhile forms the next batch (up to
+    max_batch), so batches grow with the rate. A bad message (field `messages[i]...`, i its
+    index in the stream) ends the call: it and what follows are not published, batches already
+    sent are."""
+    sent: list[asyncio.Task] = []
+    batch: list = []
+
+    def flush() -> None:
+        nonlocal batch
+        if batch:
+            sent.append(asyncio.ensure_future(publish_parsed(d, batch)))
+            batch = []
+
+    try:
+        i = 0
+        async for body in bodies:
+            batch.append(parse_one(d, body, f"messages[{i}]."))
+            i += 1
+            if not sent or sent[-1].done() or len(batch) >= d.s.max_batch:
+                if sent:
+                    await sent[-1]
+                flush()
+        flush()
+        return [mid for ids in await asyncio.gather(*sent) for mid in ids]
+    except BaseException:
+        await asyncio.gather(*sent, return_exceptions=True)
+        raise
+
+
+# -- receiving ---------------------------------------------------------------------------------
+async def poll(d, queue: str, token: str | None, max_n: float, wait: float) -> list[dict]:
+    await require_queue_token(d, queue, token)
+    max_n = int(check_range("max", max_n, 1, 1000))
+    wait = check_range("wait", wait, 0, d.s.max_wait_s)
+    msgs = await d.store.poll(queue, max_n, wait, stop=d.closing)
+    d.metrics.polled.inc(len(msgs))
+    return msgs
+
+
+async def ack(d, queue: str, token: str | None, receipts: Any) -> None:
+    await require_queue_token(d, queue, token)
+    if not isinstance(receipts, list):
+        raise ApiError(422, "invalid_ack", "the body must be {\"receipts\": [...]}", "receipts")
+    for i, r in enumerate(receipts):
+        if not valid_receipt(r):
+            raise ApiError(422, "invalid_ack", f"not a receipt: {r!r}", f"receipts[{i}]")
+    d.metrics.acked.inc(await d.store.ack(queue, receipts))
+
+
+async def listen(d, queue: str, token: str | None, max_n: float) -> AsyncIterator[dict]:
+    """Deliveries of `queue` as they arrive, until the dispatcher closes or the queue goes.
+
+    Each read takes at most `max_n` from the store; the consumer's pace (gRPC flow control)
+    decides when the next read happens, so what a slow listener cannot take stays queued."""
+    await require_queue_token(d, queue, token)
+    max_n = int(check_range("max", max_n, 1, 1000))
+    while not d.closing.is_set():
+        try:
+            msgs = await d.store.poll(queue, max_n, LISTEN_POLL_S, stop=d.closing)
+        except ResponseError as exc:  # NOGROUP: the queue was deleted under the stream
+            if "NOGROUP" not in str(exc):
+                raise
+            raise unauthorized() from None
+        d.metrics.polled.inc(len(msgs))
+        for m in msgs:
+            yield m
+        if not msgs:
+            await require_queue_token(d, queue, token)  # the queue may have been deleted

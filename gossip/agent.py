@@ -1,0 +1,54 @@
+"""Runs a gossip `Node` on real time: a round every interval, every envelope as it arrives."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from gossip.state import Envelope, Node
+from gossip.transport import Transport
+
+log = logging.getLogger("bluedove.gossip")
+
+
+class GossipAgent:
+    def __init__(self, node: Node, transport: Transport, clock: Callable[[], float] = time.monotonic) -> None:
+        self.node = node
+        self.transport = transport
+        self.clock = clock
+        # Called after every round, so the owner can publish its load and act on changes.
+        self.on_round: list[Callable[[], None]] = []
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+
+    def receive(self, env: Envelope) -> None:
+        for out in self.node.receive(env, self.clock()):
+            self.transport.send(out.addr, out.envelope)
+
+    def round(self) -> None:
+        for out in self.node.tick(self.clock()):
+            self.transport.send(out.addr, out.envelope)
+        for fn in self.on_round:
+            fn()
+
+    async def _run(self) -> None:
+        interval = self.node.config.interval_s
+        next_at = self.clock()
+        while True:
+            try:
+                self.round()
+            except Exception:
+                log.exception("gossip round failed")
+            next_at += interval
+            delay = next_at - self.clock()
+            if delay < 0:  # the loop was busy for more than a round: do not burst to catch up
+                next_at, delay = self.clock(), 0
+            await asyncio.sleep(delay)
