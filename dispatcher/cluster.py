@@ -145,7 +145,8 @@ class ClusterView:
         """Candidates best first: usable ones by the policy, then the rest as a last resort."""
         cands = self.table.candidates(point)
         good = [c for c in cands if self.usable(c[1], now)]
-        report = lambda c: self.reports.get(c, LoadReport())  # noqa: E731
+        # candidates are (dimension, member); reports are kept by (member, dimension)
+        report = lambda c: self.reports.get((c[1], c[0]), LoadReport())  # noqa: E731
         order = rank(self.s.policy, good, report, now, self.rng)
         seen = {m for _, m in order}
         rest = rank(self.s.policy, [c for c in cands if c[1] not in seen], report, now, self.rng)

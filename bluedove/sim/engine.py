@@ -20,7 +20,7 @@ import numpy as np
 
 from bluedove.forwarding import LoadReport, rank
 from bluedove.sim.costmodel import CostModel
-from bluedove.sim.layouts import Layout
+from bluedove.sim.layouts import Layout, make_pool_arrays
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class SimConfig:
     failover: bool = True  # ours: a failed call goes to the next candidate; False: the paper's loss
     retry_s: float = 0.002  # a refused connection to a dead matcher, then the next candidate
     detect_s: float = 2.0  # without failover: until dispatchers learn a matcher is gone
+    warm: bool = False  # stepped simulator: every set has already reported its μ (it was fed before); else cold
     seed: int = 1
 
 
@@ -51,18 +52,42 @@ class RunResult:
 
 
 class Pool:
-    """Sample message points with their matches; per layout, candidates and service times."""
+    """Sample message points with their matches; per layout, candidates and the features of
+    each (message, candidate set) pair that the cost model needs (`costmodel.FEATURES`)."""
 
-    def __init__(self, points: np.ndarray, matches: np.ndarray) -> None:
+    def __init__(self, points: np.ndarray, matches: np.ndarray, coverage: np.ndarray | None = None,
+                 n_subs: int = 0) -> None:
         self.points, self.matches = points, matches
+        # (P, k) subscriptions holding each point's value on each dimension (all sets alike)
+        self.coverage = np.zeros_like(points) if coverage is None else coverage
+        self.n_subs = n_subs
+
+    @classmethod
+    def of(cls, w, points: np.ndarray) -> "Pool":
+        matches, cov = make_pool_arrays(w, points)
+        return cls(points, matches, cov, w.n_subs)
+
+    def scaled(self, f: float) -> "Pool":
+        """The same messages against f times the subscriptions (drawn alike): matches and coverage scale by f."""
+        return Pool(self.points, self.matches * f, self.coverage * f, int(round(self.n_subs * f)))
+
+    def features(self, layout: Layout) -> tuple[np.ndarray, dict]:
+        """(P, k') candidates (-1: any matcher) and {feature: (P, k') array}."""
+        cand = layout.candidates(self.points)
+        P = len(self.points)
+        if layout.table is None:  # a full replica: one set of everything, searched whole
+            size = np.full((P, 1), float(layout.sizes[0, 0]))
+            searched = size
+        else:
+            size = layout.sizes[cand, np.arange(layout.k)].astype(np.float64)
+            searched = np.minimum(self.coverage[:, : layout.k], size)
+        ones = np.ones_like(size)
+        return cand, {"one": ones, "size": size, "searched": searched, "log_size": np.log1p(size),
+                      "matches": self.matches[:, None] * ones}
 
     def costs(self, layout: Layout, model: CostModel) -> tuple[np.ndarray, np.ndarray]:
-        cand = layout.candidates(self.points)
-        if layout.table is None:
-            cost = model.cost(layout.sizes[0, 0], self.matches)[:, None]
-        else:
-            cost = model.cost(layout.sizes[np.maximum(cand, 0), np.arange(layout.k)], self.matches[:, None])
-        return cand, cost
+        cand, feats = self.features(layout)
+        return cand, model.cost(feats)
 
 
 class Simulator:

@@ -1,4 +1,4 @@
-"""Where subscriptions live and which matchers can take a message: mPartition (seed 001 §III-A) and the §IV-B baselines.
+"""Where subscriptions live and which matchers can take a message: mPartition (seed 001 §III-A), §IV-B baselines.
 
 - `mpartition`: the project's SegmentTable over the first k searchable dimensions; a
   subscription is in matcher m's dim-i set iff its dim-i range overlaps m's dim-i segment;
@@ -137,6 +137,12 @@ def expected_matches(w: Workload, points: np.ndarray) -> np.ndarray:
     for i in range(w.space.k):
         out *= coverage(w.lows, w.highs, i, points[:, i])
     return out
+
+
+def make_pool_arrays(w: Workload, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(expected matches, (P, k) coverage counts) of each point, for `engine.Pool`."""
+    cov = np.column_stack([coverage(w.lows, w.highs, i, points[:, i]) for i in range(w.space.k)]) * w.n_subs
+    return expected_matches(w, points), cov
 
 
 def count_matches(w: Workload, points: np.ndarray, chunk: int = 256) -> np.ndarray:

@@ -1,10 +1,12 @@
 """Saturation (seed 001 §IV-B): the highest message rate at which no matcher's queue grows without bound.
 
 The paper raises the rate every five minutes until queue lengths and response times grow
-monotonically. Here one run holds a rate for `horizon_s` of simulated time; the system is
-saturated at that rate when some matcher's backlog (seconds of queued work) grows by more
-than `growth` of the second half's length between the half-way point and the end — a
-matcher overloaded by more than that fraction. A bisection on the rate finds the edge.
+monotonically. Load-aware policies (adaptive, response-time) are simulated: one run holds a
+rate for `horizon_s` of simulated time in the time-stepped simulator; the system is saturated
+at that rate when some matcher's backlog (seconds of queued work) grows by more than `growth`
+of the second half's length between the half-way point and the end — a matcher overloaded by
+more than that fraction; a bisection on the rate finds the edge. Static policies are solved in
+closed form (`analytic`).
 """
 
 from __future__ import annotations
@@ -14,67 +16,88 @@ from typing import Callable
 
 import numpy as np
 
+from bluedove.sim import analytic
 from bluedove.sim.costmodel import CostModel
-from bluedove.sim.engine import Pool, RunResult, SimConfig, Simulator
+from bluedove.sim.engine import Pool, SimConfig
+from bluedove.sim.fluid import FluidSim, Step
 from bluedove.sim.layouts import Layout
+
+STATIC = ("random", "subscription-count")
 
 
 @dataclass(frozen=True)
 class Budget:
-    """How much simulation one run may cost: simulated seconds and simulated messages."""
+    """How much simulation one run may cost."""
 
-    horizon_s: float = 12.0
-    warmup_s: float = 3.0
-    messages: int = 120_000  # per run; above this one simulated message stands for several
+    horizon_s: float = 8.0
+    warmup_s: float = 2.0
     growth: float = 0.05  # saturated when a backlog grows by more than 5 % of the second half
-    steps: int = 7  # bisection steps (a bracket of 8x narrows to about 1.6 %)
+    steps: int = 6  # bisection steps (a bracket of 4x narrows to about 2.2 %)
+    dt_s: float = 0.002  # time step of the stepped simulator
+    per_step: int = 256  # sampled messages per step, at least one per matcher (lumps stay small)
+    messages: int = 120_000  # discrete-event runs (Fig. 9, 10): above this a message stands for several
 
 
-def ideal_rate(layout: Layout, model: CostModel, pool: Pool) -> float:
-    """An upper bound: every message on its cheapest candidate and the work spread perfectly
-    over all matchers (no policy can do better)."""
-    _, cost = pool.costs(layout, model)
-    return layout.n / float(np.mean(cost.min(axis=1)))
+@dataclass(frozen=True)
+class Prepared:
+    """A layout with its pool's candidates and per-candidate costs under one cost model."""
+
+    layout: Layout
+    cand: np.ndarray
+    cost: np.ndarray
+
+    @classmethod
+    def of(cls, layout: Layout, model: CostModel, pool: Pool) -> "Prepared":
+        cand, cost = pool.costs(layout, model)
+        return cls(layout, cand, np.asarray(cost, dtype=np.float64))
+
+    @property
+    def subs(self) -> np.ndarray:
+        return self.layout.sizes
+
+    def ideal_rate(self) -> float:
+        """An upper bound: every message on its cheapest candidate, the work spread perfectly."""
+        return self.layout.n / float(np.mean(self.cost.min(axis=1)))
+
+    def work_per_message(self, policy: str) -> np.ndarray:
+        return analytic.work_per_message(policy, self.cand, self.cost, self.subs, self.layout.n)
 
 
 def weight_for(rate: float, budget: Budget) -> float:
+    """Discrete-event runs: real messages per simulated one."""
     return max(1.0, rate * budget.horizon_s / budget.messages)
 
 
-def run_at(layout: Layout, model: CostModel, pool: Pool, cfg: SimConfig, rate: float, budget: Budget
-           ) -> tuple[bool, RunResult]:
-    """Hold `rate` for the budget's horizon; (saturated?, the run)."""
-    sim = Simulator(layout, model, pool, cfg)
+def run_at(prep: Prepared, cfg: SimConfig, rate: float, budget: Budget) -> tuple[bool, dict]:
+    """Hold `rate` for the budget's horizon in the stepped simulator; (saturated?, the run)."""
+    n = prep.layout.n
+    dt = budget.dt_s * (2 if n >= 200 else 1)  # large clusters: 4 ms steps, as many messages per step
+    sim = FluidSim(prep.cand, prep.cost, prep.subs, n, cfg, Step(dt, max(budget.per_step, n)))
     mid = budget.warmup_s + (budget.horizon_s - budget.warmup_s) / 2
-    seen: dict = {}
-
-    def hook(s: Simulator, now: float) -> None:
-        if "mid" not in seen and now >= mid:
-            seen["mid"] = (now, np.maximum(np.array(s.free_at) - now, 0.0))
-
-    res = sim.run(lambda t: rate, budget.horizon_s, weight_for(rate, budget), budget.warmup_s, hook)
-    end = np.maximum(np.array(sim.free_at) - budget.horizon_s, 0.0)
-    t_mid, mid_backlog = seen.get("mid", (budget.warmup_s, np.zeros_like(end)))
-    for m in sim.dead:
-        end[m] = 0.0
-    growth = end[: len(mid_backlog)] - mid_backlog
-    return bool(growth.max(initial=0.0) > budget.growth * (budget.horizon_s - t_mid)), res
+    out = sim.run(rate, budget.horizon_s, marks=(budget.warmup_s, mid))
+    _, at_mid, end = out["backlog"]
+    growth = float((end - at_mid).max(initial=0.0))
+    out["span_s"] = budget.horizon_s - budget.warmup_s
+    return growth > budget.growth * (budget.horizon_s - mid), out
 
 
-def saturation_rate(layout: Layout, model: CostModel, pool: Pool, cfg: SimConfig, budget: Budget = Budget(),
-                    hi: float | None = None, on_step: Callable[[float, bool], None] | None = None) -> float:
-    """Bisection (in log space) between hi/8 and hi; hi defaults to `ideal_rate`."""
-    hi = hi or ideal_rate(layout, model, pool)
-    lo = hi / 8
-    if run_at(layout, model, pool, cfg, hi, budget)[0] is False:
+def saturation(prep: Prepared, cfg: SimConfig, budget: Budget = Budget(),
+               on_step: Callable[[float, bool], None] | None = None) -> float:
+    """Static policies, and layouts where a message has one candidate or any matcher (P2P, full
+    replication): closed form. Load-aware ones: bisection in log space between ideal/4 and the
+    ideal rate (no policy beats it); the bracket widens downwards if ideal/4 is saturated too."""
+    if cfg.policy in STATIC or prep.layout.table is None or prep.cand.shape[1] == 1:
+        return 1.0 / float(prep.work_per_message(cfg.policy if cfg.policy in STATIC else "random").max())
+    hi = prep.ideal_rate()
+    if not run_at(prep, cfg, hi, budget)[0]:
         return hi
+    lo = hi / 4
+    while run_at(prep, cfg, lo, budget)[0] and lo > 1.0:
+        lo, hi = lo / 4, lo
     for _ in range(budget.steps):
         mid = float(np.sqrt(lo * hi))
-        sat = run_at(layout, model, pool, cfg, mid, budget)[0]
+        sat = run_at(prep, cfg, mid, budget)[0]
         if on_step:
             on_step(mid, sat)
-        if sat:
-            hi = mid
-        else:
-            lo = mid
+        hi, lo = (mid, lo) if sat else (hi, mid)
     return lo
