@@ -99,12 +99,20 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from bluedove.cli.bench_elastic import run_elastic_bench
 
         args.subs = args.n_subs or 40_000
+        args.step_s = args.step_s or 30.0
         return run_elastic_bench(args)
     if args.kind in ("delivery", "publish"):
         from bluedove.cli.bench_delivery import run_delivery_bench
         from bluedove.cli.bench_publish import run_publish_bench
 
         return (run_delivery_bench if args.kind == "delivery" else run_publish_bench)(args)
+    if args.kind == "e2e":
+        from bluedove.cli.bench_e2e import run_e2e
+
+        for flag, default in (("matchers", 4), ("dispatchers", 1), ("publishers", 2), ("batch", 200), ("step_s", 6.0)):
+            if getattr(args, flag) is None:
+                setattr(args, flag, default)
+        return run_e2e(args)
     if args.kind == "gossip":
         from bluedove.cli.bench_gossip import run_gossip_bench
 
@@ -169,8 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_cmd_dispatcher)
 
     b = sub.add_parser("bench", help="measurements (see docs/benchmarks.md)")
-    b.add_argument("kind", choices=("kernel", "gossip", "elastic", "handoff", "delivery", "publish"),
-                   help="kernel: in-process matching rate of one set; gossip: spread, detection, traffic; "
+    b.add_argument("kind", choices=("kernel", "e2e", "gossip", "elastic", "handoff", "delivery", "publish"),
+                   help="kernel: in-process matching rate of one set; e2e: saturation rate of a local cluster "
+                        "through REST; gossip: spread, detection, traffic; "
                         "elastic: seed 001's Fig. 9 with the autoscaler on real processes; "
                         "handoff: split, merge and takeover times for a segment of many subscriptions; "
                         "delivery: deliveries/s written and drained on a local cluster; publish: gRPC vs REST")
@@ -185,23 +194,36 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--subs", dest="n_subs", type=int, default=None, help="variant: number of subscriptions")
     b.add_argument("--repeat", type=int, default=5, help="timed runs; the best is reported with the spread")
     b.add_argument("--verify", type=int, default=200, help="messages checked against brute force")
+    # Flags several benches share take their default per bench (None here, resolved in _cmd_bench
+    # or by the bench itself).
+    b.add_argument("--step-s", type=float, default=None, help="seconds per rate step (e2e 6, elastic 30)")
+    b.add_argument("--deliver", choices=("count", "store"), default="count",
+                   help="count: matchers count matches (what seed 001 measured); store: write deliveries")
+    e = b.add_argument_group("e2e")
+    e.add_argument("--matchers", type=int, default=None, help="matcher processes (e2e 4, delivery/publish 2)")
+    e.add_argument("--dispatchers", type=int, default=None, help="dispatcher processes sharing the port (1)")
+    e.add_argument("--policy", choices=POLICIES, default="adaptive", help="forwarding policy")
+    e.add_argument("--batch", type=int, default=None, help="messages per POST /v1/messages:batch (e2e 200)")
+    e.add_argument("--publishers", type=int, default=None, help="publisher processes (2)")
+    e.add_argument("--start-rate", type=float, default=1000.0, help="first step's rate (msg/s)")
+    e.add_argument("--factor", type=float, default=1.3, help="each step's rate over the previous one's")
+    e.add_argument("--max-steps", type=int, default=15)
     el = b.add_argument_group("elastic")
     el.add_argument("--rates", default="1000,2000,3000,4000", help="msg/s of each step")
-    el.add_argument("--step-s", type=float, default=30.0, help="seconds per rate step")
     el.add_argument("--cooldown-s", type=float, default=90.0, help="seconds observed after publishing stops")
     el.add_argument("--min-matchers", type=int, default=2)
     el.add_argument("--max-matchers", type=int, default=8)
     el.add_argument("--plot", default=None, help="write the timeline as a PNG here")
-    el.add_argument("--deliver", choices=("count", "store"), default="count",
-                    help="count: matchers count matches (what seed 001 measured); store: write deliveries")
     from bluedove.cli.bench_flags import add_cluster_bench_flags
 
-    add_cluster_bench_flags(b)  # delivery, publish
+    add_cluster_bench_flags(b)  # delivery, publish (flags defined above are shared, not redefined)
     b.set_defaults(func=_cmd_bench)
 
     from bluedove.cli.autoscaler_cmd import add_command as add_autoscaler
     from bluedove.cli.pubsub import add_commands
+    from bluedove.cli.sim import add_parser as add_sim_parser
 
+    add_sim_parser(sub)
     add_autoscaler(sub)  # autoscaler (Kubernetes)
     add_commands(sub)  # subscribe, publish, poll
     return p
