@@ -28,20 +28,21 @@ def _simulated(seed: int) -> dict:
     return out
 
 
-def _reports(addresses: dict[str, str]) -> dict[str, pb.ReportReply]:
+def _ask(addresses: dict[str, str], call: str, request) -> dict:
+    """One unary call to every matcher: {member: reply}."""
     out = {}
     for m, a in addresses.items():
         with grpc.insecure_channel(a) as ch:
-            out[m] = pb_grpc.MatcherStub(ch).Report(pb.ReportRequest(), timeout=5)
+            out[m] = getattr(pb_grpc.MatcherStub(ch), call)(request, timeout=5)
     return out
+
+
+def _reports(addresses: dict[str, str]) -> dict[str, pb.ReportReply]:
+    return _ask(addresses, "Report", pb.ReportRequest())
 
 
 def _views(addresses: dict[str, str]) -> dict[str, pb.TableReply]:
-    out = {}
-    for m, a in addresses.items():
-        with grpc.insecure_channel(a) as ch:
-            out[m] = pb_grpc.MatcherStub(ch).GetTable(pb.TableRequest(), timeout=5)
-    return out
+    return _ask(addresses, "GetTable", pb.TableRequest())
 
 
 def _real(matchers: int, settle_s: float) -> dict:

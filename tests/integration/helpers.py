@@ -61,13 +61,7 @@ def oracle(space: Space, subs: dict[str, tuple[str, dict]], messages: dict[str, 
 
 def compare(expected: dict, got: list[tuple[str, dict]]) -> dict:
     """Differences between the oracle and what arrived: missing, unexpected, duplicates, wrong lists."""
-    seen: dict[tuple[str, str], set[str]] = {}
-    dups = []
-    for q, m in got:
-        key = (q, m["id"])
-        if key in seen:
-            dups.append(key)
-        seen[key] = set(m["subscriptions"])
+    seen, dups = _received(got)
     return {
         "missing": sorted(set(expected) - set(seen))[:10],
         "unexpected": sorted(set(seen) - set(expected))[:10],
@@ -95,13 +89,7 @@ def timed_compare(space: Space, subs: dict, sub_times: dict, messages: dict, msg
                 must.setdefault((s.queue, mid), set()).add(s.id)
             elif s_sent <= m_done:
                 may.setdefault((s.queue, mid), set()).add(s.id)
-    seen: dict[tuple[str, str], set[str]] = {}
-    dups = []
-    for q, m in got:
-        key = (q, m["id"])
-        if key in seen:
-            dups.append(key)
-        seen[key] = set(m["subscriptions"])
+    seen, dups = _received(got)
     return {
         "missing": sorted(k for k in must if k not in seen)[:10],
         "unexpected": sorted(k for k in seen if k not in must and k not in may)[:10],
@@ -109,3 +97,15 @@ def timed_compare(space: Space, subs: dict, sub_times: dict, messages: dict, msg
         "wrong_subscriptions": [k for k, v in seen.items()
                                 if not must.get(k, set()) <= v <= must.get(k, set()) | may.get(k, set())][:10],
     }
+
+
+def _received(got: list[tuple[str, dict]]) -> tuple[dict[tuple[str, str], set[str]], list[tuple[str, str]]]:
+    """{(queue, message id): subscriptions listed} of what arrived, and the keys that came twice."""
+    seen: dict[tuple[str, str], set[str]] = {}
+    dups = []
+    for q, m in got:
+        key = (q, m["id"])
+        if key in seen:
+            dups.append(key)
+        seen[key] = set(m["subscriptions"])
+    return seen, dups
