@@ -107,11 +107,12 @@ class DimensionQueue:
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 continue
-            task = loop.create_task(self._finish(batch, groups, n, busy))
+            task = loop.create_task(self._finish(batch, points, groups, n, busy))
             self._finishing.add(task)
             task.add_done_callback(self._finishing.discard)
 
-    async def _finish(self, batch: list[_Request], groups: list[dict[str, list[str]]], n: int, busy: float) -> None:
+    async def _finish(self, batch: list[_Request], points: np.ndarray, groups: list[dict[str, list[str]]], n: int,
+                      busy: float) -> None:
         """Store one matched batch (one atomic call), then answer each of its forwarders."""
         try:
             result = await self._store(batch, groups)
@@ -121,16 +122,15 @@ class DimensionQueue:
                 raise
             return
         self.stats.processed(n, busy, time.monotonic())
-        points = batch[0].points if len(batch) == 1 else np.concatenate([r.points for r in batch])
-        self.sample.add(points[:, self.dim], np.fromiter((sum(len(s) for s in g.values()) for g in groups),
-                                                         dtype=np.float64, count=len(groups)))
+        matches = [sum(len(s) for s in g.values()) for g in groups]  # per message
+        self.sample.add(points[:, self.dim], np.array(matches, dtype=np.float64))
         pos = 0
         for r in batch:
-            part = groups[pos : pos + len(r.ids)]
+            matched = sum(matches[pos : pos + len(r.ids)])
             pos += len(r.ids)
             if not r.done.done():
                 r.done.set_result(BatchResult(
-                    matched=sum(len(s) for g in part for s in g.values()),
+                    matched=matched,
                     delivered=result.delivered,  # of the whole store batch
                     fresh=result.fresh,
                 ))
