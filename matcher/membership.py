@@ -89,7 +89,7 @@ class Membership:
         if self._busy or m.table is None or self.leaving:
             return
         if node.epoch > m.table.epoch:
-            self._spawn(self._adopt(SegmentTable.from_json(json.loads(node.table_json))))
+            self._spawn(self.m.apply_table(SegmentTable.from_json(json.loads(node.table_json))))
             return
         if not m.ready or time.monotonic() < self._retry_at or self._coordinator() != m.s.id:
             return
@@ -126,9 +126,6 @@ class Membership:
         node, table = self.node, self.m.table
         live = [i for i in table.members if node.members.get(i) is not None and node.members[i].status == ALIVE]
         return min(live) if live else None
-
-    async def _adopt(self, table: SegmentTable) -> None:
-        await self.m.apply_table(table)
 
     # -- table changes: takeover, join (split), leave (merge) --------------------------------
     async def _takeover(self, gone: set[str]) -> None:
