@@ -4,13 +4,22 @@ Pure functions; the caller passes the time. A `LoadReport` is what a matcher say
 dimension's input queue every report interval: arrival rate λ, matching rate μ (messages
 matched per second of matching work), queue length q, the size of its subscription set, and
 when the report was taken (`at`, on the dispatcher's clock).
+
+The paper's estimate, (q_t + 1)/μ with q_t = q + (λ − μ)(t − t'), treats each dimension queue
+as a server of its own. Our matcher matches all its k dimension queues on one index thread, so
+a message waits behind the matcher's whole backlog, and a queue extrapolated at its own μ
+drains k times too fast on paper: between reports a busy matcher looks idle and dispatchers
+herd onto it (docs/reproduction.md, Fig. 7). When `rank` is given every dimension's report of
+each matcher (`siblings`), it applies the same estimate to the matcher as one server — its
+queued work W = Σ_j q_j/μ_j grows at Σ_j λ_j/μ_j − 1 seconds per second, and the message
+costs 1/μ_i more — which for a matcher with a single dimension queue is exactly the paper's.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 POLICIES = ("adaptive", "response-time", "subscription-count", "random")
 
@@ -46,26 +55,73 @@ def processing_time(r: LoadReport, now: float, extrapolate: bool = True) -> floa
     return (q + 1.0) * (COLD_COST_BASE_S + COLD_COST_PER_SUB_S * r.subs)
 
 
+def cost(r: LoadReport) -> float:
+    """Seconds of matching work one message costs this queue: 1/μ, or the cold estimate."""
+    return 1.0 / r.mu if r.mu > 0 else COLD_COST_BASE_S + COLD_COST_PER_SUB_S * r.subs
+
+
+def backlog(reports: Sequence[LoadReport], now: float, extrapolate: bool = True, sent: float = 0.0) -> float:
+    """Seconds of work queued at a matcher that serves all its dimension queues on one thread:
+    W = Σ_j q_j/μ_j, extrapolated as W + (Σ_j λ_j/μ_j − 1)(t − t'), never below zero.
+
+    `sent` is the work this dispatcher has itself sent the matcher since the reports: counted
+    at once, a dispatcher sees the effect of its own choices instead of herding onto one
+    matcher until the next report. Its own traffic is also in λ, so the matcher it feeds looks
+    busier than it is by at most its own share of λ over one report interval — a bias towards
+    spreading that balanced the simulated cluster better than subtracting its own rate
+    (docs/reproduction.md, Fig. 7 and 8)."""
+    if not reports:
+        return sent
+    work = sum(r.q * cost(r) for r in reports) + sent
+    if not extrapolate:
+        return work
+    load = sum(r.lam * cost(r) for r in reports)
+    at = max(r.at for r in reports)
+    return max(0.0, work + (load - 1.0) * max(0.0, now - at))
+
+
+def matcher_time(r: LoadReport, siblings: Sequence[LoadReport], now: float, extrapolate: bool = True,
+                 sent: float = 0.0) -> float:
+    """Time to process the next message sent to queue `r` of a matcher whose dimension queues
+    (including `r`) are `siblings`: the matcher's backlog, then the message itself."""
+    return backlog(siblings, now, extrapolate, sent) + cost(r)
+
+
 def rank(
     policy: str,
     candidates: Sequence[Candidate],
     reports: Callable[[Candidate], LoadReport],
     now: float,
     rng: random.Random,
+    siblings: Callable[[str], Sequence[LoadReport]] | None = None,
+    sent: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
     """Candidates ordered best first under `policy`, one entry per distinct matcher.
 
     A matcher that is a candidate along several dimensions appears once, with its best
     dimension, so the rest of the list is the failover order across distinct matchers.
+    With `siblings` (member id → the reports of all its dimension queues), `adaptive` and
+    `response-time` estimate per matcher (`matcher_time`); without, per queue (the paper's).
+    With `sent` as well (member id → work this dispatcher sent it since its report), `adaptive`
+    counts that work (`backlog`); the caller adds `cost` of its choice there.
     """
     if policy == "random":
         order = list(candidates)
         rng.shuffle(order)
     else:
-        if policy == "adaptive":
-            key = lambda c: processing_time(reports(c), now, extrapolate=True)  # noqa: E731
-        elif policy == "response-time":
-            key = lambda c: processing_time(reports(c), now, extrapolate=False)  # noqa: E731
+        if policy in ("adaptive", "response-time"):
+            ex = policy == "adaptive"
+            if siblings is None:
+                key = lambda c: processing_time(reports(c), now, extrapolate=ex)  # noqa: E731
+            else:
+                memo: dict[str, float] = {}
+
+                def key(c: Candidate) -> float:
+                    m = c[1]
+                    if m not in memo:
+                        extra = sent.get(m, 0.0) if sent is not None and ex else 0.0
+                        memo[m] = backlog(siblings(m), now, ex, extra)
+                    return memo[m] + cost(reports(c))
         elif policy == "subscription-count":
             key = lambda c: reports(c).subs  # noqa: E731
         else:

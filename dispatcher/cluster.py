@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from bluedove.forwarding import LoadReport, rank
+from bluedove.forwarding import LoadReport, cost, rank
 from bluedove.segments import SegmentTable
 from bluedove.settings import DispatcherSettings
 from bluedove.store import Store
@@ -56,6 +56,8 @@ class ClusterView:
         self.store = store
         self.table: SegmentTable | None = None
         self.reports: dict[tuple[str, int], LoadReport] = {}
+        # work (matcher seconds) this dispatcher sent each matcher since its last report (adaptive)
+        self.sent: dict[str, float] = {}
         self.health: dict[str, MemberHealth] = {}
         self.gossip: dict[str, GossipMember] = {}
         # The table before the last change, until its hand-off grace ends.
@@ -162,9 +164,15 @@ class ClusterView:
         good = [c for c in cands if self.usable(c[1], now)]
         # candidates are (dimension, member); reports are kept by (member, dimension)
         report = lambda c: self.reports.get((c[1], c[0]), LoadReport())  # noqa: E731
-        order = rank(self.s.policy, good, report, now, self.rng)
+        dims = range(self.table.space.k)
+        # every dimension's report of a matcher: its one index thread serves them all
+        siblings = lambda m: [self.reports[(m, i)] for i in dims if (m, i) in self.reports]  # noqa: E731
+        order = rank(self.s.policy, good, report, now, self.rng, siblings, self.sent)
         seen = {m for _, m in order}
-        rest = rank(self.s.policy, [c for c in cands if c[1] not in seen], report, now, self.rng)
+        rest = rank(self.s.policy, [c for c in cands if c[1] not in seen], report, now, self.rng, siblings)
+        if order and self.s.policy == "adaptive":  # the next message sees this one in the backlog
+            first = order[0]
+            self.sent[first[1]] = self.sent.get(first[1], 0.0) + cost(report(first))
         return order + rest
 
     # -- background pulls ------------------------------------------------------------------
@@ -205,12 +213,14 @@ class ClusterView:
                 h.reachable, h.ready = False, False
                 for key in [k for k in self.reports if k[0] == m]:
                     del self.reports[key]  # no stale load for a member we cannot reach
+                self.sent.pop(m, None)
                 continue
             h.reachable, h.ready, h.report_at = True, r.ready, now
             if r.generation != h.generation:  # restarted: forget its failures
                 h.generation, h.failures, h.down_until = r.generation, 0, 0.0
             for i, d in enumerate(r.dims):
                 self.reports[(m, i)] = LoadReport(d.lam, d.mu, d.q, d.subs, now, d.matched_total)
+            self.sent.pop(m, None)  # what was sent before the report is in its queues or done
             self.gossip_sent[m] = (r.gossip_bytes_sent, r.gossip_messages_sent)
 
     async def _pull_table_loop(self) -> None:

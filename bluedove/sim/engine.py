@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from bluedove.forwarding import LoadReport, rank
+from bluedove.forwarding import cost as expected_cost
 from bluedove.sim.costmodel import CostModel
 from bluedove.sim.layouts import Layout, make_pool_arrays
 
@@ -104,6 +105,7 @@ class Simulator:
         self._grow(layout.n, layout.k)
         self._install(layout)
         self.views = [self._reports(0.0) for _ in range(cfg.dispatchers)]
+        self.sent: list[dict[int, float]] = [{} for _ in range(cfg.dispatchers)]  # rank's `sent`, per dispatcher
 
     # -- state ------------------------------------------------------------------------------
     def _grow(self, n: int, k: int) -> None:
@@ -206,6 +208,7 @@ class Simulator:
                     self.pending = None
                 d = tick_no % D
                 self.views[d] = self._reports(next_tick)
+                self.sent[d] = {}
                 for m, at in self.dead.items():
                     if next_tick - at >= cfg.detect_s:
                         self.known_dead[d].add(m)
@@ -223,7 +226,7 @@ class Simulator:
                 order = [(0, rng.randrange(n_live))]
             else:
                 cands = [(i, m) for i, m in enumerate(self.cand[p])]
-                order = rank(policy, cands, lambda c: view[c[1]][c[0]], t, rng)
+                order = rank(policy, cands, lambda c: view[c[1]][c[0]], t, rng, view.__getitem__, self.sent[d])
             delay, rec = 0.0, len(rts)
             times.append(t)
             rts.append(np.nan)
@@ -237,6 +240,8 @@ class Simulator:
                     delay += cfg.retry_s
                     continue
                 work = costs[dim if not self.full else 0] * weight
+                if not self.full:  # what the dispatcher expects it to cost, as the real one records
+                    self.sent[d][m] = self.sent[d].get(m, 0.0) + expected_cost(view[m][dim]) * weight
                 start = max(t + delay, self.free_at[m])
                 fin = start + work
                 self.free_at[m] = fin

@@ -29,12 +29,26 @@ class Step:
     per_step: int = 256  # sampled messages per step (at most; fewer when rate·dt is smaller)
 
 
-def processing_time(lam, mu, q, at, subs, now: float, extrapolate: bool) -> np.ndarray:
-    """`bluedove.forwarding.processing_time` on arrays: seed 001 §III-B, (q_t + 1)/μ with
-    q_t = q_t' + (λ_t' − μ_t')(t − t') never below zero; with no μ yet, estimated from the set size."""
-    qt = np.maximum(0.0, q + (lam - mu) * np.maximum(0.0, now - at)) if extrapolate else q
-    cold = (qt + 1.0) * (COLD_COST_BASE_S + COLD_COST_PER_SUB_S * subs)
-    return np.where(mu > 0, (qt + 1.0) / np.where(mu > 0, mu, 1.0), cold)
+def view_terms(lam, mu, q, subs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For a view of n matchers' k dimension queues (arrays (..., n, k)): each queue's cost per
+    message (1/μ, or estimated from the set size with no μ yet), and per matcher its queued work
+    W = Σ_j q_j/μ_j and utilisation Σ_j λ_j/μ_j, (..., n)."""
+    cost = np.where(mu > 0, 1.0 / np.where(mu > 0, mu, 1.0), COLD_COST_BASE_S + COLD_COST_PER_SUB_S * subs)
+    return cost, (q * cost).sum(axis=-1), (lam * cost).sum(axis=-1)
+
+
+def backlog(work, load, at, now, extrapolate: bool, sent=0.0) -> np.ndarray:
+    """`bluedove.forwarding.backlog` on arrays: W + sent + (Σ λ/μ − 1)(t − t') never below zero, (..., n)."""
+    if not extrapolate:
+        return work
+    return np.maximum(0.0, work + sent + (load - 1.0) * np.maximum(0.0, np.asarray(now) - np.asarray(at))[..., None])
+
+
+def matcher_time(lam, mu, q, subs, at, now, extrapolate: bool) -> np.ndarray:
+    """`bluedove.forwarding.matcher_time` on arrays (..., n, k), views taken at `at` (...): the
+    matcher's backlog, then the message's own cost."""
+    cost, work, load = view_terms(lam, mu, q, subs)
+    return backlog(work, load, at, now, extrapolate)[..., None] + cost
 
 
 def rank_vectorised(policy: str, keys: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -97,7 +111,10 @@ class FluidSim:
         rows = np.arange(S)
         disp = rows % D
         dims = np.arange(k)[None, :]
-        stacked, ats = None, None  # the dispatchers' views as (D, n, k) arrays, rebuilt on refresh
+        terms, ats = None, None  # the dispatchers' views as `view_terms` arrays, rebuilt on refresh
+        # adaptive dispatchers count the work they sent each matcher since their view of it
+        # (`sent` of bluedove.forwarding.rank), as the real dispatcher does
+        since = np.zeros((D, n))
         for j in range(steps):
             t = j * dt
             if t - hist[-1][0] >= 0.5:  # matcher/stats.py buckets of 0.5 s
@@ -112,8 +129,9 @@ class FluidSim:
                     fresh = (dd > 0) & (db > 0)
                     last_mu[fresh] = dd[fresh] / db[fresh]
                     views[d] = ((arrived - a0) / span, last_mu.copy(), np.floor(q), t)
+                    since[d] = 0.0
                     next_view[d] += cfg.report_interval_s
-                    stacked = None
+                    terms = None
             while marks and t >= marks[0]:
                 out["backlog"].append(work.sum(axis=1))
                 if out["busy_from_first_mark"] is None:
@@ -130,13 +148,17 @@ class FluidSim:
                 elif cfg.policy == "subscription-count":
                     col = rank_vectorised(cfg.policy, subs[cand, dims], rng)
                 else:
-                    if stacked is None:
-                        stacked = tuple(np.stack([v[f] for v in views]) for f in range(3))
+                    if terms is None:
+                        terms = view_terms(*(np.stack([v[f] for v in views]) for f in range(3)), subs)
                         ats = np.array([v[3] for v in views])
-                    ix = (disp[:, None], cand, dims)
-                    keys = processing_time(stacked[0][ix], stacked[1][ix], stacked[2][ix], ats[disp][:, None],
-                                           subs[cand, dims], t, cfg.policy == "adaptive")
-                    col = rank_vectorised(cfg.policy, keys, rng)
+                    v_cost, v_work, v_load = terms
+                    adaptive = cfg.policy == "adaptive"
+                    wait = backlog(v_work, v_load, ats, t, adaptive, since)  # (D, n)
+                    row = disp[:, None]
+                    col = rank_vectorised(cfg.policy, wait[row, cand] + v_cost[row, cand, dims], rng)
+                    if adaptive:
+                        chosen = cand[rows, col]
+                        np.add.at(since, (disp, chosen), v_cost[disp, chosen, col] * weight)
                 m = cand[rows, col]
             flat = m * k + col
             w_add = self.cost[p, col] * weight

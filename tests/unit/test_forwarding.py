@@ -16,7 +16,9 @@ from bluedove.forwarding import (
     COLD_COST_PER_SUB_S,
     POLICIES,
     LoadReport,
+    backlog,
     extrapolated_queue,
+    matcher_time,
     processing_time,
     rank,
 )
@@ -209,3 +211,50 @@ def test_unknown_policy_raises_naming_it(policy):
     with pytest.raises(ValueError) as exc:
         ranked(policy, {(0, "a"): LoadReport(), (1, "b"): LoadReport()})
     assert repr(policy) in str(exc.value)
+
+
+# -- one index thread per matcher: the backlog of all its queues -------------------------------
+
+
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("extrapolate", [True, False])
+def test_a_matcher_with_one_queue_is_the_papers_estimate(seed, extrapolate):
+    """With a single dimension queue, backlog + 1/μ is exactly (q_t + 1)/μ of seed 001 (once μ is
+    measured; a cold queue's estimated cost drains its backlog, where the paper's q_t only grows)."""
+    rng = random.Random(seed)
+    r = LoadReport(lam=rng.uniform(0, 3000), mu=rng.choice([500.0, 2500.0]), q=rng.randrange(100),
+                   subs=rng.randrange(10_000), at=5.0)
+    now = 5.0 + rng.uniform(0, 2)
+    assert matcher_time(r, [r], now, extrapolate) == pytest.approx(processing_time(r, now, extrapolate))
+
+
+def test_the_backlog_drains_at_the_matchers_spare_capacity_not_each_queues():
+    # two queues each fed at half of their own rate: the one thread is fully used, nothing drains
+    a = LoadReport(lam=500, mu=1000, q=100, at=0.0)
+    b = LoadReport(lam=250, mu=500, q=50, at=0.0)
+    assert backlog([a, b], 0.0) == pytest.approx(0.2)
+    assert backlog([a, b], 3.0) == pytest.approx(0.2)
+    # the paper's per-queue view would call both queues empty after 0.2 s
+    assert extrapolated_queue(a, 0.2) == 0.0 and extrapolated_queue(b, 0.2) == 0.0
+    # half used: the 0.2 s of work drains in 0.4 s, then stays at zero
+    a2 = LoadReport(lam=250, mu=1000, q=100, at=0.0)
+    b2 = LoadReport(lam=125, mu=500, q=50, at=0.0)
+    assert backlog([a2, b2], 0.2) == pytest.approx(0.1)
+    assert backlog([a2, b2], 0.4) == pytest.approx(0.0, abs=1e-12)
+    assert backlog([a2, b2], 9.0) == 0.0
+    # response-time does not extrapolate
+    assert backlog([a2, b2], 9.0, extrapolate=False) == pytest.approx(0.2)
+    assert backlog([], 1.0) == 0.0
+
+
+def test_rank_with_siblings_puts_the_matcher_with_less_total_work_first():
+    reps = {
+        (0, "m1"): LoadReport(lam=10, mu=1000, q=0, at=0.0), (1, "m1"): LoadReport(lam=900, mu=1000, q=400, at=0.0),
+        (0, "m2"): LoadReport(lam=10, mu=800, q=0, at=0.0), (1, "m2"): LoadReport(lam=10, mu=800, q=5, at=0.0),
+    }
+    siblings = lambda m: [reps[(0, m)], reps[(1, m)]]  # noqa: E731
+    cands = [(0, "m1"), (1, "m2")]
+    for policy in ("adaptive", "response-time"):
+        assert rank(policy, cands, reps.__getitem__, 0.1, random.Random(0), siblings)[0] == (1, "m2")
+        # per queue, m1's empty dimension-0 queue looks best
+        assert rank(policy, cands, reps.__getitem__, 0.1, random.Random(0))[0] == (0, "m1")

@@ -7,11 +7,11 @@ import pytest
 
 import random
 
-from bluedove.forwarding import LoadReport, processing_time, rank
+from bluedove.forwarding import LoadReport, matcher_time, rank
 from bluedove.sim.costmodel import CostModel, Models, fit
 from bluedove.sim.dimindex import DimensionIndex
 from bluedove.sim.engine import Pool, SimConfig, Simulator
-from bluedove.sim.fluid import processing_time as processing_time_v
+from bluedove.sim.fluid import matcher_time as matcher_time_v
 from bluedove.sim.fluid import rank_vectorised
 from bluedove.sim.layouts import build, count_matches, expected_matches, set_sizes, split
 from bluedove.sim.saturation import Budget, Prepared, run_at, saturation
@@ -110,20 +110,26 @@ def test_dimension_index_is_exact_and_searches_the_overlapping_ones(w):
 
 @pytest.mark.parametrize("extrapolate", [True, False])
 def test_vectorised_ranking_picks_what_rank_picks(extrapolate):
+    """Each row: k candidate matchers (candidate i is matcher i's dimension-i queue), each with
+    reports for all k of its dimension queues, ranked per matcher as the dispatcher does."""
     rng = np.random.default_rng(7)
     S, k = 300, 4
-    lam, mu = rng.uniform(0, 2000, (S, k)), rng.choice([0.0, 800.0, 1500.0, 3000.0], (S, k))
-    q, subs = rng.integers(0, 50, (S, k)).astype(float), rng.integers(100, 9000, (S, k)).astype(float)
-    at, now = 10.0, 10.0 + rng.uniform(0, 1, (S, 1))
-    keys = processing_time_v(lam, mu, q, at, subs, now, extrapolate)
+    shape = (S, k, k)  # row, matcher, dimension
+    lam, mu = rng.uniform(0, 600, shape), rng.choice([0.0, 800.0, 1500.0, 3000.0], shape)
+    q, subs = rng.integers(0, 50, shape).astype(float), rng.integers(100, 9000, shape).astype(float)
+    at, now = np.full(S, 10.0), 10.0 + rng.uniform(0, 0.2, S)
+    full = matcher_time_v(lam, mu, q, subs, at, now, extrapolate)  # (S, k, k)
+    keys = full[:, np.arange(k), np.arange(k)]
     col = rank_vectorised("adaptive", keys, np.random.default_rng(0))
     policy = "adaptive" if extrapolate else "response-time"
     ties = 0
     for r in range(S):
-        reps = {(i, f"m{i}"): LoadReport(lam[r, i], mu[r, i], int(q[r, i]), int(subs[r, i]), at) for i in range(k)}
-        for i in range(k):
-            assert keys[r, i] == pytest.approx(processing_time(reps[(i, f"m{i}")], float(now[r, 0]), extrapolate))
-        first = rank(policy, list(reps), reps.__getitem__, float(now[r, 0]), random.Random(r))[0]
+        view = {f"m{m}": [LoadReport(lam[r, m, i], mu[r, m, i], int(q[r, m, i]), int(subs[r, m, i]), at[r])
+                          for i in range(k)] for m in range(k)}
+        cands = [(i, f"m{i}") for i in range(k)]
+        for i, m in cands:
+            assert keys[r, i] == pytest.approx(matcher_time(view[m][i], view[m], float(now[r]), extrapolate))
+        first = rank(policy, cands, lambda c: view[c[1]][c[0]], float(now[r]), random.Random(r), view.__getitem__)[0]
         best = set(np.flatnonzero(keys[r] == keys[r].min()).tolist())  # ties go either way, at random
         assert first[0] in best and int(col[r]) in best
         ties += len(best) > 1
@@ -180,7 +186,7 @@ def test_discrete_event_forwarding_goes_through_rank(monkeypatch, w):
 
     calls = []
 
-    def spy(policy, candidates, reports, now, rng):
+    def spy(policy, candidates, reports, now, rng, siblings=None, sent=None):
         calls.append((policy, list(candidates)))
         return list(candidates)[::-1]
 
