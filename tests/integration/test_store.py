@@ -238,8 +238,9 @@ async def test_snapshot_then_replay_gives_the_current_catalogue(store):
 
 
 async def test_snapshot_with_changes_racing_it_replays_to_the_exact_catalogue(make_store):
-    # Enough subscriptions that the scan takes several round trips, with a writer adding and
-    # removing all the while; snapshot + replay must still give exactly what is stored.
+    # Changes land between the log position and the scan (forced: the position read is made to
+    # wait for 20 churn steps), and a writer keeps adding and removing during the scan as well;
+    # snapshot + replay must still give exactly what is stored.
     store, writer = make_store(), make_store()
     queue, _ = await store.create_queue()
     for start in range(0, 4500, 50):
@@ -248,24 +249,41 @@ async def test_snapshot_with_changes_racing_it_replays_to_the_exact_catalogue(ma
     done = asyncio.Event()
     writes = 0
 
-    async def churn() -> None:
+    async def step() -> None:
         nonlocal writes
-        j = 0
-        while not done.is_set():
-            await writer.add_subscription(sub_json(f"n{j}", queue))
-            await writer.remove_subscription(f"s{j}", queue)
-            writes += 1
-            j += 1
+        await writer.add_subscription(sub_json(f"n{writes}", queue))
+        await writer.remove_subscription(f"s{writes}", queue)
+        writes += 1
 
-    task = asyncio.create_task(churn())
-    await asyncio.sleep(0.05)
-    before = writes
+    async def churn() -> None:
+        while not done.is_set():
+            await step()
+
+    position = store.catalogue_position
+
+    async def position_then_changes() -> str:
+        pos = await position()
+        for _ in range(20):
+            await step()
+        return pos
+
+    store.catalogue_position = position_then_changes
     pos, subs = await store.catalogue_snapshot()
-    during = writes - before
+    ids = {s["id"] for s in subs}
+    # the scan saw the 20 changes made after the position, which the log after it holds again
+    assert {f"n{j}" for j in range(20)} <= ids and not ids & {f"s{j}" for j in range(20)}
+    assert len(await store.catalogue_changes(pos, count=100)) == 40
+    store.catalogue_position = position
+    known = await replay(store, pos, {s["id"]: s for s in subs})
+    assert known == await current_catalogue(store)
+
+    task = asyncio.create_task(churn())  # and with a writer running through the scan
+    await asyncio.sleep(0.05)
+    pos, subs = await store.catalogue_snapshot()
     await asyncio.sleep(0.05)
     done.set()
     await task
-    assert during > 0, "the writer never ran during the snapshot: the race was not exercised"
+    assert writes > 20
     known = await replay(store, pos, {s["id"]: s for s in subs})
     assert known == await current_catalogue(store)
     assert len(known) == 4500  # every churn step adds one and removes one
