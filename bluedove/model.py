@@ -156,6 +156,10 @@ def parse_batch(body: Any, space: Space, max_batch: int = MAX_BATCH,
     """Validate a whole batch before anything is published (API.md: all or nothing)."""
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         raise ApiError(422, "invalid_message", "the body must be {\"messages\": [...]}", "messages")
+    unknown = set(body) - {"messages"}
+    if unknown:  # as in a message: a field we do not know is an error, not silently dropped
+        name = sorted(unknown)[0]
+        raise ApiError(422, "invalid_message", f"unknown field {name!r}", name)
     msgs = body["messages"]
     if not msgs:
         raise ApiError(422, "invalid_message", "a batch needs at least one message", "messages")

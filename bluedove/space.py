@@ -45,11 +45,17 @@ class Space:
     def from_json(cls, data: dict) -> "Space":
         if not isinstance(data, dict) or not isinstance(data.get("dimensions"), list):
             raise SpaceError("space: expected a mapping with a list 'dimensions'")
+        for key in data:
+            if key != "dimensions":  # a misspelt setting must not be ignored silently
+                raise SpaceError(f"{key}: unknown key; a space has only 'dimensions'")
         dims = []
         for i, d in enumerate(data["dimensions"]):
             where = f"dimensions[{i}]"
             if not isinstance(d, dict):
                 raise SpaceError(f"{where}: expected a mapping with name, min, max")
+            for key in d:
+                if key not in ("name", "min", "max"):
+                    raise SpaceError(f"{where}.{key}: unknown key; a dimension has name, min, max")
             name = d.get("name")
             if not isinstance(name, str) or not name.isidentifier():
                 raise SpaceError(f"{where}.name: expected an identifier, got {name!r}")

@@ -111,6 +111,17 @@ class Dispatcher:
             return_exceptions=True)
 
 
+# Headers HTTP asks for with an error status: how to authenticate (RFC 9110 §11.6.1, the
+# same for every 401, so it reveals nothing), and when to retry a 503.
+ERROR_HEADERS = {401: {"WWW-Authenticate": 'Bearer realm="bluedove"'}, 503: {"Retry-After": "1"}}
+
+
+def error_response(err: ApiError, headers: dict | None = None) -> JSONResponse:
+    """API.md's error body with its status, and the headers that status calls for."""
+    return JSONResponse(err.body(), status_code=err.status,
+                        headers={**ERROR_HEADERS.get(err.status, {}), **(headers or {})})
+
+
 def create_app(settings: DispatcherSettings, space: Space, address: str = "") -> FastAPI:
     dispatcher = Dispatcher(settings, space)
 
@@ -126,30 +137,35 @@ def create_app(settings: DispatcherSettings, space: Space, address: str = "") ->
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError):
-        return JSONResponse(exc.body(), status_code=exc.status)
+        return error_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse(ApiError(exc.status_code, code, str(exc.detail)).body(), status_code=exc.status_code)
+        # Starlette's headers (`Allow` on a 405) are kept.
+        return error_response(ApiError(exc.status_code, code, str(exc.detail)), getattr(exc, "headers", None))
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError):
         first = exc.errors()[0] if exc.errors() else {}
         field = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
-        return JSONResponse(ApiError(422, "invalid_request", first.get("msg", "invalid request"), field).body(),
-                            status_code=422)
+        return error_response(ApiError(422, "invalid_request", first.get("msg", "invalid request"), field))
 
     @app.exception_handler(grpc.aio.AioRpcError)
     async def rpc_error(request: Request, exc: grpc.aio.AioRpcError):
-        return JSONResponse(ApiError(503, "unavailable", f"a matcher did not answer: {exc.code().name}").body(),
-                            status_code=503)
+        return error_response(ApiError(503, "unavailable", f"a matcher did not answer: {exc.code().name}"))
 
     async def store_error(request: Request, exc: Exception):
-        return JSONResponse(ApiError(503, "unavailable", "the store is unreachable; retry").body(), status_code=503)
+        return error_response(ApiError(503, "unavailable", "the store is unreachable; retry"))
 
     app.add_exception_handler(redis.exceptions.ConnectionError, store_error)
     app.add_exception_handler(redis.exceptions.TimeoutError, store_error)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception):
+        # Anything unforeseen still answers in API.md's error shape (uvicorn logs the traceback).
+        log.error("unhandled error on %s %s: %r", request.method, request.url.path, exc)
+        return error_response(ApiError(500, "internal", "the dispatcher failed on this request"))
 
     for r in (queues.router, subscriptions.router, messages.router, cluster.router):
         app.include_router(r)

@@ -20,6 +20,8 @@ async def json_body(request: Request) -> Any:
         return json.loads(raw) if raw else None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "invalid_json", "the body is JSON nested too deeply to read") from None
 
 
 def bearer(request: Request) -> str | None:

@@ -82,7 +82,7 @@ def message_json(m: pb.Message, where: str = "") -> dict:
     if m.payload:
         try:
             body["payload"] = json.loads(m.payload)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # (RecursionError: nested too deeply to read)
             raise ApiError(422, "invalid_message", f"payload must be JSON text: {exc}", f"{where}payload") from None
     if m.id:
         body["id"] = m.id

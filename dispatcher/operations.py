@@ -175,13 +175,22 @@ async def poll_raw(d, queue: str, token: str | None, max_n: float, wait: float) 
     await require_queue_token(d, queue, token)
     max_n = int(check_range("max", max_n, 1, 1000))
     wait = check_range("wait", wait, 0, d.s.max_wait_s)
-    msgs = await d.store.poll_raw(queue, max_n, wait, stop=d.closing)
+    try:
+        msgs = await d.store.poll_raw(queue, max_n, wait, stop=d.closing)
+    except ResponseError as exc:  # NOGROUP: the queue was deleted while we waited (as in listen)
+        if "NOGROUP" not in str(exc):
+            raise
+        raise unauthorized() from None
     d.metrics.polled.inc(len(msgs))
     return msgs
 
 
-async def ack(d, queue: str, token: str | None, receipts: Any) -> None:
+async def ack(d, queue: str, token: str | None, receipts: Any, unknown_field: str | None = None) -> None:
+    """Ack `receipts`; `unknown_field`, a field of the REST body other than receipts, is an
+    error once the token is checked (like a bad receipt)."""
     await require_queue_token(d, queue, token)
+    if unknown_field is not None:
+        raise ApiError(422, "invalid_ack", f"unknown field {unknown_field!r}", unknown_field)
     if not isinstance(receipts, list):
         raise ApiError(422, "invalid_ack", "the body must be {\"receipts\": [...]}", "receipts")
     for i, r in enumerate(receipts):

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -32,6 +33,19 @@ def bluedove_command() -> list[str]:
         return [str(script)]
     found = shutil.which("bluedove")
     return [found] if found else [sys.executable, "-m", "bluedove"]
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True if something listens on host:port. A plain bind (SO_REUSEADDR for TIME_WAIT, but
+    not SO_REUSEPORT) fails then, even where dispatchers listen with SO_REUSEPORT: without this
+    check a second cluster's dispatcher joins their port and the kernel splits the clients."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
 
 
 @dataclass
@@ -96,6 +110,9 @@ class LocalCluster:
 
     # -- start -----------------------------------------------------------------------------
     def start(self, timeout_s: float = 60.0) -> "LocalCluster":
+        for flag, port in (("--http-port", self.http_port), ("--grpc-port", self.grpc_port)):
+            if port_in_use(self.host, port):
+                raise RuntimeError(f"{flag} {port}: {self.host}:{port} is already in use (another cluster?)")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         logs = self.data_dir / "logs"
         logs.mkdir(exist_ok=True)

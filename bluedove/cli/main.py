@@ -15,10 +15,16 @@ from bluedove.forwarding import POLICIES
 
 def _cmd_up(args: argparse.Namespace) -> int:
     from bluedove.cli.cluster import LocalCluster
+    from bluedove.space import SpaceError
 
-    cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
-                           grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store, space_file=args.space,
-                           policy=args.policy)
+    try:  # the space is checked before anything starts
+        cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
+                               grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store,
+                               space_file=args.space, policy=args.policy)
+    except SpaceError as exc:
+        where = "" if str(exc).startswith(str(args.space)) else f"{args.space}: "
+        print(f"bluedove up: --space {where}{exc}", file=sys.stderr)
+        return 2
     stopping = False
 
     def on_signal(signum, frame):
@@ -29,7 +35,11 @@ def _cmd_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     print(f"starting BlueDove: {args.matchers} matchers, {args.dispatchers} dispatcher(s), data in {args.data_dir}",
           flush=True)
-    cluster.start()
+    try:
+        cluster.start()  # stops what it started if it fails
+    except RuntimeError as exc:  # a port in use, a child that exits at once, not ready in time
+        print(f"bluedove up: {exc}", file=sys.stderr)
+        return 1
     scaler = None
     if args.autoscale:
         from autoscaler.policy import ScalingConfig
@@ -41,6 +51,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
         print(f"autoscaler  local processes, {config.min_matchers} to {config.max_matchers} matchers", flush=True)
     print(f"REST API    {cluster.url}  (docs {cluster.url}/docs)", flush=True)
     print(f"gRPC API    {cluster.grpc_address}", flush=True)
+    print(f"dashboard   {cluster.url}/dashboard", flush=True)
     print(f"cluster     {cluster.url}/v1/cluster", flush=True)
     print(f"metrics     {cluster.url}/metrics", flush=True)
     print(f"store       {cluster.store_url}", flush=True)

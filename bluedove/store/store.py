@@ -25,6 +25,9 @@ from bluedove.store import scripts
 GROUP = "g"
 CONSUMER = "c"
 _RECEIPT_RE = re.compile(r"\d{1,20}-\d{1,20}")  # used with fullmatch: `$` would pass "1-0\n"
+# What a queue id can be (new_id makes 32 hex digits). No ':' above all: "<queue>:s" would
+# name the queue's stream, whose HGET fails (WRONGTYPE), telling an existing queue apart.
+_QUEUE_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
 # A constant digest to compare against when a queue does not exist, so that a missing queue
 # and a wrong token take the same path.
 _DUMMY_DIGEST = hashlib.sha256(b"bluedove-no-such-queue").hexdigest()
@@ -125,7 +128,7 @@ class Store:
 
     async def check_token(self, queue: str, token: str | None) -> bool:
         """Constant-time check of a queue token; False alike for a missing queue or token."""
-        stored = await self.r.hget(f"bd:q:{queue}", "token") if queue else None
+        stored = await self.r.hget(f"bd:q:{queue}", "token") if valid_queue_id(queue) else None
         given = hash_token(token or "")
         ok = hmac.compare_digest(stored or _DUMMY_DIGEST, given)
         return ok and stored is not None and token is not None
@@ -304,6 +307,10 @@ class Store:
             return []
         vals = await self.r.mget(keys)
         return sorted((json.loads(v) for v in vals if v), key=lambda d: d["id"])
+
+
+def valid_queue_id(queue: object) -> bool:
+    return isinstance(queue, str) and bool(_QUEUE_RE.fullmatch(queue))
 
 
 def valid_receipt(receipt: object) -> bool:

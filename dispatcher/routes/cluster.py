@@ -1,11 +1,13 @@
-"""Operations: the space, the cluster view, health and readiness, Prometheus metrics."""
+"""Operations: the space, the cluster view, the dashboard, health and readiness, Prometheus metrics."""
 
 from __future__ import annotations
 
+import functools
 import time
+from pathlib import Path
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dispatcher.deps import state
@@ -54,6 +56,17 @@ async def get_cluster(request: Request):
         "autoscaler": {**(await d.store.get_autoscaler() or {"enabled": False, "min": None, "max": None}),
                        "events": await d.store.events()},
     }
+
+
+@functools.cache
+def dashboard_page() -> str:
+    return (Path(__file__).resolve().parent.parent / "static" / "dashboard.html").read_text(encoding="utf-8")
+
+
+@router.get("/dashboard", response_class=HTMLResponse)
+async def dashboard():
+    """The live cluster page: it reads GET /v1/cluster once a second."""
+    return HTMLResponse(dashboard_page())
 
 
 @router.get("/healthz")

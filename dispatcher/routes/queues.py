@@ -44,5 +44,6 @@ async def poll(request: Request, queue: str):
 async def ack(request: Request, queue: str):
     body = await json_body(request)
     receipts = body.get("receipts") if isinstance(body, dict) else None
-    await ops.ack(state(request), queue, bearer(request), receipts)
+    unknown = sorted(set(body) - {"receipts"}) if isinstance(body, dict) else []
+    await ops.ack(state(request), queue, bearer(request), receipts, unknown[0] if unknown else None)
     return Response(status_code=204)

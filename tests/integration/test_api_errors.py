@@ -71,6 +71,19 @@ def test_malformed_json_is_400(api):
     error(r, 400, "invalid_json")
 
 
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages:batch", "/v1/subscriptions"])
+def test_json_nested_too_deeply_to_read_is_400(api, everything_queue, path):
+    """Python's parser gives up (RecursionError) where JSON does not: that was a 500."""
+    deep = "[" * 50_000 + "]" * 50_000
+    body = '{"attributes": {"x0": 1, "x1": 2, "x2": 3, "x3": 4}, "payload": %s}' % deep
+    if path.endswith(":batch"):
+        body = '{"messages": [%s]}' % body
+    elif path == "/v1/subscriptions":
+        body = '{"predicates": %s}' % deep
+    error(api.post(path, content=body, headers={"content-type": "application/json"}), 400, "invalid_json")
+    assert_empty(api, everything_queue)
+
+
 def test_bounds_outside_the_space_are_clipped(api):
     q, auth = new_queue(api)
     r = api.post("/v1/subscriptions", json={"queue": q, "predicates": {"x0": [-50, 2000], "x1": [10, 20]}},
@@ -139,6 +152,8 @@ def test_batch_with_one_bad_message_publishes_nothing(api, everything_queue):
     ({"messages": {}}, "messages"),
     ({}, "messages"),
     ({"messages": [{"attributes": GOOD}, 5]}, "messages[1]"),
+    # An unknown field is refused as in a single message, not silently dropped.
+    ({"messages": [{"attributes": GOOD}], "extra": 1}, "extra"),
 ])
 def test_batch_shape_errors(api, everything_queue, body, field):
     error(api.post("/v1/messages:batch", json=body), 422, "invalid_message", field)
@@ -170,7 +185,8 @@ def test_poll_parameters_are_checked(api, params, field):
 
 
 @pytest.mark.parametrize("body,field", [({}, "receipts"), ({"receipts": "x"}, "receipts"),
-                                        ({"receipts": ["nope"]}, "receipts[0]")])
+                                        ({"receipts": ["nope"]}, "receipts[0]"),
+                                        ({"receipts": [], "extra": 1}, "extra")])
 def test_ack_body_is_checked(api, body, field):
     q, auth = new_queue(api)
     error(api.post(f"/v1/queues/{q}/ack", json=body, headers=auth), 422, "invalid_ack", field)

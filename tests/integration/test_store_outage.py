@@ -36,6 +36,7 @@ def test_publish_fails_fast_while_redis_is_down_and_recovers(tmp_path):
                 r = api.post(path, json=body)
                 assert r.status_code == 503, r.text
                 assert r.json()["error"]["code"] == "unavailable"
+                assert r.headers["retry-after"] == "1"  # when to try again (RFC 9110 §10.2.3)
                 assert time.monotonic() - t0 < 5
             assert api.get("/readyz").status_code == 503
 

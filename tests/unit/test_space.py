@@ -92,6 +92,10 @@ OK = {"name": "x0", "min": 0, "max": 10}
     # min must be below max
     (dims({"name": "a", "min": 5, "max": 5}), "dimensions[0]"),
     (dims(OK, {"name": "b", "min": 6, "max": 5}), "dimensions[1]"),
+    # unknown keys: a misspelt or unsupported setting is an error, not ignored
+    (dims({"name": "a", "min": 0, "max": 1, "unit": "deg"}), "dimensions[0].unit"),
+    (dims(OK, {"name": "b", "min": 0, "max": 1, "Max": 2}), "dimensions[1].Max"),
+    ({"dimensions": [OK], "dimension": []}, "dimension"),
 ])
 def test_from_json_errors_name_the_key(data, key):
     with pytest.raises(SpaceError) as exc:

@@ -1,0 +1,134 @@
+"""API.md details found by a black-box audit: the dashboard, queue ids that name other store
+keys, HTTP's error headers, a long-poll whose queue is deleted, unforeseen errors."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import grpc
+import httpx
+import pytest
+import redis
+
+from bluedove.v1 import pubsub_pb2 as pb
+from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
+from tests.integration.helpers import new_queue
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def store(cluster):
+    r = redis.Redis.from_url(cluster.store_url, decode_responses=True)
+    yield r
+    r.close()
+
+
+def test_dashboard_is_the_live_cluster_page(api):
+    r = api.get("/dashboard")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/html")
+    page = r.text
+    # It reads the cluster view (relative URL: works behind a path prefix too) every second,
+    # and only fields /v1/cluster has.
+    assert 'fetch("v1/cluster"' in page and "setTimeout(tick, 1000)" in page
+    cluster = api.get("/v1/cluster").json()
+    member = cluster["members"][0]
+    for key in ("epoch", "policy", "dispatchers", "autoscaler"):
+        assert f"c.{key}" in page and key in cluster
+    for key in ("segments", "subscriptions", "load", "status", "address", "idle"):
+        assert f"m.{key}" in page and key in member
+    assert {"lambda", "mu", "q"} <= set(member["load"]["x0"]) and "l.lambda" in page and "l.mu" in page
+    # Text from the store is never parsed as HTML.
+    assert "innerHTML" not in page
+
+
+SUFFIXES = [":s", ":subs", ":x", " ", "\u00e9", "a" * 200]
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_a_queue_id_naming_another_store_key_is_401_like_a_missing_queue(api, suffix):
+    """`<queue>:s` is the key of the queue's stream: looking a token up there failed with
+    WRONGTYPE (a 500, and so a way to tell an existing queue from a missing one)."""
+    q, auth = new_queue(api)
+    assert api.post("/v1/subscriptions", json={"queue": q, "predicates": {}}, headers=auth).status_code == 201
+    for headers in (auth, {"Authorization": "Bearer wrong"}, {}):
+        answers = []
+        for queue in (q + suffix, "no-such-queue" + suffix):
+            quoted = httpx.URL(f"/v1/queues/{queue}").raw_path.decode()
+            for method, path, body in (("GET", f"{quoted}/messages", None),
+                                       ("POST", f"{quoted}/ack", {"receipts": []}),
+                                       ("DELETE", quoted, None),
+                                       ("POST", "/v1/subscriptions", {"queue": queue, "predicates": {}})):
+                r = api.request(method, path, json=body, headers=headers)
+                answers.append((r.status_code, r.text))
+        assert {status for status, _ in answers} == {401}, answers
+        assert len(set(answers)) == 1, answers
+    # The queue and its subscription are untouched.
+    assert api.get(f"/v1/queues/{q}/messages", headers=auth).status_code == 200
+
+
+def test_grpc_queue_id_naming_another_store_key_is_unauthenticated(cluster, api):
+    q, auth = new_queue(api)
+    token = auth["Authorization"].split()[1]
+    with grpc.insecure_channel(cluster.grpc_address) as ch:
+        stub = pb_grpc.PubSubStub(ch)
+        for queue in (q + ":s", "no-such-queue:s"):
+            with pytest.raises(grpc.RpcError) as e:
+                stub.Poll(pb.PollRequest(queue=queue), metadata=(("authorization", f"Bearer {token}"),), timeout=10)
+            assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED, e.value.details()
+
+
+def test_grpc_payload_nested_too_deeply_is_invalid_argument(cluster):
+    with grpc.insecure_channel(cluster.grpc_address) as ch:
+        with pytest.raises(grpc.RpcError) as e:
+            pb_grpc.PubSubStub(ch).Publish(pb.Message(attributes={"x0": 1, "x1": 2, "x2": 3, "x3": 4},
+                                                      payload="[" * 50_000 + "]" * 50_000), timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+    assert dict(e.value.trailing_metadata())["bluedove-error-field"] == "payload"
+
+
+def test_http_error_headers(api):
+    q, _ = new_queue(api)
+    for r in (api.get(f"/v1/queues/{q}/messages"), api.get("/v1/queues/no-such-queue/messages"),
+              api.delete(f"/v1/queues/{q}", headers={"Authorization": "Bearer wrong"})):
+        assert r.status_code == 401
+        # RFC 9110 §11.6.1: a 401 says how to authenticate; the same header for every 401.
+        assert r.headers["www-authenticate"] == 'Bearer realm="bluedove"'
+    r = api.put("/v1/queues")
+    assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+    assert r.headers["allow"] == "POST"  # RFC 9110 §15.5.6
+
+
+def test_a_long_poll_open_while_its_queue_is_deleted_is_401(api, cluster):
+    sub = api.post("/v1/subscriptions", json={"predicates": {}}).json()
+    auth = {"Authorization": f"Bearer {sub['token']}"}
+    answers = []
+
+    def poll():
+        with httpx.Client(base_url=cluster.url, timeout=30) as c:
+            answers.append(c.get(f"/v1/queues/{sub['queue']}/messages", params={"wait": 8}, headers=auth))
+
+    t = threading.Thread(target=poll)
+    t.start()
+    time.sleep(1.5)  # the poll is blocked in the store now
+    assert api.delete(f"/v1/queues/{sub['queue']}", headers=auth).status_code == 204
+    t.join(15)
+    r = answers[0]
+    assert r.status_code == 401, r.text  # was 500 (NOGROUP from the store)
+    assert r.json()["error"]["code"] == "unauthorized"
+
+
+def test_an_unforeseen_error_still_answers_in_the_error_shape(api, store):
+    """A catalogue entry that is not JSON (it cannot happen through the API) makes the
+    dispatcher fail; the answer is a 500 in API.md's error shape, not a text page."""
+    q, auth = new_queue(api)
+    store.hset("bd:subs", "audit-broken-entry", "{not json")
+    try:
+        r = api.get("/v1/subscriptions/audit-broken-entry", headers=auth)
+    finally:
+        store.hdel("bd:subs", "audit-broken-entry")
+    assert r.status_code == 500
+    assert r.headers["content-type"] == "application/json"
+    assert r.json()["error"]["code"] == "internal" and r.json()["error"]["message"]
