@@ -227,6 +227,9 @@ class Simulator:
             else:
                 cands = [(i, m) for i, m in enumerate(self.cand[p])]
                 order = rank(policy, cands, lambda c: view[c[1]][c[0]], t, rng, view.__getitem__, self.sent[d])
+                first = next(((dim, m) for dim, m in order if m not in known), None)
+                if first is not None:  # charged before the call, as dispatcher/cluster.py does
+                    self.sent[d][first[1]] = self.sent[d].get(first[1], 0.0) + expected_cost(view[first[1]][first[0]]) * weight
             delay, rec = 0.0, len(rts)
             times.append(t)
             rts.append(np.nan)
@@ -240,8 +243,6 @@ class Simulator:
                     delay += cfg.retry_s
                     continue
                 work = costs[dim if not self.full else 0] * weight
-                if not self.full:  # what the dispatcher expects it to cost, as the real one records
-                    self.sent[d][m] = self.sent[d].get(m, 0.0) + expected_cost(view[m][dim]) * weight
                 start = max(t + delay, self.free_at[m])
                 fin = start + work
                 self.free_at[m] = fin
