@@ -170,10 +170,16 @@ class ClusterView:
         order = rank(self.s.policy, good, report, now, self.rng, siblings, self.sent)
         seen = {m for _, m in order}
         rest = rank(self.s.policy, [c for c in cands if c[1] not in seen], report, now, self.rng, siblings)
-        if order and self.s.policy == "adaptive":  # the next message sees this one in the backlog
-            first = order[0]
-            self.sent[first[1]] = self.sent.get(first[1], 0.0) + cost(report(first))
+        if order:
+            self.charge(order[0])
         return order + rest
+
+    def charge(self, candidate: tuple[int, str]) -> None:
+        """Count a message sent to `candidate` (dimension, member) in the adaptive estimate, so
+        that the next message sees it in the matcher's backlog (`bluedove.forwarding.backlog`)."""
+        if self.s.policy == "adaptive":
+            dim, member = candidate
+            self.sent[member] = self.sent.get(member, 0.0) + cost(self.reports.get((member, dim), LoadReport()))
 
     # -- background pulls ------------------------------------------------------------------
     async def pull_table(self, member: str | None = None) -> None:

@@ -90,6 +90,11 @@ class Forwarder:
             lane = self._lanes[(member, dim)] = _Lane(self, member, dim)
         return lane
 
+    def _charge_next(self, ranked: list[tuple[int, str]], attempt: int) -> None:
+        """The message goes on to its next candidate: count it there (the adaptive estimate)."""
+        if attempt < len(ranked):
+            self.cluster.charge(ranked[attempt])
+
     async def publish(self, messages: list[pb.ForwardMessage]) -> None:
         """Match and store every message; raises ApiError(503) if one cannot be placed."""
         if self.cluster.table is None:
@@ -125,9 +130,11 @@ class Forwarder:
                     # The matcher is fine but could not write to the store: try another, blame none.
                     store_failed = True
                     attempt[i] += 1
+                    self._charge_next(ranked[i], attempt[i])
                 else:
                     blamed.add(member)
                     attempt[i] += 1
+                    self._charge_next(ranked[i], attempt[i])
                 key = (member, dim, code or type(res).__name__)
                 failed[key] = failed.get(key, 0) + 1
                 retry.append(i)

@@ -59,6 +59,8 @@ def test_adaptive_spreads_a_burst_of_messages_between_reports():
     assert firsts.count("m1") == firsts.count("m2") == 50
     assert all(firsts[j] != firsts[j + 1] for j in range(0, 100, 2))  # equal again after each pair
     assert v.sent == {"m1": pytest.approx(0.05), "m2": pytest.approx(0.05)}
+    v.charge((1, "m2"))  # a failed-over message counted at the candidate that takes it instead
+    assert v.sent["m2"] == pytest.approx(0.051)
     # the random policy keeps no such account
     r = view("random")
     r.reports.update(v.reports)

@@ -25,6 +25,7 @@ class FakeCluster:
         self.calls: list[tuple[str, int]] = []
         self.pulls = 0
         self.down: list[str] = []
+        self.charged: list[tuple[int, str]] = []  # failovers counted at the next candidate
         self.table = type("T", (), {"epoch": 1})()
 
     def ranked_candidates(self, point, now):
@@ -35,6 +36,9 @@ class FakeCluster:
 
     def mark_down(self, member):
         self.down.append(member)
+
+    def charge(self, candidate):
+        self.charged.append(candidate)
 
     def stub(self, member):
         cluster = self
@@ -58,6 +62,7 @@ async def test_failed_candidate_fails_over_to_the_next_and_is_marked_down():
     c = FakeCluster({"m1": [rpc_error(grpc.StatusCode.UNAVAILABLE)]})
     await Forwarder(DispatcherSettings(), c).publish(messages(5))
     assert c.calls == [("m1", 5), ("m2", 5)] and c.down == ["m1"] and c.pulls == 0
+    assert c.charged == [(1, "m2")] * 5  # each counted where it went instead
 
 
 async def test_stale_table_is_pulled_once_for_the_whole_batch_then_reranked():
@@ -67,6 +72,7 @@ async def test_stale_table_is_pulled_once_for_the_whole_batch_then_reranked():
     assert c.pulls == 1  # not once per message
     assert c.calls == [("m1", 100), ("m3", 100)]  # the new table's owner, not the old next candidate
     assert c.down == [] and fwd.failovers == 100
+    assert c.charged == []  # re-ranked, and ranking counts the new first choice itself
 
 
 async def test_store_failure_blames_no_matcher_and_says_so():
