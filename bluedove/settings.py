@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass, fields
 from typing import TypeVar
 
+from bluedove.partitioning import MPARTITION, check_mode
+
 T = TypeVar("T")
 
 
@@ -41,6 +43,13 @@ class MatcherSettings:
     # Ids the dispatcher made are only retried by dispatchers (a few forward timeouts):
     # their marks can expire much sooner, which keeps the store small at high rates.
     retry_dedup_s: int = 120
+    # Partition mode (bluedove/partitioning.py), cluster-wide: mpartition is BlueDove; p2p and
+    # full-replication are seed 001 §IV-B's baselines, for benchmarks (no joins, no autoscaling).
+    # Here: which subscriptions this matcher stores and which messages it accepts.
+    partition: str = MPARTITION
+
+    def __post_init__(self) -> None:
+        check_mode(self.partition, "partition (--partition, BLUEDOVE_PARTITION)")
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,11 @@ class DispatcherSettings:
     max_batch: int = 1000
     max_payload_bytes: int = 256 * 1024
     max_wait_s: float = 20.0
+    # Where subscriptions are sent and which matchers a message may go to (partitioning.py).
+    partition: str = MPARTITION
+
+    def __post_init__(self) -> None:
+        check_mode(self.partition, "partition (--partition, BLUEDOVE_PARTITION)")
 
 
 def from_env(cls: type[T], **overrides) -> T:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from bluedove import partitioning
 from bluedove.forwarding import LoadReport, cost, rank
 from bluedove.segments import SegmentTable
 from bluedove.settings import DispatcherSettings
@@ -147,20 +148,23 @@ class ClusterView:
         return "suspect" if now < h.down_until else "alive"
 
     def placement(self, lows, highs) -> set[str]:
-        """mPartition under the current table, and under the previous one during a hand-off."""
-        out = set(self.table.placement(lows, highs))
+        """The partition mode's placement (mPartition by default) under the current table, and
+        under the previous one during a hand-off."""
+        mode = self.s.partition
+        out = set(partitioning.placement(mode, self.table, lows, highs))
         if self.previous is not None:
             prev, until = self.previous
             if time.monotonic() < until:
-                out |= {m for m in prev.placement(lows, highs) if self.address(m) is not None}
+                out |= {m for m in partitioning.placement(mode, prev, lows, highs) if self.address(m) is not None}
             else:
                 self.previous = None
         return out
 
     # -- forwarding decisions --------------------------------------------------------------
     def ranked_candidates(self, point, now: float) -> list[tuple[int, str]]:
-        """Candidates best first: usable ones by the policy, then the rest as a last resort."""
-        cands = self.table.candidates(point)
+        """Candidates best first: usable ones by the policy, then the rest as a last resort.
+        (Full replication: every member, each along its one set, dimension 0.)"""
+        cands = partitioning.candidates(self.s.partition, self.table, point)
         good = [c for c in cands if self.usable(c[1], now)]
         # candidates are (dimension, member); reports are kept by (member, dimension)
         report = lambda c: self.reports.get((c[1], c[0]), LoadReport())  # noqa: E731

@@ -14,16 +14,19 @@ import time
 import numpy as np
 
 from bluedove.model import Subscription
+from bluedove.partitioning import MPARTITION, held
 from bluedove.segments import SegmentTable
 from bluedove.space import Space
 from matcher.index import SubscriptionSet
 
 
 class SubscriptionSets:
-    def __init__(self, member_id: str, table: SegmentTable, tombstone_ttl_s: float = 600.0) -> None:
+    def __init__(self, member_id: str, table: SegmentTable, tombstone_ttl_s: float = 600.0,
+                 mode: str = MPARTITION) -> None:
         self.member_id = member_id
         self.table = table
-        self.segments = table.segments_of(member_id)
+        # The range each set stores, by the partition mode (p2p: dim 0 only; full: all of dim 0).
+        self.segments = held(mode, table, member_id)
         self.sets = [SubscriptionSet(table.space.k) for _ in range(table.space.k)]
         self._tombstones: dict[str, float] = {}
         self._tombstone_ttl_s = tombstone_ttl_s

@@ -7,7 +7,8 @@ and gossip spreads it to the rest and, through matchers, to dispatchers. The cha
 - takeover: an owner declared dead is merged into adjacent live owners (`merge_out`), done
   by the lowest-id live owner;
 - join: an alive member that owns nothing takes the busiest part of every dimension
-  (`autoscaler.planner.plan_split`, `split`), done by the same coordinator;
+  (`autoscaler.planner.plan_split`, `split`), done by the same coordinator (mPartition only:
+  the baseline partitions of seed 001 §IV-B keep their members);
 - leave: a matcher told to go merges itself out the same way, done by itself.
 """
 
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from autoscaler.planner import SetLoad, plan_split
+from bluedove.partitioning import MPARTITION
 from bluedove.segments import SegmentTable, grown, merge_out, split
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
@@ -49,6 +51,7 @@ class Membership:
         self.leaving = False
         self.leave_timeout_s = 30.0
         self._left_seen: dict[str, float] = {}
+        self._refused: set[str] = set()  # idle members not joined (baseline partition), logged once
         self._retry_at = 0.0
         self._peers: dict[str, tuple[grpc.aio.Channel, pb_grpc.MatcherStub]] = {}
 
@@ -106,7 +109,12 @@ class Membership:
             return
         idle = sorted(e.id for e in node.members.values()
                       if e.status == ALIVE and e.generation > 0 and e.id not in m.table.members)
-        if idle:
+        if idle and m.s.partition != MPARTITION:
+            # The baselines (seed 001 §IV-B) are fixed-size: a split plans mPartition's segments.
+            if idle[0] not in self._refused:
+                self._refused.add(idle[0])
+                log.warning("%s is idle and stays so: no joins under partition %s", idle[0], m.s.partition)
+        elif idle:
             self._spawn(self._join(idle[0]))
 
     def _spawn(self, coro) -> asyncio.Task:

@@ -16,6 +16,7 @@ import redis.exceptions
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from bluedove.model import Subscription
+from bluedove.partitioning import held
 from bluedove.segments import SegmentTable
 from bluedove.settings import MatcherSettings
 from bluedove.store import Store
@@ -72,7 +73,7 @@ class Matcher:
         self.table = SegmentTable.from_json(raw)
         k = self.table.space.k
         self.stats = [WindowStats(self.s.stats_window_s) for _ in range(k)]
-        self.sets = SubscriptionSets(self.s.id, self.table, self.s.tombstone_ttl_s)
+        self.sets = SubscriptionSets(self.s.id, self.table, self.s.tombstone_ttl_s, self.s.partition)
         self.queues = [
             DimensionQueue(i, (lambda i=i: self.sets.sets[i]), self.store, self.executor, self.stats[i],
                            self.s.batch_max, self.deliver_mode)
@@ -106,7 +107,7 @@ class Matcher:
         """Build sets for `table`'s segments from a catalogue snapshot plus the log since, then
         swap them in. The old sets serve meanwhile: every change is in the log before a
         dispatcher sends it directly, so the replay misses nothing the old sets had."""
-        sets = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s)
+        sets = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s, self.s.partition)
         if not sets.segments:  # we own nothing: no need to read the catalogue, only to follow it
             pos, raws = await self.store.catalogue_position(), []
         else:
@@ -162,7 +163,7 @@ class Matcher:
         async with self._table_lock:
             if self.table is not None and new.epoch <= self.table.epoch:
                 return
-            mine = new.segments_of(self.s.id)
+            mine = held(self.s.partition, new, self.s.id)
             if not _within(mine, self.sets.segments):
                 await self._load_catalogue(new)
             elif mine != self.sets.segments:
@@ -176,7 +177,7 @@ class Matcher:
         given as `sources`, else from the catalogue); with `adopt`, also take it as our table
         (after it is published)."""
         async with self._table_lock:
-            if not _within(new.segments_of(self.s.id), self.sets.segments):
+            if not _within(held(self.s.partition, new, self.s.id), self.sets.segments):
                 loaded = False
                 if sources:
                     try:
@@ -213,7 +214,7 @@ class Matcher:
         t1 = time.monotonic()
         async with self._log_lock:
             old = self.sets
-            new = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s)
+            new = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s, self.s.partition)
             new._tombstones = dict(old._tombstones)
             grown = {d for d, _ in fetched}
             positions = [self.log_pos] + [r.log_pos for _, r in fetched]
@@ -265,7 +266,7 @@ class Matcher:
             try:
                 async with self._table_lock:
                     self._trim_at = None
-                    if self.sets.segments != self.table.segments_of(self.s.id):
+                    if self.sets.segments != held(self.s.partition, self.table, self.s.id):
                         await self._load_catalogue(self.table)
                         log.info("matcher %s dropped what it handed off: %s per dimension", self.s.id,
                                  self.sets.counts())

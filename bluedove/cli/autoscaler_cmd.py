@@ -26,6 +26,14 @@ def run(args: argparse.Namespace) -> int:
     from autoscaler.policy import ScalingConfig
     from bluedove.settings import from_env
 
+    from bluedove.partitioning import MPARTITION
+    from bluedove.settings import DispatcherSettings
+
+    partition = from_env(DispatcherSettings).partition
+    if partition != MPARTITION:
+        print(f"bluedove autoscaler: BLUEDOVE_PARTITION={partition} is a fixed-size baseline; the autoscaler "
+              "splits and merges mPartition's segments only", file=sys.stderr)
+        return 2
     config = from_env(ScalingConfig, min_matchers=args.min_matchers, max_matchers=args.max_matchers)
     if not 0 <= config.min_matchers <= config.max_matchers:
         print(f"bluedove autoscaler: need 0 <= min ({config.min_matchers}) <= max ({config.max_matchers}) matchers",

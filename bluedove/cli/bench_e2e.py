@@ -1,4 +1,9 @@
-"""`bluedove bench e2e`: saturation rate of a real local cluster through REST (seed 001 §IV-B's method), beside the kernel."""
+"""`bluedove bench e2e`: saturation rate of a real local cluster through REST (seed 001 §IV-B's method), beside the kernel.
+
+With `--partition mpartition,p2p,full-replication` it runs each system of seed 001 §IV-B in turn
+on one store: the subscriptions are created once through REST, and each later system's
+matchers load the same ones from the catalogue; every system gets the same message bodies.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +16,15 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
 
 from bluedove.cli.bench import build_partitioned, match_partitioned
-from bluedove.cli.cluster import LocalCluster
+from bluedove.cli.bench_systems import best_round, parse_systems, ratios, run_system, workload
 from bluedove.segments import equal_partition
-from bluedove.workloads.paper import get as get_workload
+from bluedove.store.server import RedisServer
 
 
 def _publisher(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: int, inflight: int,
@@ -103,7 +109,7 @@ def step(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: i
     achieved = ok / elapsed
     return {"offered": round(rate), "achieved": round(achieved), "errors": sum(r["errors"] for r in res),
             "p50_ms": pct(0.5), "p95_ms": pct(0.95), "p99_ms": pct(0.99),
-            "saturated": bool(achieved < 0.9 * rate or growing)}
+            "short": bool(achieved < 0.9 * rate), "growing": growing, "saturated": bool(achieved < 0.9 * rate or growing)}
 
 
 def kernel_rate(w, matchers: int, seed: int, n: int = 10_000) -> float:
@@ -120,58 +126,92 @@ def kernel_rate(w, matchers: int, seed: int, n: int = 10_000) -> float:
     return n / best
 
 
-async def _subscribe(url: str, w, concurrency: int = 16) -> float:
+async def subscribe_all(url: str, w, concurrency: int = 16) -> float:
+    """Every subscription through POST /v1/subscriptions, `concurrency` at a time: the first of
+    each of the workload's queues creates the queue (its answer carries the token), the queue's
+    others follow into it. The paper workload has one queue per subscription."""
+    groups: dict[int, list[int]] = {}
+    for j, q in enumerate(w.queue_of.tolist()):
+        groups.setdefault(q, []).append(j)
     t0 = time.perf_counter()
     sem = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=60.0) as client:
-        async def one(j: int) -> None:
+        async def post(body: dict, headers: dict | None = None) -> dict:
             async with sem:
-                r = await client.post("/v1/subscriptions", json={"predicates": w.predicates(j)})
+                r = await client.post("/v1/subscriptions", json=body, headers=headers)
                 r.raise_for_status()
-        await asyncio.gather(*(one(j) for j in range(w.n_subs)))
+                return r.json()
+
+        async def queue(js: list[int]) -> None:
+            first = await post({"predicates": w.predicates(js[0])})
+            auth = {"Authorization": f"Bearer {first['token']}"}
+            await asyncio.gather(*(post({"queue": first["queue"], "predicates": w.predicates(j)}, auth)
+                                   for j in js[1:]))
+
+        await asyncio.gather(*(queue(js) for js in groups.values()))
     return time.perf_counter() - t0
 
 
 def run_e2e(args: argparse.Namespace) -> int:
-    params = {key: getattr(args, key, None) for key in ("sigma", "adverse", "dims")}
-    w = get_workload(args.workload, seed=args.seed, n_subs=args.n_subs or 4000, **params)
+    try:
+        systems = parse_systems(args.partition)
+        w = workload(args)
+        if args.rounds < 1:
+            raise ValueError(f"--rounds: expected >= 1, got {args.rounds}")
+    except ValueError as exc:
+        print(f"bench e2e: {exc}", file=sys.stderr)
+        return 2
     say = (lambda *a: print(*a, file=sys.stderr, flush=True))
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    rounds: dict[str, list[dict]] = {name: [] for name in systems}
     with tempfile.TemporaryDirectory(prefix="bluedove-e2e-") as tmp:
-        cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=0, data_dir=tmp,
-                               policy=args.policy, quiet=True, restart=False, deliver=args.deliver)
-        cluster.start()
+        space_file = Path(tmp) / "space.json"  # the workload's space (traffic's, or k dims of paper's)
+        space_file.write_text(json.dumps(w.space.to_json()))
+        srv = RedisServer(Path(tmp) / "redis").start()  # one store: the systems share the catalogue
         try:
-            say(f"e2e: cluster of {args.matchers} matchers up; creating {w.n_subs} subscriptions through REST")
-            sub_s = asyncio.run(_subscribe(cluster.url, w))
-            time.sleep(1.5)  # let matchers' catalogue tails and the load reports settle
             bodies = _bodies(w, 40, args.batch, args.seed)
-            steps, rate = [], args.start_rate
-            for _ in range(args.max_steps):
-                s = step(cluster.url, rate, args.step_s, bodies, args.batch, args.publishers)
-                steps.append(s)
-                say(f"e2e: offered {s['offered']:,} msg/s -> {s['achieved']:,} msg/s, p50 {s['p50_ms']} ms,"
-                    f" p99 {s['p99_ms']} ms{'  SATURATED' if s['saturated'] else ''}")
-                if s["saturated"]:
-                    break
-                rate *= args.factor
+            for r in range(args.rounds):
+                # Each round starts one system later, so a slow spell of a shared machine is spread.
+                for system in systems[r % len(systems):] + systems[:r % len(systems)]:
+                    rounds[system].append(run_system(system, args, w, srv.url, Path(tmp) / f"{system}-{r}",
+                                                     str(space_file), bodies, subscribe=subscribe_all if r == 0
+                                                     and system == systems[0] else None, step=step, say=say))
         finally:
-            cluster.stop()
-    ok = [s for s in steps if not s["saturated"]]
-    sat = max((s["achieved"] for s in ok), default=0)
-    below = ok[-1] if ok else {}
+            srv.stop()
+    runs = {name: best_round(rs) for name, rs in rounds.items()}
+    first = runs[systems[0]]
+    sub_s = rounds[systems[0]][0]["subscribe_s"]
     kernel = kernel_rate(w, args.matchers, args.seed)
     result = {"workload": w.name, "kind": "e2e", "matchers": args.matchers, "dispatchers": args.dispatchers,
-              "policy": args.policy, "deliver": args.deliver, "subscriptions": w.n_subs, "batch": args.batch,
-              "publishers": args.publishers, "msgs_per_s": sat,
-              "p50_ms": below.get("p50_ms"), "p95_ms": below.get("p95_ms"), "p99_ms": below.get("p99_ms"),
-              "kernel_msgs_per_s": round(kernel), "e2e_over_kernel": round(sat / kernel, 3),
-              "subscribe_s": round(sub_s, 1), "steps": steps, "seed": args.seed,
-              "python": platform.python_version(), "cores": mp.cpu_count()}
+              "policy": args.policy, "deliver": args.deliver, "subscriptions": w.n_subs, "queues": w.n_queues,
+              "batch": args.batch, "publishers": args.publishers,
+              # the first system's figures, as before --partition existed
+              "partition": systems[0], "msgs_per_s": first["msgs_per_s"],
+              "p50_ms": first["p50_ms"], "p95_ms": first["p95_ms"], "p99_ms": first["p99_ms"],
+              "kernel_msgs_per_s": round(kernel), "e2e_over_kernel": round(first["msgs_per_s"] / kernel, 3),
+              "subscribe_s": sub_s, "steps": first["steps"],
+              # every system (its best round), and BlueDove's rate over each baseline's
+              "partitions": systems, "rounds": args.rounds, "systems": runs, "ratios": ratios(runs),
+              "date": date, "seed": args.seed, "python": platform.python_version(), "cores": mp.cpu_count()}
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"saturation {sat:,} msg/s ({args.matchers} matchers, {args.policy}, deliver={args.deliver});"
-              f" below it p50 {result['p50_ms']} ms, p95 {result['p95_ms']} ms, p99 {result['p99_ms']} ms")
-        print(f"kernel (one core, same workload and cut) {result['kernel_msgs_per_s']:,} msg/s;"
-              f" e2e / kernel = {result['e2e_over_kernel']}")
+        _print(result)
     return 0
+
+
+def _print(r: dict) -> None:
+    print(f"{r['workload']}: {r['subscriptions']:,} subscriptions in {r['queues']:,} queues, {r['matchers']} matchers,"
+          f" deliver={r['deliver']}, subscribed through REST in {r['subscribe_s']} s (under {r['partition']})")
+    head = ("system", "policy", "saturation msg/s", "each round", "p50 / p95 / p99 ms", "sets hold", "load avg")
+    rows = [(name, s["policy"], f"{s['msgs_per_s']:,}", " ".join(f"{x:,}" for x in s["rounds_msgs_per_s"]),
+             f"{s['p50_ms']} / {s['p95_ms']} / {s['p99_ms']}",
+             f"{s['stored']:,} ({s['stored_per_sub']}x)", f"{s['load_avg_start']} -> {s['load_avg_end']}")
+            for name, s in r["systems"].items()]
+    width = [max(len(str(x[c])) for x in (head, *rows)) for c in range(len(head))]
+    for row in (head, *rows):
+        print("  ".join(str(x).ljust(wd) for x, wd in zip(row, width)).rstrip())
+    for key, v in r["ratios"].items():
+        print(f"{key}: {v if v is None else f'{v}x'}")
+    print(f"kernel (one core, same workload and cut) {r['kernel_msgs_per_s']:,} msg/s;"
+          f" {r['partition']} e2e / kernel = {r['e2e_over_kernel']}")

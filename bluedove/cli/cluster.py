@@ -21,7 +21,9 @@ from pathlib import Path
 
 import redis
 
+from bluedove.partitioning import MPARTITION
 from bluedove.segments import SegmentTable, equal_partition
+from bluedove.settings import DispatcherSettings, from_env
 from bluedove.space import Space, load_space
 from bluedove.store.server import RedisServer, free_port
 
@@ -77,7 +79,8 @@ class LocalCluster:
     def __init__(self, matchers: int = 4, dispatchers: int = 1, http_port: int = 8080, grpc_port: int = 0,
                  data_dir: str | Path = ".bluedove", store: str | None = None, space_file: str | None = None,
                  policy: str = "adaptive", host: str = "127.0.0.1", restart: bool = True,
-                 matcher_env: dict | None = None, quiet: bool = False, deliver: str = "store") -> None:
+                 matcher_env: dict | None = None, quiet: bool = False, deliver: str = "store",
+                 partition: str | None = None) -> None:
         self.n_matchers = matchers
         self.n_dispatchers = dispatchers
         self.http_port = http_port or free_port()
@@ -91,6 +94,8 @@ class LocalCluster:
         self.matcher_env = matcher_env or {}
         self.quiet = quiet
         self.deliver = deliver  # "store", or "count": matchers match without writing (benchmarks)
+        # Every matcher and dispatcher gets the same mode (None: BLUEDOVE_PARTITION, else mpartition).
+        self.partition = from_env(DispatcherSettings, partition=partition).partition
         self.redis: RedisServer | None = None
         self.children: list[Child] = []
         self.table: SegmentTable | None = None
@@ -127,14 +132,15 @@ class LocalCluster:
                 port = address.rsplit(":", 1)[1]
                 self.children.append(Child("matcher", m, cmd + [
                     "matcher", "--id", m, "--host", self.host, "--port", port, "--store", self.store_url,
-                    "--deliver", self.deliver,
+                    "--deliver", self.deliver, "--partition", self.partition,
                 ], logs / f"{m}.log", extra_env=self.matcher_env))
             for j in range(self.n_dispatchers):
                 d = f"d{j + 1}"
                 self.children.append(Child("dispatcher", d, cmd + [
                     "dispatcher", "--id", d, "--host", self.host, "--http-port", str(self.http_port),
                     "--grpc-port", str(self.grpc_port),
-                    "--store", self.store_url, "--policy", self.policy, *self._space_args(),
+                    "--store", self.store_url, "--policy", self.policy, "--partition", self.partition,
+                    *self._space_args(),
                 ], logs / f"{d}.log"))
             for c in self.children:
                 c.start()
@@ -213,6 +219,9 @@ class LocalCluster:
 
     def add_matcher(self, extra_args: list[str] | None = None) -> Child:
         """Start one more matcher; it joins through gossip and is given segments by a split."""
+        if self.partition != MPARTITION:
+            raise RuntimeError(f"cannot add a matcher under partition {self.partition}: joins split mPartition's "
+                               "segments, and the baselines are fixed-size")
         taken = [int(c.name[1:]) for c in self.children if c.role == "matcher"]
         name = f"m{max(taken, default=0) + 1}"
         port = free_port()

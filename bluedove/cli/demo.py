@@ -239,7 +239,7 @@ def run_demo(args: argparse.Namespace) -> int:
         cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
                                grpc_port=args.grpc_port,
                                data_dir=data_dir, store=args.store, space_file=space_file, policy=args.policy,
-                               quiet=True)
+                               quiet=True, partition=args.partition)
         print(f"starting BlueDove: {args.matchers} matchers, {args.dispatchers} dispatcher(s), data in {data_dir}",
               flush=True)
         cluster.start()

@@ -11,6 +11,10 @@ import sys
 import time
 
 from bluedove.forwarding import POLICIES
+from bluedove.partitioning import MODES, MPARTITION
+
+PARTITION_HELP = ("mpartition (BlueDove, the default) or a baseline of seed 001 §IV-B: p2p, full-replication; "
+                  "the same on every matcher and dispatcher (default BLUEDOVE_PARTITION, else mpartition)")
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
@@ -20,10 +24,15 @@ def _cmd_up(args: argparse.Namespace) -> int:
     try:  # the space is checked before anything starts
         cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
                                grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store,
-                               space_file=args.space, policy=args.policy)
+                               space_file=args.space, policy=args.policy, partition=args.partition)
     except SpaceError as exc:
         where = "" if str(exc).startswith(str(args.space)) else f"{args.space}: "
         print(f"bluedove up: --space {where}{exc}", file=sys.stderr)
+        return 2
+    partition = cluster.partition  # the flag, else BLUEDOVE_PARTITION, else mpartition
+    if args.autoscale and partition != MPARTITION:
+        print(f"bluedove up: --autoscale needs --partition mpartition (the autoscaler splits and merges "
+              f"mPartition's segments; {partition} is a fixed-size baseline)", file=sys.stderr)
         return 2
     stopping = False
 
@@ -33,8 +42,9 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    print(f"starting BlueDove: {args.matchers} matchers, {args.dispatchers} dispatcher(s), data in {args.data_dir}",
-          flush=True)
+    mode = "" if partition == MPARTITION else f" (partition {partition}, a baseline)"
+    print(f"starting BlueDove: {args.matchers} matchers, {args.dispatchers} dispatcher(s), data in {args.data_dir}"
+          f"{mode}", flush=True)
     try:
         cluster.start()  # stops what it started if it fails
     except RuntimeError as exc:  # a port in use, a child that exits at once, not ready in time
@@ -77,7 +87,11 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
     from matcher.server import serve
 
     settings = from_env(MatcherSettings, id=args.id, host=args.host, port=args.port, store_url=args.store,
-                        leave_on_sigterm=True if args.leave_on_sigterm else None)
+                        leave_on_sigterm=True if args.leave_on_sigterm else None, partition=args.partition)
+    if args.join and settings.partition != MPARTITION:
+        print(f"bluedove matcher: --join needs --partition mpartition (a joining matcher is given a split of "
+              f"mPartition's segments; {settings.partition} is a fixed-size baseline)", file=sys.stderr)
+        return 2
     asyncio.run(serve(settings, deliver=args.deliver, seeds=tuple(args.join or ())))
     return 0
 
@@ -89,7 +103,8 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
 
     space = load_space(args.space)
     settings = from_env(DispatcherSettings, id=args.id, host=args.host, http_port=args.http_port,
-                        grpc_port=args.grpc_port, store_url=args.store, policy=args.policy)
+                        grpc_port=args.grpc_port, store_url=args.store, policy=args.policy,
+                        partition=args.partition)
     serve(settings, space)
     return 0
 
@@ -145,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--store", default=None, help="redis://host:port/db; default: a private redis-server")
         sp.add_argument("--space", default=None, help="YAML space file (default: x0..x3 in [0, 1000))")
         sp.add_argument("--policy", choices=POLICIES, default="adaptive", help="forwarding policy")
+        sp.add_argument("--partition", choices=MODES, default=None, help=PARTITION_HELP)
 
     up = sub.add_parser("up", help="run a local cluster as real processes until Ctrl-C")
     cluster_flags(up, 8080, 50051)
@@ -175,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a member to gossip with first (repeatable); the table's members are always tried")
     m.add_argument("--leave-on-sigterm", action="store_true",
                    help="on SIGTERM hand the segments to neighbours before exiting (Kubernetes scale-in)")
+    m.add_argument("--partition", choices=MODES, default=None, help=PARTITION_HELP)
     m.set_defaults(func=_cmd_matcher)
 
     d = sub.add_parser("dispatcher", help="run one dispatcher (started by `up`)")
@@ -185,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--store", required=True)
     d.add_argument("--space", default=None)
     d.add_argument("--policy", choices=POLICIES, default="adaptive")
+    d.add_argument("--partition", choices=MODES, default=None, help=PARTITION_HELP)
     d.set_defaults(func=_cmd_dispatcher)
 
     b = sub.add_parser("bench", help="measurements (see docs/benchmarks.md)")
@@ -194,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "elastic: seed 001's Fig. 9 with the autoscaler on real processes; "
                         "handoff: split, merge and takeover times for a segment of many subscriptions; "
                         "delivery: deliveries/s written and drained on a local cluster; publish: gRPC vs REST")
-    b.add_argument("--workload", default="paper", help="paper (see shared WORKLOADS.md)")
+    b.add_argument("--workload", default="paper",
+                   help="paper or sparse; e2e also traffic (see shared WORKLOADS.md)")
     b.add_argument("--partitions", type=int, default=20, help="matchers the space is cut for")
     b.add_argument("--messages", type=int, default=20000)
     b.add_argument("--seed", type=int, default=1)
@@ -219,6 +238,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--start-rate", type=float, default=1000.0, help="first step's rate (msg/s)")
     e.add_argument("--factor", type=float, default=1.3, help="each step's rate over the previous one's")
     e.add_argument("--max-steps", type=int, default=15)
+    e.add_argument("--partition", action="append", default=None, metavar="SYSTEM[,SYSTEM...]",
+                   help="systems to run in turn on the same subscriptions and messages: mpartition (BlueDove, "
+                        "default), p2p, full-replication (seed 001 §IV-B); repeatable or a comma list")
+    e.add_argument("--rounds", type=int, default=1,
+                   help="run the --partition systems this many times (each round starts one system later); "
+                        "each system's best round is reported")
+    e.add_argument("--baseline-policy", choices=POLICIES, default=None,
+                   help="forwarding policy of the p2p and full-replication runs (default: --policy)")
     el = b.add_argument_group("elastic")
     el.add_argument("--rates", default="1000,2000,3000,4000", help="msg/s of each step")
     el.add_argument("--cooldown-s", type=float, default=90.0, help="seconds observed after publishing stops")

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bluedove.partitioning import MODES
 from bluedove.segments import SegmentTable, equal_partition
 from bluedove.space import Space
 from bluedove.workloads import Workload
 
-SYSTEMS = ("mpartition", "p2p", "full-replication")
+SYSTEMS = MODES  # the real cluster's partition modes (bluedove/partitioning.py), vectorised here
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ async def get_cluster(request: Request):
         "epoch": table.epoch if table else 0,
         "space": d.space.to_json(),
         "policy": d.s.policy,
+        "partition": d.s.partition,
         "members": members,
         "dispatchers": await d.store.dispatchers(),
         "autoscaler": {**(await d.store.get_autoscaler() or {"enabled": False, "min": None, "max": None}),

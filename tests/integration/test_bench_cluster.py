@@ -50,3 +50,25 @@ def test_bench_publish_smoke():
         assert m["ids"] >= m["messages"] and m["errors"] == []
         assert {"redis", "matchers", "dispatchers"} <= set(m["cpu_pct"])
     assert out["ratio_vs_single"]["rest_single"] == 1.0 and out["ok"] is True
+
+
+def test_bench_e2e_runs_every_system_on_the_same_subscriptions_smoke():
+    r = subprocess.run([sys.executable, "-m", "bluedove", "bench", "e2e", "--workload", "sparse", "--subs", "400",
+                        "--matchers", "2", "--partition", "mpartition,p2p", "--partition", "full-replication",
+                        "--baseline-policy", "random", "--step-s", "1.5", "--max-steps", "2", "--publishers", "1",
+                        "--batch", "50", "--json"], capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["kind"] == "e2e" and out["workload"] == "sparse(n_subs=400)" and out["queues"] == 40
+    assert out["partitions"] == ["mpartition", "p2p", "full-replication"] == list(out["systems"])
+    assert set(out["ratios"]) == {"bluedove_over_p2p", "bluedove_over_full_replication"}
+    assert out["partition"] == "mpartition" and out["msgs_per_s"] == out["systems"]["mpartition"]["msgs_per_s"]
+    assert out["subscribe_s"] > 0 and out["kernel_msgs_per_s"] > 0
+    for name, s in out["systems"].items():
+        assert s["msgs_per_s"] > 0 and s["steps"] and {"offered", "achieved", "saturated"} <= set(s["steps"][0])
+        assert s["policy"] == ("adaptive" if name == "mpartition" else "random")
+        assert isinstance(s["reached_saturation"], bool) and s["start_s"] > 0
+    stored = {name: s["stored"] for name, s in out["systems"].items()}
+    # mPartition keeps >= k copies, p2p >= 1, full replication exactly one per matcher
+    assert stored["full-replication"] == 2 * 400 and 400 <= stored["p2p"] < 800 <= stored["mpartition"]
+    assert all(len(s["rounds_msgs_per_s"]) == 1 for s in out["systems"].values()) and out["rounds"] == 1
