@@ -15,13 +15,12 @@ from pathlib import Path
 import numpy as np
 import redis
 
-from bluedove.cli.bench_flags import resolve
+from bluedove.cli.bench_flags import resolve, workload_or_none
 from bluedove.cli.bench_procs import FULL, PAUSED, POLL_MAX, Control, cpu_seconds, feeder_main, poller_main, publisher_main
 from bluedove.cli.cluster import LocalCluster
 from bluedove.store import Store
 from bluedove.store.server import RedisServer
 from bluedove.workloads import Workload
-from bluedove.workloads.paper import get as get_workload
 
 GOAL_WRITE_PER_S = 50_000
 GOAL_DRAIN_PER_S = 20_000
@@ -292,10 +291,8 @@ def _finish(w, queues, sub_ids, sample_q, procs, pub, feed, poll, results, probe
 
 def run_delivery_bench(args: argparse.Namespace) -> int:
     args = resolve(args)
-    try:
-        w = get_workload(args.workload, seed=args.seed, n_subs=getattr(args, "n_subs", None))
-    except (ValueError, TypeError) as exc:
-        print(f"bench: {exc}", file=sys.stderr)
+    w = workload_or_none(args)
+    if w is None:
         return 2
     with tempfile.TemporaryDirectory(prefix="bluedove-bench-") as tmp:
         srv = RedisServer(Path(tmp) / "redis").start()

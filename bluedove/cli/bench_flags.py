@@ -35,3 +35,17 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
         if getattr(args, dest, None) is None:
             setattr(args, dest, default)
     return args
+
+
+def workload_or_none(args: argparse.Namespace):
+    """The bench's workload from `--workload`, `--seed` and `--subs`; None (after saying why on
+    stderr) when the name or a parameter is not valid, for the caller to exit with 2."""
+    import sys
+
+    from bluedove.workloads.paper import get as get_workload
+
+    try:
+        return get_workload(args.workload, seed=args.seed, n_subs=getattr(args, "n_subs", None))
+    except (ValueError, TypeError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return None

@@ -15,11 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from bluedove.cli.bench_delivery import load_workload
-from bluedove.cli.bench_flags import resolve
+from bluedove.cli.bench_flags import resolve, workload_or_none
 from bluedove.cli.bench_procs import cpu_seconds
 from bluedove.cli.cluster import LocalCluster
 from bluedove.store.server import RedisServer
-from bluedove.workloads.paper import get as get_workload
 
 MODES = ("grpc_stream", "rest_batch", "rest_single")
 STREAM_LEN = 1000  # messages per PublishStream call (a long-lived stream, cut so ids come back)
@@ -138,10 +137,8 @@ def _measure(mode: str, args, cluster: LocalCluster, pids: dict[str, int], names
 
 def run_publish_bench(args: argparse.Namespace) -> int:
     args = resolve(args)
-    try:
-        w = get_workload(args.workload, seed=args.seed, n_subs=getattr(args, "n_subs", None))
-    except (ValueError, TypeError) as exc:
-        print(f"bench: {exc}", file=sys.stderr)
+    w = workload_or_none(args)
+    if w is None:
         return 2
     names = list(w.space.names)
     with tempfile.TemporaryDirectory(prefix="bluedove-bench-") as tmp:
