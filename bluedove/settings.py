@@ -23,8 +23,9 @@ class MatcherSettings:
     store_url: str = "redis://127.0.0.1:6379/0"
     # The window λ and μ are averaged over (seed 001's w).
     stats_window_s: float = 5.0
-    # Most messages matched in one index call and written in one store transaction.
-    batch_max: int = 256
+    # Most messages matched in one index job and written in one store transaction (a batch
+    # takes whole Forward requests; a single bigger request is a batch of its own).
+    batch_max: int = 1024
     # Gossip carries table changes within a round or two; the store keeps the latest table as
     # well, re-read this often, for a matcher cut off from gossip but not from the store.
     table_refresh_s: float = 5.0
@@ -67,9 +68,10 @@ class DispatcherSettings:
     load_interval_s: float = 1.0
     # A forward call slower than this fails over to the next candidate.
     forward_timeout_s: float = 5.0
-    # Most messages carried by one Forward call, and concurrent calls per (matcher, dimension).
-    forward_batch_max: int = 256
-    forward_inflight: int = 2
+    # Most messages carried by one Forward call (all dimensions together), and concurrent
+    # calls per matcher.
+    forward_batch_max: int = 512
+    forward_inflight: int = 4
     # A matcher whose call failed is passed over as first choice for this long.
     down_backoff_s: float = 2.0
     # After a table change, subscriptions also go to the previous table's owners this long

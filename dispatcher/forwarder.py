@@ -1,8 +1,10 @@
 """One-hop forwarding with internal batching and failover.
 
-Each message goes to the best candidate by the policy. Messages bound for the same
-(matcher, dimension) share Forward calls: a lane takes whatever has queued up, up to
-`forward_batch_max`, with at most `forward_inflight` calls under way. A message whose call
+Each message goes to the best candidate by the policy. Messages bound for the same matcher
+share Forward calls, whatever their dimensions (one part per dimension): a lane takes
+whatever has queued up, up to `forward_batch_max`, with at most `forward_inflight` calls
+under way. A call costs both tiers far more than a message does, so one lane per matcher
+rather than per (matcher, dimension) makes k times fewer, bigger calls. A message whose call
 fails or times out goes to its next candidate; the matcher's dedup on message id makes a
 retry after a late success deliver nothing twice. `publish` returns only when every message
 is matched and stored, or raises when some message has no candidate left.
@@ -26,17 +28,17 @@ log = logging.getLogger("bluedove.dispatcher")
 
 
 class _Lane:
-    """Calls to one (matcher, dimension), batched."""
+    """Calls to one matcher, batched."""
 
-    def __init__(self, fwd: "Forwarder", member: str, dim: int) -> None:
-        self.fwd, self.member, self.dim = fwd, member, dim
-        self.items: deque[tuple[pb.ForwardMessage, asyncio.Future]] = deque()
+    def __init__(self, fwd: "Forwarder", member: str) -> None:
+        self.fwd, self.member = fwd, member
+        self.items: deque[tuple[int, pb.ForwardMessage, asyncio.Future]] = deque()
         self.sem = asyncio.Semaphore(fwd.s.forward_inflight)
         self.running = False
 
-    def submit(self, msg: pb.ForwardMessage) -> asyncio.Future:
+    def submit(self, dim: int, msg: pb.ForwardMessage) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
-        self.items.append((msg, fut))
+        self.items.append((dim, msg, fut))
         if not self.running:
             self.running = True
             asyncio.get_running_loop().create_task(self._drain())
@@ -59,18 +61,22 @@ class _Lane:
 
     async def _call(self, batch) -> None:
         try:
-            req = pb.ForwardRequest(dimension=self.dim, messages=[m for m, _ in batch],
-                                    epoch=self.fwd.cluster.table.epoch)
+            by_dim: dict[int, list[pb.ForwardMessage]] = {}
+            for dim, m, _ in batch:
+                by_dim.setdefault(dim, []).append(m)
+            (dim, msgs), *more = by_dim.items()
+            req = pb.ForwardRequest(dimension=dim, messages=msgs, epoch=self.fwd.cluster.table.epoch,
+                                    parts=[pb.ForwardPart(dimension=d, messages=ms) for d, ms in more])
             await self.fwd.cluster.stub(self.member).Forward(req, timeout=self.fwd.s.forward_timeout_s)
-            for _, f in batch:
+            for _, _, f in batch:
                 if not f.done():
                     f.set_result(True)
         except grpc.aio.AioRpcError as exc:
-            for _, f in batch:
+            for _, _, f in batch:
                 if not f.done():
                     f.set_result(exc)
         except Exception as exc:  # noqa: BLE001 - reported to each waiting publisher
-            for _, f in batch:
+            for _, _, f in batch:
                 if not f.done():
                     f.set_result(exc)
         finally:
@@ -81,13 +87,13 @@ class Forwarder:
     def __init__(self, settings: DispatcherSettings, cluster: ClusterView) -> None:
         self.s = settings
         self.cluster = cluster
-        self._lanes: dict[tuple[str, int], _Lane] = {}
+        self._lanes: dict[str, _Lane] = {}
         self.failovers = 0
 
-    def _lane(self, member: str, dim: int) -> _Lane:
-        lane = self._lanes.get((member, dim))
+    def _lane(self, member: str) -> _Lane:
+        lane = self._lanes.get(member)
         if lane is None:
-            lane = self._lanes[(member, dim)] = _Lane(self, member, dim)
+            lane = self._lanes[member] = _Lane(self, member)
         return lane
 
     def _charge_next(self, ranked: list[tuple[int, str]], attempt: int) -> None:
@@ -113,7 +119,7 @@ class Forwarder:
                         raise unavailable("the store is unreachable; retry with the same id")
                     raise unavailable("no candidate matcher could take the message; retry with the same id")
                 dim, member = ranked[i][attempt[i]]
-                futures.append(self._lane(member, dim).submit(messages[i]))
+                futures.append(self._lane(member).submit(dim, messages[i]))
             results = await asyncio.gather(*futures)
             retry, stale, blamed = [], [], set()
             failed: dict[tuple[str, int, object], int] = {}

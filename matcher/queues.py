@@ -1,5 +1,13 @@
-"""A dimension's input queue and its worker: drain in batches, match in one index call,
-store every delivery of the batch in one atomic call (overlapping the next match), then answer."""
+"""The matcher's input queue and its worker: drain whole requests in batches, match every
+dimension of a batch in one index job, store every delivery of the batch in one atomic call
+(overlapping the next match), then answer.
+
+One queue per matcher, not per dimension: the index runs on one thread anyway, and the fixed
+costs (a thread hop, a store round trip, a gRPC call) are paid per batch, so a batch that
+holds all the dimensions' waiting messages pays them once. The per-dimension figures of
+seed 001 §III-B (λ, μ, q) are still kept per dimension: arrivals and queued messages are
+counted by dimension, and the index job times each dimension's matching apart.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +17,7 @@ import time
 from collections import deque
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -18,11 +27,25 @@ from matcher.stats import ValueSample, WindowStats
 
 
 @dataclass
-class _Request:
+class Part:
+    """One dimension's messages of a request."""
+
+    dim: int
     ids: list[str]
     bodies: list[bytes]
-    points: np.ndarray
+    points: np.ndarray  # one row per message, every dimension
     ttls: list[int]  # dedup mark lifetime per message (s)
+    # Per message: the publisher chose the id (dedup it for the whole window, matched or not).
+    # An id the dispatcher made is marked only when the message has deliveries: the mark only
+    # stops the dispatcher's own retry from writing them twice, and a message that matches
+    # nothing here matches nothing on its other candidates either. None: mark every message.
+    client_ids: list[bool] | None = None
+
+
+@dataclass
+class _Request:
+    parts: list[Part]
+    n: int
     done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -33,32 +56,40 @@ class BatchResult:
     fresh: int = 0
 
 
-class DimensionQueue:
-    def __init__(self, dim: int, get_set, store: Store, executor: Executor, stats: WindowStats,
-                 batch_max: int = 256, deliver: str = "store", store_inflight: int = 2) -> None:
-        self.dim = dim
-        self._get_set = get_set  # returns the live SubscriptionSet (it is swapped on reload)
+class MatcherQueue:
+    def __init__(self, k: int, get_set: Callable[[int], SubscriptionSet], store: Store, executor: Executor,
+                 stats: list[WindowStats], batch_max: int = 1024, deliver: str = "store",
+                 store_inflight: int = 8) -> None:
+        self.k = k
+        self._get_set = get_set  # the live SubscriptionSet of a dimension (sets are swapped on reload)
         self.store = store
         self.executor = executor
         self.stats = stats
-        self.sample = ValueSample()  # where inside the segment the work lies (split points)
+        self.samples = [ValueSample() for _ in range(k)]  # where inside each segment the work lies
         self.batch_max = batch_max
         self.deliver_mode = deliver  # "store" (normal) or "count" (benchmarks: match only)
         # Batches matched and not yet stored: while one batch's store call is under way the
         # next is matched (the store round trip no longer idles the index), and what queues
         # meanwhile forms a bigger next batch. Each batch is still one atomic store call.
+        # Eight, not two: on a loaded machine a store call spends much of its time waiting
+        # for Redis, shared by every matcher, and the index idled behind two such calls
+        # (`bench delivery`, write phase: ~31,000 deliveries/s with 2 or 4, ~38,000 with 8).
         self._slots = asyncio.Semaphore(store_inflight)
         self._pending: deque[_Request] = deque()
-        self._queued = 0
+        self._queued = [0] * k
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._finishing: set[asyncio.Task] = set()
 
     def __len__(self) -> int:
-        return self._queued
+        return sum(self._queued)
+
+    def queued(self, dim: int) -> int:
+        """Messages of dimension `dim` waiting or being matched or stored (seed 001's q)."""
+        return self._queued[dim]
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"dim{self.dim}")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="match")
 
     async def stop(self) -> None:
         tasks = [t for t in (self._task, *self._finishing) if t is not None]
@@ -70,21 +101,23 @@ class DimensionQueue:
             except asyncio.CancelledError:
                 pass
 
-    async def submit(self, ids: list[str], bodies: list[bytes], points: np.ndarray,
-                     ttls: list[int] | None = None) -> BatchResult:
-        req = _Request(ids, bodies, points, ttls or [self.store.limits.dedup_window_s] * len(ids))
+    async def submit(self, parts: list[Part]) -> BatchResult:
+        """Match and store one request's messages (all its parts in the same batch)."""
+        now = time.monotonic()
+        for p in parts:
+            self._queued[p.dim] += len(p.ids)
+            self.stats[p.dim].arrived(len(p.ids), now)
+        req = _Request(parts, sum(len(p.ids) for p in parts))
         self._pending.append(req)
-        self._queued += len(ids)
-        self.stats.arrived(len(ids), time.monotonic())
         self._wake.set()
         return await req.done
 
     def _take(self) -> list[_Request]:
         taken, n = [], 0
-        while self._pending and (not taken or n + len(self._pending[0].ids) <= self.batch_max):
+        while self._pending and (not taken or n + self._pending[0].n <= self.batch_max):
             req = self._pending.popleft()
             taken.append(req)
-            n += len(req.ids)
+            n += req.n
         return taken
 
     async def _run(self) -> None:
@@ -95,68 +128,90 @@ class DimensionQueue:
                 await self._wake.wait()
             await self._slots.acquire()  # released when the batch taken next is answered
             batch = self._take()
-            n = sum(len(r.ids) for r in batch)
+            parts = [p for r in batch for p in r.parts]
             try:
-                points = batch[0].points if len(batch) == 1 else np.concatenate([r.points for r in batch])
-                subset: SubscriptionSet = self._get_set()
-                t0 = time.perf_counter()
-                groups = await loop.run_in_executor(self.executor, subset.match_batch, points)
-                busy = time.perf_counter() - t0
+                groups, busy = await loop.run_in_executor(self.executor, self._match, parts)
             except BaseException as exc:
-                self._answer(batch, n, exc)
+                self._answer(batch, exc)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 continue
-            task = loop.create_task(self._finish(batch, points, groups, n, busy))
+            task = loop.create_task(self._finish(batch, parts, groups, busy))
             self._finishing.add(task)
             task.add_done_callback(self._finishing.discard)
 
-    async def _finish(self, batch: list[_Request], points: np.ndarray, groups: list[dict[str, list[str]]], n: int,
-                      busy: float) -> None:
+    def _match(self, parts: list[Part]) -> tuple[list[list[dict[str, list[str]]]], dict[int, float]]:
+        """On the index thread: each part's {queue: [subscription ids]} per message, one index
+        call per dimension of the batch, and each dimension's matching time (μ's work)."""
+        by_dim: dict[int, list[int]] = {}
+        for i, p in enumerate(parts):
+            by_dim.setdefault(p.dim, []).append(i)
+        groups: list[list[dict[str, list[str]]]] = [[] for _ in parts]
+        busy: dict[int, float] = {}
+        for dim, idx in by_dim.items():
+            points = parts[idx[0]].points if len(idx) == 1 else np.concatenate([parts[i].points for i in idx])
+            t0 = time.perf_counter()
+            found = self._get_set(dim).match_batch(points)
+            busy[dim] = time.perf_counter() - t0
+            pos = 0
+            for i in idx:
+                n = len(parts[i].ids)
+                groups[i] = found[pos:pos + n]
+                pos += n
+        return groups, busy
+
+    async def _finish(self, batch: list[_Request], parts: list[Part], groups: list[list[dict[str, list[str]]]],
+                      busy: dict[int, float]) -> None:
         """Store one matched batch (one atomic call), then answer each of its forwarders."""
         try:
-            result = await self._store(batch, groups)
+            result = await self._store(parts, groups)
         except BaseException as exc:  # the store failed: every forwarder of the batch hears it
-            self._answer(batch, n, exc)
+            self._answer(batch, exc)
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return
-        self.stats.processed(n, busy, time.monotonic())
-        matches = [sum(len(s) for s in g.values()) for g in groups]  # per message
-        self.sample.add(points[:, self.dim], np.array(matches, dtype=np.float64))
+        now = time.monotonic()
+        done: dict[int, int] = {}
+        matched = []
+        for p, g in zip(parts, groups):
+            counts = [sum(len(s) for s in m.values()) for m in g]
+            matched.append(sum(counts))
+            done[p.dim] = done.get(p.dim, 0) + len(p.ids)
+            self.samples[p.dim].add(p.points[:, p.dim], np.array(counts, dtype=np.float64))
+        for dim, n in done.items():
+            self.stats[dim].processed(n, busy.get(dim, 0.0), now)
         pos = 0
         for r in batch:
-            matched = sum(matches[pos : pos + len(r.ids)])
-            pos += len(r.ids)
+            m = sum(matched[pos:pos + len(r.parts)])
+            pos += len(r.parts)
             if not r.done.done():
-                r.done.set_result(BatchResult(
-                    matched=matched,
-                    delivered=result.delivered,  # of the whole store batch
-                    fresh=result.fresh,
-                ))
-        self._answer(batch, n, None)
+                r.done.set_result(BatchResult(matched=m, delivered=result.delivered, fresh=result.fresh))
+        self._answer(batch, None)
 
-    def _answer(self, batch: list[_Request], n: int, exc: BaseException | None) -> None:
+    def _answer(self, batch: list[_Request], exc: BaseException | None) -> None:
         """The batch leaves the queue: fail whoever still waits with `exc`, free its slot."""
-        if exc is not None:
-            err = exc if isinstance(exc, Exception) else RuntimeError("matcher stopping")
-            for r in batch:
-                if not r.done.done():
-                    r.done.set_exception(err)
-        self._queued -= n
+        for r in batch:
+            if exc is not None and not r.done.done():
+                r.done.set_exception(exc if isinstance(exc, Exception) else RuntimeError("matcher stopping"))
+            for p in r.parts:
+                self._queued[p.dim] -= len(p.ids)
         self._slots.release()
 
-    async def _store(self, batch: list[_Request], groups: list[dict[str, list[str]]]) -> BatchResult:
+    async def _store(self, parts: list[Part], groups: list[list[dict[str, list[str]]]]) -> BatchResult:
         if self.deliver_mode == "count":
             return BatchResult()
-        messages: list[tuple[str, str, int]] = []
+        messages: list[tuple[str, bytes, int]] = []
         deliveries: list[tuple[str, int, str]] = []
-        i = 0
-        for r in batch:
-            for mid, body, ttl in zip(r.ids, r.bodies, r.ttls):
+        for p, g in zip(parts, groups):
+            client_ids = p.client_ids or [True] * len(p.ids)
+            for mid, body, ttl, found, client in zip(p.ids, p.bodies, p.ttls, g, client_ids):
+                if not found and not client:
+                    continue  # nothing to write twice: no dedup mark needed (a Redis call saved)
+                i = len(messages)
                 messages.append((mid, body, ttl))  # bytes go to Redis as they are
-                for queue, subs in groups[i].items():
+                for queue, subs in found.items():
                     deliveries.append((queue, i, json.dumps(subs)))
-                i += 1
+        if not messages:
+            return BatchResult()
         fresh, written = await self.store.deliver(messages, deliveries)
         return BatchResult(delivered=written, fresh=fresh)

@@ -28,7 +28,7 @@ from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from gossip.config import GossipConfig
 from matcher.catalog import SubscriptionSets, rows_from_catalogue
 from matcher.membership import Membership
-from matcher.queues import DimensionQueue
+from matcher.queues import MatcherQueue, Part
 from matcher.stats import WindowStats
 
 log = logging.getLogger("bluedove.matcher")
@@ -47,7 +47,7 @@ class Matcher:
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="index")
         self.table: SegmentTable | None = None
         self.sets: SubscriptionSets | None = None
-        self.queues: list[DimensionQueue] = []
+        self.queue: MatcherQueue | None = None
         self.stats: list[WindowStats] = []
         self.ready = False
         self.log_pos = "0-0"
@@ -74,13 +74,9 @@ class Matcher:
         k = self.table.space.k
         self.stats = [WindowStats(self.s.stats_window_s) for _ in range(k)]
         self.sets = SubscriptionSets(self.s.id, self.table, self.s.tombstone_ttl_s, self.s.partition)
-        self.queues = [
-            DimensionQueue(i, (lambda i=i: self.sets.sets[i]), self.store, self.executor, self.stats[i],
-                           self.s.batch_max, self.deliver_mode)
-            for i in range(k)
-        ]
-        for q in self.queues:
-            q.start()
+        self.queue = MatcherQueue(k, lambda i: self.sets.sets[i], self.store, self.executor, self.stats,
+                                  self.s.batch_max, self.deliver_mode)
+        self.queue.start()
         # Gossip first: liveness does not wait for a long catalogue load (Forward answers
         # UNAVAILABLE meanwhile, and dispatchers try another candidate).
         self.membership.start(f"{self.s.host}:{self.s.port}", self.table)
@@ -96,8 +92,8 @@ class Matcher:
         await self.membership.stop()
         for t in self._tasks:
             t.cancel()
-        for q in self.queues:
-            await q.stop()
+        if self.queue is not None:
+            await self.queue.stop()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     async def _run_index(self, fn, *args):
@@ -300,19 +296,25 @@ class Matcher:
     async def forward(self, req: pb.ForwardRequest, context) -> pb.ForwardReply:
         if not self.ready:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "matcher is loading its subscriptions")
-        dim = req.dimension
-        if not 0 <= dim < len(self.queues):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no dimension {dim}")
-        points = np.array([list(m.point) for m in req.messages], dtype=np.float64).reshape(len(req.messages), -1)
-        sets = self.sets
-        if points.shape[1] != len(self.queues) or not all(sets.owns(dim, v) for v in points[:, dim].tolist()):
-            # Only the owner of the segment holding a value has every subscription that may match.
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                f"not the owner of these values on dimension {dim} at epoch {self.table.epoch}")
+        sets, k = self.sets, self.table.space.k
+        parts = []
+        for dim, msgs in ((req.dimension, req.messages), *((p.dimension, p.messages) for p in req.parts)):
+            if not msgs:
+                continue
+            if not 0 <= dim < k:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no dimension {dim}")
+            points = np.array([list(m.point) for m in msgs], dtype=np.float64).reshape(len(msgs), -1)
+            if points.shape[1] != k or not all(sets.owns(dim, v) for v in points[:, dim].tolist()):
+                # Only the owner of the segment holding a value has every subscription that may match.
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"not the owner of these values on dimension {dim} at epoch {self.table.epoch}")
+            ttls = [self.s.dedup_window_s if m.client_id else self.s.retry_dedup_s for m in msgs]
+            parts.append(Part(dim, [m.id for m in msgs], [m.body for m in msgs], points, ttls,
+                              [m.client_id for m in msgs]))
+        if not parts:
+            return pb.ForwardReply()
         try:
-            ttls = [self.s.dedup_window_s if m.client_id else self.s.retry_dedup_s for m in req.messages]
-            res = await self.queues[dim].submit([m.id for m in req.messages], [m.body for m in req.messages],
-                                                points, ttls)
+            res = await self.queue.submit(parts)
         except redis.exceptions.RedisError as exc:
             # The store, not this matcher, failed: ABORTED tells the dispatcher not to blame us.
             await context.abort(grpc.StatusCode.ABORTED, f"store unavailable: {exc}")
@@ -360,8 +362,8 @@ class Matcher:
         for i, st in enumerate(self.stats):
             lam, mu = st.rates(now)
             seg = self.table.segments_of(self.s.id).get(i) if self.table else None
-            split_at = self.queues[i].sample.load_median(*seg) if seg else float("nan")
-            dims.append(pb.DimensionLoad(lam=lam, mu=mu, q=len(self.queues[i]), subs=counts[i],
+            split_at = self.queue.samples[i].load_median(*seg) if seg else float("nan")
+            dims.append(pb.DimensionLoad(lam=lam, mu=mu, q=self.queue.queued(i), subs=counts[i],
                                          matched_total=st.total_processed, split_at=split_at))
         return pb.ReportReply(id=self.s.id, generation=self.generation, ready=self.ready,
                               epoch=self.table.epoch if self.table else 0, dims=dims,
@@ -402,7 +404,7 @@ class MatcherServicer(pb_grpc.MatcherServicer):
                                     sources=list(request.sources))
 
     async def Export(self, request, context):
-        if not self.m.ready or not 0 <= request.dimension < len(self.m.queues):
+        if not self.m.ready or not 0 <= request.dimension < self.m.table.space.k:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "not ready, or no such dimension")
         return await self.m.export(request)
 

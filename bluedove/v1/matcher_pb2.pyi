@@ -19,14 +19,24 @@ class ForwardMessage(_message.Message):
     def __init__(self, id: _Optional[str] = ..., point: _Optional[_Iterable[float]] = ..., body: _Optional[bytes] = ..., client_id: _Optional[bool] = ...) -> None: ...
 
 class ForwardRequest(_message.Message):
-    __slots__ = ("dimension", "messages", "epoch")
+    __slots__ = ("dimension", "messages", "epoch", "parts")
     DIMENSION_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PARTS_FIELD_NUMBER: _ClassVar[int]
     dimension: int
     messages: _containers.RepeatedCompositeFieldContainer[ForwardMessage]
     epoch: int
-    def __init__(self, dimension: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[ForwardMessage, _Mapping]]] = ..., epoch: _Optional[int] = ...) -> None: ...
+    parts: _containers.RepeatedCompositeFieldContainer[ForwardPart]
+    def __init__(self, dimension: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[ForwardMessage, _Mapping]]] = ..., epoch: _Optional[int] = ..., parts: _Optional[_Iterable[_Union[ForwardPart, _Mapping]]] = ...) -> None: ...
+
+class ForwardPart(_message.Message):
+    __slots__ = ("dimension", "messages")
+    DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    dimension: int
+    messages: _containers.RepeatedCompositeFieldContainer[ForwardMessage]
+    def __init__(self, dimension: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[ForwardMessage, _Mapping]]] = ...) -> None: ...
 
 class ForwardReply(_message.Message):
     __slots__ = ("matched", "delivered", "fresh")

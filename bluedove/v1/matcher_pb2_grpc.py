@@ -85,8 +85,9 @@ class MatcherServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Forward(self, request, context):
-        """Match a batch of messages against the subscription set of one dimension and store every
-        delivery they cause. Answers only once the deliveries are in the store.
+        """Match a batch of messages against the subscription set of one dimension (or several, see
+        ForwardRequest.parts) and store every delivery they cause. Answers only once the
+        deliveries are in the store.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -81,3 +81,58 @@ async def test_store_failure_blames_no_matcher_and_says_so():
         await Forwarder(DispatcherSettings(), c).publish(messages(3))
     assert exc.value.status == 503 and "store" in exc.value.message
     assert c.down == []
+
+
+class SpreadCluster(FakeCluster):
+    """Message i goes first to dimension i % 3 of m1, then to dimension 0 of m2."""
+
+    def __init__(self, answers):
+        super().__init__(answers)
+        self.requests: list[tuple[str, pb.ForwardRequest]] = []
+
+    def ranked_candidates(self, point, now):
+        return [(int(point[0]) % 3, "m1"), (0, "m2")]
+
+    def stub(self, member):
+        inner = super().stub(member)
+        cluster = self
+
+        class Stub:
+            async def Forward(self, req, timeout):
+                cluster.requests.append((member, req))
+                return await inner.Forward(req, timeout)
+
+        return Stub()
+
+
+def parts_of(req: pb.ForwardRequest) -> dict[int, list[str]]:
+    out = {req.dimension: [m.id for m in req.messages]}
+    out.update({p.dimension: [m.id for m in p.messages] for p in req.parts})
+    return out
+
+
+async def test_one_call_per_matcher_carries_every_dimension_as_a_part():
+    c = SpreadCluster({})
+    msgs = [pb.ForwardMessage(id=f"m{i}", point=[i, 0, 0]) for i in range(9)]
+    await Forwarder(DispatcherSettings(), c).publish(msgs)
+    assert len(c.requests) == 1
+    member, req = c.requests[0]
+    assert member == "m1" and req.epoch == 1
+    assert parts_of(req) == {0: ["m0", "m3", "m6"], 1: ["m1", "m4", "m7"], 2: ["m2", "m5", "m8"]}
+
+
+async def test_a_failed_multi_dimension_call_fails_over_every_message_it_carried():
+    c = SpreadCluster({"m1": [rpc_error(grpc.StatusCode.UNAVAILABLE)]})
+    msgs = [pb.ForwardMessage(id=f"m{i}", point=[i, 0, 0]) for i in range(6)]
+    await Forwarder(DispatcherSettings(), c).publish(msgs)
+    assert [m for m, _ in c.requests] == ["m1", "m2"] and c.down == ["m1"]
+    assert parts_of(c.requests[1][1]) == {0: [f"m{i}" for i in range(6)]}
+
+
+async def test_a_lane_call_holds_at_most_forward_batch_max_messages():
+    c = SpreadCluster({})
+    msgs = [pb.ForwardMessage(id=f"m{i}", point=[i, 0, 0]) for i in range(25)]
+    await Forwarder(DispatcherSettings(forward_batch_max=10), c).publish(msgs)
+    sizes = [sum(len(v) for v in parts_of(r).values()) for _, r in c.requests]
+    assert sizes == [10, 10, 5]
+    assert sorted(i for _, r in c.requests for v in parts_of(r).values() for i in v) == sorted(m.id for m in msgs)
