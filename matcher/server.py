@@ -1,11 +1,10 @@
-"""The matcher process: a grpc.aio server holding one subscription set and queue per dimension."""
+"""The matcher process: a grpc.aio server holding one subscription set per dimension and its input queue."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
-import math
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +26,7 @@ from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from gossip.config import GossipConfig
 from matcher.catalog import SubscriptionSets, rows_from_catalogue
+from matcher.handoff import export, load_from_owners
 from matcher.membership import Membership
 from matcher.queues import MatcherQueue, Part
 from matcher.stats import WindowStats
@@ -55,7 +55,7 @@ class Matcher:
         self._tasks: list[asyncio.Task] = []
         # The catalogue tail and a reload must not interleave: one swaps the sets and the
         # log position together, the other applies changes after that position.
-        self._log_lock = asyncio.Lock()
+        self.log_lock = asyncio.Lock()
         # Table changes (gossip, store, hand-off) one at a time.
         self._table_lock = asyncio.Lock()
         self.membership = Membership(self, gossip or GossipConfig(), seeds)
@@ -96,7 +96,7 @@ class Matcher:
             await self.queue.stop()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
-    async def _run_index(self, fn, *args):
+    async def run_index(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     async def _load_catalogue(self, table: SegmentTable) -> None:
@@ -115,15 +115,15 @@ class Matcher:
             if raws:
                 sets.add_rows(*rows_from_catalogue(raws, table.space))
 
-        await self._run_index(fill)
-        async with self._log_lock:
+        await self.run_index(fill)
+        async with self.log_lock:
             while changes := await self.store.catalogue_changes(pos):
-                await self._run_index(self._applier(sets, changes, table))
+                await self.run_index(self.applier(sets, changes, table))
                 pos = changes[-1][0]
             self.sets, self.log_pos = sets, pos
 
     @staticmethod
-    def _applier(sets: SubscriptionSets, changes, table: SegmentTable):
+    def applier(sets: SubscriptionSets, changes, table: SegmentTable):
         def apply() -> None:
             for _, f in changes:
                 if f["op"] == "add":
@@ -139,10 +139,10 @@ class Matcher:
                 changes = await self.store.catalogue_changes(pos, block_ms=self.s.catalog_block_ms)
                 if not changes:
                     continue
-                async with self._log_lock:
+                async with self.log_lock:
                     if self.log_pos != pos:  # a reload swapped the sets meanwhile: read again
                         continue
-                    await self._run_index(self._applier(self.sets, changes, self.table))
+                    await self.run_index(self.applier(self.sets, changes, self.table))
                     self.log_pos = changes[-1][0]
             except asyncio.CancelledError:
                 raise
@@ -177,7 +177,7 @@ class Matcher:
                 loaded = False
                 if sources:
                     try:
-                        await self._load_from_owners(new, sources)
+                        await load_from_owners(self, new, sources)
                         loaded = True
                     except Exception as exc:  # noqa: BLE001 - an old owner failed: the catalogue has it all
                         log.warning("hand-off from the old owners failed (%r); loading from the catalogue", exc)
@@ -186,72 +186,6 @@ class Matcher:
         if adopt:
             await self.apply_table(new)
         return pb.PrepareReply(epoch=new.epoch, subs=self.sets.counts())
-
-    async def _load_from_owners(self, table: SegmentTable, sources) -> None:
-        """Build the sets of the dimensions that grow from our own rows plus the rows the old
-        owners export (each current to its log position), keep the other sets as they are,
-        then replay the catalogue log from the oldest of those positions (adds and removes
-        are idempotent, so replaying what a set already has changes nothing) and swap."""
-        k = table.space.k
-        channels = {}
-
-        async def fetch(src):
-            ch = channels.get(src.address) or channels.setdefault(src.address, grpc.aio.insecure_channel(src.address))
-            r = await pb_grpc.MatcherStub(ch).Export(
-                pb.ExportRequest(dimension=src.dimension, low=src.low, high=src.high), timeout=30.0)
-            return src.dimension, r
-
-        t0 = time.monotonic()
-        try:
-            fetched = await asyncio.gather(*(fetch(src) for src in sources))
-        finally:
-            for ch in channels.values():
-                await ch.close()
-        t1 = time.monotonic()
-        async with self._log_lock:
-            old = self.sets
-            new = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s, self.s.partition)
-            new._tombstones = dict(old._tombstones)
-            grown = {d for d, _ in fetched}
-            positions = [self.log_pos] + [r.log_pos for _, r in fetched]
-
-            def build() -> None:
-                for i in range(k):
-                    if i not in grown:
-                        new.sets[i] = old.sets[i]
-                        continue
-                    ids, queues, lows, highs = old.sets[i].export(i, -math.inf, math.inf)
-                    lows_l, highs_l = [lows], [highs]
-                    ids, queues = list(ids), list(queues)
-                    for d, r in fetched:
-                        if d == i and r.count:
-                            ids += r.ids.split("\n")
-                            queues += r.queues.split("\n")
-                            lows_l.append(np.frombuffer(r.lows, dtype="<f8").reshape(-1, k))
-                            highs_l.append(np.frombuffer(r.highs, dtype="<f8").reshape(-1, k))
-                    new.add_rows(ids, queues, np.concatenate(lows_l), np.concatenate(highs_l), dims={i})
-
-            await self._run_index(build)
-            t2 = time.monotonic()
-            pos = min(positions, key=_log_order)
-            replayed = 0
-            while changes := await self.store.catalogue_changes(pos):
-                await self._run_index(self._applier(new, changes, table))
-                pos = changes[-1][0]
-                replayed += len(changes)
-            self.sets, self.log_pos = new, max(pos, self.log_pos, key=_log_order)
-        log.info("hand-off from %s: %d rows fetched in %.2f s, sets built in %.2f s, %d log changes replayed "
-                 "in %.2f s", sorted({src.member for src in sources}), sum(r.count for _, r in fetched), t1 - t0,
-                 t2 - t1, replayed, time.monotonic() - t2)
-
-    async def export(self, req: pb.ExportRequest) -> pb.ExportReply:
-        async with self._log_lock:  # the rows and the position must agree
-            pos = self.log_pos
-            ids, queues, lows, highs = await self._run_index(self.sets.sets[req.dimension].export,
-                                                             req.dimension, req.low, req.high)
-        return pb.ExportReply(log_pos=pos, ids="\n".join(ids), queues="\n".join(queues), count=len(ids),
-                              lows=np.ascontiguousarray(lows, dtype="<f8").tobytes(),
-                              highs=np.ascontiguousarray(highs, dtype="<f8").tobytes())
 
     async def _trim(self) -> None:
         """After the hand-off grace, drop the parts of the sets the table no longer gives us."""
@@ -331,19 +265,19 @@ class Matcher:
         if not all(sets.owns(dim, v) for v in points[:, dim].tolist()):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"not the owner of these values on dimension {dim} at epoch {self.table.epoch}")
-        groups = await self._run_index(sets.sets[dim].match_batch, points)
+        groups = await self.run_index(sets.sets[dim].match_batch, points)
         return pb.MatchReply(messages=[
             pb.MatchReply.Matches(subscription_ids=sorted(i for ids in g.values() for i in ids)) for g in groups])
 
     async def add_subscriptions(self, req: pb.SubscriptionBatch) -> int:
         sets = self.sets
         subs = [(s.id, s.queue, tuple(s.lows), tuple(s.highs)) for s in req.subscriptions]
-        return await self._run_index(lambda: sum(sets.add(*s) for s in subs))
+        return await self.run_index(lambda: sum(sets.add(*s) for s in subs))
 
     async def remove_subscriptions(self, req: pb.RemoveRequest) -> int:
         sets = self.sets
         ids = list(req.ids)
-        return await self._run_index(lambda: sum(sets.remove(i) for i in ids))
+        return await self.run_index(lambda: sum(sets.remove(i) for i in ids))
 
     async def leave(self) -> pb.LeaveReply:
         """Hand our segments off, serve through the grace period, then stop the process."""
@@ -406,7 +340,7 @@ class MatcherServicer(pb_grpc.MatcherServicer):
     async def Export(self, request, context):
         if not self.m.ready or not 0 <= request.dimension < self.m.table.space.k:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "not ready, or no such dimension")
-        return await self.m.export(request)
+        return await export(self.m, request)
 
     async def Leave(self, request, context):
         if not self.m.ready:
@@ -425,12 +359,6 @@ async def _leave_or_stop(m: Matcher) -> None:
     if not reply.ok:
         log.warning("matcher %s could not hand off (%s); exiting", m.s.id, reply.reason)
         m.stopping.set()
-
-
-def _log_order(pos: str) -> tuple[int, int]:
-    """A Redis stream id ("ms-seq") as a sortable pair."""
-    ms, _, seq = pos.partition("-")
-    return int(ms), int(seq or 0)
 
 
 def _within(inner: dict[int, tuple[float, float]], outer: dict[int, tuple[float, float]]) -> bool:
