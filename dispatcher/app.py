@@ -169,4 +169,5 @@ def create_app(settings: DispatcherSettings, space: Space, address: str = "") ->
 
     for r in (queues.router, subscriptions.router, messages.router, cluster.router):
         app.include_router(r)
+    app.add_middleware(queues.HotRoutes)  # poll and ack without FastAPI's per-request layers
     return app

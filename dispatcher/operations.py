@@ -13,7 +13,7 @@ from redis.exceptions import ResponseError
 
 from bluedove.errors import ApiError, not_found, unauthorized
 from bluedove.model import build_subscription, parse_batch, parse_message, parse_subscription_request
-from bluedove.store.store import LimitExceeded, QueueMissing, delivery, new_id, valid_receipt
+from bluedove.store.store import BadToken, LimitExceeded, QueueMissing, first_invalid_receipt, new_id
 from bluedove.v1 import matcher_pb2 as pb
 
 # How long one store read of a Listen stream blocks before it looks at its queue again.
@@ -165,38 +165,62 @@ async def publish_stream(d, bodies: AsyncIterator[Any]) -> list[str]:
 
 
 # -- receiving ---------------------------------------------------------------------------------
+# Poll and ack check the token inside their one store call (the POLL and ACK scripts) rather
+# than with a lookup of their own: a round trip less per request (docs/benchmarks.md,
+# "Delivery"). A request that is also invalid has its token checked first, so that a wrong
+# token is a 401 whatever else is wrong, as everywhere in the API.
 async def poll(d, queue: str, token: str | None, max_n: float, wait: float) -> list[dict]:
-    return [delivery(*m) for m in await poll_raw(d, queue, token, max_n, wait)]
+    return json.loads(await poll_json(d, queue, token, max_n, wait))["messages"]
 
 
-async def poll_raw(d, queue: str, token: str | None, max_n: float, wait: float) -> list[tuple[str, str, str]]:
-    """Deliveries as stored, [(receipt, message JSON, subscriptions JSON)]: the REST route
-    splices them into its response without decoding them (store.deliveries_json)."""
-    await require_queue_token(d, queue, token)
+async def poll_json(d, queue: str, token: str | None, max_n: float, wait: float) -> str:
+    """The REST body `{"messages": [...]}`, as the store spliced it from the stored JSON."""
+    if not 1 <= max_n <= 1000 or not 0 <= wait <= d.s.max_wait_s:
+        await require_queue_token(d, queue, token)
     max_n = int(check_range("max", max_n, 1, 1000))
     wait = check_range("wait", wait, 0, d.s.max_wait_s)
     try:
-        msgs = await d.store.poll_raw(queue, max_n, wait, stop=d.closing)
+        n, body = await d.store.poll_json(queue, max_n, wait, stop=d.closing, token=_given(token))
+    except BadToken:
+        raise unauthorized() from None
     except ResponseError as exc:  # NOGROUP: the queue was deleted while we waited (as in listen)
         if "NOGROUP" not in str(exc):
             raise
         raise unauthorized() from None
-    d.metrics.polled.inc(len(msgs))
-    return msgs
+    d.metrics.polled.inc(n)
+    return body
+
+
+def _given(token: str | None) -> str:
+    """The token to check in the store; no token at all is a 401 without asking it."""
+    if token is None:
+        raise unauthorized()
+    return token
+
+
+def _ack_error(receipts: Any, unknown_field: str | None) -> ApiError | None:
+    if unknown_field is not None:
+        return ApiError(422, "invalid_ack", f"unknown field {unknown_field!r}", unknown_field)
+    if not isinstance(receipts, list):
+        return ApiError(422, "invalid_ack", "the body must be {\"receipts\": [...]}", "receipts")
+    i = first_invalid_receipt(receipts)
+    if i is not None:
+        return ApiError(422, "invalid_ack", f"not a receipt: {receipts[i]!r}", f"receipts[{i}]")
+    return None
 
 
 async def ack(d, queue: str, token: str | None, receipts: Any, unknown_field: str | None = None) -> None:
     """Ack `receipts`; `unknown_field`, a field of the REST body other than receipts, is an
     error once the token is checked (like a bad receipt)."""
-    await require_queue_token(d, queue, token)
-    if unknown_field is not None:
-        raise ApiError(422, "invalid_ack", f"unknown field {unknown_field!r}", unknown_field)
-    if not isinstance(receipts, list):
-        raise ApiError(422, "invalid_ack", "the body must be {\"receipts\": [...]}", "receipts")
-    for i, r in enumerate(receipts):
-        if not valid_receipt(r):
-            raise ApiError(422, "invalid_ack", f"not a receipt: {r!r}", f"receipts[{i}]")
-    d.metrics.acked.inc(await d.store.ack(queue, receipts))
+    error = _ack_error(receipts, unknown_field)
+    if error is not None:
+        await require_queue_token(d, queue, token)
+        raise error
+    try:
+        acked = await d.store.ack(queue, receipts, token=_given(token))
+    except BadToken:
+        raise unauthorized() from None
+    d.metrics.acked.inc(acked)
 
 
 async def listen(d, queue: str, token: str | None, max_n: float) -> AsyncIterator[dict]:

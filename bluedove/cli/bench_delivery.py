@@ -24,6 +24,11 @@ from bluedove.workloads import Workload
 
 GOAL_WRITE_PER_S = 50_000
 GOAL_DRAIN_PER_S = 20_000
+# Connections per poller process unless --connections says otherwise: each is one client going
+# round its queues, and a fleet of phones is many. Paced, most of them wait between passes; with
+# 32 per process the passes hung on the latency of each poll and ack (~100 ms once the writers
+# load the machine) and fell behind the poll interval, not on the service's throughput.
+POLLER_CONNECTIONS = 128
 
 
 async def load_workload(url: str, w: Workload) -> tuple[list[tuple[str, str]], list[str]]:
@@ -60,7 +65,8 @@ class Probe:
 
     def snap(self) -> dict:
         return {"t": time.monotonic(), "backlog": self.backlog(), "published": sum(v.value for v in self.sent),
-                "acked": self.poll.done.value, "cpu": {n: cpu_seconds(p) for n, p in self.pids.items()},
+                "acked": self.poll.done.value, "polls": self.poll.polls.value,
+                "cpu": {n: cpu_seconds(p) for n, p in self.pids.items()},
                 "cmd": self.r.info("commandstats")}
 
 
@@ -72,6 +78,7 @@ def _phase(a: dict, b: dict) -> dict:
     dt = b["t"] - a["t"]
     acked = b["acked"] - a["acked"]
     written = b["backlog"] - a["backlog"] + acked
+    polls = b["polls"] - a["polls"]
     cpu = {n: round(100 * (b["cpu"][n] - a["cpu"][n]) / dt, 1) for n in a["cpu"]}
     roles: dict[str, float] = {}
     for n, v in cpu.items():
@@ -90,6 +97,9 @@ def _phase(a: dict, b: dict) -> dict:
         "published_per_s": round((b["published"] - a["published"]) / dt),
         "written_per_s": round(written / dt),
         "acked_per_s": round(acked / dt),
+        "polls_per_s": round(polls / dt),
+        # Acked, not handed out: each poll's deliveries are acked before the next poll.
+        "deliveries_per_poll": round(acked / polls, 1) if polls else None,
         "backlog_start": a["backlog"], "backlog_end": b["backlog"],
         "backlog_growth_per_s": round((b["backlog"] - a["backlog"]) / dt),
         "cpu_pct": roles, "cpu_pct_by_process": cpu,
@@ -107,6 +117,13 @@ def _wait_steady(value, quiet_s: float = 0.5, timeout_s: float = 30.0) -> None:
         if value.value == last:
             return
         last = value.value
+
+
+def _empty(probe: Probe, timeout_s: float, left: int = 1000) -> None:
+    """Until the pollers have brought the backlog down to `left` deliveries (or the time is up)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and probe.backlog() > left:
+        time.sleep(0.5)
 
 
 def _verify(w: Workload, queues: list[tuple[str, str]], sub_ids: list[str], sample_q: list[int],
@@ -145,7 +162,7 @@ def _spawn(ctx, args, w: Workload, cluster: LocalCluster, queues, sample: set[st
 
     def control() -> Control:
         return Control(ctx.Value("d", PAUSED), ctx.Value("q", 0), ctx.Value("i", 0), ctx.Event(), ctx.Event(),
-                       ctx.Value("i", 0))
+                       ctx.Value("i", 0), ctx.Value("q", 0))
 
     pub, feed, poll = control(), control(), control()
     names = list(w.space.names)
@@ -156,7 +173,7 @@ def _spawn(ctx, args, w: Workload, cluster: LocalCluster, queues, sample: set[st
                   for i in range(args.feeders)})
     procs.update({f"Q{i + 1}": ctx.Process(target=poller_main, daemon=True,
                                            args=(cluster.url, queues[i::args.pollers], sample, args.connections,
-                                                 poll, results))
+                                                 poll, results, args.poll_interval))
                   for i in range(args.pollers)})
     return procs, pub, feed, poll
 
@@ -204,16 +221,29 @@ def _run(args: argparse.Namespace, w: Workload, cluster: LocalCluster, srv: Redi
         _wait_steady(feed.done)
         per_msg = write["written_per_s"] / max(write["published_per_s"], 1)
 
-        # (b) sustain: feeders paced at a target delivery rate while pollers drain; the backlog
-        # (a) left is there from the start. Up to three attempts: not sustained, the next aims
-        # a little below what was acked; sustained with acks well ahead of writes, the next
-        # aims between the two. The best sustained attempt is reported.
+        # drain: pollers only, on the backlog (a) left; measured until 80 % of it is gone. With
+        # that backlog every poll finds many deliveries: the drain rate at its cheapest.
         poll.active.value = 1
+        a = probe.snap()
+        deadline = time.monotonic() + args.duration * 3
+        while time.monotonic() < deadline and probe.backlog() > a["backlog"] * 0.2:
+            time.sleep(0.5)
+        phases["drain"] = _phase(a, probe.snap())
+
+        # (b) sustain: feeders paced at a target delivery rate while the paced pollers drain,
+        # each attempt from an (almost) empty backlog, so that what is measured is the steady
+        # state: each poll finds what arrived since that queue's last poll. Up to three attempts:
+        # not sustained, the next aims a little below what was acked; sustained with acks well
+        # ahead of writes, the next aims between the two. The best sustained attempt is reported.
         target = args.rate
         attempts = []
         for n in range(3):
+            _empty(probe, args.duration * 3 + 2 * args.poll_interval)
             feed.rate.value = target / max(per_msg, 1e-9) / max(args.feeders, 1)
-            ph = _measure(probe, args.warmup * 2, args.duration)
+            # The warm-up covers a poll interval: by then the backlog has risen to its plateau.
+            ph = _measure(probe, max(args.warmup * 2, args.warmup + args.poll_interval), args.duration)
+            feed.rate.value = PAUSED
+            _wait_steady(feed.done)
             ph["target_per_s"] = round(target)
             # Sustained: the backlog does not grow (by at most 2 % of the rate per second).
             ph["sustained"] = ph["backlog_growth_per_s"] <= 0.02 * max(ph["written_per_s"], 1)
@@ -224,15 +254,6 @@ def _run(args: argparse.Namespace, w: Workload, cluster: LocalCluster, srv: Redi
             target = middle if ph["sustained"] else 0.9 * ph["acked_per_s"]
         ok = [a for a in attempts if a["sustained"]]
         phases["sustain"] = max(ok, key=lambda a: a["written_per_s"]) if ok else attempts[-1]
-        feed.rate.value = PAUSED
-        _wait_steady(feed.done)
-
-        # drain: pollers only, on what is left; measured until 80 % of it is gone.
-        a = probe.snap()
-        deadline = time.monotonic() + args.duration * 3
-        while time.monotonic() < deadline and probe.backlog() > a["backlog"] * 0.2:
-            time.sleep(0.5)
-        phases["drain"] = _phase(a, probe.snap())
         out["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
 
         check, errors = _finish(w, queues, sub_ids, sample_q, procs, pub, feed, poll, results, probe)
@@ -242,7 +263,9 @@ def _run(args: argparse.Namespace, w: Workload, cluster: LocalCluster, srv: Redi
             "matchers": args.matchers, "dispatchers": args.dispatchers, "publishers": args.publishers,
             "feeders": args.feeders, "pollers": args.pollers, "poller_connections": args.connections,
             "poll_max": POLL_MAX, "seed": args.seed, "cpus": os.cpu_count(),
+            "poll_interval_s": args.poll_interval,
             "deliveries_per_msg": round(per_msg, 3),
+            "deliveries_per_poll": sustain["deliveries_per_poll"],
             "write_per_s": write["written_per_s"],
             "api_write_per_s": phases["publish_api"]["written_per_s"],
             "drain_per_s": sustain["acked_per_s"],
@@ -289,8 +312,15 @@ def _finish(w, queues, sub_ids, sample_q, procs, pub, feed, poll, results, probe
     return check, errors
 
 
+def delivery_args(args: argparse.Namespace) -> argparse.Namespace:
+    """`args` with every unset flag at its default: the shared ones, but POLLER_CONNECTIONS."""
+    if getattr(args, "connections", None) is None:
+        args.connections = POLLER_CONNECTIONS
+    return resolve(args)
+
+
 def run_delivery_bench(args: argparse.Namespace) -> int:
-    args = resolve(args)
+    args = delivery_args(args)
     w = workload_or_none(args)
     if w is None:
         return 2
@@ -324,15 +354,18 @@ def _print(r: dict) -> None:
     print(f"workload {r['workload']}: {r['subscriptions']:,} subscriptions, {r['queues']:,} queues;"
           f" {r['matchers']} matchers, {r['dispatchers']} dispatcher(s), {r['publishers']} API publishers,"
           f" {r['feeders']} feeders,"
-          f" {r['pollers']} pollers x {r['poller_connections']} connections (max=100)")
+          f" {r['pollers']} pollers x {r['poller_connections']} connections (max=100,"
+          f" each queue polled every {r['poll_interval_s']:g} s at most)")
     for name, ph in r["phases"].items():
         cpu = ", ".join(f"{k} {v:.0f}%" for k, v in ph["cpu_pct"].items())
+        per_poll = "-" if ph["deliveries_per_poll"] is None else f"{ph['deliveries_per_poll']:.1f}"
         print(f"{name:<11} {ph['seconds']:>5.1f}s  published {ph['published_per_s']:>7,} msg/s  written"
-              f" {ph['written_per_s']:>7,}/s  acked {ph['acked_per_s']:>7,}/s  backlog {ph['backlog_start']:,}"
-              f" -> {ph['backlog_end']:,}\n            cpu: {cpu}")
+              f" {ph['written_per_s']:>7,}/s  acked {ph['acked_per_s']:>7,}/s  {per_poll} per poll  backlog"
+              f" {ph['backlog_start']:,} -> {ph['backlog_end']:,}\n            cpu: {cpu}")
     v = r["verify"]
     print(f"goals: write {r['write_per_s']:,}/s (goal {r['goals']['write_per_s']:,}), sustained drain"
-          f" {r['drain_per_s']:,}/s (goal {r['goals']['drain_per_s']:,}, sustained {r['sustained']})")
+          f" {r['drain_per_s']:,}/s (goal {r['goals']['drain_per_s']:,}, sustained {r['sustained']},"
+          f" {r['deliveries_per_poll']} deliveries per poll)")
     print(f"verify: {v['sample_queues']} queues, {v['expected']:,} expected deliveries: missing {v['missing']},"
           f" unexpected {v['unexpected']}, duplicates {v['duplicates']}, wrong lists {v['wrong_subscriptions']};"
           f" exact {r['exact']}")

@@ -12,7 +12,10 @@ FLAGS: dict[str, tuple[object, type, str]] = {
     "--publishers": (2, int, "publisher processes"),
     "--feeders": (3, int, "delivery: processes sending to the matchers' Forward directly (as dispatchers do)"),
     "--pollers": (2, int, "delivery: poller processes"),
-    "--connections": (32, int, "delivery: concurrent polls per poller process; publish: concurrent calls per mode"),
+    "--connections": (32, int, "delivery: concurrent polls per poller process (128 there); publish: concurrent calls"
+                               " per mode"),
+    "--poll-interval": (10.0, float, "delivery: seconds a poller connection takes at least to poll each of its queues"
+                                    " once, like phones polling every so often (0: as fast as it can)"),
     "--duration": (10.0, float, "seconds each measured phase (or mode) lasts"),
     "--warmup": (2.0, float, "seconds before each measurement starts"),
     "--rate": (20_000.0, float, "delivery: the deliveries/s publishers are paced at in the sustain phase"),

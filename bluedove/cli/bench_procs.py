@@ -27,6 +27,7 @@ class Control:
     stop: object  # Event: finish (pollers drain their queues first when `drain` is set)
     drain: object  # Event
     ready: object  # Value('i'): processes of this kind that have started and connected
+    polls: object = None  # Value('q'): polls made (pollers only)
 
 
 def _ready(ctl: Control) -> None:
@@ -167,10 +168,12 @@ async def _feed(table_json: dict, seed: int, index: int, ctl: Control, inflight:
 
 # -- pollers -----------------------------------------------------------------------------------
 def poller_main(url: str, queues: list[tuple[str, str]], sample: set[str], concurrency: int, ctl: Control,
-                results) -> None:
-    """Poll (max=100, no wait) and ack `queues` round robin with `concurrency` connections while
-    `ctl.active`; on `stop` with `drain`, empty them first. Sends back the sampled deliveries."""
-    out = asyncio.run(_poll_all(url, queues, sample, concurrency, ctl))
+                results, interval: float = 0.0) -> None:
+    """Poll (max=100, no wait) and ack `queues` with `concurrency` connections while
+    `ctl.active`, each connection polling each of its queues once per `interval` seconds (0:
+    as fast as it can); on `stop` with `drain`, empty them first, unpaced. Sends back the
+    sampled deliveries."""
+    out = asyncio.run(_poll_all(url, queues, sample, concurrency, ctl, interval))
     results.put(("poller", os.getpid(), out))
 
 
@@ -185,12 +188,23 @@ class _Conn:
         self.writer: asyncio.StreamWriter | None = None
 
     async def request(self, method: str, path: str, token: str, body: bytes = b"") -> tuple[int, bytes]:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {token}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
-        self.writer.write(head.encode() + body)
-        status_line = await self.reader.readline()
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+        for _ in range(2):
+            if self.writer is None:
+                self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            try:
+                self.writer.write(head)
+                status_line = await self.reader.readline()
+            except ConnectionError:
+                status_line = b""
+            if status_line:
+                break
+            # Closed before answering: the server drops a keep-alive connection idle for a few
+            # seconds (uvicorn: 5), as a paced connection is between passes. Again on a new one.
+            self.close()
+        else:
+            raise ConnectionError(f"{self.host}:{self.port} closed the connection twice without answering")
         length = 0
         while (line := await self.reader.readline()) not in (b"\r\n", b""):
             name, _, value = line.partition(b":")
@@ -202,9 +216,18 @@ class _Conn:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+            self.reader = self.writer = None
 
 
-async def _poll_all(url: str, queues: list[tuple[str, str]], sample: set[str], concurrency: int, ctl: Control) -> dict:
+async def _until(ctl: Control, at: float) -> None:
+    """Sleep until monotonic time `at`, or less once `ctl.stop` is set (the final drain
+    starts within half a second)."""
+    while (left := at - time.monotonic()) > 0 and not ctl.stop.is_set():
+        await asyncio.sleep(min(left, 0.5))
+
+
+async def _poll_all(url: str, queues: list[tuple[str, str]], sample: set[str], concurrency: int, ctl: Control,
+                    interval: float = 0.0) -> dict:
     from urllib.parse import urlsplit
 
     seen: list[tuple[str, str, list[str]]] = []
@@ -213,43 +236,69 @@ async def _poll_all(url: str, queues: list[tuple[str, str]], sample: set[str], c
     where = urlsplit(url)
     conns = [_Conn(where.hostname, where.port) for _ in range(concurrency)]
 
-    async def worker(conn: _Conn, share: list[tuple[str, str]]) -> None:
+    async def one_pass(conn: _Conn, share: list[tuple[str, str]]) -> int | None:
+        """Poll and ack each queue of `share` once; deliveries acked, or None after a failed request."""
         nonlocal acked
+        got_any = 0
+        for q, tok in share:
+            status, data = await conn.request("GET", f"/v1/queues/{q}/messages?max={POLL_MAX}&wait=0", tok)
+            if status != 200:
+                errors.append(f"poll {status}: {data[:200]!r}")
+                return None
+            with ctl.polls.get_lock():
+                ctl.polls.value += 1
+            msgs = json.loads(data)["messages"]
+            if not msgs:
+                continue
+            body = json.dumps({"receipts": [m["receipt"] for m in msgs]}).encode()
+            status, data = await conn.request("POST", f"/v1/queues/{q}/ack", tok, body)
+            if status != 204:
+                errors.append(f"ack {status}: {data[:200]!r}")
+                return None
+            got_any += len(msgs)
+            if q in sample:
+                seen.extend((q, m["id"], m["subscriptions"]) for m in msgs)
+            acked += len(msgs)
+            with ctl.done.get_lock():
+                ctl.done.value += len(msgs)
+        return got_any
+
+    async def worker(conn: _Conn, share: list[tuple[str, str]], phase: float) -> None:
+        """Pass after pass over `share`, paced like a fleet of phones that each poll their queue
+        every `interval` seconds: a pass done early waits until `interval` after its start; one
+        that falls behind (the service is the bottleneck) is followed at once. Within a pass the
+        polls go back to back; each connection's passes are offset by `phase` of an interval,
+        so that the connections, not in step, make an even load together."""
         empty_pass = 0
+        start = None
         while True:
             if ctl.stop.is_set() and (not ctl.drain.is_set() or empty_pass >= 2):
                 return
             if not ctl.active.value and not ctl.stop.is_set():
                 await asyncio.sleep(0.02)
+                start = None  # paused: the next pass begins afresh
                 continue
-            got_any = 0
-            for q, tok in share:
-                status, data = await conn.request("GET", f"/v1/queues/{q}/messages?max={POLL_MAX}&wait=0", tok)
-                if status != 200:
-                    errors.append(f"poll {status}: {data[:200]!r}")
-                    return
-                msgs = json.loads(data)["messages"]
-                if not msgs:
-                    continue
-                body = json.dumps({"receipts": [m["receipt"] for m in msgs]}).encode()
-                status, data = await conn.request("POST", f"/v1/queues/{q}/ack", tok, body)
-                if status != 204:
-                    errors.append(f"ack {status}: {data[:200]!r}")
-                    return
-                got_any += len(msgs)
-                if q in sample:
-                    seen.extend((q, m["id"], m["subscriptions"]) for m in msgs)
-                acked += len(msgs)
-                with ctl.done.get_lock():
-                    ctl.done.value += len(msgs)
+            # The first pass begins at once (the drain phase measures from then) but counts as
+            # begun `phase` of an interval ago: the offset shows from the second pass on.
+            now = time.monotonic()
+            start = now - phase * interval if start is None else max(now, start + interval)
+            try:
+                got_any = await one_pass(conn, share)
+            except (OSError, asyncio.IncompleteReadError) as exc:  # ConnectionError is an OSError
+                errors.append(f"connection failed: {exc!r}")
+                return
+            if got_any is None:
+                return
             empty_pass = 0 if got_any else empty_pass + 1
             if not got_any:
                 await asyncio.sleep(0.05)
+            if interval:
+                await _until(ctl, start + interval)
 
     shares = [queues[i::concurrency] for i in range(concurrency)]
     _ready(ctl)
     try:
-        await asyncio.gather(*(worker(c, s) for c, s in zip(conns, shares) if s))
+        await asyncio.gather(*(worker(c, s, i / concurrency) for i, (c, s) in enumerate(zip(conns, shares)) if s))
     finally:
         for c in conns:
             c.close()

@@ -76,32 +76,77 @@ end
 return {nfresh, written}
 """
 
-# A queue's next deliveries in one step. KEYS: the queue's stream. ARGV: group, consumer,
-# visibility timeout ms, max n. Deliveries whose visibility timeout passed come first (following
-# XAUTOCLAIM's cursor, which looks at a bounded number of pending entries per call), then new
-# ones (XREADGROUP, never blocking here). Returns {{id, {field, value, ...}}, ...}; entries
-# deleted meanwhile (nil in XAUTOCLAIM's reply on Redis 6.2) are skipped.
+# A queue's next deliveries in one step, as the REST body. KEYS: the queue's stream, the
+# queue's hash. ARGV: group, consumer, visibility timeout ms, max n, token digest ('' when the
+# caller checked the token itself). A wrong digest (or a queue gone) returns false, so the token
+# check costs no round trip of its own. Deliveries whose visibility timeout passed come first
+# (following XAUTOCLAIM's cursor, which looks at a bounded number of pending entries per call),
+# then new ones (XREADGROUP, never blocking here). Returns {n, '{"messages":[...]}'}: each stored
+# message object gains "subscriptions" and "receipt", spliced as text. One string, because
+# handing the entries back as Lua tables cost redis-server ~14 µs of CPU per delivery, more than
+# reading them (docs/benchmarks.md, "Delivery"). Entries deleted meanwhile (nil in XAUTOCLAIM's
+# reply on Redis 6.2) are skipped.
 POLL = """
+if ARGV[5] ~= '' and redis.call('HGET', KEYS[2], 'token') ~= ARGV[5] then return false end
 local n = tonumber(ARGV[4])
 local out = {}
+local got = 0
+local function add(e)
+  local f = e[2]
+  if type(f) ~= 'table' then return end
+  local m, s
+  for i = 1, #f - 1, 2 do
+    if f[i] == 'm' then m = f[i + 1] elseif f[i] == 's' then s = f[i + 1] end
+  end
+  if not m or not s then return end
+  -- the object without its closing brace: the stored JSON is compact, else trim around it
+  local head
+  local last, before = string.byte(m, -1), string.byte(m, -2)
+  if last == 125 and before ~= 32 and before ~= 9 and before ~= 10 and before ~= 13 then
+    head = string.sub(m, 1, -2)
+  else
+    head = string.gsub(m, '%s*}%s*$', '')
+  end
+  if got > 0 then out[#out + 1] = ',' end
+  out[#out + 1] = head
+  out[#out + 1] = string.byte(head, -1) == 123 and '"subscriptions":' or ',"subscriptions":'
+  out[#out + 1] = s
+  out[#out + 1] = ',"receipt":"'
+  out[#out + 1] = e[1]
+  out[#out + 1] = '"}'
+  got = got + 1
+end
 local cursor = '0-0'
 for _ = 1, 16 do
-  local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], cursor, 'COUNT', n - #out)
+  local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], cursor, 'COUNT', n - got)
   cursor = r[1]
   for _, e in ipairs(r[2]) do
-    if type(e) == 'table' and type(e[2]) == 'table' and #e[2] > 0 then out[#out + 1] = e end
+    if type(e) == 'table' then add(e) end
   end
-  if cursor == '0-0' or #out >= n then break end
+  if cursor == '0-0' or got >= n then break end
 end
-if #out < n then
-  local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', n - #out, 'STREAMS', KEYS[1], '>')
+if got < n then
+  local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', n - got, 'STREAMS', KEYS[1], '>')
   if type(r) == 'table' then
-    for _, e in ipairs(r[1][2]) do
-      if type(e[2]) == 'table' and #e[2] > 0 then out[#out + 1] = e end
-    end
+    for _, e in ipairs(r[1][2]) do add(e) end
   end
 end
-return out
+return {got, '{"messages":[' .. table.concat(out) .. ']}'}
+"""
+
+# Ack: remove deliveries from the pending list and the stream in one call. KEYS: the queue's
+# stream, the queue's hash. ARGV: group, token digest ('' when the caller checked the token),
+# receipts... A wrong digest (or a queue gone) returns false. Returns how many were pending.
+# The receipts go to XACK and XDEL in slices: unpack() of more than ~8,000 values fails.
+ACK = """
+if ARGV[2] ~= '' and redis.call('HGET', KEYS[2], 'token') ~= ARGV[2] then return false end
+local acked = 0
+for i = 3, #ARGV, 1000 do
+  local j = math.min(i + 999, #ARGV)
+  acked = acked + redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, i, j))
+  redis.call('XDEL', KEYS[1], unpack(ARGV, i, j))
+end
+return acked
 """
 
 # KEYS: bd:table. ARGV: expected epoch (0 = no table yet), new table JSON.

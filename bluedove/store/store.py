@@ -25,6 +25,7 @@ from bluedove.store import scripts
 GROUP = "g"
 CONSUMER = "c"
 _RECEIPT_RE = re.compile(r"\d{1,20}-\d{1,20}")  # used with fullmatch: `$` would pass "1-0\n"
+_RECEIPTS_RE = re.compile(r"\d{1,20}-\d{1,20}(?:,\d{1,20}-\d{1,20})*")  # an ack's receipts, joined by ","
 # What a queue id can be (new_id makes 32 hex digits). No ':' above all: "<queue>:s" would
 # name the queue's stream, whose HGET fails (WRONGTYPE), telling an existing queue apart.
 _QUEUE_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
@@ -69,6 +70,10 @@ class LimitExceeded(Exception):
     pass
 
 
+class BadToken(Exception):
+    """The token given with a poll or ack does not open the queue (or the queue is gone)."""
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -92,6 +97,7 @@ class Store:
         self._deliver = self.r.register_script(scripts.DELIVER)
         self._put_table_if = self.r.register_script(scripts.PUT_TABLE_IF)
         self._poll = self.r.register_script(scripts.POLL)
+        self._ack = self.r.register_script(scripts.ACK)
 
     async def close(self) -> None:
         await self.r.aclose()
@@ -223,40 +229,54 @@ class Store:
         fresh, written = await self._deliver(args=args)
         return int(fresh), int(written)
 
-    async def poll(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None = None) -> list[dict]:
-        """Up to max_n deliveries: expired unacked ones first, then new ones, long-polling wait_s.
+    async def poll(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None = None,
+                   token: str | None = None) -> list[dict]:
+        """Up to max_n deliveries as the API shows them (`poll_json`'s, decoded)."""
+        _, body = await self.poll_json(queue, max_n, wait_s, stop, token)
+        return json.loads(body)["messages"]
 
-        A long-poll returns early (possibly empty) once `stop` is set: a shutting-down
-        dispatcher answers its waiting pollers instead of holding them."""
-        return [delivery(eid, m, s) for eid, m, s in await self.poll_raw(queue, max_n, wait_s, stop)]
+    async def poll_json(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None = None,
+                        token: str | None = None) -> tuple[int, str]:
+        """(n, the REST body `{"messages": [...]}`) of up to max_n deliveries: expired unacked
+        ones first, then new ones, long-polling wait_s when there are none.
 
-    async def poll_raw(self, queue: str, max_n: int, wait_s: float,
-                       stop: asyncio.Event | None = None) -> list[tuple[str, str, str]]:
-        """As `poll`, as stored: [(receipt, message JSON, subscriptions JSON)]. One round trip
-        (the POLL script) when something is there; an empty queue is then long-polled."""
+        One round trip when something is there (the POLL script, which also checks `token`
+        when one is given: BadToken if it does not open the queue); an empty queue is then
+        long-polled. A long-poll returns early (possibly empty) once `stop` is set: a
+        shutting-down dispatcher answers its waiting pollers instead of holding them."""
+        if token is not None and not valid_queue_id(queue):
+            raise BadToken(queue)
         key = f"bd:q:{queue}:s"
-        vis_ms = int(self.limits.visibility_timeout_s * 1000)
+        keys = [key, f"bd:q:{queue}"]
+        args = [GROUP, CONSUMER, int(self.limits.visibility_timeout_s * 1000), max_n,
+                "" if token is None else hash_token(token)]
         deadline = time.monotonic() + wait_s
         while True:
-            entries = [(eid, _fields(f)) for eid, f in await self._poll(keys=[key], args=[GROUP, CONSUMER, vis_ms, max_n])]
+            res = await self._poll(keys=keys, args=args)
+            if res is None:
+                raise BadToken(queue)
+            n, body = res
             left = deadline - time.monotonic()
-            if not entries and left > 0 and not (stop is not None and stop.is_set()):
-                # Wake at least every second to pick up deliveries whose visibility expired.
-                block = max(int(min(left, 1.0) * 1000), 1)
-                res = await self.r.xreadgroup(GROUP, CONSUMER, {key: ">"}, count=max_n, block=block)
-                if res:
-                    entries = [(eid, f) for eid, f in res[0][1] if f]
-            if entries or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
-                return [(eid, f["m"], f["s"]) for eid, f in entries]
+            if n or left <= 0 or (stop is not None and stop.is_set()):
+                return int(n), body
+            # Wake at least every second to pick up deliveries whose visibility expired.
+            block = max(int(min(left, 1.0) * 1000), 1)
+            got = await self.r.xreadgroup(GROUP, CONSUMER, {key: ">"}, count=max_n, block=block)
+            raw = [(eid, f["m"], f["s"]) for eid, f in got[0][1] if f] if got else []
+            if raw or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+                return len(raw), deliveries_json(raw).decode()
 
-    async def ack(self, queue: str, receipts: list[str]) -> int:
-        if not receipts:
+    async def ack(self, queue: str, receipts: list[str], token: str | None = None) -> int:
+        """Remove acked deliveries; returns how many were handed out and not yet acked. With
+        `token`, the same call checks it first: BadToken if it does not open the queue."""
+        if token is None and not receipts:
             return 0
-        key = f"bd:q:{queue}:s"
-        async with self.r.pipeline(transaction=True) as p:
-            p.xack(key, GROUP, *receipts)
-            p.xdel(key, *receipts)
-            acked, _ = await p.execute()
+        if token is not None and not valid_queue_id(queue):
+            raise BadToken(queue)
+        acked = await self._ack(keys=[f"bd:q:{queue}:s", f"bd:q:{queue}"],
+                                args=[GROUP, "" if token is None else hash_token(token), *receipts])
+        if acked is None:
+            raise BadToken(queue)
         return int(acked)
 
     async def queue_depth(self, queue: str) -> int:
@@ -317,22 +337,24 @@ def valid_receipt(receipt: object) -> bool:
     return isinstance(receipt, str) and bool(_RECEIPT_RE.fullmatch(receipt))
 
 
-def _fields(flat: list) -> dict:
-    """A stream entry's [field, value, ...] as a dict."""
-    return dict(zip(flat[::2], flat[1::2]))
-
-
-def delivery(eid: str, message: str, subs: str) -> dict:
-    """One delivery as the API shows it, from `poll_raw`'s stored form."""
-    out = json.loads(message)
-    out["subscriptions"] = json.loads(subs)
-    out["receipt"] = eid
-    return out
+def first_invalid_receipt(receipts: list) -> int | None:
+    """The index of the first item that is not a receipt, or None: one regex over the joined
+    list in the usual case (an ack carries up to 1,000), item by item only to find the culprit."""
+    if not receipts:
+        return None
+    if all(type(r) is str for r in receipts):
+        joined = ",".join(receipts)
+        # as many commas as joins: no item hides one ("1-0,2-0" is not a receipt)
+        if joined.count(",") == len(receipts) - 1 and _RECEIPTS_RE.fullmatch(joined):
+            return None
+    return next((i for i, r in enumerate(receipts) if not valid_receipt(r)), None)
 
 
 def deliveries_json(raw: list[tuple[str, str, str]]) -> bytes:
-    """`{"messages": [...]}` for `poll_raw`'s deliveries, spliced from the stored JSON texts
-    (each message object gains its subscriptions and receipt) without decoding them."""
+    """`{"messages": [...]}` for deliveries [(receipt, message JSON, subscriptions JSON)],
+    spliced from the stored JSON texts (each message object gains its subscriptions and
+    receipt) without decoding them: what the POLL script does in Redis, for the entries a
+    blocking read hands out."""
     parts = []
     for eid, message, subs in raw:
         head = message.rstrip()[:-1].rstrip()  # the object without its closing brace

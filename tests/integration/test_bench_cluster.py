@@ -24,15 +24,24 @@ def bench(kind: str, *extra: str) -> dict:
 
 
 def test_bench_delivery_smoke():
-    out = bench("delivery", "--feeders", "1", "--pollers", "1", "--rate", "500", "--sample", "30")
+    out = bench("delivery", "--feeders", "1", "--pollers", "1", "--rate", "500", "--sample", "30",
+                "--poll-interval", "0.5")
     assert out["kind"] == "delivery" and out["workload"] == "sparse(n_subs=2000)"
     assert out["subscriptions"] == 2000 and out["queues"] == 200 and out["poll_max"] == 100
-    assert set(out["phases"]) == {"publish_api", "write", "sustain", "drain"}
+    assert list(out["phases"]) == ["publish_api", "write", "drain", "sustain"] and out["poll_interval_s"] == 0.5
     for name, ph in out["phases"].items():
-        assert {"seconds", "published_per_s", "written_per_s", "acked_per_s", "backlog_start", "backlog_end",
-                "backlog_growth_per_s", "cpu_pct", "cpu_pct_by_process", "redis_commands"} <= set(ph), name
+        assert {"seconds", "published_per_s", "written_per_s", "acked_per_s", "polls_per_s", "deliveries_per_poll",
+                "backlog_start", "backlog_end", "backlog_growth_per_s", "cpu_pct", "cpu_pct_by_process",
+                "redis_commands"} <= set(ph), name
         assert {"redis", "matchers", "dispatchers", "publishers", "feeders", "pollers"} <= set(ph["cpu_pct"])
     assert out["write_per_s"] > 0 and out["api_write_per_s"] > 0 and out["drain_per_s"] > 0
+    # Nobody polls while writing; the paced pollers poll each of the 200 queues at most twice a
+    # second, and sustain starts from an almost empty backlog (the drain phase came first).
+    assert out["phases"]["write"]["polls_per_s"] == 0 and out["phases"]["write"]["deliveries_per_poll"] is None
+    sustain = out["phases"]["sustain"]
+    assert 0 < sustain["polls_per_s"] <= 200 / 0.5 * 1.1 and sustain["deliveries_per_poll"] > 0
+    assert out["deliveries_per_poll"] == sustain["deliveries_per_poll"]
+    assert out["sustain_attempts"][0]["backlog_start"] < out["phases"]["write"]["backlog_end"] / 2
     assert out["phases"]["write"]["cpu_pct"]["matchers"] > 0 and out["phases"]["write"]["cpu_pct"]["redis"] > 0
     assert 0 < out["deliveries_per_msg"] < 10
     v = out["verify"]

@@ -16,6 +16,7 @@ from bluedove.store.store import (
     Store,
     StoreLimits,
     hash_token,
+    first_invalid_receipt,
     valid_receipt,
 )
 
@@ -455,6 +456,24 @@ async def test_acking_twice_counts_once(store):
 ])
 def test_valid_receipt(receipt, ok):
     assert valid_receipt(receipt) is ok
+
+
+@pytest.mark.parametrize("receipts, first_bad", [
+    ([], None),
+    (["1-0"], None),
+    (["1717200000000-0", "1717200000000-1", "0-0"], None),
+    ([""], 0),
+    (["1-0", ""], 1),
+    (["1-0,2-0"], 0),
+    (["1-0", "2-0,"], 1),
+    (["1-0", 17], 1),
+    (["1-0", None, "x"], 1),
+    (["1-0\n"], 0),
+    (["1-0", "1" * 21 + "-0"], 1),
+])
+def test_first_invalid_receipt_names_the_first_bad_item(receipts, first_bad):
+    assert first_invalid_receipt(receipts) == first_bad
+    assert first_bad == next((i for i, r in enumerate(receipts) if not valid_receipt(r)), None)
 
 
 # == deleting a queue =================================================================================

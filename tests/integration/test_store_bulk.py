@@ -1,5 +1,6 @@
-"""Store bulk loads (queues, subscriptions) and the poll path's raw form: one POLL script per
-poll, the REST body spliced from the stored JSON, deleted entries skipped."""
+"""Store bulk loads (queues, subscriptions) and the poll path: one POLL script per poll, the
+REST body spliced from the stored JSON, deleted entries skipped; poll and ack checking the
+queue token in their one call."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 import pytest
 import redis.asyncio as aioredis
 
-from bluedove.store.store import Store, StoreLimits, deliveries_json
+from bluedove.store.store import BadToken, Store, StoreLimits, deliveries_json
 
 pytestmark = pytest.mark.integration
 
@@ -54,18 +55,34 @@ async def test_add_subscriptions_stops_at_a_missing_queue(store):
     assert await store.get_subscription("s1") is None
 
 
-async def test_poll_raw_gives_the_stored_texts_and_poll_the_decoded_form(store):
+def ids(body: str) -> list[str]:
+    return [m["id"] for m in json.loads(body)["messages"]]
+
+
+async def test_poll_json_gives_the_rest_body_and_poll_the_decoded_form(store):
     (q, _), = await store.create_queues(1)
     await store.deliver([("m1", body("m1", {"a": [1, 2]})), ("m2", body("m2"))], [(q, 0, '["s1"]'), (q, 1, '["s1","s2"]')])
-    raw = await store.poll_raw(q, 10, 0)
-    assert [(json.loads(m)["id"], s) for _, m, s in raw] == [("m1", '["s1"]'), ("m2", '["s1","s2"]')]
-    spliced = json.loads(deliveries_json(raw))["messages"]
-    assert [m["id"] for m in spliced] == ["m1", "m2"]
+    n, text = await store.poll_json(q, 10, 0)
+    spliced = json.loads(text)["messages"]
+    assert n == 2 and [m["id"] for m in spliced] == ["m1", "m2"]
     assert spliced[0]["payload"] == {"a": [1, 2]} and spliced[1]["subscriptions"] == ["s1", "s2"]
-    assert [m["receipt"] for m in spliced] == [eid for eid, _, _ in raw]
+    stored = json.loads(body("m1", {"a": [1, 2]}))
+    assert spliced[0] == {**stored, "subscriptions": ["s1"], "receipt": spliced[0]["receipt"]}
+    receipts = [m["receipt"] for m in spliced]
+    assert receipts[0] < receipts[1] and all(r.count("-") == 1 for r in receipts)
     # Expired, the same deliveries come back through poll (the dict form) exactly as spliced.
     await asyncio.sleep(0.35)
     assert await store.poll(q, 10, 0) == spliced
+    assert await store.poll_json(q, 10, 0) == (0, '{"messages":[]}')
+
+
+@pytest.mark.parametrize("message", ['{"id":"m"}', '{}', ' { "id" : "m" } ', '{ }', '{"id":"m","payload":{"a":{}}}'])
+async def test_the_poll_script_splices_any_object_as_deliveries_json_does(store, message):
+    (q, _), = await store.create_queues(1)
+    await store.deliver([("m", message)], [(q, 0, '["s"]')])
+    n, text = await store.poll_json(q, 10, 0)
+    (receipt,) = [m["receipt"] for m in json.loads(text)["messages"]]
+    assert n == 1 and json.loads(text) == json.loads(deliveries_json([(receipt, message, '["s"]')]))
 
 
 @pytest.mark.parametrize("message", ['{"id":"m"}', '{}', ' { "id" : "m" } '])
@@ -78,26 +95,86 @@ def test_deliveries_json_splices_any_object(message):
 async def test_poll_takes_expired_first_then_new_up_to_max_and_skips_deleted(store, redis_clean_url):
     (q, _), = await store.create_queues(1)
     await store.deliver([(f"m{i}", body(f"m{i}")) for i in range(4)], [(q, i, '["s"]') for i in range(4)])
-    first = await store.poll_raw(q, 3, 0)  # m0 m1 m2 handed out
+    first = await store.poll(q, 3, 0)  # m0 m1 m2 handed out
     r = aioredis.from_url(redis_clean_url, decode_responses=True)
-    await r.xdel(f"bd:q:{q}:s", first[1][0])  # m1 deleted while pending
+    await r.xdel(f"bd:q:{q}:s", first[1]["receipt"])  # m1 deleted while pending
     await r.aclose()
     await store.deliver([("m4", body("m4"))], [(q, 0, '["s"]')])
     await asyncio.sleep(0.35)
-    again = await store.poll_raw(q, 3, 0)
-    assert [json.loads(m)["id"] for _, m, _ in again] == ["m0", "m2", "m3"]
-    last = await store.poll_raw(q, 3, 0)
-    assert [json.loads(m)["id"] for _, m, _ in last] == ["m4"]
+    n, again = await store.poll_json(q, 3, 0)
+    assert (n, ids(again)) == (3, ["m0", "m2", "m3"])
+    n, last = await store.poll_json(q, 3, 0)
+    assert (n, ids(last)) == (1, ["m4"])
 
 
-async def test_poll_raw_long_polls_an_empty_queue(store):
-    (q, _), = await store.create_queues(1)
+async def test_poll_json_long_polls_an_empty_queue(store):
+    (q, tok), = await store.create_queues(1)
 
     async def later():
         await asyncio.sleep(0.2)
-        await store.deliver([("m1", body("m1"))], [(q, 0, '["s"]')])
+        await store.deliver([("m1", body("m1", {"x": 1}))], [(q, 0, '["s"]')])
 
     task = asyncio.create_task(later())
-    got = await store.poll_raw(q, 10, 5)
+    n, got = await store.poll_json(q, 10, 5, token=tok)
     await task
-    assert [json.loads(m)["id"] for _, m, _ in got] == ["m1"]
+    assert n == 1 and ids(got) == ["m1"] and json.loads(got)["messages"][0]["payload"] == {"x": 1}
+
+
+async def test_a_stopped_long_poll_returns_empty(store):
+    (q, tok), = await store.create_queues(1)
+    stop = asyncio.Event()
+    stop.set()
+    assert await store.poll_json(q, 10, 5, stop=stop, token=tok) == (0, '{"messages":[]}')
+
+
+# -- the token, checked inside the poll and ack calls ---------------------------------------------
+async def test_poll_and_ack_with_the_queue_token(store):
+    (q, tok), = await store.create_queues(1)
+    await store.deliver([(f"m{i}", body(f"m{i}")) for i in range(3)], [(q, i, '["s"]') for i in range(3)])
+    got = await store.poll(q, 10, 0, token=tok)
+    assert [m["id"] for m in got] == ["m0", "m1", "m2"]
+    assert await store.ack(q, [m["receipt"] for m in got[:2]], token=tok) == 2
+    assert await store.queue_depth(q) == 1
+    assert await store.ack(q, [], token=tok) == 0
+
+
+@pytest.mark.parametrize("how", ["other queue's token", "made-up token", "queue id with a colon", "no such queue"])
+async def test_a_poll_or_ack_with_a_wrong_token_raises_and_changes_nothing(store, how):
+    (q, tok), (other, other_tok) = await store.create_queues(2)
+    await store.deliver([("m0", body("m0"))], [(q, 0, '["s"]')])
+    queue, token = {"other queue's token": (q, other_tok), "made-up token": (q, "x" * 43),
+                    "queue id with a colon": (f"{q}:s", tok), "no such queue": ("f" * 32, tok)}[how]
+    with pytest.raises(BadToken):
+        await store.poll_json(queue, 10, 0, token=token)
+    with pytest.raises(BadToken):
+        await store.poll_json(queue, 10, 1, token=token)  # a long-poll is refused before it waits
+    (d,) = await store.poll(q, 10, 0, token=tok)  # nothing was handed out by the refused polls
+    with pytest.raises(BadToken):
+        await store.ack(queue, [d["receipt"]], token=token)
+    with pytest.raises(BadToken):
+        await store.ack(queue, [], token=token)
+    assert await store.queue_depth(q) == 1  # nor acked or deleted
+    assert await store.ack(q, [d["receipt"]], token=tok) == 1
+
+
+async def test_a_deleted_queue_refuses_its_token(store):
+    q, tok = await store.create_queue()
+    await store.deliver([("m0", body("m0"))], [(q, 0, '["s"]')])
+    (d,) = await store.poll(q, 10, 0, token=tok)
+    await store.delete_queue(q)
+    with pytest.raises(BadToken):
+        await store.poll_json(q, 10, 0, token=tok)
+    with pytest.raises(BadToken):
+        await store.ack(q, [d["receipt"]], token=tok)
+
+
+async def test_ack_takes_more_receipts_than_lua_can_unpack_at_once(store):
+    (q, tok), = await store.create_queues(1)
+    n = 8500
+    await store.deliver([(f"m{i}", body(f"m{i}")) for i in range(n)], [(q, i, '["s"]') for i in range(n)])
+    got = await store.poll(q, 1000, 0, token=tok)
+    for _ in range(8):
+        got += await store.poll(q, 1000, 0, token=tok)
+    assert len(got) == n
+    assert await store.ack(q, [m["receipt"] for m in got] + ["1-0"], token=tok) == n
+    assert await store.queue_depth(q) == 0

@@ -59,6 +59,20 @@ def test_every_queue_operation_needs_the_token(api, owned, how):
     assert len(msgs) == 1
 
 
+@pytest.mark.parametrize("how", list(BAD_AUTH) + ["other queue's token"])
+def test_a_bad_token_is_a_401_before_a_bad_parameter_or_body(api, owned, how):
+    """Poll and ack check the token inside their store call; an invalid request has it
+    checked first, so a wrong token is still a 401 (and the same for a missing queue)."""
+    headers = owned["other"] if how == "other queue's token" else BAD_AUTH[how]
+    answers = []
+    for q in (owned["q"], "no-such-queue"):
+        polled = api.get(f"/v1/queues/{q}/messages", params={"max": 0, "wait": 99}, headers=headers)
+        acked = api.post(f"/v1/queues/{q}/ack", json={"receipts": ["nope"], "extra": 1}, headers=headers)
+        assert polled.status_code == acked.status_code == 401, (polled.text, acked.text)
+        answers.append((polled.text, acked.text))
+    assert answers[0] == answers[1]
+
+
 def test_another_queues_token_cannot_see_a_subscription(api, owned):
     r = api.get(f"/v1/subscriptions/{owned['sub']}", headers=owned["other"])
     assert r.status_code == 404

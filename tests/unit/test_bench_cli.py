@@ -32,6 +32,19 @@ def test_cluster_bench_flags_default_in_one_place_and_share_existing_ones():
     assert resolve(p.parse_args([])).matchers == 4 and resolve(p.parse_args(["--feeders", "1"])).feeders == 1
 
 
+def test_delivery_bench_defaults_its_own_connections_and_the_poll_interval():
+    from bluedove.cli.bench_delivery import POLLER_CONNECTIONS, delivery_args
+    from bluedove.cli.bench_flags import FLAGS
+    from bluedove.cli.main import build_parser
+
+    args = delivery_args(build_parser().parse_known_args(["bench", "delivery"])[0])
+    assert args.connections == POLLER_CONNECTIONS != FLAGS["--connections"][0]
+    assert args.poll_interval == FLAGS["--poll-interval"][0] == 10.0
+    args = delivery_args(build_parser().parse_known_args(["bench", "delivery", "--connections", "4",
+                                                          "--poll-interval", "0"])[0])
+    assert (args.connections, args.poll_interval) == (4, 0.0)
+
+
 def test_bench_e2e_systems_workloads_and_ratios():
     import argparse
 
