@@ -71,11 +71,7 @@ class _Lane:
             for _, _, f in batch:
                 if not f.done():
                     f.set_result(True)
-        except grpc.aio.AioRpcError as exc:
-            for _, _, f in batch:
-                if not f.done():
-                    f.set_result(exc)
-        except Exception as exc:  # noqa: BLE001 - reported to each waiting publisher
+        except Exception as exc:  # noqa: BLE001 - an RPC error or other, reported to each waiting publisher
             for _, _, f in batch:
                 if not f.done():
                     f.set_result(exc)

@@ -175,10 +175,12 @@ async def poll(d, queue: str, token: str | None, max_n: float, wait: float) -> l
 
 async def poll_json(d, queue: str, token: str | None, max_n: float, wait: float) -> str:
     """The REST body `{"messages": [...]}`, as the store spliced it from the stored JSON."""
-    if not 1 <= max_n <= 1000 or not 0 <= wait <= d.s.max_wait_s:
-        await require_queue_token(d, queue, token)
-    max_n = int(check_range("max", max_n, 1, 1000))
-    wait = check_range("wait", wait, 0, d.s.max_wait_s)
+    try:
+        max_n = int(check_range("max", max_n, 1, 1000))
+        wait = check_range("wait", wait, 0, d.s.max_wait_s)
+    except ApiError:
+        await require_queue_token(d, queue, token)  # a wrong token is a 401 first
+        raise
     try:
         n, body = await d.store.poll_json(queue, max_n, wait, stop=d.closing, token=_given(token))
     except BadToken:
