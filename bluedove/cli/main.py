@@ -273,6 +273,11 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=getattr(logging, level, logging.WARNING),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     parser = build_parser()
+    from bluedove.cli.pubsub import COMMANDS, attach_values
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in COMMANDS:
+        argv = attach_values(argv)
     # Dimension flags (--x0 …) depend on the cluster's space: commands that take them get the rest.
     args, args.extra = parser.parse_known_args(argv)
     if args.extra and not getattr(args, "dimension_flags", False):

@@ -53,6 +53,24 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--ack", action="store_true", help="ack each delivery once printed")
 
 
+VALUE_FLAGS = frozenset({"--url", "--queue", "--token", "--payload", "--id", "--batch", "--max", "--wait"})
+
+
+def attach_values(argv: list[str]) -> list[str]:
+    """`--token -x…` rewritten as `--token=-x…` for the flags that take a value: argparse reads a
+    value that starts with '-' as the next flag (a --payload of -5, a token from elsewhere)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in VALUE_FLAGS and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def dimension_values(tokens: list[str], space: dict) -> dict[str, str]:
     """{dimension: raw value} from `--NAME VALUE` / `--NAME=VALUE` tokens; unknown flags fail."""
     names = [d["name"] for d in space["dimensions"]]

@@ -82,6 +82,15 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
+TOKEN_PREFIX = "bdq_"
+
+
+def new_token() -> str:
+    """A queue token: 256 random bits, url-safe. The prefix makes tokens easy to spot (secret
+    scanners, logs) and keeps them from starting with '-', which a command line reads as a flag."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
 class Store:
     def __init__(self, url: str, limits: StoreLimits | None = None) -> None:
         self.url = url
@@ -108,7 +117,7 @@ class Store:
     # -- queues ----------------------------------------------------------------------------
     async def create_queue(self) -> tuple[str, str]:
         """A new queue and its token (shown once; only its hash is kept)."""
-        queue, token = new_id(), secrets.token_urlsafe(32)
+        queue, token = new_id(), new_token()
         digest = hash_token(token)
         async with self.r.pipeline(transaction=True) as p:
             p.hset(f"bd:q:{queue}", mapping={"token": digest, "created": time.time()})
@@ -121,7 +130,7 @@ class Store:
         """`n` new queues with their tokens, pipelined (bulk loads: benchmarks, imports)."""
         out: list[tuple[str, str]] = []
         for start in range(0, n, chunk):
-            made = [(new_id(), secrets.token_urlsafe(32)) for _ in range(min(chunk, n - start))]
+            made = [(new_id(), new_token()) for _ in range(min(chunk, n - start))]
             async with self.r.pipeline(transaction=False) as p:
                 for queue, token in made:
                     digest = hash_token(token)

@@ -76,8 +76,9 @@ def test_poll_follow_prints_deliveries_as_they_come(url, named):
         for i in range(3):
             ok(bluedove("publish", "--url", url, "--longitude", "1", "--latitude", "2", "--speed", "100.5",
                         "--payload", str(i)))
-        got = [json.loads(proc.stdout.readline())["payload"] for _ in range(3)]
-        assert got == [0, 1, 2]
+        lines = [proc.stdout.readline() for _ in range(3)]
+        assert all(lines), f"poll --follow stopped (exit {proc.poll()}): {lines} {proc.stderr.read() if proc.poll() is not None else ''}"
+        assert [json.loads(x)["payload"] for x in lines] == [0, 1, 2]
     finally:
         proc.terminate()
         proc.wait(10)
@@ -94,6 +95,7 @@ def test_poll_follow_prints_deliveries_as_they_come(url, named):
     (["publish", "--batch", "5"], '{"attributes": {"longitude": 1, "latitude": 2, "speed": 3}}\n'
                                   '{"attributes": {"longitude": 1, "latitude": 2, "speed": -3}}\n', "(line 2: attributes.speed)"),
     (["poll", "q", "--token", "wrong"], None, "unauthorized"),
+    (["poll", "q", "--token", "-wrong"], None, "unauthorized"),  # a value, not a flag
 ])
 def test_bad_input_is_a_clear_error_naming_the_flag(named, args, stdin, message):
     r = bluedove(*args, "--url", named.url, stdin=stdin)

@@ -86,6 +86,13 @@ async def test_create_queue_returns_a_token_that_check_token_accepts(store):
     assert await store.check_token(queue, token) is True
 
 
+async def test_tokens_carry_the_prefix_and_never_look_like_a_flag(store):
+    made = [token for _, token in await store.create_queues(300)] + [(await store.create_queue())[1]]
+    # Unprefixed url-safe tokens start with '-' once in 64; `bluedove poll Q --token -…` then failed.
+    assert all(t.startswith("bdq_") and len(t) == 4 + 43 for t in made)
+    assert len(set(made)) == len(made)
+
+
 async def test_each_queue_gets_its_own_id_and_token(store):
     (q1, t1), (q2, t2) = await store.create_queue(), await store.create_queue()
     assert q1 != q2 and t1 != t2
