@@ -26,6 +26,16 @@ from matcher.index import SubscriptionSet
 from matcher.stats import ValueSample, WindowStats
 
 
+def json_strings(items: list[str]) -> str:
+    """`json.dumps(items)` (compact) for a list of strings, by joining them when none needs
+    escaping, as the service's hex subscription ids never do (json.dumps was ~5 % of a loaded
+    matcher's CPU)."""
+    joined = '","'.join(items)
+    if joined.isascii() and joined.isprintable() and "\\" not in joined and joined.count('"') == 2 * len(items) - 2:
+        return f'["{joined}"]'
+    return json.dumps(items, separators=(",", ":"))
+
+
 @dataclass
 class Part:
     """One dimension's messages of a request."""
@@ -174,7 +184,7 @@ class MatcherQueue:
         done: dict[int, int] = {}
         matched = []
         for p, g in zip(parts, groups):
-            counts = [sum(len(s) for s in m.values()) for m in g]
+            counts = [sum(map(len, m.values())) if m else 0 for m in g]
             matched.append(sum(counts))
             done[p.dim] = done.get(p.dim, 0) + len(p.ids)
             self.samples[p.dim].add(p.points[:, p.dim], np.array(counts, dtype=np.float64))
@@ -210,7 +220,7 @@ class MatcherQueue:
                 i = len(messages)
                 messages.append((mid, body, ttl))  # bytes go to Redis as they are
                 for queue, subs in found.items():
-                    deliveries.append((queue, i, json.dumps(subs)))
+                    deliveries.append((queue, i, json_strings(subs)))
         if not messages:
             return BatchResult()
         fresh, written = await self.store.deliver(messages, deliveries)
