@@ -70,8 +70,15 @@ class Probe:
     def snap(self) -> dict:
         return {"t": time.monotonic(), "backlog": self.backlog(), "published": sum(v.value for v in self.sent),
                 "acked": self.poll.done.value, "polls": self.poll.polls.value,
-                "cpu": {n: cpu_seconds(p) for n, p in self.pids.items()},
+                "cpu": {n: cpu_seconds(p) for n, p in self.pids.items()}, "machine": machine_ticks(),
                 "cmd": self.r.info("commandstats")}
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) clock ticks of all CPUs so far (/proc/stat; idle and iowait are not busy)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
 
 
 def _role(name: str) -> str:
@@ -107,6 +114,10 @@ def _phase(a: dict, b: dict) -> dict:
         "backlog_start": a["backlog"], "backlog_end": b["backlog"],
         "backlog_growth_per_s": round((b["backlog"] - a["backlog"]) / dt),
         "cpu_pct": roles, "cpu_pct_by_process": cpu,
+        # The whole machine, in % of one core (200 = both of two cores busy): what the processes
+        # above do not account for is other work (the kernel's, other tenants').
+        "machine_busy_pct": round(100 * (os.cpu_count() or 1) * (b["machine"][0] - a["machine"][0])
+                                  / max(b["machine"][1] - a["machine"][1], 1), 1),
         "redis_commands": [{"command": c, "calls_per_s": round(n / dt), "usec_per_call": round(u / n, 2),
                             "busy_pct": round(100 * u / 1e6 / dt, 1)} for u, c, n in cmds[:8]],
     }
@@ -370,7 +381,8 @@ def _print(r: dict) -> None:
         per_poll = "-" if ph["deliveries_per_poll"] is None else f"{ph['deliveries_per_poll']:.1f}"
         print(f"{name:<11} {ph['seconds']:>5.1f}s  published {ph['published_per_s']:>7,} msg/s  written"
               f" {ph['written_per_s']:>7,}/s  acked {ph['acked_per_s']:>7,}/s  {per_poll} per poll  backlog"
-              f" {ph['backlog_start']:,} -> {ph['backlog_end']:,}\n            cpu: {cpu}")
+              f" {ph['backlog_start']:,} -> {ph['backlog_end']:,}\n            cpu: {cpu};"
+              f" machine {ph['machine_busy_pct']:.0f}% of {100 * r['cpus']}%")
     v = r["verify"]
     print(f"goals: write {r['write_per_s']:,}/s (goal {r['goals']['write_per_s']:,}), sustained drain"
           f" {r['drain_per_s']:,}/s (goal {r['goals']['drain_per_s']:,}, sustained {r['sustained']},"

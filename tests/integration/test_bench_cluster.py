@@ -34,6 +34,7 @@ def test_bench_delivery_smoke():
                 "backlog_start", "backlog_end", "backlog_growth_per_s", "cpu_pct", "cpu_pct_by_process",
                 "redis_commands"} <= set(ph), name
         assert {"redis", "matchers", "dispatchers", "publishers", "feeders", "pollers"} <= set(ph["cpu_pct"])
+        assert 0 < ph["machine_busy_pct"] <= 100 * out["cpus"]
     assert out["write_per_s"] > 0 and out["api_write_per_s"] > 0 and out["drain_per_s"] > 0
     # Nobody polls while writing; the paced pollers poll each of the 200 queues at most twice a
     # second, and sustain starts from an almost empty backlog (the drain phase came first).
