@@ -187,8 +187,8 @@ def _spawn(ctx, args, w: Workload, cluster: LocalCluster, queues, sample: set[st
     # Enough prepared messages for the write phase at up to PREBUILD_PER_S; the sustain phase
     # (paced) may build as it goes.
     prebuild = int(min((args.warmup + args.duration) * PREBUILD_PER_S, PREBUILD_MAX) / max(args.feeders, 1))
-    procs.update({f"F{i + 1}": ctx.Process(target=feeder_main, daemon=True,
-                                           args=(table, args.seed, i, feed, results, 4, prebuild))
+    procs.update({f"F{i + 1}": ctx.Process(target=feeder_main, daemon=True, args=(table, args.seed, i, feed, results),
+                                           kwargs={"prebuild": prebuild})
                   for i in range(args.feeders)})
     procs.update({f"Q{i + 1}": ctx.Process(target=poller_main, daemon=True,
                                            args=(cluster.url, queues[i::args.pollers], sample, args.connections,
