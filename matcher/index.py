@@ -5,6 +5,13 @@
 # so the index answers exactly with no post-filter. Ids are opaque strings to the caller;
 # internal ids are ints that are never reused, so an answer computed while a subscription is
 # removed can be mapped without confusing it with a newer one.
+#
+# Two trees: most boxes sit in a static STR-packed tree queried in compiled code
+# (matcher/packed.py, ~9x faster per point than libspatialindex on the `sparse` workload);
+# boxes added since it was packed go to a libspatialindex R*-tree, which takes live inserts
+# and deletes. A box removed from the packed tree is masked there. When the R*-tree or the
+# masked boxes grow past a share of the set, everything is packed again (~40 ms for 92,000
+# boxes), so a subscription added one at a time costs ~15 µs of packing on average.
 
 from __future__ import annotations
 
@@ -14,11 +21,20 @@ from typing import Mapping, Sequence
 import numpy as np
 from rtree import index as rtree_index
 
-# A set is bulk-loaded (STR packing, one C call) when add_many brings at least this many new
-# subscriptions and at least as many as it holds: loading 12,000 paper boxes takes ~25 ms
-# instead of ~0.25 s of one-by-one R*-tree inserts (docs/benchmarks.md, "Kernel").
+from matcher.packed import PackedTree
+
+# add_many packs the whole set anew when it brings at least this many new subscriptions and
+# at least as many as the set holds: loading 12,000 paper boxes takes ~25 ms instead of
+# ~0.25 s of one-by-one R*-tree inserts (docs/benchmarks.md, "Kernel").
 BULK_MIN = 256
-# Node capacities, measured on the paper workload (docs/benchmarks.md, "Kernel").
+# The set packs again once the R*-tree of boxes added since the last pack holds more than
+# max(DELTA_MIN, len(set) // DELTA_SHARE), or the packed tree more than max(DELTA_MIN,
+# len(packed) // 4) masked (removed) boxes. A bigger share makes packs rarer and queries
+# slower: every point is also looked up in the R*-tree.
+DELTA_MIN = 256
+DELTA_SHARE = 32
+# Node capacities of the R*-tree of recent boxes, measured on the paper workload
+# (docs/benchmarks.md, "Kernel").
 LEAF_CAPACITY = 32
 INDEX_CAPACITY = 32
 FILL_FACTOR = 0.95
@@ -29,17 +45,21 @@ NO_MATCH: Mapping[str, list[str]] = MappingProxyType({})
 
 
 class SubscriptionSet:
-    """Subscriptions as boxes. The tree's dimension order is internal: a bulk load puts the
-    dimensions that separate boxes best first, where the STR packer cuts them most finely."""
+    """Subscriptions as boxes. The trees' dimension order is internal: each pack puts the
+    dimensions that separate boxes best first, where the STR packer cuts them most finely.
+    Not thread-safe: a matcher makes every call from its one index thread."""
 
     def __init__(self, k: int) -> None:
         if k < 1:
             raise ValueError(f"a subscription set needs k >= 1 dimensions, got {k}")
         self.k = k
         self._tk = max(k, 2)  # libspatialindex needs >= 2 dimensions; a 1-d set pads with zeros
-        # (R-tree, tree dimension t -> caller's dimension order[t]); swapped as one reference,
-        # so a query running in another thread sees a consistent pair
-        self._tree = (self._new_index(), np.arange(k, dtype=np.intp))
+        self._order = np.arange(k, dtype=np.intp)  # tree dimension t -> caller's dimension order[t]
+        self._packed: PackedTree | None = None  # the boxes at the last pack
+        self._rows: dict[int, int] = {}  # internal id -> row of the packed tree, for live ones
+        self._dead = 0  # removed boxes masked in the packed tree
+        self._recent = self._new_index()  # R*-tree of the boxes added since the last pack
+        self._n_recent = 0
         self._next = 0
         self._by_id: dict[str, int] = {}  # subscription id -> internal int id
         self._boxes: dict[int, bytes] = {}  # internal id -> stored box (tree order, float64 bytes)
@@ -62,13 +82,14 @@ class SubscriptionSet:
             raise ValueError(f"add: expected {self.k} lows and highs, got {len(lows)} and {len(highs)}")
         if sub_id in self._by_id or not all(lo < hi for lo, hi in zip(lows, highs)):  # also refuses NaN bounds
             return False
-        idx, order = self._tree
         box = _tree_boxes(np.asarray(lows, dtype=np.float64)[None, :], np.asarray(highs, dtype=np.float64)[None, :],
-                          order, self._tk)[0]
+                          self._order, self._tk)[0]
         iid = self._next
         self._next += 1
-        idx.insert(iid, box.tolist())
+        self._recent.insert(iid, box.tolist())
+        self._n_recent += 1
         self._remember(iid, sub_id, queue, box.tobytes())
+        self._pack_if_due()
         return True
 
     def add_many(self, sub_ids: Sequence[str], queues: Sequence[str], lows: np.ndarray, highs: np.ndarray) -> int:
@@ -88,8 +109,7 @@ class SubscriptionSet:
         if not keep:
             return 0
         rows = np.array(keep, dtype=np.intp)
-        idx, order = self._tree
-        boxes = _tree_boxes(lows[rows], highs[rows], order, self._tk)
+        boxes = _tree_boxes(lows[rows], highs[rows], self._order, self._tk)
         n = len(rows)
         iids = range(self._next, self._next + n)
         self._next += n
@@ -100,20 +120,29 @@ class SubscriptionSet:
         self.queues.update(zip(iids, (queues[r] for r in keep)))
         self._boxes.update(zip(iids, (blob[j:j + width] for j in range(0, n * width, width))))
         if n >= BULK_MIN and n >= len(self) - n:
-            self._rebuild()  # a fresh STR-packed tree over everything, old and new
+            self._pack()  # a fresh STR-packed tree over everything, old and new
         else:
-            insert = idx.insert
+            insert = self._recent.insert
             for iid, box in zip(iids, boxes.tolist()):
                 insert(iid, box)
+            self._n_recent += n
+            self._pack_if_due()
         return n
 
     def remove(self, sub_id: str) -> bool:
         iid = self._by_id.pop(sub_id, None)
         if iid is None:
             return False
-        box = np.frombuffer(self._boxes.pop(iid), dtype=np.float64).tolist()
-        self._tree[0].delete(iid, box)
+        box = self._boxes.pop(iid)
+        row = self._rows.pop(iid, None)
+        if row is not None:
+            self._packed.kill(row)
+            self._dead += 1
+        else:
+            self._recent.delete(iid, np.frombuffer(box, dtype=np.float64).tolist())
+            self._n_recent -= 1
         del self.sub_ids[iid], self.queues[iid]
+        self._pack_if_due()
         return True
 
     # -- reads -----------------------------------------------------------------------------
@@ -122,14 +151,24 @@ class SubscriptionSet:
         points = np.asarray(points, dtype=np.float64).reshape(-1, self.k)
         if len(self._by_id) == 0 or len(points) == 0:
             return np.empty(0, dtype=np.int64), np.zeros(len(points), dtype=np.int64)
-        idx, order = self._tree
+        m = len(points)
         if self.k == 1:
-            pts = np.zeros((len(points), 2))
+            pts = np.zeros((m, 2))
             pts[:, 0] = points[:, 0]
         else:
-            pts = points[:, order]  # fancy indexing: a fresh C-contiguous copy in tree order
-        ids, counts = idx.intersection_v(pts, pts)
-        return ids, counts.astype(np.int64, copy=False)
+            pts = points[:, self._order]  # fancy indexing: a fresh C-contiguous copy in tree order
+        if self._packed is not None:
+            at, ids = self._packed.query(pts)
+        else:
+            at, ids = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        if self._n_recent:
+            more, per = self._recent.intersection_v(pts, pts)
+            if len(more):
+                at = np.concatenate([at, np.repeat(np.arange(m, dtype=np.int64), per.astype(np.int64))])
+                ids = np.concatenate([ids, more.astype(np.int64, copy=False)])
+                by_point = np.argsort(at, kind="stable")
+                at, ids = at[by_point], ids[by_point]
+        return ids, np.bincount(at, minlength=m).astype(np.int64, copy=False)
 
     def match_batch(self, points: np.ndarray) -> list[Mapping[str, list[str]]]:
         """For each point, {delivery queue: [subscription ids]} of every subscription it matches
@@ -162,7 +201,7 @@ class SubscriptionSet:
             return [], [], np.empty((0, self.k)), np.empty((0, self.k))
         iids = np.fromiter(self._boxes.keys(), dtype=np.int64, count=n)
         boxes = np.frombuffer(b"".join(self._boxes.values()), dtype=np.float64).reshape(n, 2 * self._tk)
-        order = self._tree[1]
+        order = self._order
         mins, maxs = np.empty((n, self.k)), np.empty((n, self.k))
         if self.k == 1:
             mins[:, 0], maxs[:, 0] = boxes[:, 0], boxes[:, self._tk]
@@ -182,31 +221,34 @@ class SubscriptionSet:
         prop.fill_factor = FILL_FACTOR
         return prop
 
-    def _new_index(self, ids: np.ndarray | None = None, boxes: np.ndarray | None = None) -> rtree_index.Index:
-        if ids is None or not len(ids):
-            return rtree_index.Index(properties=self._props())
-        tk = self._tk
-        mins, maxs = np.ascontiguousarray(boxes[:, :tk]), np.ascontiguousarray(boxes[:, tk:])
-        try:
-            return rtree_index.Index((ids, mins, maxs), properties=self._props())
-        except NotImplementedError:  # libspatialindex < 2.1: no array bulk load; stream it
-            stream = ((int(i), b, None) for i, b in zip(ids.tolist(), boxes.tolist()))
-            return rtree_index.Index(stream, properties=self._props())
+    def _new_index(self) -> rtree_index.Index:
+        return rtree_index.Index(properties=self._props())
 
-    def _rebuild(self) -> None:
-        """Replace the tree by an STR bulk-loaded one over the live boxes, in a fresh dimension order."""
+    def _pack_if_due(self) -> None:
+        packed = len(self._packed) if self._packed is not None else 0
+        if self._n_recent > max(DELTA_MIN, len(self) // DELTA_SHARE) or self._dead > max(DELTA_MIN, packed // 4):
+            self._pack()
+
+    def _pack(self) -> None:
+        """Every live box into a fresh STR-packed tree, in a fresh dimension order; the R*-tree
+        of recent boxes starts empty."""
         n, tk, k = len(self._boxes), self._tk, self.k
         ids = np.fromiter(self._boxes.keys(), dtype=np.int64, count=n)
         boxes = np.frombuffer(b"".join(self._boxes.values()), dtype=np.float64).reshape(n, 2 * tk)
-        order = self._tree[1]
-        if k >= 2:  # back to the caller's order, then into the new one
+        order = self._order
+        if k >= 2 and n:  # back to the caller's order, then into the new one
             mins, maxs = np.empty((n, k)), np.empty((n, k))
             mins[:, order], maxs[:, order] = boxes[:, :k], boxes[:, k:]
             order = dimension_order(mins, maxs)
             boxes = np.hstack([mins[:, order], maxs[:, order]])
             blob, width = boxes.tobytes(), 2 * tk * 8
             self._boxes = dict(zip(ids.tolist(), (blob[j:j + width] for j in range(0, n * width, width))))
-        self._tree = (self._new_index(ids, boxes), order)
+        self._order = order
+        self._packed = PackedTree(ids, boxes[:, :tk], boxes[:, tk:]) if n else None
+        self._rows = self._packed.rows() if n else {}
+        self._dead = 0
+        self._recent = self._new_index()
+        self._n_recent = 0
 
     def _remember(self, iid: int, sub_id: str, queue: str, box: bytes) -> None:
         self._by_id[sub_id] = iid

@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import rtree
 
@@ -17,6 +18,7 @@ from bluedove.segments import SegmentTable, equal_partition
 from bluedove.workloads import Workload, brute_force
 from bluedove.workloads.paper import get as get_workload
 from matcher import index as index_mod
+from matcher import packed as packed_mod
 from matcher.index import SubscriptionSet
 
 
@@ -193,9 +195,12 @@ def run_bench(args: argparse.Namespace) -> int:
         "full_build_s": round(full_build_s, 3), "speedup_vs_full": round(rate[-1] / full_rate[-1], 2),
         "verified_points": len(check),
         "exact": True,
-        "index": {"leaf_capacity": index_mod.LEAF_CAPACITY, "index_capacity": index_mod.INDEX_CAPACITY,
-                  "fill_factor": index_mod.FILL_FACTOR, "bulk_min": index_mod.BULK_MIN},
-        "rtree": rtree.__version__, "python": platform.python_version(), "machine": platform.machine(),
+        "index": {"packed_capacity": packed_mod.CAPACITY, "leaf_capacity": index_mod.LEAF_CAPACITY,
+                  "index_capacity": index_mod.INDEX_CAPACITY, "fill_factor": index_mod.FILL_FACTOR,
+                  "bulk_min": index_mod.BULK_MIN, "delta_min": index_mod.DELTA_MIN,
+                  "delta_share": index_mod.DELTA_SHARE},
+        "rtree": rtree.__version__, "numba": numba.__version__, "python": platform.python_version(),
+        "machine": platform.machine(),
     }
     if args.json:
         print(json.dumps(result))

@@ -42,7 +42,7 @@ def two_d_set(via: str) -> SubscriptionSet:
         lows = np.column_stack([np.full(n, 500.0), 100.0 + np.arange(n)])
         ids = ["a"] + [f"f{j}" for j in range(n)]
         s.add_many(ids, ["qa"] + ["q"] * n, np.vstack([[10.0, 20.0], lows]), np.vstack([[20.0, 30.0], lows + 1.0]))
-        assert s._tree[1].tolist() == [1, 0]
+        assert s._order.tolist() == [1, 0]
     return s
 
 
@@ -195,7 +195,7 @@ def test_reordering_bulk_loads_keep_deletes_and_matches_exact():
         lows = np.vstack([lows] * (len(ids) // n))
         s.add_many(ids, ["q"] * len(ids), lows, lows + 5.0)
         subs.update({sid: (lo.tolist(), (lo + 5.0).tolist()) for sid, lo in zip(ids, lows)})
-    assert s._tree[1].tolist()[0] == 0
+    assert s._order.tolist()[0] == 0
     for sid in list(subs)[::2]:
         assert s.remove(sid)
         del subs[sid]
@@ -209,13 +209,11 @@ def test_bulk_threshold_is_used():
     n = index_mod.BULK_MIN
     lows = np.zeros((n, 2))
     highs = np.ones((n, 2))
-    before = s._tree[0]
     s.add_many([str(i) for i in range(n)], ["q"] * n, lows, highs)
-    assert s._tree[0] is not before  # a fresh bulk-loaded tree
+    assert len(s._packed) == n and s._n_recent == 0  # packed in one go
     small = SubscriptionSet(2)
-    before = small._tree[0]
     small.add_many(["a", "b"], ["q", "q"], lows[:2], highs[:2])
-    assert small._tree[0] is before  # inserted one by one
+    assert small._packed is None and small._n_recent == 2  # inserted one by one
 
 
 def test_agrees_with_brute_force_on_the_paper_workload():
@@ -266,25 +264,27 @@ def box(draw, k):
 def scenario(draw):
     k = draw(st.integers(1, 4))
     bulk_min = draw(st.sampled_from([1, 3, index_mod.BULK_MIN]))  # small: add_many rebuilds the tree
+    # small: adds and removes make the set pack again mid-sequence
+    delta_min = draw(st.sampled_from([0, 1, 3, index_mod.DELTA_MIN]))
     ops = draw(st.lists(st.one_of(
         st.tuples(st.just("add"), st.integers(0, 15), box(k)),
         st.tuples(st.just("remove"), st.integers(0, 15)),
         st.tuples(st.just("add_many"), st.lists(st.tuples(st.integers(0, 15), box(k)), max_size=8)),
         st.tuples(st.just("match"), st.lists(st.lists(coord, min_size=k, max_size=k), min_size=1, max_size=6)),
     ), max_size=30))
-    return k, bulk_min, ops
+    return k, bulk_min, delta_min, ops
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(scenario())
 def test_interleaved_operations_match_the_oracle(sc):
-    k, bulk_min, ops = sc
-    saved = index_mod.BULK_MIN
-    index_mod.BULK_MIN = bulk_min
+    k, bulk_min, delta_min, ops = sc
+    saved = index_mod.BULK_MIN, index_mod.DELTA_MIN, index_mod.DELTA_SHARE
+    index_mod.BULK_MIN, index_mod.DELTA_MIN, index_mod.DELTA_SHARE = bulk_min, delta_min, 2
     try:
         _run(k, ops)
     finally:
-        index_mod.BULK_MIN = saved
+        index_mod.BULK_MIN, index_mod.DELTA_MIN, index_mod.DELTA_SHARE = saved
 
 
 def _run(k, ops):
