@@ -25,8 +25,9 @@ from bluedove.workloads import Workload
 GOAL_WRITE_PER_S = 50_000
 GOAL_DRAIN_PER_S = 20_000
 # Messages/s of the write phase the feeders prepare ahead (all feeders together): above what
-# 2 cores write, so that the phase never waits on a feeder building (~240 MB at 10 s).
-PREBUILD_PER_S = 80_000
+# 2 cores write (~50,000 msg/s on `sparse`, ~130,000 on a small set), so that the phase never
+# waits on a feeder building (~300 bytes per message: ~450 MB at PREBUILD_MAX).
+PREBUILD_PER_S = 150_000
 PREBUILD_MAX = 1_500_000  # a long --duration builds the rest as it goes
 # Connections per poller process unless --connections says otherwise: each is one client going
 # round its queues, and a fleet of phones is many. Paced, most of them wait between passes; with
