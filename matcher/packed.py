@@ -117,7 +117,17 @@ def str_order(lo: np.ndarray, hi: np.ndarray, capacity: int) -> np.ndarray:
     return np.concatenate(out)
 
 
-@numba.njit(cache=True, nogil=True)
+def compiled(fn):
+    """`fn` compiled without the GIL, its machine code cached on disk: beside this file, else
+    in the user's cache directory (`NUMBA_CACHE_DIR` chooses). With no writable place for it
+    (a read-only image, no home), compiled at each start instead (~0.5 s)."""
+    try:
+        return numba.njit(cache=True, nogil=True)(fn)
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        return numba.njit(nogil=True)(fn)
+
+
+@compiled
 def _query(points, nodes_lo, nodes_hi, level_start, level_size, lo, hi, alive, capacity, stack, out_pt, out_row):
     """Depth-first walk per point. A stack entry is a node index (levels above the leaves)
     encoded with its level: level * stride + index. Returns the number of answers, writing

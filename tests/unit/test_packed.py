@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from matcher import index as index_mod
 from matcher.index import SubscriptionSet
-from matcher.packed import PackedTree, str_order
+from matcher.packed import PackedTree, compiled, str_order
 
 INF = math.inf
 
@@ -116,3 +116,12 @@ def test_set_with_packed_recent_and_removed_boxes_agrees_with_brute_force(seed, 
                     assert got == rows[inside[i]].tolist()
     finally:
         index_mod.DELTA_MIN, index_mod.DELTA_SHARE = saved
+
+
+def test_compiles_without_a_place_to_cache():
+    """A function numba cannot cache (its source is no file, as with no writable directory)
+    is still compiled, without the disk cache."""
+    scope: dict = {}
+    exec("def twice(x):\n    return 2 * x\n", scope)
+    fn = compiled(scope["twice"])
+    assert fn(21) == 42
