@@ -122,6 +122,6 @@ def test_compiles_without_a_place_to_cache():
     """A function numba cannot cache (its source is no file, as with no writable directory)
     is still compiled, without the disk cache."""
     scope: dict = {}
-    exec("def twice(x):\n    return 2 * x\n", scope)
+    exec("def twice(x):\n    return 2 * x\n", scope)  # noqa: S102 (a source that is no file)
     fn = compiled(scope["twice"])
     assert fn(21) == 42
