@@ -56,7 +56,6 @@ class SubscriptionSet:
         self._tk = max(k, 2)  # libspatialindex needs >= 2 dimensions; a 1-d set pads with zeros
         self._order = np.arange(k, dtype=np.intp)  # tree dimension t -> caller's dimension order[t]
         self._packed: PackedTree | None = None  # the boxes at the last pack
-        self._rows: dict[int, int] = {}  # internal id -> row of the packed tree, for live ones
         self._dead = 0  # removed boxes masked in the packed tree
         self._recent = self._new_index()  # R*-tree of the boxes added since the last pack
         self._n_recent = 0
@@ -134,9 +133,7 @@ class SubscriptionSet:
         if iid is None:
             return False
         box = self._boxes.pop(iid)
-        row = self._rows.pop(iid, None)
-        if row is not None:
-            self._packed.kill(row)
+        if self._packed is not None and self._packed.kill(iid):
             self._dead += 1
         else:
             self._recent.delete(iid, np.frombuffer(box, dtype=np.float64).tolist())
@@ -245,7 +242,6 @@ class SubscriptionSet:
             self._boxes = dict(zip(ids.tolist(), (blob[j:j + width] for j in range(0, n * width, width))))
         self._order = order
         self._packed = PackedTree(ids, boxes[:, :tk], boxes[:, tk:]) if n else None
-        self._rows = self._packed.rows() if n else {}
         self._dead = 0
         self._recent = self._new_index()
         self._n_recent = 0

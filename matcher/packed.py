@@ -31,7 +31,7 @@ _BIG = np.finfo(np.float64).max / 4
 
 class PackedTree:
     """The boxes `lo[i], hi[i]` (rows, one column per tree dimension), row i known as `ids[i]`.
-    `kill(row)` masks a removed box without rebuilding."""
+    `kill(id)` masks a removed box without rebuilding."""
 
     def __init__(self, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, capacity: int = CAPACITY) -> None:
         if capacity < 2:
@@ -44,6 +44,7 @@ class PackedTree:
         self.lo = np.ascontiguousarray(lo[perm])
         self.hi = np.ascontiguousarray(hi[perm])
         self.alive = np.ones(len(perm), dtype=np.uint8)
+        self._by_id: np.ndarray | None = None  # rows in id order, for kill
         levels_lo, levels_hi = [], []
         mn, mx = self.lo, self.hi
         while len(mn) > 1:
@@ -65,12 +66,18 @@ class PackedTree:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def rows(self) -> dict[int, int]:
-        """id -> row, for `kill`."""
-        return dict(zip(self.ids.tolist(), range(len(self.ids))))
-
-    def kill(self, row: int) -> None:
+    def kill(self, box_id: int) -> bool:
+        """Mask the box known as `box_id`; False if the tree has no live box of that id."""
+        if self._by_id is None:  # built on the first removal: most trees never see one
+            self._by_id = np.argsort(self.ids, kind="stable")
+        at = int(np.searchsorted(self.ids, box_id, sorter=self._by_id))
+        if at == len(self.ids):
+            return False
+        row = int(self._by_id[at])
+        if self.ids[row] != box_id or not self.alive[row]:
+            return False
         self.alive[row] = 0
+        return True
 
     def query(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The live boxes containing each point: (point index, id) pairs, grouped by point in

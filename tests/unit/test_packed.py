@@ -60,8 +60,7 @@ def test_unbounded_sides_nan_points_and_killed_rows():
     tree = PackedTree(np.array([10, 11, 12]), lo, hi, capacity=2)
     pts = np.array([[1e300, 0.5], [0.5, -1e300], [np.nan, 0.5], [0.5, np.nan], [5.5, 5.5], [0.5, 0.5]])
     assert answers(tree, pts) == [(0, 10), (1, 11), (4, 12), (5, 10), (5, 11)]  # NaN: inside nothing
-    rows = tree.rows()
-    tree.kill(rows[10])
+    assert tree.kill(10) and not tree.kill(10) and not tree.kill(99) and not tree.kill(-1)
     assert answers(tree, pts) == [(1, 11), (4, 12), (5, 11)]
 
 
