@@ -135,18 +135,25 @@ def compiled(fn):
 
 
 @compiled
+def _contains(lo, hi, row, points, i):
+    """Whether box `row` of (lo, hi) holds point i: closed bounds, and NaN is inside nothing."""
+    for d in range(points.shape[1]):
+        if not lo[row, d] <= points[i, d] <= hi[row, d]:
+            return False
+    return True
+
+
+@compiled
 def _query(points, nodes_lo, nodes_hi, level_start, level_size, lo, hi, alive, capacity, stack, out_pt, out_row):
     """Depth-first walk per point. A stack entry is a node index (levels above the leaves)
     encoded with its level: level * stride + index. Returns the number of answers, writing
     those that fit."""
     levels = len(level_size)
-    k = points.shape[1]
     n_box = lo.shape[0]
     stride = max(n_box, 1)
     found = 0
     cap = out_pt.shape[0]
     for i in range(points.shape[0]):
-        sp = 0
         stack[0] = 0  # level 0, node 0: the root
         sp = 1
         while sp > 0:
@@ -154,14 +161,7 @@ def _query(points, nodes_lo, nodes_hi, level_start, level_size, lo, hi, alive, c
             level = stack[sp] // stride
             j = stack[sp] - level * stride
             if level < levels:
-                node = level_start[level] + j
-                inside = True
-                for d in range(k):
-                    v = points[i, d]
-                    if not nodes_lo[node, d] <= v <= nodes_hi[node, d]:
-                        inside = False
-                        break
-                if not inside:
+                if not _contains(nodes_lo, nodes_hi, level_start[level] + j, points, i):
                     continue
                 below = level_size[level + 1] if level + 1 < levels else n_box
                 first = j * capacity
@@ -169,18 +169,9 @@ def _query(points, nodes_lo, nodes_hi, level_start, level_size, lo, hi, alive, c
                 for c in range(last - 1, first - 1, -1):  # pushed backwards: visited in order
                     stack[sp] = (level + 1) * stride + c
                     sp += 1
-            else:
-                if alive[j] == 0:
-                    continue
-                inside = True
-                for d in range(k):
-                    v = points[i, d]
-                    if not lo[j, d] <= v <= hi[j, d]:
-                        inside = False
-                        break
-                if inside:
-                    if found < cap:
-                        out_pt[found] = i
-                        out_row[found] = j
-                    found += 1
+            elif alive[j] and _contains(lo, hi, j, points, i):
+                if found < cap:
+                    out_pt[found] = i
+                    out_row[found] = j
+                found += 1
     return found
