@@ -44,7 +44,7 @@ class PackedTree:
         self.lo = np.ascontiguousarray(lo[perm])
         self.hi = np.ascontiguousarray(hi[perm])
         self.alive = np.ones(len(perm), dtype=np.uint8)
-        self._by_id: np.ndarray | None = None  # rows in id order, for kill
+        self._id_order: np.ndarray | None = None  # rows in id order, for kill
         levels_lo, levels_hi = [], []
         mn, mx = self.lo, self.hi
         while len(mn) > 1:
@@ -68,12 +68,12 @@ class PackedTree:
 
     def kill(self, box_id: int) -> bool:
         """Mask the box known as `box_id`; False if the tree has no live box of that id."""
-        if self._by_id is None:  # built on the first removal: most trees never see one
-            self._by_id = np.argsort(self.ids, kind="stable")
-        at = int(np.searchsorted(self.ids, box_id, sorter=self._by_id))
+        if self._id_order is None:  # built on the first removal: most trees never see one
+            self._id_order = np.argsort(self.ids, kind="stable")
+        at = int(np.searchsorted(self.ids, box_id, sorter=self._id_order))
         if at == len(self.ids):
             return False
-        row = int(self._by_id[at])
+        row = int(self._id_order[at])
         if self.ids[row] != box_id or not self.alive[row]:
             return False
         self.alive[row] = 0
