@@ -16,11 +16,11 @@ from typing import Callable
 
 import numpy as np
 
-from bluedove.sim import analytic
-from bluedove.sim.costmodel import CostModel
-from bluedove.sim.engine import Pool, SimConfig
-from bluedove.sim.fluid import FluidSim, Step
-from bluedove.sim.layouts import Layout
+from lab.sim import analytic
+from lab.sim.costmodel import CostModel
+from lab.sim.engine import Pool, SimConfig
+from lab.sim.fluid import FluidSim, Step
+from lab.sim.layouts import Layout
 
 STATIC = ("random", "subscription-count")
 

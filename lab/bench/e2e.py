@@ -21,8 +21,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bluedove.cli.bench import build_partitioned, match_partitioned
-from bluedove.cli.bench_systems import best_round, parse_systems, ratios, run_system, workload
+from lab.bench.kernel import build_partitioned, match_partitioned
+from lab.bench.systems import best_round, parse_systems, ratios, run_system, workload
 from bluedove.segments import equal_partition
 from bluedove.store.server import RedisServer
 

@@ -9,10 +9,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from bluedove.sim.costmodel import REGIMES, Models
-from bluedove.sim.figures import Context, fig_6a, fig_6b, fig_7, fig_8, fig_11
-from bluedove.sim.saturation import Budget
-from bluedove.sim.timelines import fig_9, fig_10
+from lab.sim.costmodel import REGIMES, Models
+from lab.sim.figures import Context, fig_6a, fig_6b, fig_7, fig_8, fig_11
+from lab.sim.saturation import Budget
+from lab.sim.timelines import fig_9, fig_10
 
 FIGURES = ("6a", "6b", "7", "8", "9", "10", "11a", "11b", "11c")
 
@@ -42,7 +42,7 @@ def _log(msg: str) -> None:
 def _model(args) -> Models:
     if args.model:
         return Models.load(args.model)
-    from bluedove.cli.calibrate import calibrate  # the only place that times the real matcher
+    from lab.sim.calibrate import calibrate  # the only place that times the real matcher
 
     _log("sim: no --model given; calibrating on the real matcher first (about a minute)")
     return calibrate(seed=args.seed, say=_log)
@@ -125,7 +125,7 @@ def run_sim(args: argparse.Namespace) -> int:
         else:
             done[name] = {"6a": fig_6a, "6b": fig_6b, "7": fig_7, "8": fig_8, "9": fig_9, "10": fig_10}[name](ctx)
             took[name] = time.perf_counter() - t1
-    from bluedove.cli.plots import plot
+    from lab.plots import plot
 
     for name in names:
         fig = done[name]

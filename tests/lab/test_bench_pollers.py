@@ -1,4 +1,4 @@
-"""The delivery bench's pollers (bluedove/cli/bench_procs.py) against a stand-in HTTP server:
+"""The delivery bench's pollers (lab/bench/procs.py) against a stand-in HTTP server:
 paced like a fleet of phones (each queue at most once per --poll-interval, the connections'
 passes offset from each other), unpaced for the final drain, and stopping on a failed poll or
 ack."""
@@ -10,7 +10,7 @@ import json
 import multiprocessing as mp
 import time
 
-from bluedove.cli.bench_procs import Control, _poll_all
+from lab.bench.procs import Control, _poll_all
 
 
 class FakeService:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from bluedove.sim import paper
-from bluedove.sim.engine import SimConfig, Simulator
-from bluedove.sim.figures import Context
-from bluedove.sim.layouts import build, split, with_table
+from lab.sim import paper
+from lab.sim.engine import SimConfig, Simulator
+from lab.sim.figures import Context
+from lab.sim.layouts import build, split, with_table
 
 
 def _buckets(res, width_s: float, horizon_s: float) -> list[dict]:

@@ -20,8 +20,8 @@ import numpy as np
 
 from bluedove.forwarding import LoadReport, rank
 from bluedove.forwarding import cost as expected_cost
-from bluedove.sim.costmodel import CostModel
-from bluedove.sim.layouts import Layout, make_pool_arrays
+from lab.sim.costmodel import CostModel
+from lab.sim.layouts import Layout, make_pool_arrays
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,7 @@ def with_table(layout: Layout, table: SegmentTable, w: Workload) -> Layout:
 
 def split(table: SegmentTable, victims: list[str], new: str) -> SegmentTable:
     """A new matcher `new` takes the upper half of `victims[i]`'s range on each dimension i
-    (DESIGN §3 "Split"; seed 001 §III-C: the joining node takes half of a loaded node's segments)."""
+    (docs/design.md, "Split"; seed 001 §III-C: the joining node takes half of a loaded node's segments)."""
     cuts, owners = [], []
     for i, victim in enumerate(victims):
         c, o = list(table.cuts[i]), list(table.owners[i])

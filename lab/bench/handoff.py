@@ -17,7 +17,7 @@ import signal
 import tempfile
 import time
 
-from bluedove.cli.cluster import LocalCluster
+from bluedove.local.cluster import LocalCluster
 from bluedove.store import Store
 from bluedove.store.store import StoreLimits
 from bluedove.workloads import paper

@@ -1,25 +1,10 @@
-"""`bluedove bench kernel` runs end to end on a small workload and checks itself exactly."""
-
-import json
-import subprocess
-import sys
-
-
-def test_bench_kernel_json_smoke():
-    r = subprocess.run([sys.executable, "-m", "bluedove", "bench", "kernel", "--workload", "paper", "--subs", "2000",
-                        "--messages", "500", "--partitions", "5", "--repeat", "1", "--verify", "50", "--json"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout.strip().splitlines()[-1])
-    assert out["workload"].startswith("paper") and out["exact"] is True
-    assert out["msgs_per_s"] > 0 and out["full_msgs_per_s"] > 0
-    assert out["matches_per_msg"] > 0 and out["subscriptions"] == 2000
+"""The bench command's flags and the e2e bench's pure parts."""
 
 
 def test_cluster_bench_flags_default_in_one_place_and_share_existing_ones():
     import argparse
 
-    from bluedove.cli.bench_flags import FLAGS, add_cluster_bench_flags, resolve
+    from lab.bench.flags import FLAGS, add_cluster_bench_flags, resolve
     from bluedove.cli.main import build_parser
 
     args, _ = build_parser().parse_known_args(["bench", "delivery", "--matchers", "3", "--rate", "5000"])
@@ -33,8 +18,8 @@ def test_cluster_bench_flags_default_in_one_place_and_share_existing_ones():
 
 
 def test_delivery_bench_defaults_its_own_connections_and_the_poll_interval():
-    from bluedove.cli.bench_delivery import POLLER_CONNECTIONS, delivery_args
-    from bluedove.cli.bench_flags import FLAGS
+    from lab.bench.delivery import POLLER_CONNECTIONS, delivery_args
+    from lab.bench.flags import FLAGS
     from bluedove.cli.main import build_parser
 
     args = delivery_args(build_parser().parse_known_args(["bench", "delivery"])[0])
@@ -50,7 +35,7 @@ def test_bench_e2e_systems_workloads_and_ratios():
 
     import pytest
 
-    from bluedove.cli.bench_systems import parse_systems, ratios, workload
+    from lab.bench.systems import parse_systems, ratios, workload
 
     assert parse_systems(None) == ["mpartition"]
     assert parse_systems(["mpartition,p2p", "full-replication", "p2p"]) == ["mpartition", "p2p", "full-replication"]

@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bluedove.cli.cluster import LocalCluster
-from bluedove.cli.demo_fleet import (SETUP_CONCURRENCY, Comparison, DemoError, Ledger, create_drivers,
+from bluedove.local.cluster import LocalCluster
+from lab.demo.fleet import (SETUP_CONCURRENCY, Comparison, DemoError, Ledger, create_drivers,
                                      delete_queues, message_bodies, new_client, publish, running_pollers,
                                      still_queued)
 from bluedove.space import SpaceError, load_space

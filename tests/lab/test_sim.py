@@ -8,13 +8,13 @@ import pytest
 import random
 
 from bluedove.forwarding import LoadReport, matcher_time, rank
-from bluedove.sim.costmodel import CostModel, Models, fit
-from bluedove.sim.dimindex import DimensionIndex
-from bluedove.sim.engine import Pool, SimConfig, Simulator
-from bluedove.sim.fluid import matcher_time as matcher_time_v
-from bluedove.sim.fluid import rank_vectorised
-from bluedove.sim.layouts import build, count_matches, expected_matches, set_sizes, split
-from bluedove.sim.saturation import Budget, Prepared, run_at, saturation
+from lab.sim.costmodel import CostModel, Models, fit
+from lab.sim.dimindex import DimensionIndex
+from lab.sim.engine import Pool, SimConfig, Simulator
+from lab.sim.fluid import matcher_time as matcher_time_v
+from lab.sim.fluid import rank_vectorised
+from lab.sim.layouts import build, count_matches, expected_matches, set_sizes, split
+from lab.sim.saturation import Budget, Prepared, run_at, saturation
 from bluedove.workloads.paper import get as get_workload
 
 
@@ -182,7 +182,7 @@ def full_pool_matches(w):
 
 
 def test_discrete_event_forwarding_goes_through_rank(monkeypatch, w):
-    import bluedove.sim.engine as engine
+    import lab.sim.engine as engine
 
     calls = []
 
@@ -208,22 +208,3 @@ def test_discrete_event_queue_by_hand():
                     SimConfig(policy="random"))
     res = sim.run(lambda t: 2000.0, 5.0)
     assert sim.free_at[0] - 5.0 == pytest.approx(len(res.t) * 1e-3 - 5.0, abs=0.05)
-
-
-def test_sim_figure_cli_json(tmp_path):
-    import json
-    import subprocess
-    import sys
-
-    model = tmp_path / "model.json"
-    Models(CostModel({"one": 1e-5, "size": 2e-9, "matches": 6e-7}, meta={"fit": {}}),
-           CostModel({"one": 4e-6, "searched": 4e-8, "matches": 4e-7}, "per_dimension", meta={"fit": {}})).save(model)
-    r = subprocess.run([sys.executable, "-m", "bluedove", "sim", "figure", "8", "--model", str(model), "--json",
-                        "--horizon", "2", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    fig = json.loads(r.stdout.strip().splitlines()[-1])
-    assert fig["figure"] == "8" and {"bluedove", "p2p", "per_dimension"} <= set(fig["std_over_mean"])
-    assert len(fig["rows"]) == 20 and (tmp_path / "fig8.png").exists()
-    assert set(fig["rows"][0]["per_dimension"]) == {"bluedove", "p2p"}
-    assert fig["paper"]["std_over_mean"]["bluedove"] == 0.14

@@ -9,11 +9,11 @@ from typing import Callable
 import numpy as np
 
 from bluedove.forwarding import POLICIES
-from bluedove.sim import paper
-from bluedove.sim.costmodel import REGIMES, Models
-from bluedove.sim.engine import Pool, SimConfig
-from bluedove.sim.layouts import build
-from bluedove.sim.saturation import STATIC, Budget, Prepared, run_at, saturation
+from lab.sim import paper
+from lab.sim.costmodel import REGIMES, Models
+from lab.sim.engine import Pool, SimConfig
+from lab.sim.layouts import build
+from lab.sim.saturation import STATIC, Budget, Prepared, run_at, saturation
 from bluedove.workloads import Workload
 from bluedove.workloads.paper import get as get_workload
 

@@ -10,9 +10,9 @@ import time
 import numpy as np
 
 from bluedove.segments import equal_partition
-from bluedove.sim.costmodel import CostModel, Models, fit
-from bluedove.sim.dimindex import DimensionIndex
-from bluedove.sim.layouts import member_ranges
+from lab.sim.costmodel import CostModel, Models, fit
+from lab.sim.dimindex import DimensionIndex
+from lab.sim.layouts import member_ranges
 from bluedove.workloads.paper import get as get_workload
 from matcher.index import SubscriptionSet
 
@@ -173,7 +173,7 @@ def fit_models(rows: list[dict], load_s_per_sub: float, started: float | None = 
     y = np.array([r["per_dimension_s"] for r in rows])
     terms, stats = fit(feats, y, PER_DIMENSION, test, messages / y ** 2)
     per_dim = CostModel(terms, "per_dimension", load_s_per_sub, {
-        **common, "method": "bluedove.sim.dimindex.DimensionIndex.match (scan for a full replica), one message per "
+        **common, "method": "lab.sim.dimindex.DimensionIndex.match (scan for a full replica), one message per "
                             "call, least thread CPU time of 7; least squares on relative error "
                             "(weights messages / seconds²)", "fit": stats})
     return Models(rtree, per_dim)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bluedove.cli.bench_delivery import load_workload
-from bluedove.cli.bench_flags import resolve, workload_or_none
-from bluedove.cli.bench_procs import cpu_seconds
-from bluedove.cli.cluster import LocalCluster
+from lab.bench.delivery import load_workload
+from lab.bench.flags import resolve, workload_or_none
+from lab.bench.procs import cpu_seconds
+from bluedove.local.cluster import LocalCluster
 from bluedove.store.server import RedisServer
 
 MODES = ("grpc_stream", "rest_batch", "rest_single")

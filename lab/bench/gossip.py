@@ -10,7 +10,7 @@ import time
 
 import grpc
 
-from bluedove.cli.cluster import LocalCluster
+from bluedove.local.cluster import LocalCluster
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from gossip import simulate

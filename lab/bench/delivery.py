@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import redis
 
-from bluedove.cli.bench_flags import resolve, workload_or_none
-from bluedove.cli.bench_procs import FULL, PAUSED, POLL_MAX, Control, cpu_seconds, feeder_main, poller_main, publisher_main
-from bluedove.cli.cluster import LocalCluster
+from lab.bench.flags import resolve, workload_or_none
+from lab.bench.procs import FULL, PAUSED, POLL_MAX, Control, cpu_seconds, feeder_main, poller_main, publisher_main
+from bluedove.local.cluster import LocalCluster
 from bluedove.store import Store
 from bluedove.store.server import RedisServer
 from bluedove.workloads import Workload

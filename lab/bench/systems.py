@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bluedove.cli.cluster import LocalCluster
+from bluedove.local.cluster import LocalCluster
 from bluedove.partitioning import FULL, MODES, MPARTITION, P2P
 from bluedove.workloads import Workload, traffic
 from bluedove.workloads.paper import get as get_paper
@@ -32,7 +32,7 @@ def parse_systems(values: list[str] | None) -> list[str]:
 
 
 def workload(args: argparse.Namespace) -> Workload:
-    """The `--workload` (shared/WORKLOADS.md) with `--subs` subscriptions (default 4,000).
+    """The `--workload` (docs/workloads.md) with `--subs` subscriptions (default 4,000).
 
     traffic: `--subs` / 3 drivers of 3 subscriptions each, its own space; it has no variants."""
     n_subs = args.n_subs or 4000

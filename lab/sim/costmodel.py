@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-# Features of one (message, subscription set) pair, as `bluedove.sim.engine.Pool` computes them:
+# Features of one (message, subscription set) pair, as `lab.sim.engine.Pool` computes them:
 #   one       1
 #   size      subscriptions in the set
 #   searched  subscriptions a per-dimension index must touch: those of the set holding the
@@ -22,7 +22,7 @@ FEATURES = ("one", "size", "searched", "matches", "log_size")
 REGIMES = {
     "rtree": "our matcher: matcher.index.SubscriptionSet (R-tree over all k dimensions, STR bulk load) + match_batch",
     "per_dimension": "seed 001's regime: a per-dimension index whose cost grows with the subscriptions overlapping "
-                     "the message on the indexed dimension (bluedove.sim.dimindex); full replication scans all",
+                     "the message on the indexed dimension (lab.sim.dimindex); full replication scans all",
 }
 
 

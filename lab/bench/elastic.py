@@ -20,9 +20,9 @@ import numpy as np
 import redis
 
 from autoscaler.policy import ScalingConfig
-from bluedove.cli.autoscale import AutoscalerThread
-from bluedove.cli.bench_handoff import _seed
-from bluedove.cli.cluster import LocalCluster
+from autoscaler.local import AutoscalerThread
+from lab.bench.handoff import _seed
+from bluedove.local.cluster import LocalCluster
 from bluedove.workloads import paper
 
 BATCH = 200

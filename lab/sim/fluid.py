@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bluedove.forwarding import COLD_COST_BASE_S, COLD_COST_PER_SUB_S
-from bluedove.sim.engine import SimConfig
+from lab.sim.engine import SimConfig
 
 
 @dataclass(frozen=True)
