@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import redis
 
-from lab.bench.flags import resolve, workload_or_none
+from lab.bench import BENCHES
+from lab.bench.base import add_cluster_flags, add_output_flags, add_phase_flags, add_workload_flags, workload_or_none
 from lab.bench.procs import FULL, PAUSED, POLL_MAX, Control, cpu_seconds, feeder_main, poller_main, publisher_main
 from bluedove.local.cluster import LocalCluster
 from bluedove.store import Store
@@ -337,15 +338,26 @@ def _finish(w, queues, sub_ids, sample_q, procs, pub, feed, poll, results, probe
     return check, errors
 
 
-def delivery_args(args: argparse.Namespace) -> argparse.Namespace:
-    """`args` with every unset flag at its default: the shared ones, but POLLER_CONNECTIONS."""
-    if getattr(args, "connections", None) is None:
-        args.connections = POLLER_CONNECTIONS
-    return resolve(args)
+def add_parser(sub) -> None:
+    p = sub.add_parser("delivery", help=BENCHES["delivery"])
+    add_workload_flags(p)
+    add_cluster_flags(p, matchers=2)
+    p.add_argument("--feeders", type=int, default=3,
+                   help="processes sending to the matchers' Forward directly, as dispatchers do (default 3)")
+    p.add_argument("--pollers", type=int, default=2, help="poller processes (default 2)")
+    add_phase_flags(p, POLLER_CONNECTIONS, "concurrent polls per poller process")
+    p.add_argument("--poll-interval", type=float, default=10.0,
+                   help="seconds a poller connection takes at least to poll each of its queues once, like phones "
+                        "polling every so often (0: as fast as it can; default 10)")
+    p.add_argument("--rate", type=float, default=20_000.0,
+                   help="the deliveries/s publishers are paced at in the sustain phase (default 20,000)")
+    p.add_argument("--sample", type=int, default=40,
+                   help="queues whose deliveries are checked against brute force (default 40)")
+    add_output_flags(p)
+    p.set_defaults(func=run_delivery_bench)
 
 
 def run_delivery_bench(args: argparse.Namespace) -> int:
-    args = delivery_args(args)
     w = workload_or_none(args)
     if w is None:
         return 2

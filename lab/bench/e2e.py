@@ -21,6 +21,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from bluedove.forwarding import POLICIES
+from lab.bench import BENCHES
+from lab.bench.base import add_cluster_flags, add_deliver_flag, add_output_flags, add_workload_flags
 from lab.bench.kernel import build_partitioned, match_partitioned
 from lab.bench.systems import best_round, parse_systems, ratios, run_system, workload
 from bluedove.segments import equal_partition
@@ -150,6 +153,28 @@ async def subscribe_all(url: str, w, concurrency: int = 16) -> float:
 
         await asyncio.gather(*(queue(js) for js in groups.values()))
     return time.perf_counter() - t0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("e2e", help=BENCHES["e2e"])
+    add_workload_flags(p, "paper, sparse or traffic", variants=True)
+    add_cluster_flags(p, matchers=4, policy=True)
+    add_deliver_flag(p)
+    p.add_argument("--batch", type=int, default=200, help="messages per POST /v1/messages:batch (default 200)")
+    p.add_argument("--step-s", type=float, default=6.0, help="seconds per rate step (default 6)")
+    p.add_argument("--start-rate", type=float, default=1000.0, help="first step's rate (msg/s)")
+    p.add_argument("--factor", type=float, default=1.3, help="each step's rate over the previous one's")
+    p.add_argument("--max-steps", type=int, default=15)
+    p.add_argument("--partition", action="append", default=None, metavar="SYSTEM[,SYSTEM...]",
+                   help="systems to run in turn on the same subscriptions and messages: mpartition (BlueDove, "
+                        "default), p2p, full-replication (seed 001 §IV-B); repeatable or a comma list")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the --partition systems this many times (each round starts one system later); "
+                        "each system's best round is reported")
+    p.add_argument("--baseline-policy", choices=POLICIES, default=None,
+                   help="forwarding policy of the p2p and full-replication runs (default: --policy)")
+    add_output_flags(p)
+    p.set_defaults(func=run_e2e)
 
 
 def run_e2e(args: argparse.Namespace) -> int:

@@ -21,6 +21,8 @@ import redis
 
 from autoscaler.policy import ScalingConfig
 from autoscaler.local import AutoscalerThread
+from lab.bench import BENCHES
+from lab.bench.base import add_deliver_flag, add_output_flags
 from lab.bench.handoff import _seed
 from bluedove.local.cluster import LocalCluster
 from bluedove.workloads import paper
@@ -193,6 +195,20 @@ def plot(result: dict, path: str) -> None:
     fig.suptitle("bluedove bench elastic (seed 001 Fig. 9): green = join/split, orange = leave/merge")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("elastic", help=BENCHES["elastic"])
+    p.add_argument("--subs", type=int, default=40_000, help="subscriptions (default 40,000)")
+    p.add_argument("--rates", default="1000,2000,3000,4000", help="msg/s of each step")
+    p.add_argument("--step-s", type=float, default=30.0, help="seconds per rate step (default 30)")
+    p.add_argument("--cooldown-s", type=float, default=90.0, help="seconds observed after publishing stops")
+    p.add_argument("--min-matchers", type=int, default=2)
+    p.add_argument("--max-matchers", type=int, default=8)
+    p.add_argument("--plot", default=None, help="write the timeline as a PNG here")
+    add_deliver_flag(p)
+    add_output_flags(p)
+    p.set_defaults(func=run_elastic_bench)
 
 
 def run_elastic_bench(args) -> int:

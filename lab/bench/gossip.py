@@ -14,6 +14,8 @@ from bluedove.local.cluster import LocalCluster
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from gossip import simulate
+from lab.bench import BENCHES
+from lab.bench.base import add_output_flags
 
 
 def _simulated(seed: int) -> dict:
@@ -78,6 +80,12 @@ def _real(matchers: int, settle_s: float) -> dict:
         "kill_to_dead_everywhere_s": round(dead_at - killed, 2) if dead_at else None,
         "kill_to_new_table_everywhere_s": round(taken_at - killed, 2) if taken_at else None,
     }
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("gossip", help=BENCHES["gossip"])
+    add_output_flags(p)
+    p.set_defaults(func=run_gossip_bench)
 
 
 def run_gossip_bench(args) -> int:

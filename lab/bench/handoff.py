@@ -21,6 +21,8 @@ from bluedove.local.cluster import LocalCluster
 from bluedove.store import Store
 from bluedove.store.store import StoreLimits
 from bluedove.workloads import paper
+from lab.bench import BENCHES
+from lab.bench.base import add_output_flags
 
 
 async def _seed(url: str, w) -> float:
@@ -65,6 +67,13 @@ def _subs(cluster: LocalCluster, member: str) -> int:
         if m["id"] == member:
             return sum(m["subscriptions"].values())
     return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("handoff", help=BENCHES["handoff"])
+    p.add_argument("--subs", type=int, default=40_000, help="subscriptions in the segment (default 40,000)")
+    add_output_flags(p)
+    p.set_defaults(func=run_handoff_bench)
 
 
 def run_handoff_bench(args) -> int:

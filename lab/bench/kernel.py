@@ -17,6 +17,8 @@ import rtree
 from bluedove.segments import SegmentTable, equal_partition
 from bluedove.workloads import Workload, brute_force
 from bluedove.workloads.paper import get as get_workload
+from lab.bench import BENCHES
+from lab.bench.base import add_output_flags, add_workload_flags
 from matcher import index as index_mod
 from matcher import packed as packed_mod
 from matcher.index import SubscriptionSet
@@ -136,10 +138,18 @@ def _check_points(w: Workload, points: np.ndarray, n: int, rng: np.random.Genera
     return np.vstack([sample, on_low, on_high])
 
 
+def add_parser(sub) -> None:
+    p = sub.add_parser("kernel", help=BENCHES["kernel"])
+    add_workload_flags(p, variants=True)
+    p.add_argument("--partitions", type=int, default=20, help="matchers the space is cut for")
+    p.add_argument("--messages", type=int, default=20000)
+    p.add_argument("--repeat", type=int, default=5, help="timed runs; the best is reported with the spread")
+    p.add_argument("--verify", type=int, default=200, help="messages checked against brute force")
+    add_output_flags(p)
+    p.set_defaults(func=run_bench)
+
+
 def run_bench(args: argparse.Namespace) -> int:
-    if args.kind != "kernel":
-        print(f"bench: unknown kind {args.kind!r}", file=sys.stderr)
-        return 2
     if args.messages < 1 or args.partitions < 1:
         print("bench: --messages and --partitions must be at least 1", file=sys.stderr)
         return 2

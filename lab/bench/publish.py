@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from lab.bench.delivery import load_workload
-from lab.bench.flags import resolve, workload_or_none
+from lab.bench import BENCHES
+from lab.bench.base import add_cluster_flags, add_output_flags, add_phase_flags, add_workload_flags, workload_or_none
 from lab.bench.procs import cpu_seconds
 from bluedove.local.cluster import LocalCluster
 from bluedove.store.server import RedisServer
@@ -135,8 +136,18 @@ def _measure(mode: str, args, cluster: LocalCluster, pids: dict[str, int], names
             "seconds": round(secs, 2), "cpu_pct": roles, "errors": [o[3] for o in outs if o[3]][:3]}
 
 
+def add_parser(sub) -> None:
+    p = sub.add_parser("publish", help=BENCHES["publish"])
+    add_workload_flags(p)
+    add_cluster_flags(p, matchers=2)
+    add_phase_flags(p, 32, "concurrent calls per mode")
+    p.add_argument("--batch", type=int, default=100,
+                   help="messages per REST batch and per PublishStream call (default 100)")
+    add_output_flags(p)
+    p.set_defaults(func=run_publish_bench)
+
+
 def run_publish_bench(args: argparse.Namespace) -> int:
-    args = resolve(args)
     w = workload_or_none(args)
     if w is None:
         return 2

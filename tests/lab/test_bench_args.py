@@ -1,32 +1,33 @@
 """The bench command's flags and the e2e bench's pure parts."""
 
 
-def test_cluster_bench_flags_default_in_one_place_and_share_existing_ones():
-    import argparse
+def test_each_bench_declares_its_own_flags_with_its_own_defaults():
+    import pytest
 
-    from lab.bench.flags import FLAGS, add_cluster_bench_flags, resolve
     from bluedove.cli.main import build_parser
+    from lab.bench import parse
 
-    args, _ = build_parser().parse_known_args(["bench", "delivery", "--matchers", "3", "--rate", "5000"])
-    resolve(args)
+    args = build_parser().parse_args(["bench", "delivery", "--workload", "sparse", "--duration", "8"])
+    assert (args.kind, args.flags) == ("delivery", ["--workload", "sparse", "--duration", "8"])
+    args = parse(["delivery", "--matchers", "3", "--rate", "5000"])
     assert (args.kind, args.matchers, args.rate) == ("delivery", 3, 5000.0)
-    assert args.pollers == FLAGS["--pollers"][0] and args.sample == FLAGS["--sample"][0]
-    p = argparse.ArgumentParser()
-    p.add_argument("--matchers", type=int, default=4)  # another bench's flag of the same name
-    add_cluster_bench_flags(p)
-    assert resolve(p.parse_args([])).matchers == 4 and resolve(p.parse_args(["--feeders", "1"])).feeders == 1
+    assert (args.pollers, args.sample, args.feeders, args.duration) == (2, 40, 3, 10.0)
+    assert (parse(["e2e"]).matchers, parse(["e2e"]).batch, parse(["publish"]).batch) == (4, 200, 100)
+    assert (parse(["e2e"]).step_s, parse(["elastic"]).step_s) == (6.0, 30.0)
+    assert parse(["handoff"]).subs == parse(["elastic"]).subs == 40_000
+    assert parse(["kernel"]).n_subs is None and parse(["kernel", "--subs", "9"]).n_subs == 9
+    with pytest.raises(SystemExit):
+        parse(["gossip", "--rate", "1"])  # a flag of another bench
 
 
 def test_delivery_bench_defaults_its_own_connections_and_the_poll_interval():
-    from lab.bench.delivery import POLLER_CONNECTIONS, delivery_args
-    from lab.bench.flags import FLAGS
-    from bluedove.cli.main import build_parser
+    from lab.bench import parse
+    from lab.bench.delivery import POLLER_CONNECTIONS
 
-    args = delivery_args(build_parser().parse_known_args(["bench", "delivery"])[0])
-    assert args.connections == POLLER_CONNECTIONS != FLAGS["--connections"][0]
-    assert args.poll_interval == FLAGS["--poll-interval"][0] == 10.0
-    args = delivery_args(build_parser().parse_known_args(["bench", "delivery", "--connections", "4",
-                                                          "--poll-interval", "0"])[0])
+    args = parse(["delivery"])
+    assert args.connections == POLLER_CONNECTIONS != parse(["publish"]).connections
+    assert args.poll_interval == 10.0
+    args = parse(["delivery", "--connections", "4", "--poll-interval", "0"])
     assert (args.connections, args.poll_interval) == (4, 0.0)
 
 
