@@ -169,34 +169,6 @@ def _drops(timeline: list[dict], events: list[dict]) -> list[dict]:
     return out
 
 
-def plot(result: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    tl = result["timeline"]
-    t = [p["t"] for p in tl]
-    fig, (a1, a2, a3) = plt.subplots(3, 1, sharex=True, figsize=(9, 7))
-    a1.plot(t, [p["offered"] for p in tl], label="offered msg/s")
-    a1.plot(t, [p["accepted"] for p in tl], label="accepted msg/s")
-    a1.legend(loc="upper left")
-    a2.plot(t, [p["p50_ms"] if p["p50_ms"] is not None else float("nan") for p in tl], color="tab:red")
-    a2.set_ylabel("batch p50 (ms)")
-    a2.set_yscale("log")
-    a3.step(t, [p["matchers"] for p in tl], where="post", color="tab:green")
-    a3.set_ylabel("matchers")
-    a3.set_xlabel("seconds")
-    for e in result["events"]:
-        color = {"split": "tab:green", "merge": "tab:orange"}.get(e["action"])
-        if color:
-            for ax in (a1, a2, a3):
-                ax.axvline(e["t"], color=color, alpha=0.4, linestyle="--")
-    fig.suptitle("bluedove bench elastic (seed 001 Fig. 9): green = join/split, orange = leave/merge")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-
-
 def add_parser(sub) -> None:
     p = sub.add_parser("elastic", help=BENCHES["elastic"])
     p.add_argument("--subs", type=int, default=40_000, help="subscriptions (default 40,000)")
@@ -214,7 +186,9 @@ def add_parser(sub) -> None:
 def run_elastic_bench(args) -> int:
     result = asyncio.run(run_elastic(args))
     if args.plot:
-        plot(result, args.plot)
+        from lab.plots import plot_elastic
+
+        plot_elastic(result, args.plot)
     if args.json:
         print(json.dumps(result))
         return 0

@@ -125,11 +125,15 @@ def run_sim(args: argparse.Namespace) -> int:
         else:
             done[name] = {"6a": fig_6a, "6b": fig_6b, "7": fig_7, "8": fig_8, "9": fig_9, "10": fig_10}[name](ctx)
             took[name] = time.perf_counter() - t1
-    from lab.plots import plot
+    from lab.plots import PlotsUnavailable, plot
 
     for name in names:
         fig = done[name]
-        fig["png"] = str(plot(fig, out_dir))
+        try:
+            fig["png"] = str(plot(fig, out_dir))
+        except PlotsUnavailable as exc:
+            _log(f"sim: no PNG of figure {name}: {exc}")
+            fig["png"] = None
         fig["model"] = {r: {"terms": models.get(r).terms, "fit": models.get(r).meta.get("fit"),
                             "date": models.get(r).meta.get("date"), "machine": models.get(r).meta.get("machine")}
                         for r in regimes}
