@@ -17,7 +17,8 @@ import redis
 
 from lab.bench import BENCHES
 from lab.bench.base import add_cluster_flags, add_output_flags, add_phase_flags, add_workload_flags, workload_or_none
-from lab.bench.procs import FULL, PAUSED, POLL_MAX, Control, cpu_seconds, feeder_main, poller_main, publisher_main
+from lab.bench.cpu import cpu_seconds, machine_ticks
+from lab.bench.procs import FULL, PAUSED, POLL_MAX, Control, feeder_main, poller_main, publisher_main
 from bluedove.local.cluster import LocalCluster
 from bluedove.store import Store
 from bluedove.store.server import RedisServer
@@ -74,13 +75,6 @@ class Probe:
                 "acked": self.poll.done.value, "polls": self.poll.polls.value,
                 "cpu": {n: cpu_seconds(p) for n, p in self.pids.items()}, "machine": machine_ticks(),
                 "cmd": self.r.info("commandstats")}
-
-
-def machine_ticks() -> tuple[int, int]:
-    """(busy, total) clock ticks of all CPUs so far (/proc/stat; idle and iowait are not busy)."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
 
 
 def _role(name: str) -> str:

@@ -18,13 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 
 from bluedove.forwarding import POLICIES
 from lab.bench import BENCHES
 from lab.bench.base import add_cluster_flags, add_deliver_flag, add_output_flags, add_workload_flags
 from lab.bench.kernel import build_partitioned, match_partitioned
+from lab.load import PacedPublisher, pool, publish_encoded, subscribe_workload
 from lab.bench.systems import best_round, parse_systems, ratios, run_system, workload
 from bluedove.segments import equal_partition
 from bluedove.store.server import RedisServer
@@ -36,42 +36,15 @@ def _publisher(url: str, rate: float, duration_s: float, bodies: list[bytes], ba
     outstanding is skipped (the cluster is not keeping up), which the caller sees as a shortfall."""
 
     async def main() -> dict:
-        lat, sent, skipped, errors = [], 0, 0, 0
-        sem = asyncio.Semaphore(inflight)
-        tasks = []
-        async with httpx.AsyncClient(base_url=url, timeout=30.0,
-                                     limits=httpx.Limits(max_connections=inflight)) as client:
-            async def one(body: bytes) -> None:
-                nonlocal errors
-                t0 = time.perf_counter()
-                try:
-                    r = await client.post("/v1/messages:batch", content=body,
-                                          headers={"content-type": "application/json"})
-                    if r.status_code == 202:
-                        lat.append(time.perf_counter() - t0)
-                    else:
-                        errors += 1
-                finally:
-                    sem.release()
-
-            period = batch / rate
-            start = time.perf_counter()
-            j = 0
-            while (now := time.perf_counter()) - start < duration_s:
-                due = start + j * period
-                if due > now:
-                    await asyncio.sleep(due - now)
-                j += 1
-                if sem.locked():
-                    skipped += 1
-                    continue
-                await sem.acquire()
-                tasks.append(asyncio.create_task(one(bodies[j % len(bodies)])))
-                sent += 1
-            await asyncio.gather(*tasks)
-            elapsed = time.perf_counter() - start
-        return {"sent": sent * batch, "ok": len(lat) * batch, "skipped": skipped * batch, "errors": errors,
-                "elapsed": elapsed, "lat": lat}
+        transport = pool(url, inflight)
+        pub = PacedPublisher(publish_encoded(transport, bodies), batch, inflight, rate=rate)
+        start = time.monotonic()
+        try:
+            await pub.run(lambda: time.monotonic() - start >= duration_s)
+        finally:
+            await transport.close()
+        return {"sent": pub.sent, "ok": pub.accepted, "skipped": pub.skipped, "errors": pub.refused // batch,
+                "elapsed": time.monotonic() - start, "lat": [s for _, s in pub.latencies]}
 
     out.put(asyncio.run(main()))
 
@@ -130,28 +103,13 @@ def kernel_rate(w, matchers: int, seed: int, n: int = 10_000) -> float:
 
 
 async def subscribe_all(url: str, w, concurrency: int = 16) -> float:
-    """Every subscription through POST /v1/subscriptions, `concurrency` at a time: the first of
-    each of the workload's queues creates the queue (its answer carries the token), the queue's
-    others follow into it. The paper workload has one queue per subscription."""
-    groups: dict[int, list[int]] = {}
-    for j, q in enumerate(w.queue_of.tolist()):
-        groups.setdefault(q, []).append(j)
+    """Every subscription through POST /v1/subscriptions (lab.load.subscribe_workload); seconds taken."""
     t0 = time.perf_counter()
-    sem = asyncio.Semaphore(concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=60.0) as client:
-        async def post(body: dict, headers: dict | None = None) -> dict:
-            async with sem:
-                r = await client.post("/v1/subscriptions", json=body, headers=headers)
-                r.raise_for_status()
-                return r.json()
-
-        async def queue(js: list[int]) -> None:
-            first = await post({"predicates": w.predicates(js[0])})
-            auth = {"Authorization": f"Bearer {first['token']}"}
-            await asyncio.gather(*(post({"queue": first["queue"], "predicates": w.predicates(j)}, auth)
-                                   for j in js[1:]))
-
-        await asyncio.gather(*(queue(js) for js in groups.values()))
+    transport = pool(url, concurrency, timeout_s=60.0)
+    try:
+        await subscribe_workload(transport, w, concurrency)
+    finally:
+        await transport.close()
     return time.perf_counter() - t0
 
 

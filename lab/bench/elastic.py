@@ -11,71 +11,41 @@ own segments, and the cluster's events. Nothing published may be lost: the bench
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import tempfile
 import time
 
-import httpx
 import numpy as np
-import redis
 
 from autoscaler.policy import ScalingConfig
 from autoscaler.local import AutoscalerThread
 from lab.bench import BENCHES
 from lab.bench.base import add_deliver_flag, add_output_flags
 from lab.bench.handoff import _seed
+from lab.load import PacedPublisher, pool
+from bluedove.client.http import AsyncHttpTransport
 from bluedove.local.cluster import LocalCluster
+from bluedove.store import Store
 from bluedove.workloads import paper
 
 BATCH = 200
 
 
-class Publisher:
-    """Open loop: a batch of BATCH every BATCH/rate seconds, at most `inflight` awaiting their 202."""
+def _publisher(transport: AsyncHttpTransport, points: np.ndarray, names: list[str]) -> PacedPublisher:
+    """Open loop: a batch of BATCH every BATCH/rate seconds, at most 16 awaiting their 202
+    (every message of the batch matched, and stored in store mode); the points in turn."""
+    turn = itertools.count()
 
-    def __init__(self, url: str, points: np.ndarray, names: list[str], inflight: int = 16) -> None:
-        self.url, self.points, self.names = url, points, names
-        self.inflight = asyncio.Semaphore(inflight)
-        self.rate = 0.0
-        self.sent = self.accepted = self.skipped = self.refused = 0
-        self.latencies: list[tuple[float, float]] = []  # (done at, seconds)
-        self._i = 0
+    async def send() -> bool:
+        msgs = []
+        for _ in range(BATCH):
+            p = points[next(turn) % len(points)]
+            msgs.append({"attributes": {n: float(v) for n, v in zip(names, p)}})
+        await transport.publish_batch(msgs)
+        return True
 
-    async def run(self, stop: asyncio.Event) -> None:
-        async with httpx.AsyncClient(base_url=self.url, timeout=60,
-                                     limits=httpx.Limits(max_connections=64)) as c:
-            tasks: set[asyncio.Task] = set()
-            next_at = time.monotonic()
-            while not stop.is_set():
-                if self.rate <= 0:
-                    await asyncio.sleep(0.1)
-                    next_at = time.monotonic()
-                    continue
-                next_at += BATCH / self.rate
-                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-                if self.inflight.locked():
-                    self.skipped += BATCH  # the cluster is not keeping up: open loop drops the tick
-                    continue
-                t = asyncio.create_task(self._one(c))
-                tasks.add(t)
-                t.add_done_callback(tasks.discard)
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _one(self, c: httpx.AsyncClient) -> None:
-        async with self.inflight:
-            msgs = []
-            for _ in range(BATCH):
-                p = self.points[self._i % len(self.points)]
-                self._i += 1
-                msgs.append({"attributes": {n: float(v) for n, v in zip(self.names, p)}})
-            self.sent += BATCH
-            t0 = time.monotonic()
-            r = await c.post("/v1/messages:batch", json={"messages": msgs})
-            if r.status_code == 202:  # every message of the batch matched (and stored, in store mode)
-                self.accepted += BATCH
-                self.latencies.append((time.monotonic(), time.monotonic() - t0))
-            else:
-                self.refused += BATCH
+    return PacedPublisher(send, BATCH, inflight=16)
 
 
 def _wait_settled(cluster: LocalCluster, limit_s: float = 180) -> None:
@@ -89,11 +59,11 @@ def _wait_settled(cluster: LocalCluster, limit_s: float = 180) -> None:
         time.sleep(2.0)
 
 
-def _owners(r: redis.Redis) -> int:
+async def _owners(store: Store) -> int:
     """Matchers owning segments in the stored table (the store answers even when the
     dispatcher is saturated)."""
-    raw = r.get("bd:table")
-    return len(json.loads(raw)["members"]) if raw else 0
+    table = await store.get_table()
+    return len(table["members"]) if table else 0
 
 
 async def run_elastic(args) -> dict:
@@ -103,7 +73,8 @@ async def run_elastic(args) -> dict:
     with tempfile.TemporaryDirectory(prefix="bluedove-elastic-") as tmp:
         cluster = LocalCluster(matchers=args.min_matchers, http_port=0, data_dir=tmp, quiet=True, restart=False,
                                matcher_env={"BLUEDOVE_HANDOFF_GRACE_S": "5"}, deliver=args.deliver).start()
-        r = redis.Redis.from_url(cluster.store_url)
+        store = Store(cluster.store_url)
+        transport = pool(cluster.url, 64, timeout_s=60)
         scaler = None
         try:
             # Straight into the catalogue (minutes faster than 40,000 REST calls); the matchers
@@ -111,9 +82,9 @@ async def run_elastic(args) -> dict:
             subscribe_s = await _seed(cluster.store_url, w)
             await asyncio.to_thread(_wait_settled, cluster)
             scaler = AutoscalerThread(cluster, config).start()
-            pub = Publisher(cluster.url, w.messages(50_000, seed=args.seed + 1), w.space.names)
+            pub = _publisher(transport, w.messages(50_000, seed=args.seed + 1), w.space.names)
             stop = asyncio.Event()
-            task = asyncio.create_task(pub.run(stop))
+            task = asyncio.create_task(pub.run(stop.is_set))
             timeline, t0 = [], time.monotonic()
             steps = [float(x) for x in args.rates.split(",")]
             schedule = [(i * args.step_s, r) for i, r in enumerate(steps)] + [(len(steps) * args.step_s, 0.0)]
@@ -123,7 +94,7 @@ async def run_elastic(args) -> dict:
                 pub.rate = [r for at, r in schedule if at <= now][-1]
                 await asyncio.sleep(1.0)
                 recent = [s for t, s in pub.latencies if t >= time.monotonic() - 1.0]
-                owners = await asyncio.to_thread(_owners, r)
+                owners = await _owners(store)
                 timeline.append({"t": round(time.monotonic() - t0, 1), "offered": pub.rate,
                                  "sent": pub.sent - last_sent, "accepted": pub.accepted - last_acc,
                                  "p50_ms": round(1000 * float(np.median(recent)), 1) if recent else None,
@@ -135,7 +106,8 @@ async def run_elastic(args) -> dict:
         finally:
             if scaler is not None:
                 scaler.stop()
-            r.close()
+            await transport.close()
+            await store.close()
             cluster.stop()
     wall0 = time.time() - (time.monotonic() - t0)
     for e in events:  # event times on the timeline's clock

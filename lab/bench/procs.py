@@ -1,4 +1,5 @@
-"""Load processes of the delivery bench: publishers (PublishStream) and pollers (REST, max=100), plus CPU reading."""
+"""Load processes of the delivery bench: publishers (PublishStream), feeders (the matchers' Forward) and pollers
+(lab.load over REST, max=100)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lab.load import POLL_MAX, Pacer, poll_queues
+
 # Publisher pace (messages/s per process): PAUSED stops sending, FULL sends as fast as it can.
 PAUSED = -1.0
 FULL = 0.0
 STREAM_CHUNK = 500  # messages per PublishStream call
-POLL_MAX = 100  # what a poller asks for per poll (the issue's max=100)
 
 
 @dataclass
@@ -30,40 +32,9 @@ class Control:
     polls: object = None  # Value('q'): polls made (pollers only)
 
 
-class Pacer:
-    """A paced sender's schedule: item j is due at start + j / rate (per item sent, `wait_s`
-    says how long to sleep first). Time lost to a late wake-up or a full window is made up, up
-    to MAKEUP_S of it; sleeping for what was left of each item's share alone fell ~20 % short
-    of the rate on a busy machine. A new rate, or none (<= 0: full speed or paused), starts
-    the schedule again."""
-
-    MAKEUP_S = 1.0
-
-    def __init__(self) -> None:
-        self._due: float | None = None
-        self._rate = 0.0
-
-    def wait_s(self, rate: float, per_item: float, now: float) -> float:
-        """Seconds to sleep after sending one item of `per_item` units at `rate` units/s."""
-        if rate <= 0:
-            self._due = None
-            return 0.0
-        if self._due is None or rate != self._rate:
-            self._due, self._rate = now, rate
-        self._due = max(self._due + per_item / rate, now - self.MAKEUP_S)
-        return max(0.0, self._due - now)
-
-
 def _ready(ctl: Control) -> None:
     with ctl.ready.get_lock():
         ctl.ready.value += 1
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (/proc/<pid>/stat fields 14 and 15)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # -- publishers --------------------------------------------------------------------------------
@@ -79,15 +50,16 @@ def publisher_main(target: str, names: list[str], seed: int, index: int, ctl: Co
     ids: list[str] = []
     points: list[np.ndarray] = []
     error = None
+    pacer = Pacer()
     with grpc.insecure_channel(target) as channel:
         stub = pb_grpc.PubSubStub(channel)
         _ready(ctl)
         while not ctl.stop.is_set():
             rate = ctl.rate.value
             if rate == PAUSED:
+                pacer.wait_s(0.0, 0, time.monotonic())  # a pause ends the schedule
                 time.sleep(0.02)
                 continue
-            t0 = time.monotonic()
             pts = rng.uniform(0.0, 1000.0, (STREAM_CHUNK, len(names)))
             msgs = [pb.Message(attributes=dict(zip(names, row)), payload=f'{{"n":{len(ids) + j}}}')
                     for j, row in enumerate(pts.tolist())]
@@ -100,8 +72,7 @@ def publisher_main(target: str, names: list[str], seed: int, index: int, ctl: Co
             points.append(pts)
             with ctl.done.get_lock():
                 ctl.done.value += len(reply.ids)
-            if rate > 0:  # paced: one chunk every STREAM_CHUNK / rate seconds
-                time.sleep(max(0.0, STREAM_CHUNK / rate - (time.monotonic() - t0)))
+            time.sleep(pacer.wait_s(rate, STREAM_CHUNK, time.monotonic()))  # paced, or FULL: at once
     results.put(("publisher", index, {"ids": ids, "points": np.vstack(points) if points else None, "error": error}))
 
 
@@ -220,148 +191,32 @@ def poller_main(url: str, queues: list[tuple[str, str]], sample: set[str], concu
     `ctl.active`, each connection polling each of its queues once per `interval` seconds (0:
     as fast as it can); on `stop` with `drain`, empty them first, unpaced. Sends back the
     sampled deliveries."""
-    out = asyncio.run(_poll_all(url, queues, sample, concurrency, ctl, interval))
-    results.put(("poller", os.getpid(), out))
+    async def main() -> dict:
+        _ready(ctl)  # the pools connect on their first request
+        return await poll_queues(url, queues, _Switches(ctl), concurrency, interval, sample)
+
+    results.put(("poller", os.getpid(), asyncio.run(main())))
 
 
-class _Conn:
-    """One keep-alive HTTP/1.1 connection: the least client work per request, so that the
-    pollers' CPU measures polling rather than an HTTP library (the service sees ordinary
-    requests; responses carry Content-Length)."""
+class _Switches:
+    """A poller process's Control as the pollers' switches (lab.load.Switches)."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
+    def __init__(self, ctl: Control) -> None:
+        self.ctl = ctl
 
-    async def request(self, method: str, path: str, token: str, body: bytes = b"") -> tuple[int, bytes]:
-        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {token}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
-        for _ in range(2):
-            if self.writer is None:
-                self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-            try:
-                self.writer.write(head)
-                status_line = await self.reader.readline()
-            except ConnectionError:
-                status_line = b""
-            if status_line:
-                break
-            # Closed before answering: the server drops a keep-alive connection idle for a few
-            # seconds (uvicorn: 5), as a paced connection is between passes. Again on a new one.
-            self.close()
-        else:
-            raise ConnectionError(f"{self.host}:{self.port} closed the connection twice without answering")
-        length = 0
-        while (line := await self.reader.readline()) not in (b"\r\n", b""):
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        data = await self.reader.readexactly(length) if length else b""
-        return int(status_line.split()[1]), data
+    def active(self) -> bool:
+        return bool(self.ctl.active.value)
 
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.reader = self.writer = None
+    def stopping(self) -> bool:
+        return self.ctl.stop.is_set()
 
+    def draining(self) -> bool:
+        return self.ctl.drain.is_set()
 
-async def _until(ctl: Control, at: float) -> None:
-    """Sleep until monotonic time `at`, or less once `ctl.stop` is set (the final drain
-    starts within half a second)."""
-    while (left := at - time.monotonic()) > 0 and not ctl.stop.is_set():
-        await asyncio.sleep(min(left, 0.5))
+    def polled(self) -> None:
+        with self.ctl.polls.get_lock():
+            self.ctl.polls.value += 1
 
-
-async def _poll_all(url: str, queues: list[tuple[str, str]], sample: set[str], concurrency: int, ctl: Control,
-                    interval: float = 0.0) -> dict:
-    from urllib.parse import urlsplit
-
-    seen: list[tuple[str, str, list[str]]] = []
-    errors: list[str] = []
-    acked = 0
-    where = urlsplit(url)
-    conns = [_Conn(where.hostname, where.port) for _ in range(concurrency)]
-
-    async def one_pass(conn: _Conn, share: list[tuple[str, str]]) -> int | None:
-        """Poll and ack each queue of `share` once; deliveries acked, or None after a failed request."""
-        nonlocal acked
-        got_any = 0
-        for q, tok in share:
-            status, data = await conn.request("GET", f"/v1/queues/{q}/messages?max={POLL_MAX}&wait=0", tok)
-            if status != 200:
-                errors.append(f"poll {status}: {data[:200]!r}")
-                return None
-            with ctl.polls.get_lock():
-                ctl.polls.value += 1
-            msgs = json.loads(data)["messages"]
-            if not msgs:
-                continue
-            body = json.dumps({"receipts": [m["receipt"] for m in msgs]}).encode()
-            status, data = await conn.request("POST", f"/v1/queues/{q}/ack", tok, body)
-            if status != 204:
-                errors.append(f"ack {status}: {data[:200]!r}")
-                return None
-            got_any += len(msgs)
-            if q in sample:
-                seen.extend((q, m["id"], m["subscriptions"]) for m in msgs)
-            acked += len(msgs)
-            with ctl.done.get_lock():
-                ctl.done.value += len(msgs)
-        return got_any
-
-    async def worker(conn: _Conn, share: list[tuple[str, str]], phase: float) -> None:
-        """Pass after pass over `share`, paced like a fleet of phones that each poll their queue
-        every `interval` seconds: a pass done early waits until `interval` after its start; one
-        that falls behind (the service is the bottleneck) is followed at once. Within a pass the
-        polls go back to back; each connection's passes are offset by `phase` of an interval,
-        so that the connections, not in step, make an even load together."""
-        empty_pass = 0
-        start = None
-        while True:
-            if ctl.stop.is_set() and (not ctl.drain.is_set() or empty_pass >= 2):
-                return
-            if not running.is_set():
-                await running.wait()
-                start = None  # paused: the next pass begins afresh
-                continue
-            # The first pass begins at once (the drain phase measures from then) but counts as
-            # begun `phase` of an interval ago: the offset shows from the second pass on.
-            now = time.monotonic()
-            start = now - phase * interval if start is None else max(now, start + interval)
-            try:
-                got_any = await one_pass(conn, share)
-            except (OSError, asyncio.IncompleteReadError) as exc:  # ConnectionError is an OSError
-                errors.append(f"connection failed: {exc!r}")
-                return
-            if got_any is None:
-                return
-            empty_pass = 0 if got_any else empty_pass + 1
-            if not got_any:
-                await asyncio.sleep(0.05)
-            if interval:
-                await _until(ctl, start + interval)
-
-    # One watcher per process looks at the shared flags; paused connections wait on it. (Each
-    # of 128 connections looking every 20 ms cost a poller 5 % of a core while paused, taken
-    # from the phases that measure writing.)
-    running = asyncio.Event()
-
-    async def watch() -> None:
-        while True:
-            if ctl.active.value or ctl.stop.is_set():
-                running.set()
-            else:
-                running.clear()
-            await asyncio.sleep(0.02)
-
-    shares = [queues[i::concurrency] for i in range(concurrency)]
-    watcher = asyncio.get_running_loop().create_task(watch())
-    _ready(ctl)
-    try:
-        await asyncio.gather(*(worker(c, s, i / concurrency) for i, (c, s) in enumerate(zip(conns, shares)) if s))
-    finally:
-        watcher.cancel()
-        for c in conns:
-            c.close()
-    return {"seen": seen, "acked": acked, "errors": errors[:5]}
+    def acked(self, n: int) -> None:
+        with self.ctl.done.get_lock():
+            self.ctl.done.value += n

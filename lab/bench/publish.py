@@ -17,7 +17,7 @@ import numpy as np
 from lab.bench.delivery import load_workload
 from lab.bench import BENCHES
 from lab.bench.base import add_cluster_flags, add_output_flags, add_phase_flags, add_workload_flags, workload_or_none
-from lab.bench.procs import cpu_seconds
+from lab.bench.cpu import cpu_seconds
 from bluedove.local.cluster import LocalCluster
 from bluedove.store.server import RedisServer
 
