@@ -125,6 +125,10 @@ class AsyncHttpTransport:
         return (await self._do("POST", "/v1/messages:batch", content=batch,
                                headers={"Content-Type": "application/json"}))["ids"]
 
+    async def cluster(self, timeout_s: float | None = None) -> dict:
+        """GET /v1/cluster: the members, their segments and loads (what the dashboard shows)."""
+        return await self._do("GET", "/v1/cluster", **({"timeout": timeout_s} if timeout_s else {}))
+
     async def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
         return (await self._do("GET", f"/v1/queues/{queue}/messages", token,
                                params={"max": max_n, "wait": wait}))["messages"]

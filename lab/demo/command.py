@@ -13,15 +13,16 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import numpy as np
 
+from bluedove.client import BlueDoveError
+from bluedove.client.http import AsyncHttpTransport
 from bluedove.local.cluster import LocalCluster
-from lab.demo.fleet import (SETUP_CONCURRENCY, Comparison, DemoError, Ledger, create_drivers,
-                                     delete_queues, message_bodies, new_client, publish, running_pollers,
-                                     still_queued)
 from bluedove.space import SpaceError, load_space
 from bluedove.workloads import traffic
+from lab.demo.fleet import (SETUP_CONCURRENCY, Comparison, DemoError, Ledger, create_drivers, delete_queues,
+                            message_bodies, publish, running_pollers, still_queued)
+from lab.load import pool
 
 SUBS_PER_DRIVER = 3
 # After publishing, wait this long at most for every expected delivery; then this grace
@@ -42,7 +43,7 @@ class MemberTotals:
 class Progress:
     """Once a second: one line of rates, latency and matcher queues; sums per matcher."""
 
-    def __init__(self, ledger: Ledger, client: httpx.AsyncClient, cluster: LocalCluster) -> None:
+    def __init__(self, ledger: Ledger, client: AsyncHttpTransport, cluster: LocalCluster) -> None:
         self.ledger, self.client, self.cluster = ledger, client, cluster
         self.tty = sys.stdout.isatty()
         self.t0 = self.last_t = time.monotonic()
@@ -60,9 +61,8 @@ class Progress:
 
     async def _loads(self) -> str:
         try:
-            r = await self.client.get("/v1/cluster", timeout=2.0)
-            members = r.json()["members"]
-        except (httpx.HTTPError, ValueError, KeyError):
+            members = (await self.client.cluster(timeout_s=2.0))["members"]
+        except (BlueDoveError, ValueError, KeyError):
             return "q ?"
         parts = []
         for m in members:
@@ -134,7 +134,8 @@ async def _run_fleet(cluster: LocalCluster, w, args: argparse.Namespace) -> tupl
     ids = [f"{run}-{i}" for i in range(n)]
     ledger = Ledger(w, points, ids)
     bodies = message_bodies(points, ids, w.space.names)
-    async with new_client(cluster.url, SETUP_CONCURRENCY + 8) as client:
+    client = pool(cluster.url, SETUP_CONCURRENCY + 8)
+    try:
         t = time.monotonic()
         drivers = await create_drivers(client, ledger)
         print(f"{len(drivers)} drivers subscribed ({w.n_subs} subscriptions) in {time.monotonic() - t:.1f}s; "
@@ -159,6 +160,8 @@ async def _run_fleet(cluster: LocalCluster, w, args: argparse.Namespace) -> tupl
             comparison.still_queued = await still_queued(client, drivers, comparison.missing)
         if args.store:  # the store outlives the demo: leave nothing of it there
             await delete_queues(client, drivers)
+    finally:
+        await client.close()
     return comparison, ledger, progress
 
 
@@ -262,7 +265,7 @@ def run_demo(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, asyncio.CancelledError):
         print("\ninterrupted", file=sys.stderr, flush=True)
         return 130
-    except (DemoError, RuntimeError, OSError, httpx.HTTPError) as exc:
+    except (DemoError, RuntimeError, OSError, BlueDoveError) as exc:
         print(f"\nbluedove demo failed: {exc}", file=sys.stderr, flush=True)
         return 1
     finally:

@@ -1,4 +1,5 @@
-"""The demo's REST clients: drivers' queues and subscriptions, pollers that ack, paced sensors, and the ledger against the oracle."""
+"""The demo's REST clients (the SDK's transport): drivers' queues and subscriptions, pollers that ack, paced
+sensors, and the ledger against the oracle."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import AsyncIterator
 
-import httpx
 import numpy as np
 
+from bluedove.client import BlueDoveError
+from bluedove.client.http import AsyncHttpTransport
 from bluedove.workloads import Workload, brute_force
 from bluedove.workloads.traffic import nearest_city
+from lab.load import pool, subscribe_workload
 
 # A poller serving one queue long-polls this long; one serving several polls each with wait=0.
 LONG_POLL_S = 10.0
@@ -58,7 +61,7 @@ class DemoError(RuntimeError):
 @dataclass
 class Driver:
     queue: str
-    headers: dict
+    token: str
     pending_acks: list[str] = field(default_factory=list)
     last_ack: float = 0.0
 
@@ -134,48 +137,26 @@ class Ledger:
         return Comparison(len(self.expected), len(self.seen), missing, dups, unexpected, wrong, len(self.failed))
 
 
-async def _post(client: httpx.AsyncClient, path: str, body: dict, headers: dict | None = None) -> dict:
-    r = await client.post(path, json=body, headers=headers)
-    if r.status_code != 201:
-        raise DemoError(f"POST {path} answered {r.status_code}: {r.text[:300]}")
-    return r.json()
-
-
-async def create_drivers(client: httpx.AsyncClient, ledger: Ledger) -> list[Driver]:
+async def create_drivers(transport: AsyncHttpTransport, ledger: Ledger) -> list[Driver]:
     """One queue per driver (made by its first subscription), then the rest of its subscriptions."""
-    w = ledger.w
-    by_driver: list[list[int]] = [[] for _ in range(w.n_queues)]
-    for j, q in enumerate(w.queue_of.tolist()):
-        by_driver[q].append(j)
-    drivers: list[Driver | None] = [None] * w.n_queues
-    sem = asyncio.Semaphore(SETUP_CONCURRENCY)
-
-    async def one(d: int) -> None:
-        async with sem:
-            first, *rest = by_driver[d]
-            out = await _post(client, "/v1/subscriptions", {"predicates": w.predicates(first)})
-            ledger.sub_ids[first] = out["id"]
-            headers = {"Authorization": f"Bearer {out['token']}"}
-            drivers[d] = Driver(out["queue"], headers)
-            for j in rest:
-                body = {"queue": out["queue"], "predicates": w.predicates(j)}
-                ledger.sub_ids[j] = (await _post(client, "/v1/subscriptions", body, headers))["id"]
-
-    await asyncio.gather(*(one(d) for d in range(w.n_queues) if by_driver[d]))
-    return [d for d in drivers if d is not None]
+    try:
+        sub_ids, queues = await subscribe_workload(transport, ledger.w, SETUP_CONCURRENCY)
+    except BlueDoveError as exc:
+        raise DemoError(f"POST /v1/subscriptions answered {exc.status}: {exc.code}: {exc.message}") from exc
+    ledger.sub_ids[:] = sub_ids
+    return [Driver(*queues[q]) for q in sorted(queues)]
 
 
-async def _ack(client: httpx.AsyncClient, d: Driver, now: float) -> None:
+async def _ack(transport: AsyncHttpTransport, d: Driver, now: float) -> None:
     receipts, d.pending_acks, d.last_ack = d.pending_acks, [], now
     try:
-        r = await client.post(f"/v1/queues/{d.queue}/ack", json={"receipts": receipts}, headers=d.headers)
-        r.raise_for_status()
+        await transport.ack(d.queue, d.token, receipts)
     except BaseException:
         d.pending_acks = receipts + d.pending_acks  # try again next round
         raise
 
 
-async def poller(client: httpx.AsyncClient, drivers: list[Driver], mine: list[int], ledger: Ledger) -> None:
+async def poller(transport: AsyncHttpTransport, drivers: list[Driver], mine: list[int], ledger: Ledger) -> None:
     """Serve the drivers `mine`: poll (a long-poll when alone), record, ack in batches."""
     alone = len(mine) == 1
     while True:
@@ -185,13 +166,10 @@ async def poller(client: httpx.AsyncClient, drivers: list[Driver], mine: list[in
             d = drivers[i]
             try:
                 if d.pending_acks and (started - d.last_ack >= ACK_EVERY_S or len(d.pending_acks) >= 500):
-                    await _ack(client, d, started)
+                    await _ack(transport, d, started)
                 # Alone: long-poll, but wake in time to ack what is pending.
                 wait = (ACK_EVERY_S if d.pending_acks else LONG_POLL_S) if alone else 0.0
-                r = await client.get(f"/v1/queues/{d.queue}/messages", params={"max": 100, "wait": wait},
-                                     headers=d.headers)
-                r.raise_for_status()
-                msgs = r.json()["messages"]
+                msgs = await transport.poll(d.queue, d.token, 100, wait)
                 ledger.receive(i, msgs, time.time())
                 got += len(msgs)
                 d.pending_acks += [m["receipt"] for m in msgs]
@@ -204,12 +182,6 @@ async def poller(client: httpx.AsyncClient, drivers: list[Driver], mine: list[in
             await asyncio.sleep(max(0.0, started + IDLE_ROUND_S - time.monotonic()))
 
 
-def new_client(url: str, connections: int, timeout_s: float = 30.0) -> httpx.AsyncClient:
-    # Drop idle connections before the server does (uvicorn: 5 s), or a request may race its close.
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=2.0)
-    return httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=limits, trust_env=False)
-
-
 @asynccontextmanager
 async def running_pollers(url: str, drivers: list[Driver], ledger: Ledger) -> AsyncIterator[list[asyncio.Task]]:
     """Poller tasks for every driver while the block runs; cancelled and closed after it.
@@ -219,12 +191,12 @@ async def running_pollers(url: str, drivers: list[Driver], ledger: Ledger) -> As
     """
     n = min(len(drivers), MAX_POLLERS)
     groups = [list(range(g, len(drivers), n)) for g in range(n)]
-    clients: list[httpx.AsyncClient] = []
+    clients: list[AsyncHttpTransport] = []
     tasks: list[asyncio.Task] = []
     try:
         for k, g in enumerate(groups):
             if k % POLLERS_PER_CLIENT == 0:
-                clients.append(new_client(url, POLLERS_PER_CLIENT + 1, timeout_s=LONG_POLL_S + 20))
+                clients.append(pool(url, POLLERS_PER_CLIENT + 1, timeout_s=LONG_POLL_S + 20))
             tasks.append(asyncio.create_task(poller(clients[-1], drivers, g, ledger), name=f"poller{k}"))
         yield tasks
     finally:
@@ -232,7 +204,7 @@ async def running_pollers(url: str, drivers: list[Driver], ledger: Ledger) -> As
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         for c in clients:
-            await c.aclose()
+            await c.close()
 
 
 def message_bodies(points: np.ndarray, ids: list[str], names: tuple[str, ...]) -> list[dict]:
@@ -242,26 +214,24 @@ def message_bodies(points: np.ndarray, ids: list[str], names: tuple[str, ...]) -
             for k, (mid, p, c) in enumerate(zip(ids, points.tolist(), cities))]
 
 
-async def _publish_batch(client: httpx.AsyncClient, bodies: list[dict], idx: range, ledger: Ledger) -> None:
+async def _publish_batch(transport: AsyncHttpTransport, bodies: list[dict], idx: range, ledger: Ledger) -> None:
     """POST one batch; retries reuse the ids, so the cluster's dedup delivers nothing twice."""
     last = ""
     for attempt in range(PUBLISH_ATTEMPTS):
         try:
-            r = await client.post("/v1/messages:batch", json={"messages": bodies[idx.start:idx.stop]})
-            if r.status_code == 202:
-                ledger.confirm(idx)
-                return
-            last = f"{r.status_code} {r.text[:200]}"
-            if r.status_code < 500:
+            await transport.publish_batch(bodies[idx.start:idx.stop])
+            ledger.confirm(idx)
+            return
+        except BlueDoveError as exc:
+            last = f"{exc.status} {exc.code}: {exc.message[:200]}"
+            if exc.status < 500:
                 break
-        except httpx.HTTPError as exc:
-            last = repr(exc)
         await asyncio.sleep(0.5 * (attempt + 1))
     ledger.failed.update(ledger.ids[idx.start:idx.stop])
     print(f"\npublish of {len(idx)} messages failed: {last}", flush=True)
 
 
-async def publish(client: httpx.AsyncClient, ledger: Ledger, bodies: list[dict], rate: float,
+async def publish(transport: AsyncHttpTransport, ledger: Ledger, bodies: list[dict], rate: float,
                   duration_s: float) -> None:
     """Publish `bodies` in order at `rate`/s for `duration_s`; returns when every batch answered.
 
@@ -275,7 +245,7 @@ async def publish(client: httpx.AsyncClient, ledger: Ledger, bodies: list[dict],
 
     async def send(idx: range) -> None:
         try:
-            await _publish_batch(client, bodies, idx, ledger)
+            await _publish_batch(transport, bodies, idx, ledger)
         finally:
             sem.release()
 
@@ -304,7 +274,7 @@ async def publish(client: httpx.AsyncClient, ledger: Ledger, bodies: list[dict],
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def still_queued(client: httpx.AsyncClient, drivers: list[Driver], missing: list[tuple[int, str]]) -> int:
+async def still_queued(transport: AsyncHttpTransport, drivers: list[Driver], missing: list[tuple[int, str]]) -> int:
     """How many of the `missing` (driver, message id) pairs are unread in their queues."""
     wanted: dict[int, set[str]] = {}
     for d, mid in missing:
@@ -312,23 +282,22 @@ async def still_queued(client: httpx.AsyncClient, drivers: list[Driver], missing
     found = 0
     for d, mids in list(wanted.items())[:100]:
         try:
-            r = await client.get(f"/v1/queues/{drivers[d].queue}/messages", params={"max": 1000, "wait": 0},
-                                 headers=drivers[d].headers)
-            found += sum(m["id"] in mids for m in r.json()["messages"]) if r.status_code == 200 else 0
-        except (httpx.HTTPError, ValueError, KeyError):
+            msgs = await transport.poll(drivers[d].queue, drivers[d].token, 1000, 0)
+            found += sum(m["id"] in mids for m in msgs)
+        except (BlueDoveError, ValueError, KeyError):
             pass
     return found
 
 
-async def delete_queues(client: httpx.AsyncClient, drivers: list[Driver]) -> None:
+async def delete_queues(transport: AsyncHttpTransport, drivers: list[Driver]) -> None:
     """Remove the demo's queues and subscriptions (used when the store outlives the demo)."""
     sem = asyncio.Semaphore(SETUP_CONCURRENCY)
 
     async def one(d: Driver) -> None:
         async with sem:
             try:
-                await client.delete(f"/v1/queues/{d.queue}", headers=d.headers)
-            except httpx.HTTPError:
+                await transport.delete_queue(d.queue, d.token)
+            except BlueDoveError:
                 pass
 
     await asyncio.gather(*(one(d) for d in drivers))
