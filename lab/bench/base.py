@@ -4,7 +4,9 @@ its own parser with `add_parser(subparsers)` and picks from these."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Callable
 
 from bluedove.forwarding import POLICIES
 
@@ -61,3 +63,11 @@ def workload_or_none(args: argparse.Namespace):
     except (ValueError, TypeError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return None
+
+
+def report(result: dict, as_json: bool, print_text: Callable[[dict], None]) -> None:
+    """A bench's result: one JSON object with `--json`, else the bench's text."""
+    if as_json:
+        print(json.dumps(result))
+    else:
+        print_text(result)

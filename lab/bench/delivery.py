@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import multiprocessing as mp
 import os
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import redis
 
-from lab.bench import BENCHES
-from lab.bench.base import add_cluster_flags, add_output_flags, add_phase_flags, add_workload_flags, workload_or_none
-from lab.bench.cpu import cpu_seconds, machine_ticks
-from lab.bench.procs import FULL, PAUSED, POLL_MAX, Control, feeder_main, poller_main, publisher_main
 from bluedove.local.cluster import LocalCluster
-from bluedove.store import Store
 from bluedove.store.server import RedisServer
 from bluedove.workloads import Workload
+from lab.bench import BENCHES
+from lab.bench.base import (add_cluster_flags, add_output_flags, add_phase_flags, add_workload_flags, report,
+                            workload_or_none)
+from lab.bench.cpu import cpu_seconds, machine_ticks
+from lab.bench.procs import FULL, PAUSED, Control, feeder_main, poller_main, publisher_main
+from lab.bench.stage import stage
+from lab.load import POLL_MAX
 
 GOAL_WRITE_PER_S = 50_000
 GOAL_DRAIN_PER_S = 20_000
@@ -36,21 +35,6 @@ PREBUILD_MAX = 1_500_000  # a long --duration builds the rest as it goes
 # 32 per process the passes hung on the latency of each poll and ack (~100 ms once the writers
 # load the machine) and fell behind the poll interval, not on the service's throughput.
 POLLER_CONNECTIONS = 128
-
-
-async def load_workload(url: str, w: Workload) -> tuple[list[tuple[str, str]], list[str]]:
-    """Create the workload's queues and subscriptions through the store (the catalogue the
-    matchers load at start); returns [(queue, token)] and the subscription ids."""
-    store = Store(url)
-    try:
-        queues = await store.create_queues(w.n_queues)
-        sub_ids = [f"s{j}" for j in range(w.n_subs)]
-        subs = [{"id": sub_ids[j], "queue": queues[q][0], "predicates": w.predicates(j)}
-                for j, q in enumerate(w.queue_of.tolist())]
-        await store.add_subscriptions(subs)
-        return queues, sub_ids
-    finally:
-        await store.close()
 
 
 class Probe:
@@ -335,6 +319,7 @@ def _finish(w, queues, sub_ids, sample_q, procs, pub, feed, poll, results, probe
 def add_parser(sub) -> None:
     p = sub.add_parser("delivery", help=BENCHES["delivery"])
     add_workload_flags(p)
+    add_output_flags(p)
     add_cluster_flags(p, matchers=2)
     p.add_argument("--feeders", type=int, default=3,
                    help="processes sending to the matchers' Forward directly, as dispatchers do (default 3)")
@@ -347,7 +332,6 @@ def add_parser(sub) -> None:
                    help="the deliveries/s publishers are paced at in the sustain phase (default 20,000)")
     p.add_argument("--sample", type=int, default=40,
                    help="queues whose deliveries are checked against brute force (default 40)")
-    add_output_flags(p)
     p.set_defaults(func=run_delivery_bench)
 
 
@@ -355,26 +339,10 @@ def run_delivery_bench(args: argparse.Namespace) -> int:
     w = workload_or_none(args)
     if w is None:
         return 2
-    with tempfile.TemporaryDirectory(prefix="bluedove-bench-") as tmp:
-        srv = RedisServer(Path(tmp) / "redis").start()
-        try:
-            t0 = time.monotonic()
-            queues, sub_ids = asyncio.run(load_workload(srv.url, w))
-            load_s = time.monotonic() - t0
-            cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=0, data_dir=tmp,
-                                   store=srv.url, quiet=True, restart=False)
-            cluster.start(timeout_s=300)
-            try:
-                result = _run(args, w, cluster, srv, queues, sub_ids)
-                result["load_s"] = round(load_s, 1)
-            finally:
-                cluster.stop()
-        finally:
-            srv.stop()
-    if args.json:
-        print(json.dumps(result))
-    else:
-        _print(result)
+    with stage(args, w) as st:
+        result = _run(args, w, st.cluster, st.redis, st.queues, st.sub_ids)
+        result["load_s"] = round(st.load_s, 1)
+    report(result, args.json, _print)
     if not result["exact"]:
         print(f"bench delivery: DELIVERIES ARE NOT EXACT: {result['verify']} {result['errors']}", file=sys.stderr)
         return 1

@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from bluedove.forwarding import POLICIES
-from lab.bench import BENCHES
-from lab.bench.base import add_cluster_flags, add_deliver_flag, add_output_flags, add_workload_flags
-from lab.bench.kernel import build_partitioned, match_partitioned
-from lab.load import PacedPublisher, pool, publish_encoded, subscribe_workload
-from lab.bench.systems import best_round, parse_systems, ratios, run_system, workload
 from bluedove.segments import equal_partition
 from bluedove.store.server import RedisServer
+from lab.bench import BENCHES
+from lab.bench.base import add_cluster_flags, add_deliver_flag, add_output_flags, add_workload_flags, report
+from lab.bench.kernel import build_partitioned, match_partitioned
+from lab.bench.systems import best_round, parse_systems, ratios, run_system, workload
+from lab.load import PacedPublisher, pool, publish_encoded, subscribe_workload
 
 
 def _publisher(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: int, inflight: int,
@@ -176,10 +176,7 @@ def run_e2e(args: argparse.Namespace) -> int:
               # every system (its best round), and BlueDove's rate over each baseline's
               "partitions": systems, "rounds": args.rounds, "systems": runs, "ratios": ratios(runs),
               "date": date, "seed": args.seed, "python": platform.python_version(), "cores": mp.cpu_count()}
-    if args.json:
-        print(json.dumps(result))
-    else:
-        _print(result)
+    report(result, args.json, _print)
     return 0
 
 

@@ -18,16 +18,16 @@ import time
 
 import numpy as np
 
-from autoscaler.policy import ScalingConfig
 from autoscaler.local import AutoscalerThread
-from lab.bench import BENCHES
-from lab.bench.base import add_deliver_flag, add_output_flags
-from lab.bench.handoff import _seed
-from lab.load import PacedPublisher, pool
+from autoscaler.policy import ScalingConfig
 from bluedove.client.http import AsyncHttpTransport
 from bluedove.local.cluster import LocalCluster
 from bluedove.store import Store
 from bluedove.workloads import paper
+from lab.bench import BENCHES
+from lab.bench.base import add_deliver_flag, add_output_flags
+from lab.bench.handoff import _seed
+from lab.load import PacedPublisher, pool
 
 BATCH = 200
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -18,7 +17,7 @@ from bluedove.segments import SegmentTable, equal_partition
 from bluedove.workloads import Workload, brute_force
 from bluedove.workloads.paper import get as get_workload
 from lab.bench import BENCHES
-from lab.bench.base import add_output_flags, add_workload_flags
+from lab.bench.base import add_output_flags, add_workload_flags, report
 from matcher import index as index_mod
 from matcher import packed as packed_mod
 from matcher.index import SubscriptionSet
@@ -212,10 +211,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "rtree": rtree.__version__, "numba": numba.__version__, "python": platform.python_version(),
         "machine": platform.machine(),
     }
-    if args.json:
-        print(json.dumps(result))
-    else:
-        _print_table(result)
+    report(result, args.json, _print_table)
     return 0
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.load import POLL_MAX, Pacer, poll_queues
+from lab.load import Pacer, poll_queues
 
 # Publisher pace (messages/s per process): PAUSED stops sending, FULL sends as fast as it can.
 PAUSED = -1.0

@@ -8,18 +8,15 @@ import json
 import multiprocessing as mp
 import os
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
-from lab.bench.delivery import load_workload
+from bluedove.local.cluster import LocalCluster
 from lab.bench import BENCHES
 from lab.bench.base import add_cluster_flags, add_output_flags, add_phase_flags, add_workload_flags, workload_or_none
 from lab.bench.cpu import cpu_seconds
-from bluedove.local.cluster import LocalCluster
-from bluedove.store.server import RedisServer
+from lab.bench.stage import stage
 
 MODES = ("grpc_stream", "rest_batch", "rest_single")
 STREAM_LEN = 1000  # messages per PublishStream call (a long-lived stream, cut so ids come back)
@@ -152,21 +149,10 @@ def run_publish_bench(args: argparse.Namespace) -> int:
     if w is None:
         return 2
     names = list(w.space.names)
-    with tempfile.TemporaryDirectory(prefix="bluedove-bench-") as tmp:
-        srv = RedisServer(Path(tmp) / "redis").start()
-        try:
-            asyncio.run(load_workload(srv.url, w))
-            cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=0, data_dir=tmp,
-                                   store=srv.url, quiet=True, restart=False)
-            cluster.start(timeout_s=300)
-            try:
-                pids = {"redis": srv.proc.pid, **{c.name: c.pid for c in cluster.children}}
-                load_start = list(os.getloadavg())
-                modes = {m: _measure(m, args, cluster, pids, names) for m in MODES}
-            finally:
-                cluster.stop()
-        finally:
-            srv.stop()
+    with stage(args, w) as st:
+        pids = {"redis": st.redis.proc.pid, **{c.name: c.pid for c in st.cluster.children}}
+        load_start = list(os.getloadavg())
+        modes = {m: _measure(m, args, st.cluster, pids, names) for m in MODES}
     single = max(modes["rest_single"]["msgs_per_s"], 1)
     result = {
         "kind": "publish", "workload": w.name, "subscriptions": w.n_subs, "matchers": args.matchers,

@@ -10,10 +10,10 @@ import time
 import numpy as np
 
 from bluedove.segments import equal_partition
+from bluedove.workloads.paper import get as get_workload
 from lab.sim.costmodel import CostModel, Models, fit
 from lab.sim.dimindex import DimensionIndex
 from lab.sim.layouts import member_ranges
-from bluedove.workloads.paper import get as get_workload
 from matcher.index import SubscriptionSet
 
 # (workload, variant, partitions, sets kept): set sizes from ~400 to 80,000, 1 to ~600 matches

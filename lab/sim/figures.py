@@ -9,13 +9,13 @@ from typing import Callable
 import numpy as np
 
 from bluedove.forwarding import POLICIES
+from bluedove.workloads import Workload
+from bluedove.workloads.paper import get as get_workload
 from lab.sim import paper
 from lab.sim.costmodel import REGIMES, Models
 from lab.sim.engine import Pool, SimConfig
 from lab.sim.layouts import build
 from lab.sim.saturation import STATIC, Budget, Prepared, run_at, saturation
-from bluedove.workloads import Workload
-from bluedove.workloads.paper import get as get_workload
 
 SMALL = (5, 10, 15, 20)  # the paper's cluster sizes
 LARGE = (50, 200, 1000)  # beyond the paper

@@ -41,16 +41,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from lab.bench.e2e import _bodies, step
-from lab.sim.calibrate import calibrate
 from bluedove.local.cluster import Child, bluedove_command
 from bluedove.model import build_subscription
-from lab.sim.engine import Pool, SimConfig
-from lab.sim.layouts import build
-from lab.sim.saturation import Budget, Prepared, run_at
 from bluedove.store.server import RedisServer, free_port
 from bluedove.store.store import Store
 from bluedove.workloads.paper import get as get_workload
+from lab.bench.e2e import _bodies, step
+from lab.sim.calibrate import calibrate
+from lab.sim.engine import Pool, SimConfig
+from lab.sim.layouts import build
+from lab.sim.saturation import Budget, Prepared, run_at
 from tests.integration.conftest import start_cluster
 
 pytestmark = pytest.mark.integration

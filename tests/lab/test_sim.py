@@ -8,6 +8,7 @@ import pytest
 import random
 
 from bluedove.forwarding import LoadReport, matcher_time, rank
+from bluedove.workloads.paper import get as get_workload
 from lab.sim.costmodel import CostModel, Models, fit
 from lab.sim.dimindex import DimensionIndex
 from lab.sim.engine import Pool, SimConfig, Simulator
@@ -15,7 +16,6 @@ from lab.sim.fluid import matcher_time as matcher_time_v
 from lab.sim.fluid import rank_vectorised
 from lab.sim.layouts import build, count_matches, expected_matches, set_sizes, split
 from lab.sim.saturation import Budget, Prepared, run_at, saturation
-from bluedove.workloads.paper import get as get_workload
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,62 @@
+"""The stage of the cluster benches (`delivery`, `publish`): a private redis-server with the
+workload in its catalogue, and a local cluster on it, stopped after the bench."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from bluedove.local.cluster import LocalCluster
+from bluedove.store import Store
+from bluedove.store.server import RedisServer
+from bluedove.workloads import Workload
+
+
+async def load_workload(url: str, w: Workload) -> tuple[list[tuple[str, str]], list[str]]:
+    """Create the workload's queues and subscriptions through the store (the catalogue the
+    matchers load at start); returns [(queue, token)] and the subscription ids."""
+    store = Store(url)
+    try:
+        queues = await store.create_queues(w.n_queues)
+        sub_ids = [f"s{j}" for j in range(w.n_subs)]
+        subs = [{"id": sub_ids[j], "queue": queues[q][0], "predicates": w.predicates(j)}
+                for j, q in enumerate(w.queue_of.tolist())]
+        await store.add_subscriptions(subs)
+        return queues, sub_ids
+    finally:
+        await store.close()
+
+
+@dataclass
+class Stage:
+    cluster: LocalCluster
+    redis: RedisServer
+    queues: list[tuple[str, str]]  # (queue, token) of each of the workload's queues
+    sub_ids: list[str]
+    load_s: float  # seconds the workload took to load
+
+
+@contextmanager
+def stage(args: argparse.Namespace, w: Workload) -> Iterator[Stage]:
+    """`w` loaded into a private redis-server, then `--matchers` and `--dispatchers` on it."""
+    with tempfile.TemporaryDirectory(prefix="bluedove-bench-") as tmp:
+        srv = RedisServer(Path(tmp) / "redis").start()
+        try:
+            t0 = time.monotonic()
+            queues, sub_ids = asyncio.run(load_workload(srv.url, w))
+            load_s = time.monotonic() - t0
+            cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=0, data_dir=tmp,
+                                   store=srv.url, quiet=True, restart=False)
+            cluster.start(timeout_s=300)
+            try:
+                yield Stage(cluster, srv, queues, sub_ids, load_s)
+            finally:
+                cluster.stop()
+        finally:
+            srv.stop()
