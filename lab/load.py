@@ -118,6 +118,27 @@ class PacedPublisher:
             self.refused += self.per_send
 
 
+async def closed_loop(send: Callable[[], Awaitable[list[str]]], calls: int, until: float,
+                      clock: Clock = REAL) -> tuple[int, set[str], int]:
+    """`calls` concurrent callers of `send` (one publish call; the ids it got), each calling
+    again as soon as answered, until `until`: (messages of the calls answered by then, distinct
+    ids of every call, ids every call returned)."""
+    ids: set[str] = set()
+    counted = returned = 0
+
+    async def caller() -> None:
+        nonlocal counted, returned
+        while clock.now() < until:
+            got = await send()
+            ids.update(got)
+            returned += len(got)
+            if clock.now() <= until:  # only calls answered inside the window count
+                counted += len(got)
+
+    await asyncio.gather(*(caller() for _ in range(calls)))
+    return counted, ids, returned
+
+
 def publish_encoded(transport: AsyncHttpTransport, batches: list[bytes]) -> Callable[[], Awaitable[bool]]:
     """A PacedPublisher's `send`: the prepared batches in turn, round and round."""
     turn = itertools.count()

@@ -12,80 +12,41 @@ import time
 
 import numpy as np
 
+from bluedove.client.grpc_transport import AsyncGrpcTransport
 from bluedove.local.cluster import LocalCluster
 from lab.bench import BENCHES
 from lab.bench.base import add_cluster_flags, add_output_flags, add_phase_flags, add_workload_flags, workload_or_none
 from lab.bench.cpu import cpu_seconds
 from lab.bench.stage import stage
+from lab.load import closed_loop, pool
 
 MODES = ("grpc_stream", "rest_batch", "rest_single")
 STREAM_LEN = 1000  # messages per PublishStream call (a long-lived stream, cut so ids come back)
 BATCH_CALLS = 4  # PublishStream or batch calls under way per publisher process (single calls: --connections)
 
 
-def _points(rng: np.random.Generator, n: int, k: int) -> list[list[float]]:
-    return rng.uniform(0.0, 1000.0, (n, k)).tolist()
+def _bodies(rng: np.random.Generator, n: int, names: list[str]) -> list[dict]:
+    return [{"attributes": dict(zip(names, p)), "payload": {"b": 1}} for p in rng.uniform(0.0, 1000.0, (n, len(names))).tolist()]
 
 
-async def _grpc_stream(target: str, names: list[str], conns: int, until: float, rng, returned: list[int]) -> tuple[int, set]:
-    import grpc
+async def _publish(mode: str, url: str, names: list[str], conns: int, batch: int, until: float,
+                   rng: np.random.Generator) -> tuple[int, set[str], int]:
+    """One mode's calls through the SDK's transports until `until` (lab.load.closed_loop)."""
+    if mode == "grpc_stream":
+        transport, calls = AsyncGrpcTransport(url, 60.0), BATCH_CALLS
+        send = lambda: transport.publish_stream(_bodies(rng, STREAM_LEN, names))  # noqa: E731
+    elif mode == "rest_batch":
+        transport, calls = pool(url, BATCH_CALLS, timeout_s=60.0), BATCH_CALLS
+        send = lambda: transport.publish_batch(_bodies(rng, batch, names))  # noqa: E731
+    else:
+        transport, calls = pool(url, conns, timeout_s=60.0), conns
 
-    from bluedove.v1 import pubsub_pb2 as pb
-    from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
-
-    ids: set[str] = set()
-    sent = 0
-    async with grpc.aio.insecure_channel(target) as ch:
-        stub = pb_grpc.PubSubStub(ch)
-
-        async def one() -> None:
-            nonlocal sent
-            while time.monotonic() < until:
-                msgs = [pb.Message(attributes=dict(zip(names, p)), payload='{"b":1}')
-                        for p in _points(rng, STREAM_LEN, len(names))]
-                reply = await stub.PublishStream(iter(msgs), timeout=60)
-                ids.update(reply.ids)
-                returned[0] += len(reply.ids)
-                if time.monotonic() <= until:  # only calls answered inside the window count
-                    sent += len(msgs)
-
-        await asyncio.gather(*(one() for _ in range(conns)))
-    return sent, ids
-
-
-async def _rest(url: str, names: list[str], conns: int, until: float, rng, batch: int | None,
-                returned: list[int]) -> tuple[int, set]:
-    import httpx
-
-    ids: set[str] = set()
-    sent = 0
-    async with httpx.AsyncClient(base_url=url, timeout=60,
-                                 limits=httpx.Limits(max_connections=conns, max_keepalive_connections=conns)) as c:
-
-        async def one() -> None:
-            nonlocal sent
-            while time.monotonic() < until:
-                if batch:
-                    body = {"messages": [{"attributes": dict(zip(names, p)), "payload": {"b": 1}}
-                                         for p in _points(rng, batch, len(names))]}
-                    r = await c.post("/v1/messages:batch", json=body)
-                    r.raise_for_status()
-                    got = r.json()["ids"]
-                    ids.update(got)
-                    returned[0] += len(got)
-                    if time.monotonic() <= until:
-                        sent += batch
-                else:
-                    body = {"attributes": dict(zip(names, _points(rng, 1, len(names))[0])), "payload": {"b": 1}}
-                    r = await c.post("/v1/messages", json=body)
-                    r.raise_for_status()
-                    ids.add(r.json()["id"])
-                    returned[0] += 1
-                    if time.monotonic() <= until:
-                        sent += 1
-
-        await asyncio.gather(*(one() for _ in range(conns)))
-    return sent, ids
+        async def send() -> list[str]:
+            return [await transport.publish(_bodies(rng, 1, names)[0])]
+    try:
+        return await closed_loop(send, calls, until)
+    finally:
+        await transport.close()
 
 
 def publish_mode_main(mode: str, url: str, target: str, names: list[str], conns: int, batch: int, seconds: float,
@@ -93,17 +54,11 @@ def publish_mode_main(mode: str, url: str, target: str, names: list[str], conns:
     """One publisher process of one mode: (messages accepted inside the window, distinct ids of
     every call, the window's seconds, error)."""
     rng = np.random.default_rng([seed, 200, os.getpid()])
-    t0 = time.monotonic()
-    until = t0 + seconds
-    returned = [0]  # ids the service gave back, to compare with the distinct ones
+    until = time.monotonic() + seconds
     try:
-        if mode == "grpc_stream":
-            sent, ids = asyncio.run(_grpc_stream(target, names, BATCH_CALLS, until, rng, returned))
-        elif mode == "rest_batch":
-            sent, ids = asyncio.run(_rest(url, names, BATCH_CALLS, until, rng, batch, returned))
-        else:
-            sent, ids = asyncio.run(_rest(url, names, conns, until, rng, None, returned))
-        results.put((sent, len(ids), seconds, None if len(ids) == returned[0] else "duplicate ids"))
+        sent, ids, returned = asyncio.run(_publish(mode, target if mode == "grpc_stream" else url, names, conns,
+                                                   batch, until, rng))
+        results.put((sent, len(ids), seconds, None if len(ids) == returned else "duplicate ids"))
     except Exception as exc:  # noqa: BLE001 - reported by the bench
         results.put((0, 0, seconds, repr(exc)))
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from lab.load import PacedPublisher, Pollers, poll_queues, pool, publish_encoded
+from lab.load import PacedPublisher, Pollers, closed_loop, poll_queues, pool, publish_encoded
 
 URL = "http://bluedove.test"
 
@@ -197,3 +197,16 @@ async def test_a_paused_publisher_sends_nothing(clock):
     pub.rate = 10.0
     await clock.finish(task)
     assert [round(t - 1001.0, 6) for t in sent] == [0.0, 0.1, 0.2]
+
+
+async def test_closed_loop_callers_call_again_at_once_and_count_only_the_window(clock):
+    n = iter(range(10**6))
+
+    async def send() -> list[str]:
+        await clock.sleep(0.3)  # each call answers after 0.3 s with 2 ids
+        return [f"id{next(n)}", f"id{next(n)}"]
+
+    task = asyncio.create_task(closed_loop(send, 2, clock.now() + 1.0, clock))
+    counted, ids, returned = await clock.finish(task)
+    assert counted == 2 * 2 * 3  # 2 callers, answered at 0.3, 0.6, 0.9 s; the 1.2 s answers are late
+    assert returned == len(ids) == 2 * 2 * 4
