@@ -49,7 +49,7 @@ def _publisher(url: str, rate: float, duration_s: float, bodies: list[bytes], ba
     out.put(asyncio.run(main()))
 
 
-def _bodies(w, n_bodies: int, batch: int, seed: int) -> list[bytes]:
+def batch_bodies(w, n_bodies: int, batch: int, seed: int) -> list[bytes]:
     pts = w.sample(n_bodies * batch, np.random.default_rng([seed, 5]))
     names = w.space.names
     out = []
@@ -152,7 +152,7 @@ def run_e2e(args: argparse.Namespace) -> int:
         space_file.write_text(json.dumps(w.space.to_json()))
         srv = RedisServer(Path(tmp) / "redis").start()  # one store: the systems share the catalogue
         try:
-            bodies = _bodies(w, 40, args.batch, args.seed)
+            bodies = batch_bodies(w, 40, args.batch, args.seed)
             for r in range(args.rounds):
                 # Each round starts one system later, so a slow spell of a shared machine is spread.
                 for system in systems[r % len(systems):] + systems[:r % len(systems)]:

@@ -26,7 +26,7 @@ from bluedove.store import Store
 from bluedove.workloads import paper
 from lab.bench import BENCHES
 from lab.bench.base import add_deliver_flag, add_output_flags
-from lab.bench.handoff import _seed
+from lab.bench.stage import seed_catalogue
 from lab.load import PacedPublisher, pool
 
 BATCH = 200
@@ -79,7 +79,7 @@ async def run_elastic(args) -> dict:
         try:
             # Straight into the catalogue (minutes faster than 40,000 REST calls); the matchers
             # take them from the catalogue log they tail, as they do any subscription.
-            subscribe_s = await _seed(cluster.store_url, w)
+            subscribe_s = await seed_catalogue(cluster.store_url, w)
             await asyncio.to_thread(_wait_settled, cluster)
             scaler = AutoscalerThread(cluster, config).start()
             pub = _publisher(transport, w.messages(50_000, seed=args.seed + 1), w.space.names)

@@ -18,30 +18,10 @@ import tempfile
 import time
 
 from bluedove.local.cluster import LocalCluster
-from bluedove.store import Store
-from bluedove.store.store import StoreLimits
 from bluedove.workloads import paper
 from lab.bench import BENCHES
 from lab.bench.base import add_output_flags
-
-
-async def _seed(url: str, w) -> float:
-    """Subscriptions straight into the catalogue (the matchers' own load path reads it)."""
-    store = Store(url, StoreLimits(max_subscriptions_per_queue=10**9))
-    t0 = time.monotonic()
-    try:
-        queues = [(await store.create_queue())[0] for _ in range(w.n_queues)]
-        sem = asyncio.Semaphore(64)
-
-        async def one(j: int) -> None:
-            async with sem:
-                await store.add_subscription({"id": f"s{j}", "queue": queues[int(w.queue_of[j])],
-                                              "predicates": w.predicates(j)})
-
-        await asyncio.gather(*(one(j) for j in range(w.n_subs)))
-    finally:
-        await store.close()
-    return time.monotonic() - t0
+from lab.bench.stage import seed_catalogue
 
 
 def _events(cluster: LocalCluster) -> list[dict]:
@@ -82,7 +62,7 @@ def run_handoff_bench(args) -> int:
         cluster = LocalCluster(matchers=1, http_port=0, data_dir=tmp, quiet=True, restart=False,
                                matcher_env={"BLUEDOVE_HANDOFF_GRACE_S": "2"}).start()
         try:
-            seed_s = asyncio.run(_seed(cluster.store_url, w))
+            seed_s = asyncio.run(seed_catalogue(cluster.store_url, w))
             # Until m1 has tailed the whole catalogue log: its set sizes stop changing.
             deadline, last, held = time.monotonic() + 180, -1, 0
             while time.monotonic() < deadline and (held := _subs(cluster, "m1")) != last:

@@ -1,4 +1,5 @@
-"""The stage of the cluster benches (`delivery`, `publish`): a private redis-server with the
+"""The stage of the cluster benches: the workload into the catalogue (before the cluster starts, or while
+it runs), and for `delivery` and `publish` a private redis-server with the
 workload in its catalogue, and a local cluster on it, stopped after the bench."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from bluedove.local.cluster import LocalCluster
 from bluedove.store import Store
 from bluedove.store.server import RedisServer
+from bluedove.store.store import StoreLimits
 from bluedove.workloads import Workload
 
 
@@ -31,6 +33,26 @@ async def load_workload(url: str, w: Workload) -> tuple[list[tuple[str, str]], l
         return queues, sub_ids
     finally:
         await store.close()
+
+
+async def seed_catalogue(url: str, w: Workload) -> float:
+    """The workload's subscriptions straight into the catalogue of a running cluster, 64 at a
+    time (the matchers tail the catalogue log, as they do for any subscription); seconds taken."""
+    store = Store(url, StoreLimits(max_subscriptions_per_queue=10**9))
+    t0 = time.monotonic()
+    try:
+        queues = [(await store.create_queue())[0] for _ in range(w.n_queues)]
+        sem = asyncio.Semaphore(64)
+
+        async def one(j: int) -> None:
+            async with sem:
+                await store.add_subscription({"id": f"s{j}", "queue": queues[int(w.queue_of[j])],
+                                              "predicates": w.predicates(j)})
+
+        await asyncio.gather(*(one(j) for j in range(w.n_subs)))
+    finally:
+        await store.close()
+    return time.monotonic() - t0
 
 
 @dataclass

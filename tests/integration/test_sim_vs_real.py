@@ -46,7 +46,7 @@ from bluedove.model import build_subscription
 from bluedove.store.server import RedisServer, free_port
 from bluedove.store.store import Store
 from bluedove.workloads.paper import get as get_workload
-from lab.bench.e2e import _bodies, step
+from lab.bench.e2e import batch_bodies, step
 from lab.sim.calibrate import calibrate
 from lab.sim.engine import Pool, SimConfig
 from lab.sim.layouts import build
@@ -108,7 +108,7 @@ def real_loads(cluster, url: str, w) -> tuple[np.ndarray, np.ndarray]:
     """Hold RATE through `url`; (matchers, k) arrival rates λ and matching rates μ from the
     matchers' reports, averaged over READS reads in the step's second half (one 5 s window
     alone swings with where the dispatcher herded in it)."""
-    pub = threading.Thread(target=step, args=(url, RATE, STEP_S, _bodies(w, 20, 100, 1), 100, 1))
+    pub = threading.Thread(target=step, args=(url, RATE, STEP_S, batch_bodies(w, 20, 100, 1), 100, 1))
     pub.start()
     lam, mu = [], []
     try:
