@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import sys
@@ -20,7 +19,7 @@ from lab.bench.base import (add_cluster_flags, add_output_flags, add_phase_flags
                             workload_or_none)
 from lab.bench.cpu import cpu_seconds, machine_ticks
 from lab.bench.procs import FULL, PAUSED, Control, feeder_main, poller_main, publisher_main
-from lab.bench.stage import stage
+from lab.bench.stage import stage, stored_table
 from lab.load import POLL_MAX
 
 GOAL_WRITE_PER_S = 50_000
@@ -184,6 +183,83 @@ def _measure(probe: Probe, warmup_s: float, seconds: float) -> dict:
     return _phase(a, probe.snap())
 
 
+def _wait_ready(args: argparse.Namespace, pub: Control, feed: Control, poll: Control) -> None:
+    deadline = time.monotonic() + 120
+    while (pub.ready.value < args.publishers or feed.ready.value < args.feeders
+           or poll.ready.value < args.pollers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _paused(probe: Probe, args: argparse.Namespace, senders: Control) -> dict:
+    """A phase of `senders` at full speed; then they pause and their last calls return."""
+    senders.rate.value = FULL
+    phase = _measure(probe, args.warmup, args.duration)
+    senders.rate.value = PAUSED
+    _wait_steady(senders.done)
+    return phase
+
+
+def _drain(probe: Probe, args: argparse.Namespace, poll: Control) -> dict:
+    """Pollers only, on the backlog the write phase left; measured until 80 % of it is gone.
+    With that backlog every poll finds many deliveries: the drain rate at its cheapest."""
+    poll.active.value = 1
+    a = probe.snap()
+    deadline = time.monotonic() + args.duration * 3
+    while time.monotonic() < deadline and probe.backlog() > a["backlog"] * 0.2:
+        time.sleep(0.5)
+    return _phase(a, probe.snap())
+
+
+def _sustain(probe: Probe, args: argparse.Namespace, feed: Control, per_msg: float) -> list[dict]:
+    """Feeders paced at a target delivery rate while the paced pollers drain, each attempt
+    from an (almost) empty backlog, so that what is measured is the steady state: each poll
+    finds what arrived since that queue's last poll. Three attempts, a search for the highest
+    rate the machine sustains: after a sustained one the next asks 15 % more than it wrote;
+    after one not sustained, a little below what was acked, or nothing more once an attempt
+    was sustained (the edge lies between the two)."""
+    target = args.rate
+    attempts: list[dict] = []
+    for _ in range(3):
+        _empty(probe, args.duration * 3 + 2 * args.poll_interval)
+        feed.rate.value = target / max(per_msg, 1e-9) / max(args.feeders, 1)
+        # The warm-up covers a poll interval: by then the backlog has risen to its plateau.
+        ph = _measure(probe, max(args.warmup * 2, args.warmup + args.poll_interval), args.duration)
+        feed.rate.value = PAUSED
+        _wait_steady(feed.done)
+        ph["target_per_s"] = round(target)
+        # Sustained: the backlog does not grow (by at most 2 % of the rate per second).
+        ph["sustained"] = ph["backlog_growth_per_s"] <= 0.02 * max(ph["written_per_s"], 1)
+        attempts.append(ph)
+        if ph["sustained"]:
+            target = 1.15 * max(ph["written_per_s"], 1)
+        elif any(a["sustained"] for a in attempts):
+            break
+        else:
+            target = 0.9 * ph["acked_per_s"]
+    return attempts
+
+
+def _summary(args: argparse.Namespace, w: Workload, phases: dict, attempts: list[dict], per_msg: float) -> dict:
+    sustain = phases["sustain"]
+    return {
+        "kind": "delivery", "workload": w.name, "subscriptions": w.n_subs, "queues": w.n_queues,
+        "matchers": args.matchers, "dispatchers": args.dispatchers, "publishers": args.publishers,
+        "feeders": args.feeders, "pollers": args.pollers, "poller_connections": args.connections,
+        "poll_max": POLL_MAX, "seed": args.seed, "cpus": os.cpu_count(),
+        "poll_interval_s": args.poll_interval,
+        "deliveries_per_msg": round(per_msg, 3),
+        "deliveries_per_poll": sustain["deliveries_per_poll"],
+        "write_per_s": phases["write"]["written_per_s"],
+        "api_write_per_s": phases["publish_api"]["written_per_s"],
+        "drain_per_s": sustain["acked_per_s"],
+        "sustained": sustain["sustained"],
+        "sustained_per_s": min(sustain["written_per_s"], sustain["acked_per_s"]) if sustain["sustained"] else 0,
+        "drain_only_per_s": phases["drain"]["acked_per_s"],
+        "goals": {"write_per_s": GOAL_WRITE_PER_S, "drain_per_s": GOAL_DRAIN_PER_S},
+        "phases": phases, "sustain_attempts": attempts,
+    }
+
+
 def _run(args: argparse.Namespace, w: Workload, cluster: LocalCluster, srv: RedisServer,
          queues: list[tuple[str, str]], sub_ids: list[str]) -> dict:
     ctx = mp.get_context("spawn")
@@ -191,94 +267,31 @@ def _run(args: argparse.Namespace, w: Workload, cluster: LocalCluster, srv: Redi
     rng = np.random.default_rng([args.seed, 3])
     sample_q = sorted(rng.choice(w.n_queues, size=min(args.sample, w.n_queues), replace=False).tolist())
     r = redis.Redis.from_url(srv.url)
-    table = json.loads(r.get("bd:table"))
-    procs, pub, feed, poll = _spawn(ctx, args, w, cluster, queues, {queues[i][0] for i in sample_q}, table, results)
+    procs, pub, feed, poll = _spawn(ctx, args, w, cluster, queues, {queues[i][0] for i in sample_q},
+                                    stored_table(srv.url), results)
     for p in procs.values():
         p.start()
     try:
-        deadline = time.monotonic() + 120
-        while (pub.ready.value < args.publishers or feed.ready.value < args.feeders
-               or poll.ready.value < args.pollers) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        _wait_ready(args, pub, feed, poll)
         pids = {"redis": srv.proc.pid, **{c.name: c.pid for c in cluster.children},
                 **{n: p.pid for n, p in procs.items()}, "bench": os.getpid()}
         probe = Probe(r, queues, pids, [pub.done, feed.done], poll)
-        out: dict = {"load_avg_start": [round(x, 2) for x in os.getloadavg()]}
+        load_start = [round(x, 2) for x in os.getloadavg()]
         phases: dict[str, dict] = {}
-
         # End to end: API publishers (PublishStream) at full speed, nobody polls.
-        pub.rate.value = FULL
-        phases["publish_api"] = _measure(probe, args.warmup, args.duration)
-        pub.rate.value = PAUSED
-        _wait_steady(pub.done)
-
-        # (a) write: feeders send to the matchers' Forward at full speed, nobody polls; the
-        # backlog grows by exactly what the matchers write.
-        feed.rate.value = FULL
-        phases["write"] = write = _measure(probe, args.warmup, args.duration)
-        feed.rate.value = PAUSED
-        _wait_steady(feed.done)
+        phases["publish_api"] = _paused(probe, args, pub)
+        # write: feeders send to the matchers' Forward at full speed, nobody polls; the backlog
+        # grows by exactly what the matchers write.
+        phases["write"] = write = _paused(probe, args, feed)
         per_msg = write["written_per_s"] / max(write["published_per_s"], 1)
-
-        # drain: pollers only, on the backlog (a) left; measured until 80 % of it is gone. With
-        # that backlog every poll finds many deliveries: the drain rate at its cheapest.
-        poll.active.value = 1
-        a = probe.snap()
-        deadline = time.monotonic() + args.duration * 3
-        while time.monotonic() < deadline and probe.backlog() > a["backlog"] * 0.2:
-            time.sleep(0.5)
-        phases["drain"] = _phase(a, probe.snap())
-
-        # (b) sustain: feeders paced at a target delivery rate while the paced pollers drain,
-        # each attempt from an (almost) empty backlog, so that what is measured is the steady
-        # state: each poll finds what arrived since that queue's last poll. Three attempts, a
-        # search for the highest rate the machine sustains: after a sustained one the next asks
-        # 15 % more than it wrote; after one not sustained, a little below what was acked, or
-        # nothing more once an attempt was sustained (the edge lies between the two). The best
-        # sustained attempt is reported.
-        target = args.rate
-        attempts = []
-        for n in range(3):
-            _empty(probe, args.duration * 3 + 2 * args.poll_interval)
-            feed.rate.value = target / max(per_msg, 1e-9) / max(args.feeders, 1)
-            # The warm-up covers a poll interval: by then the backlog has risen to its plateau.
-            ph = _measure(probe, max(args.warmup * 2, args.warmup + args.poll_interval), args.duration)
-            feed.rate.value = PAUSED
-            _wait_steady(feed.done)
-            ph["target_per_s"] = round(target)
-            # Sustained: the backlog does not grow (by at most 2 % of the rate per second).
-            ph["sustained"] = ph["backlog_growth_per_s"] <= 0.02 * max(ph["written_per_s"], 1)
-            attempts.append(ph)
-            if ph["sustained"]:
-                target = 1.15 * max(ph["written_per_s"], 1)
-            elif any(a["sustained"] for a in attempts):
-                break
-            else:
-                target = 0.9 * ph["acked_per_s"]
-        ok = [a for a in attempts if a["sustained"]]
+        phases["drain"] = _drain(probe, args, poll)
+        attempts = _sustain(probe, args, feed, per_msg)
+        ok = [a for a in attempts if a["sustained"]]  # the best sustained attempt is reported
         phases["sustain"] = max(ok, key=lambda a: a["written_per_s"]) if ok else attempts[-1]
-        out["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
-
+        out = {"load_avg_start": load_start, "load_avg_end": [round(x, 2) for x in os.getloadavg()]}
         check, errors = _finish(w, queues, sub_ids, sample_q, procs, pub, feed, poll, results, probe)
-        sustain = phases["sustain"]
-        out.update({
-            "kind": "delivery", "workload": w.name, "subscriptions": w.n_subs, "queues": w.n_queues,
-            "matchers": args.matchers, "dispatchers": args.dispatchers, "publishers": args.publishers,
-            "feeders": args.feeders, "pollers": args.pollers, "poller_connections": args.connections,
-            "poll_max": POLL_MAX, "seed": args.seed, "cpus": os.cpu_count(),
-            "poll_interval_s": args.poll_interval,
-            "deliveries_per_msg": round(per_msg, 3),
-            "deliveries_per_poll": sustain["deliveries_per_poll"],
-            "write_per_s": write["written_per_s"],
-            "api_write_per_s": phases["publish_api"]["written_per_s"],
-            "drain_per_s": sustain["acked_per_s"],
-            "sustained": sustain["sustained"],
-            "sustained_per_s": min(sustain["written_per_s"], sustain["acked_per_s"]) if sustain["sustained"] else 0,
-            "drain_only_per_s": phases["drain"]["acked_per_s"],
-            "goals": {"write_per_s": GOAL_WRITE_PER_S, "drain_per_s": GOAL_DRAIN_PER_S},
-            "phases": phases, "sustain_attempts": attempts,
-            "verify": check, "errors": errors[:5], "exact": check["exact"],
-        })
+        out.update(_summary(args, w, phases, attempts, per_msg))
+        out.update({"verify": check, "errors": errors[:5], "exact": check["exact"]})
         return out
     finally:
         for c in (pub, feed, poll):

@@ -55,6 +55,20 @@ async def seed_catalogue(url: str, w: Workload) -> float:
     return time.monotonic() - t0
 
 
+
+def stored_table(url: str) -> dict:
+    """The segment table as the store holds it now."""
+
+    async def get() -> dict:
+        store = Store(url)
+        try:
+            return await store.get_table()
+        finally:
+            await store.close()
+
+    return asyncio.run(get())
+
+
 @dataclass
 class Stage:
     cluster: LocalCluster
