@@ -60,15 +60,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
         config = from_env(ScalingConfig, min_matchers=args.min_matchers, max_matchers=args.max_matchers)
         scaler = AutoscalerThread(cluster, config).start()
         print(f"autoscaler  local processes, {config.min_matchers} to {config.max_matchers} matchers", flush=True)
-    print(f"REST API    {cluster.url}  (docs {cluster.url}/docs)", flush=True)
-    print(f"gRPC API    {cluster.grpc_address}", flush=True)
-    print(f"dashboard   {cluster.url}/dashboard", flush=True)
-    print(f"cluster     {cluster.url}/v1/cluster", flush=True)
-    print(f"metrics     {cluster.url}/metrics", flush=True)
-    print(f"store       {cluster.store_url}", flush=True)
-    for c in cluster.children:
-        print(f"  {c.role:<10} {c.name:<4} pid {c.pid}  log {c.log_path}", flush=True)
-    print("ready; Ctrl-C stops every process", flush=True)
+    _print_endpoints(cluster)
     try:
         while not stopping:
             for event in cluster.check():
@@ -81,6 +73,18 @@ def _cmd_up(args: argparse.Namespace) -> int:
         cluster.stop()
         print("stopped", flush=True)
     return 0
+
+
+def _print_endpoints(cluster) -> None:
+    print(f"REST API    {cluster.url}  (docs {cluster.url}/docs)", flush=True)
+    print(f"gRPC API    {cluster.grpc_address}", flush=True)
+    print(f"dashboard   {cluster.url}/dashboard", flush=True)
+    print(f"cluster     {cluster.url}/v1/cluster", flush=True)
+    print(f"metrics     {cluster.url}/metrics", flush=True)
+    print(f"store       {cluster.store_url}", flush=True)
+    for c in cluster.children:
+        print(f"  {c.role:<10} {c.name:<4} pid {c.pid}  log {c.log_path}", flush=True)
+    print("ready; Ctrl-C stops every process", flush=True)
 
 
 def _cmd_matcher(args: argparse.Namespace) -> int:

@@ -148,15 +148,35 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run_bench)
 
 
-def run_bench(args: argparse.Namespace) -> int:
+def _workload(args: argparse.Namespace) -> Workload | None:
+    """The workload of the flags; None after saying why on stderr."""
     if args.messages < 1 or args.partitions < 1:
         print("bench: --messages and --partitions must be at least 1", file=sys.stderr)
-        return 2
+        return None
     params = {key: getattr(args, key, None) for key in ("sigma", "adverse", "dims", "n_subs")}
     try:
-        w = get_workload(args.workload, seed=args.seed, **params)
+        return get_workload(args.workload, seed=args.seed, **params)
     except (ValueError, TypeError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
+        return None
+
+
+def _not_exact(errors: list[str], points: np.ndarray, counts: np.ndarray, full_counts: np.ndarray) -> bool:
+    """Say on stderr what differs from brute force or full replication; True if anything does."""
+    if not np.array_equal(counts, full_counts):
+        bad = np.flatnonzero(counts != full_counts)
+        errors.append(f"{len(bad)} messages have different match counts partitioned vs full replication,"
+                      f" first {points[bad[0]].tolist()}: {counts[bad[0]]} vs {full_counts[bad[0]]}")
+    if errors:
+        print("bench kernel: MATCHING IS NOT EXACT", file=sys.stderr)
+        for e in errors[:20]:
+            print("  " + e, file=sys.stderr)
+    return bool(errors)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    w = _workload(args)
+    if w is None:
         return 2
     repeat = max(1, getattr(args, "repeat", 5) or 5)
     # messages from an independent stream of the same seed (not the subscriptions' stream)
@@ -177,14 +197,7 @@ def run_bench(args: argparse.Namespace) -> int:
     errors = _verify(w, part, full, check)
     (part_times, full_times), ((groups, counts), (_, full_counts)) = _timed(
         [lambda: match_partitioned(part, points), lambda: full.match_ids(points)], repeat)
-    if not np.array_equal(counts, full_counts):
-        bad = np.flatnonzero(counts != full_counts)
-        errors.append(f"{len(bad)} messages have different match counts partitioned vs full replication,"
-                      f" first {points[bad[0]].tolist()}: {counts[bad[0]]} vs {full_counts[bad[0]]}")
-    if errors:
-        print("bench kernel: MATCHING IS NOT EXACT", file=sys.stderr)
-        for e in errors[:20]:
-            print("  " + e, file=sys.stderr)
+    if _not_exact(errors, points, counts, full_counts):
         return 1
 
     member, dim = choose(part, points)

@@ -79,40 +79,35 @@ def print_table(fig: dict) -> None:
     print()
 
 
-def run_sim(args: argparse.Namespace) -> int:
-    if args.action == "calibrate":
-        models = _model(argparse.Namespace(model=None, seed=args.seed))
-        out = Path(args.out or "sim-model.json")
-        models.save(out)
-        for regime in REGIMES:
-            m = models.get(regime)
-            fit = m.meta["fit"]
-            print(f"{regime}: cost = {m.describe()}")
-            print(f"  fit on {fit['rows']} sets, scored on {fit['held_out_rows']} held-out sets: R² {fit['r2_test']:.3f}"
-                  f" (train {fit['r2_train']:.3f}), relative RMS {fit['rel_rms_test']:.1%},"
-                  f" worst {fit['rel_max_test']:.1%}")
-        print(f"load {models.rtree.load_s_per_sub * 1e6:.2f} us/subscription; written to {out}")
-        return 0
-    names = FIGURES if args.name == "all" else tuple(args.name.split(","))
-    if any(n not in FIGURES for n in names):
-        print(f"sim figure: expected one of {', '.join(FIGURES)} or all, got {args.name!r}", file=sys.stderr)
-        return 2
-    models = _model(args)
-    regimes = tuple(r for r in args.regimes.split(",") if r)
-    if not regimes or any(r not in REGIMES for r in regimes):
-        print(f"sim figure: --regimes expects some of {', '.join(REGIMES)}, got {args.regimes!r}", file=sys.stderr)
-        return 2
+def _calibrate(args: argparse.Namespace) -> int:
+    models = _model(argparse.Namespace(model=None, seed=args.seed))
+    out = Path(args.out or "sim-model.json")
+    models.save(out)
+    for regime in REGIMES:
+        m = models.get(regime)
+        fit = m.meta["fit"]
+        print(f"{regime}: cost = {m.describe()}")
+        print(f"  fit on {fit['rows']} sets, scored on {fit['held_out_rows']} held-out sets: R² {fit['r2_test']:.3f}"
+              f" (train {fit['r2_train']:.3f}), relative RMS {fit['rel_rms_test']:.1%},"
+              f" worst {fit['rel_max_test']:.1%}")
+    print(f"load {models.rtree.load_s_per_sub * 1e6:.2f} us/subscription; written to {out}")
+    return 0
+
+
+def _context(args: argparse.Namespace, models: Models, regimes: tuple[str, ...]) -> Context:
     large = tuple(n for n in (50, 200, 1000) if n <= args.max_matchers)
     if args.max_matchers not in large and args.max_matchers > 20:
         large += (args.max_matchers,)
     budget = replace(Budget(), messages=args.messages, horizon_s=args.horizon,
                      warmup_s=min(Budget.warmup_s, args.horizon / 4))
-    ctx = Context(models=models, seed=args.seed, budget=budget, say=_log, sizes_large=large, regimes=regimes,
-                  jobs=args.jobs)
-    out_dir = Path(args.out or "sim-out")
+    return Context(models=models, seed=args.seed, budget=budget, say=_log, sizes_large=large, regimes=regimes,
+                   jobs=args.jobs)
+
+
+def _figures(ctx: Context, names: tuple[str, ...], t0: float) -> tuple[dict[str, dict], dict[str, float]]:
+    """Each figure of `names` (11a-c run together), and the seconds each took."""
     done: dict[str, dict] = {}
     took: dict[str, float] = {}
-    t0 = time.perf_counter()
     for name in names:
         if name in done:
             continue
@@ -125,6 +120,24 @@ def run_sim(args: argparse.Namespace) -> int:
         else:
             done[name] = {"6a": fig_6a, "6b": fig_6b, "7": fig_7, "8": fig_8, "9": fig_9, "10": fig_10}[name](ctx)
             took[name] = time.perf_counter() - t1
+    return done, took
+
+
+def run_sim(args: argparse.Namespace) -> int:
+    if args.action == "calibrate":
+        return _calibrate(args)
+    names = FIGURES if args.name == "all" else tuple(args.name.split(","))
+    if any(n not in FIGURES for n in names):
+        print(f"sim figure: expected one of {', '.join(FIGURES)} or all, got {args.name!r}", file=sys.stderr)
+        return 2
+    models = _model(args)
+    regimes = tuple(r for r in args.regimes.split(",") if r)
+    if not regimes or any(r not in REGIMES for r in regimes):
+        print(f"sim figure: --regimes expects some of {', '.join(REGIMES)}, got {args.regimes!r}", file=sys.stderr)
+        return 2
+    out_dir = Path(args.out or "sim-out")
+    t0 = time.perf_counter()
+    done, took = _figures(_context(args, models, regimes), names, t0)
     from lab.plots import PlotsUnavailable, plot
 
     for name in names:
