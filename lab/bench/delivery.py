@@ -18,7 +18,8 @@ from lab.bench import BENCHES
 from lab.bench.base import (add_cluster_flags, add_output_flags, add_phase_flags, add_workload_flags, report,
                             workload_or_none)
 from lab.bench.cpu import cpu_seconds, machine_ticks
-from lab.bench.procs import FULL, PAUSED, Control, feeder_main, poller_main, publisher_main
+from lab.bench.feeder import feeder_main
+from lab.bench.procs import FULL, PAUSED, Control, poller_main, publisher_main
 from lab.bench.stage import stage, stored_table
 from lab.load import POLL_MAX
 
