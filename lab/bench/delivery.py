@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import multiprocessing as mp
 import os
 import sys
@@ -12,6 +13,7 @@ import numpy as np
 import redis
 
 from bluedove.local.cluster import LocalCluster
+from bluedove.store import Store
 from bluedove.store.server import RedisServer
 from bluedove.workloads import Workload
 from lab.bench import BENCHES
@@ -38,21 +40,24 @@ POLLER_CONNECTIONS = 128
 
 
 class Probe:
-    """Snapshots of backlog, counters, CPU time per process and Redis command stats."""
+    """Snapshots of backlog (through the Store), counters, CPU time per process and Redis
+    command stats (the server's INFO)."""
 
-    def __init__(self, r: redis.Redis, queues: list[tuple[str, str]], pids: dict[str, int],
-                 sent: list, poll: Control) -> None:
-        self.r, self.pids, self.sent, self.poll = r, pids, sent, poll
-        self.keys = [f"bd:q:{q}:s" for q, _ in queues]
+    def __init__(self, url: str, queues: list[tuple[str, str]], pids: dict[str, int], sent: list,
+                 poll: Control) -> None:
+        self.pids, self.sent, self.poll = pids, sent, poll
+        self.queues = [q for q, _ in queues]
+        self.r = redis.Redis.from_url(url)
+        self.loop = asyncio.new_event_loop()  # the Store's, on the bench's thread
+        self.store = Store(url)
 
     def backlog(self) -> int:
-        total = 0
-        for i in range(0, len(self.keys), 2000):
-            p = self.r.pipeline(transaction=False)
-            for k in self.keys[i:i + 2000]:
-                p.xlen(k)
-            total += sum(p.execute())
-        return total
+        return self.loop.run_until_complete(self.store.backlog(self.queues))
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.store.close())
+        self.loop.close()
+        self.r.close()
 
     def snap(self) -> dict:
         return {"t": time.monotonic(), "backlog": self.backlog(), "published": sum(v.value for v in self.sent),
@@ -267,7 +272,7 @@ def _run(args: argparse.Namespace, w: Workload, cluster: LocalCluster, srv: Redi
     results = ctx.Queue()
     rng = np.random.default_rng([args.seed, 3])
     sample_q = sorted(rng.choice(w.n_queues, size=min(args.sample, w.n_queues), replace=False).tolist())
-    r = redis.Redis.from_url(srv.url)
+    probe = None
     procs, pub, feed, poll = _spawn(ctx, args, w, cluster, queues, {queues[i][0] for i in sample_q},
                                     stored_table(srv.url), results)
     for p in procs.values():
@@ -276,7 +281,7 @@ def _run(args: argparse.Namespace, w: Workload, cluster: LocalCluster, srv: Redi
         _wait_ready(args, pub, feed, poll)
         pids = {"redis": srv.proc.pid, **{c.name: c.pid for c in cluster.children},
                 **{n: p.pid for n, p in procs.items()}, "bench": os.getpid()}
-        probe = Probe(r, queues, pids, [pub.done, feed.done], poll)
+        probe = Probe(srv.url, queues, pids, [pub.done, feed.done], poll)
         load_start = [round(x, 2) for x in os.getloadavg()]
         phases: dict[str, dict] = {}
         # End to end: API publishers (PublishStream) at full speed, nobody polls.
@@ -302,7 +307,8 @@ def _run(args: argparse.Namespace, w: Workload, cluster: LocalCluster, srv: Redi
             if p.is_alive():
                 p.kill()
                 p.join()
-        r.close()
+        if probe is not None:
+            probe.close()
 
 
 def _finish(w, queues, sub_ids, sample_q, procs, pub, feed, poll, results, probe) -> tuple[dict, list[str]]:
