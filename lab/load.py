@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -306,3 +307,129 @@ async def subscribe_workload(transport: AsyncHttpTransport, w, concurrency: int 
 
     await asyncio.gather(*(one_queue(q, js) for q, js in groups.items()))
     return sub_ids, queues
+
+
+# -- phones: queues long-polled and acked in batches, as the demo's drivers read theirs ----------
+LONG_POLL_S = 10.0  # a reader serving one queue long-polls this long; one serving several, wait=0
+# A queue is polled again at most this often after a poll that brought something, so that
+# deliveries arriving close together share one request (the client shares the CPU).
+MIN_POLL_GAP_S = 0.5
+ACK_EVERY_S = 5.0  # receipts are acked in batches at most this often per queue (visibility: 30 s)
+IDLE_ROUND_S = 2.0  # a reader serving several queues goes round them at most this often while empty
+MAX_READERS = 400  # concurrent reader tasks (each a long-poll connection)
+READERS_PER_POOL = 4
+
+
+@dataclass
+class Inbox:
+    """A queue a reader serves, with the receipts it has yet to ack."""
+
+    queue: str
+    token: str
+    pending_acks: list[str] = field(default_factory=list)
+    last_ack: float = 0.0
+
+
+async def _ack_pending(transport: AsyncHttpTransport, box: Inbox, now: float) -> None:
+    receipts, box.pending_acks, box.last_ack = box.pending_acks, [], now
+    try:
+        await transport.ack(box.queue, box.token, receipts)
+    except BaseException:
+        box.pending_acks = receipts + box.pending_acks  # try again next round
+        raise
+
+
+async def read(transport: AsyncHttpTransport, boxes: list[Inbox], mine: list[int],
+               received: Callable[[int, list[dict]], None], failed: Callable[[Exception], None],
+               clock: Clock = REAL) -> None:
+    """Serve the inboxes `mine` until cancelled: poll (a long-poll when alone, waking in time to
+    ack what is pending), hand each poll's deliveries to `received(index, deliveries)`, ack in
+    batches; a failed request goes to `failed` and is retried half a second later."""
+    alone = len(mine) == 1
+    while True:
+        started = clock.now()
+        got = 0
+        for i in mine:
+            box = boxes[i]
+            try:
+                if box.pending_acks and (started - box.last_ack >= ACK_EVERY_S or len(box.pending_acks) >= 500):
+                    await _ack_pending(transport, box, started)
+                wait = (ACK_EVERY_S if box.pending_acks else LONG_POLL_S) if alone else 0.0
+                msgs = await transport.poll(box.queue, box.token, POLL_MAX, wait)
+                received(i, msgs)
+                got += len(msgs)
+                box.pending_acks += [m["receipt"] for m in msgs]
+            except Exception as exc:  # noqa: BLE001 - a reader must outlive any one bad answer
+                failed(exc)
+                await clock.sleep(0.5)  # the cluster is busy or a process restarts: retry
+        if got:
+            await clock.sleep(max(0.0, started + MIN_POLL_GAP_S - clock.now()))
+        elif not alone:
+            await clock.sleep(max(0.0, started + IDLE_ROUND_S - clock.now()))
+
+
+@asynccontextmanager
+async def reading(url: str, boxes: list[Inbox], received: Callable[[int, list[dict]], None],
+                  failed: Callable[[Exception], None], transport: httpx.AsyncBaseTransport | None = None,
+                  clock: Clock = REAL) -> AsyncIterator[list[asyncio.Task]]:
+    """Reader tasks for every inbox (at most MAX_READERS, in pools of READERS_PER_POOL) while
+    the block runs; cancelled and their connections closed after it."""
+    n = min(len(boxes), MAX_READERS)
+    pools: list[AsyncHttpTransport] = []
+    tasks: list[asyncio.Task] = []
+    try:
+        for k in range(n):
+            if k % READERS_PER_POOL == 0:
+                pools.append(pool(url, READERS_PER_POOL + 1, transport, timeout_s=LONG_POLL_S + 20))
+            mine = list(range(k, len(boxes), n))
+            tasks.append(asyncio.create_task(read(pools[-1], boxes, mine, received, failed, clock), name=f"reader{k}"))
+        yield tasks
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for p in pools:
+            await p.close()
+
+
+# -- sensors: items in order, what is due each tick in one batch ---------------------------------
+TICK_S = 0.1
+BATCH_MAX = 1000
+
+
+async def publish_due(send: Callable[[range], Awaitable[None]], total: int, rate: float, duration_s: float,
+                      inflight: int = 4, clock: Clock = REAL) -> None:
+    """Items 0..total-1 in order at `rate`/s for `duration_s`: every TICK_S, `send(range)` of
+    what is due by the end of the tick (at most BATCH_MAX); returns when every batch answered.
+    A slow cluster holds batches back (at most `inflight` await an answer); what is due then
+    goes in the next, larger batch, and nothing is sent after `duration_s`."""
+    sem = asyncio.Semaphore(inflight)
+    tasks: set[asyncio.Task] = set()
+    sent = 0
+    t0 = clock.now()
+
+    async def one(idx: range) -> None:
+        try:
+            await send(idx)
+        finally:
+            sem.release()
+
+    try:
+        while sent < total and (elapsed := clock.now() - t0) < duration_s:
+            if int(rate * (elapsed + TICK_S)) > sent:
+                await sem.acquire()
+                if clock.now() - t0 >= duration_s:
+                    sem.release()
+                    break
+                # What is due by the end of this tick, more if the wait for a slot was long.
+                due = min(total, int(rate * (clock.now() - t0 + TICK_S)), sent + BATCH_MAX)
+                task = asyncio.get_running_loop().create_task(one(range(sent, due)))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                sent = due
+            await clock.sleep(max(0.0, t0 + (int(elapsed / TICK_S) + 1) * TICK_S - clock.now()))
+        await asyncio.gather(*tasks)
+    finally:  # interrupted: no batch outlives its caller
+        for t in list(tasks):
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

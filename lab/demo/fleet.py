@@ -6,10 +6,8 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import AsyncIterator
 
 import numpy as np
 
@@ -17,27 +15,10 @@ from bluedove.client import BlueDoveError
 from bluedove.client.http import AsyncHttpTransport
 from bluedove.workloads import Workload, brute_force
 from bluedove.workloads.traffic import nearest_city
-from lab.load import pool, subscribe_workload
+from lab.load import Inbox, publish_due, reading, subscribe_workload
 
-# A poller serving one queue long-polls this long; one serving several polls each with wait=0.
-LONG_POLL_S = 10.0
-# A queue is polled again at most this often after a poll that brought something, so that
-# deliveries arriving close together share one request (the client shares the CPU).
-MIN_POLL_GAP_S = 0.5
-# Receipts are acked in batches at most this often per queue (visibility timeout is 30 s).
-ACK_EVERY_S = 5.0
-# A poller serving several queues (more drivers than MAX_POLLERS) goes round them at most
-# this often while they are empty.
-IDLE_ROUND_S = 2.0
-# At most this many concurrent poller tasks (each a long-poll connection).
-MAX_POLLERS = 400
-POLLERS_PER_CLIENT = 4
 SETUP_CONCURRENCY = 16
-# Sensors publish every PUBLISH_TICK_S whatever is due by the rate, in batches of at most
-# PUBLISH_BATCH_MAX, with at most PUBLISH_INFLIGHT batches awaiting their 202.
-PUBLISH_TICK_S = 0.1
-PUBLISH_BATCH_MAX = 1000
-PUBLISH_INFLIGHT = 4
+PUBLISH_INFLIGHT = 4  # sensor batches awaiting their 202 at most
 PUBLISH_ATTEMPTS = 3
 
 
@@ -58,12 +39,7 @@ class DemoError(RuntimeError):
     """The demo cannot go on (the cluster refused a request it needs); the message says why."""
 
 
-@dataclass
-class Driver:
-    queue: str
-    token: str
-    pending_acks: list[str] = field(default_factory=list)
-    last_ack: float = 0.0
+Driver = Inbox  # a driver reads its own queue, as a phone would
 
 
 @dataclass
@@ -147,64 +123,16 @@ async def create_drivers(transport: AsyncHttpTransport, ledger: Ledger) -> list[
     return [Driver(*queues[q]) for q in sorted(queues)]
 
 
-async def _ack(transport: AsyncHttpTransport, d: Driver, now: float) -> None:
-    receipts, d.pending_acks, d.last_ack = d.pending_acks, [], now
-    try:
-        await transport.ack(d.queue, d.token, receipts)
-    except BaseException:
-        d.pending_acks = receipts + d.pending_acks  # try again next round
-        raise
+def running_pollers(url: str, drivers: list[Driver], ledger: Ledger):
+    """Readers for every driver while the block runs (lab.load.reading), recording into the ledger."""
 
+    def received(i: int, msgs: list[dict]) -> None:
+        ledger.receive(i, msgs, time.time())
 
-async def poller(transport: AsyncHttpTransport, drivers: list[Driver], mine: list[int], ledger: Ledger) -> None:
-    """Serve the drivers `mine`: poll (a long-poll when alone), record, ack in batches."""
-    alone = len(mine) == 1
-    while True:
-        started = time.monotonic()
-        got = 0
-        for i in mine:
-            d = drivers[i]
-            try:
-                if d.pending_acks and (started - d.last_ack >= ACK_EVERY_S or len(d.pending_acks) >= 500):
-                    await _ack(transport, d, started)
-                # Alone: long-poll, but wake in time to ack what is pending.
-                wait = (ACK_EVERY_S if d.pending_acks else LONG_POLL_S) if alone else 0.0
-                msgs = await transport.poll(d.queue, d.token, 100, wait)
-                ledger.receive(i, msgs, time.time())
-                got += len(msgs)
-                d.pending_acks += [m["receipt"] for m in msgs]
-            except Exception as exc:  # noqa: BLE001 - a poller must outlive any one bad answer
-                ledger.poll_errors[type(exc).__name__] = ledger.poll_errors.get(type(exc).__name__, 0) + 1
-                await asyncio.sleep(0.5)  # the cluster is busy or a process restarts: retry
-        if got:
-            await asyncio.sleep(max(0.0, started + MIN_POLL_GAP_S - time.monotonic()))
-        elif not alone:
-            await asyncio.sleep(max(0.0, started + IDLE_ROUND_S - time.monotonic()))
+    def failed(exc: Exception) -> None:
+        ledger.poll_errors[type(exc).__name__] = ledger.poll_errors.get(type(exc).__name__, 0) + 1
 
-
-@asynccontextmanager
-async def running_pollers(url: str, drivers: list[Driver], ledger: Ledger) -> AsyncIterator[list[asyncio.Task]]:
-    """Poller tasks for every driver while the block runs; cancelled and closed after it.
-
-    The pollers share small connection pools, POLLERS_PER_CLIENT each: httpcore's pool
-    checks every one of its connections for every request, which costs a core with hundreds.
-    """
-    n = min(len(drivers), MAX_POLLERS)
-    groups = [list(range(g, len(drivers), n)) for g in range(n)]
-    clients: list[AsyncHttpTransport] = []
-    tasks: list[asyncio.Task] = []
-    try:
-        for k, g in enumerate(groups):
-            if k % POLLERS_PER_CLIENT == 0:
-                clients.append(pool(url, POLLERS_PER_CLIENT + 1, timeout_s=LONG_POLL_S + 20))
-            tasks.append(asyncio.create_task(poller(clients[-1], drivers, g, ledger), name=f"poller{k}"))
-        yield tasks
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for c in clients:
-            await c.close()
+    return reading(url, drivers, received, failed)
 
 
 def message_bodies(points: np.ndarray, ids: list[str], names: tuple[str, ...]) -> list[dict]:
@@ -233,45 +161,10 @@ async def _publish_batch(transport: AsyncHttpTransport, bodies: list[dict], idx:
 
 async def publish(transport: AsyncHttpTransport, ledger: Ledger, bodies: list[dict], rate: float,
                   duration_s: float) -> None:
-    """Publish `bodies` in order at `rate`/s for `duration_s`; returns when every batch answered.
-
-    A slow cluster holds batches back (at most PUBLISH_INFLIGHT await their 202); what is
-    due then goes in the next, larger batch, and nothing is sent after `duration_s`.
-    """
-    sem = asyncio.Semaphore(PUBLISH_INFLIGHT)
-    tasks: set[asyncio.Task] = set()
-    sent = 0
-    t0 = time.monotonic()
-
-    async def send(idx: range) -> None:
-        try:
-            await _publish_batch(transport, bodies, idx, ledger)
-        finally:
-            sem.release()
-
-    try:
-        while sent < len(bodies):
-            elapsed = time.monotonic() - t0
-            if elapsed >= duration_s:
-                break
-            if int(rate * (elapsed + PUBLISH_TICK_S)) > sent:
-                await sem.acquire()
-                if time.monotonic() - t0 >= duration_s:
-                    sem.release()
-                    break
-                # What is due by the end of this tick, more if the wait for a slot was long.
-                due = min(len(bodies), int(rate * (time.monotonic() - t0 + PUBLISH_TICK_S)), sent + PUBLISH_BATCH_MAX)
-                t = asyncio.create_task(send(range(sent, due)))
-                tasks.add(t)
-                t.add_done_callback(tasks.discard)
-                sent = due
-            next_tick = t0 + (int(elapsed / PUBLISH_TICK_S) + 1) * PUBLISH_TICK_S
-            await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
-        await asyncio.gather(*tasks)
-    finally:  # interrupted: no batch outlives its client
-        for t in list(tasks):
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    """Publish `bodies` in order at `rate`/s for `duration_s` (lab.load.publish_due); returns
+    when every batch answered."""
+    await publish_due(lambda idx: _publish_batch(transport, bodies, idx, ledger), len(bodies), rate, duration_s,
+                      PUBLISH_INFLIGHT)
 
 
 async def still_queued(transport: AsyncHttpTransport, drivers: list[Driver], missing: list[tuple[int, str]]) -> int:
