@@ -1,4 +1,5 @@
-"""`bluedove up --autoscale`: the autoscaler on a thread of the `up` process, acting on its children."""
+"""The autoscaler on a thread of this process, acting on a LocalCluster's children
+(`bluedove up --autoscale`, the elastic bench)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,8 @@ def add_command(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:  # the Kubernetes client is an extra: the service runs without it
-        from autoscaler.kubernetes import KubernetesBackend, KubernetesBackendError, KubernetesConfigError, pod_namespace
+        from autoscaler.kubernetes import (KubernetesBackend, KubernetesBackendError, KubernetesConfigError,
+                                           pod_namespace)
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in ("kubernetes", "urllib3"):
             raise
