@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import sys
 import tempfile
 import time
 
@@ -156,10 +157,16 @@ def add_parser(sub) -> None:
 
 
 def run_elastic_bench(args) -> int:
+    from lab.plots import PlotsUnavailable, plot_elastic, pyplot
+
+    if args.plot:
+        try:
+            pyplot()  # before minutes of measuring, not after
+        except PlotsUnavailable as exc:
+            print(f"bench elastic: --plot: {exc}", file=sys.stderr)
+            return 2
     result = asyncio.run(run_elastic(args))
     if args.plot:
-        from lab.plots import plot_elastic
-
         plot_elastic(result, args.plot)
     if args.json:
         print(json.dumps(result))
