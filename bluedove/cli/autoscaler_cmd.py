@@ -22,12 +22,18 @@ def add_command(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autoscaler.kubernetes import KubernetesBackend, KubernetesBackendError, KubernetesConfigError, pod_namespace
+    try:  # the Kubernetes client is an extra: the service runs without it
+        from autoscaler.kubernetes import (KubernetesBackend, KubernetesBackendError, KubernetesConfigError,
+                                           pod_namespace)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] not in ("kubernetes", "urllib3"):
+            raise
+        print("bluedove autoscaler: the Kubernetes backend needs the Kubernetes client: "
+              "pip install 'bluedove[kubernetes]'", file=sys.stderr)
+        return 2
     from autoscaler.policy import ScalingConfig
-    from bluedove.settings import from_env
-
     from bluedove.partitioning import MPARTITION
-    from bluedove.settings import DispatcherSettings
+    from bluedove.settings import DispatcherSettings, from_env
 
     partition = from_env(DispatcherSettings).partition
     if partition != MPARTITION:

@@ -9,16 +9,17 @@ import os
 import signal
 import sys
 import time
+from importlib.metadata import entry_points
 
 from bluedove.forwarding import POLICIES
+from bluedove.local.flags import PARTITION_HELP, add_cluster_flags
 from bluedove.partitioning import MODES, MPARTITION
 
-PARTITION_HELP = ("mpartition (BlueDove, the default) or a baseline of seed 001 §IV-B: p2p, full-replication; "
-                  "the same on every matcher and dispatcher (default BLUEDOVE_PARTITION, else mpartition)")
+COMMAND_GROUP = "bluedove.commands"
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    from bluedove.cli.cluster import LocalCluster
+    from bluedove.local.cluster import LocalCluster
     from bluedove.space import SpaceError
 
     try:  # the space is checked before anything starts
@@ -53,21 +54,13 @@ def _cmd_up(args: argparse.Namespace) -> int:
     scaler = None
     if args.autoscale:
         from autoscaler.policy import ScalingConfig
-        from bluedove.cli.autoscale import AutoscalerThread
+        from autoscaler.local import AutoscalerThread
         from bluedove.settings import from_env
 
         config = from_env(ScalingConfig, min_matchers=args.min_matchers, max_matchers=args.max_matchers)
         scaler = AutoscalerThread(cluster, config).start()
         print(f"autoscaler  local processes, {config.min_matchers} to {config.max_matchers} matchers", flush=True)
-    print(f"REST API    {cluster.url}  (docs {cluster.url}/docs)", flush=True)
-    print(f"gRPC API    {cluster.grpc_address}", flush=True)
-    print(f"dashboard   {cluster.url}/dashboard", flush=True)
-    print(f"cluster     {cluster.url}/v1/cluster", flush=True)
-    print(f"metrics     {cluster.url}/metrics", flush=True)
-    print(f"store       {cluster.store_url}", flush=True)
-    for c in cluster.children:
-        print(f"  {c.role:<10} {c.name:<4} pid {c.pid}  log {c.log_path}", flush=True)
-    print("ready; Ctrl-C stops every process", flush=True)
+    _print_endpoints(cluster)
     try:
         while not stopping:
             for event in cluster.check():
@@ -80,6 +73,18 @@ def _cmd_up(args: argparse.Namespace) -> int:
         cluster.stop()
         print("stopped", flush=True)
     return 0
+
+
+def _print_endpoints(cluster) -> None:
+    print(f"REST API    {cluster.url}  (docs {cluster.url}/docs)", flush=True)
+    print(f"gRPC API    {cluster.grpc_address}", flush=True)
+    print(f"dashboard   {cluster.url}/dashboard", flush=True)
+    print(f"cluster     {cluster.url}/v1/cluster", flush=True)
+    print(f"metrics     {cluster.url}/metrics", flush=True)
+    print(f"store       {cluster.store_url}", flush=True)
+    for c in cluster.children:
+        print(f"  {c.role:<10} {c.name:<4} pid {c.pid}  log {c.log_path}", flush=True)
+    print("ready; Ctrl-C stops every process", flush=True)
 
 
 def _cmd_matcher(args: argparse.Namespace) -> int:
@@ -109,76 +114,18 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from bluedove.cli.demo import run_demo
-
-    return run_demo(args)
-
-
-def _cmd_bench(args: argparse.Namespace) -> int:
-    if args.kind == "handoff":
-        from bluedove.cli.bench_handoff import run_handoff_bench
-
-        args.subs = args.n_subs or 40_000
-        return run_handoff_bench(args)
-    if args.kind == "elastic":
-        from bluedove.cli.bench_elastic import run_elastic_bench
-
-        args.subs = args.n_subs or 40_000
-        args.step_s = args.step_s or 30.0
-        return run_elastic_bench(args)
-    if args.kind in ("delivery", "publish"):
-        from bluedove.cli.bench_delivery import run_delivery_bench
-        from bluedove.cli.bench_publish import run_publish_bench
-
-        return (run_delivery_bench if args.kind == "delivery" else run_publish_bench)(args)
-    if args.kind == "e2e":
-        from bluedove.cli.bench_e2e import run_e2e
-
-        for flag, default in (("matchers", 4), ("dispatchers", 1), ("publishers", 2), ("batch", 200), ("step_s", 6.0)):
-            if getattr(args, flag) is None:
-                setattr(args, flag, default)
-        return run_e2e(args)
-    if args.kind == "gossip":
-        from bluedove.cli.bench_gossip import run_gossip_bench
-
-        return run_gossip_bench(args)
-    from bluedove.cli.bench import run_bench
-
-    return run_bench(args)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bluedove", description="An elastic attribute-based publish/subscribe service.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def cluster_flags(sp: argparse.ArgumentParser, http_port: int, grpc_port: int = 0) -> None:
-        sp.add_argument("--matchers", type=int, default=4, help="matcher processes (default 4)")
-        sp.add_argument("--dispatchers", type=int, default=1, help="dispatcher processes sharing the port")
-        sp.add_argument("--http-port", type=int, default=http_port, help="REST port (0 = any free port)")
-        sp.add_argument("--grpc-port", type=int, default=grpc_port, help="gRPC API port (0 = any free port)")
-        sp.add_argument("--store", default=None, help="redis://host:port/db; default: a private redis-server")
-        sp.add_argument("--space", default=None, help="YAML space file (default: x0..x3 in [0, 1000))")
-        sp.add_argument("--policy", choices=POLICIES, default="adaptive", help="forwarding policy")
-        sp.add_argument("--partition", choices=MODES, default=None, help=PARTITION_HELP)
-
     up = sub.add_parser("up", help="run a local cluster as real processes until Ctrl-C")
-    cluster_flags(up, 8080, 50051)
+    add_cluster_flags(up, 8080, 50051)
     up.add_argument("--data-dir", default=".bluedove", help="embedded Redis data and process logs")
     up.add_argument("--autoscale", action="store_true",
                     help="add matchers when saturated and remove them when idle (local processes)")
     up.add_argument("--min-matchers", type=int, default=None, help="with --autoscale (default 1)")
     up.add_argument("--max-matchers", type=int, default=None, help="with --autoscale (default 8)")
     up.set_defaults(func=_cmd_up)
-
-    demo = sub.add_parser("demo", help="`up` plus the traffic workload, a live progress line and a summary")
-    cluster_flags(demo, 0)
-    demo.add_argument("--data-dir", default=None, help="default: a fresh temporary folder")
-    demo.add_argument("--duration", type=float, default=30.0, help="seconds of publishing")
-    demo.add_argument("--rate", type=float, default=300.0, help="sensor messages per second")
-    demo.add_argument("--drivers", type=int, default=300, help="subscribers, each with its own queue")
-    demo.add_argument("--seed", type=int, default=7)
-    demo.set_defaults(func=_cmd_demo)
 
     m = sub.add_parser("matcher", help="run one matcher (started by `up`)")
     m.add_argument("--id", required=True)
@@ -205,66 +152,20 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--partition", choices=MODES, default=None, help=PARTITION_HELP)
     d.set_defaults(func=_cmd_dispatcher)
 
-    b = sub.add_parser("bench", help="measurements (see docs/benchmarks.md)")
-    b.add_argument("kind", choices=("kernel", "e2e", "gossip", "elastic", "handoff", "delivery", "publish"),
-                   help="kernel: in-process matching rate of one set; e2e: saturation rate of a local cluster "
-                        "through REST; gossip: spread, detection, traffic; "
-                        "elastic: seed 001's Fig. 9 with the autoscaler on real processes; "
-                        "handoff: split, merge and takeover times for a segment of many subscriptions; "
-                        "delivery: deliveries/s written and drained on a local cluster; publish: gRPC vs REST")
-    b.add_argument("--workload", default="paper",
-                   help="paper or sparse; e2e also traffic (see shared WORKLOADS.md)")
-    b.add_argument("--partitions", type=int, default=20, help="matchers the space is cut for")
-    b.add_argument("--messages", type=int, default=20000)
-    b.add_argument("--seed", type=int, default=1)
-    b.add_argument("--json", action="store_true", help="print one JSON object")
-    b.add_argument("--sigma", type=float, default=None, help="variant: subscription skew (default 250)")
-    b.add_argument("--adverse", type=int, default=None, help="variant: messages skewed on the first j dims")
-    b.add_argument("--dims", type=int, default=None, help="variant: only the first k dimensions (default 4)")
-    b.add_argument("--subs", dest="n_subs", type=int, default=None, help="variant: number of subscriptions")
-    b.add_argument("--repeat", type=int, default=5, help="timed runs; the best is reported with the spread")
-    b.add_argument("--verify", type=int, default=200, help="messages checked against brute force")
-    # Flags several benches share take their default per bench (None here, resolved in _cmd_bench
-    # or by the bench itself).
-    b.add_argument("--step-s", type=float, default=None, help="seconds per rate step (e2e 6, elastic 30)")
-    b.add_argument("--deliver", choices=("count", "store"), default="count",
-                   help="count: matchers count matches (what seed 001 measured); store: write deliveries")
-    e = b.add_argument_group("e2e")
-    e.add_argument("--matchers", type=int, default=None, help="matcher processes (e2e 4, delivery/publish 2)")
-    e.add_argument("--dispatchers", type=int, default=None, help="dispatcher processes sharing the port (1)")
-    e.add_argument("--policy", choices=POLICIES, default="adaptive", help="forwarding policy")
-    e.add_argument("--batch", type=int, default=None, help="messages per POST /v1/messages:batch (e2e 200)")
-    e.add_argument("--publishers", type=int, default=None, help="publisher processes (2)")
-    e.add_argument("--start-rate", type=float, default=1000.0, help="first step's rate (msg/s)")
-    e.add_argument("--factor", type=float, default=1.3, help="each step's rate over the previous one's")
-    e.add_argument("--max-steps", type=int, default=15)
-    e.add_argument("--partition", action="append", default=None, metavar="SYSTEM[,SYSTEM...]",
-                   help="systems to run in turn on the same subscriptions and messages: mpartition (BlueDove, "
-                        "default), p2p, full-replication (seed 001 §IV-B); repeatable or a comma list")
-    e.add_argument("--rounds", type=int, default=1,
-                   help="run the --partition systems this many times (each round starts one system later); "
-                        "each system's best round is reported")
-    e.add_argument("--baseline-policy", choices=POLICIES, default=None,
-                   help="forwarding policy of the p2p and full-replication runs (default: --policy)")
-    el = b.add_argument_group("elastic")
-    el.add_argument("--rates", default="1000,2000,3000,4000", help="msg/s of each step")
-    el.add_argument("--cooldown-s", type=float, default=90.0, help="seconds observed after publishing stops")
-    el.add_argument("--min-matchers", type=int, default=2)
-    el.add_argument("--max-matchers", type=int, default=8)
-    el.add_argument("--plot", default=None, help="write the timeline as a PNG here")
-    from bluedove.cli.bench_flags import add_cluster_bench_flags
-
-    add_cluster_bench_flags(b)  # delivery, publish (flags defined above are shared, not redefined)
-    b.set_defaults(func=_cmd_bench)
-
     from bluedove.cli.autoscaler_cmd import add_command as add_autoscaler
     from bluedove.cli.pubsub import add_commands
-    from bluedove.cli.sim import add_parser as add_sim_parser
 
-    add_sim_parser(sub)
     add_autoscaler(sub)  # autoscaler (Kubernetes)
     add_commands(sub)  # subscribe, publish, poll
+    add_plugin_commands(sub)  # demo, bench, sim: the lab, when installed
     return p
+
+
+def add_plugin_commands(sub) -> None:
+    """Commands other packages declare in the entry-point group `bluedove.commands` (the lab's
+    `demo`, `bench` and `sim`): each entry point is a function that adds its parser."""
+    for ep in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
+        ep.load()(sub)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -76,15 +76,21 @@ class HttpTransport:
 
 
 class AsyncHttpTransport:
-    def __init__(self, url: str, timeout_s: float) -> None:
-        self.h = httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(timeout_s + LISTEN_WAIT_S, connect=timeout_s))
+    def __init__(self, url: str, timeout_s: float, *, limits: httpx.Limits | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        """`limits`: the connection pool's (httpx's default without); `transport`: another
+        than the network's (tests pass an httpx.MockTransport)."""
+        pool = {"limits": limits} if limits is not None else {}
+        self.h = httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(timeout_s + LISTEN_WAIT_S, connect=timeout_s),
+                                   transport=transport, **pool)
 
     async def close(self) -> None:
         await self.h.aclose()
 
-    async def _do(self, method: str, path: str, token: str | None = None, **kw) -> dict | None:
+    async def _do(self, method: str, path: str, token: str | None = None, headers: dict | None = None,
+                  **kw) -> dict | None:
         try:
-            r = await self.h.request(method, path, headers=_auth(token), **kw)
+            r = await self.h.request(method, path, headers={**_auth(token), **(headers or {})}, **kw)
         except httpx.TransportError as exc:
             raise Unavailable("unavailable", f"cannot reach {self.h.base_url}: {exc!r}") from exc
         return _check(r)
@@ -112,6 +118,16 @@ class AsyncHttpTransport:
 
     async def publish_batch(self, bodies: list[dict]) -> list[str]:
         return (await self._do("POST", "/v1/messages:batch", json={"messages": bodies}))["ids"]
+
+    async def publish_encoded(self, batch: bytes) -> list[str]:
+        """A batch already encoded as `{"messages": [...]}` JSON (a load generator prepares its
+        requests ahead, so that its CPU goes to sending them)."""
+        return (await self._do("POST", "/v1/messages:batch", content=batch,
+                               headers={"Content-Type": "application/json"}))["ids"]
+
+    async def cluster(self, timeout_s: float | None = None) -> dict:
+        """GET /v1/cluster: the members, their segments and loads (what the dashboard shows)."""
+        return await self._do("GET", "/v1/cluster", **({"timeout": timeout_s} if timeout_s else {}))
 
     async def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
         return (await self._do("GET", f"/v1/queues/{queue}/messages", token,

@@ -291,6 +291,16 @@ class Store:
     async def queue_depth(self, queue: str) -> int:
         return int(await self.r.xlen(f"bd:q:{queue}:s"))
 
+    async def backlog(self, queues: list[str], chunk: int = 2000) -> int:
+        """`queue_depth` summed over many queues, pipelined in chunks."""
+        total = 0
+        for start in range(0, len(queues), chunk):
+            async with self.r.pipeline(transaction=False) as p:
+                for q in queues[start:start + chunk]:
+                    p.xlen(f"bd:q:{q}:s")
+                total += sum(int(n) for n in await p.execute())
+        return total
+
     # -- cluster state ---------------------------------------------------------------------
     async def get_table(self) -> dict | None:
         raw = await self.r.get("bd:table")

@@ -8,7 +8,7 @@ import subprocess
 import httpx
 import pytest
 
-from bluedove.cli.cluster import LocalCluster
+from bluedove.local.cluster import LocalCluster
 
 
 def start_cluster(tmp_path, **kw) -> LocalCluster:

@@ -41,16 +41,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bluedove.cli.bench_e2e import _bodies, step
-from bluedove.cli.calibrate import calibrate
-from bluedove.cli.cluster import Child, bluedove_command
+from bluedove.local.cluster import Child, bluedove_command
 from bluedove.model import build_subscription
-from bluedove.sim.engine import Pool, SimConfig
-from bluedove.sim.layouts import build
-from bluedove.sim.saturation import Budget, Prepared, run_at
 from bluedove.store.server import RedisServer, free_port
 from bluedove.store.store import Store
 from bluedove.workloads.paper import get as get_workload
+from lab.bench.e2e import batch_bodies, step
+from lab.sim.calibrate import calibrate
+from lab.sim.engine import Pool, SimConfig
+from lab.sim.layouts import build
+from lab.sim.saturation import Budget, Prepared, run_at
 from tests.integration.conftest import start_cluster
 
 pytestmark = pytest.mark.integration
@@ -108,7 +108,7 @@ def real_loads(cluster, url: str, w) -> tuple[np.ndarray, np.ndarray]:
     """Hold RATE through `url`; (matchers, k) arrival rates λ and matching rates μ from the
     matchers' reports, averaged over READS reads in the step's second half (one 5 s window
     alone swings with where the dispatcher herded in it)."""
-    pub = threading.Thread(target=step, args=(url, RATE, STEP_S, _bodies(w, 20, 100, 1), 100, 1))
+    pub = threading.Thread(target=step, args=(url, RATE, STEP_S, batch_bodies(w, 20, 100, 1), 100, 1))
     pub.start()
     lam, mu = [], []
     try:

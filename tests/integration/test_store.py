@@ -318,6 +318,15 @@ async def test_deliver_writes_each_delivery_once_and_poll_returns_them(store):
     assert [d["id"] for d in await store.poll(q2, 10, 0)] == ["m1"]
 
 
+async def test_backlog_sums_the_queue_depths_in_chunks(store):
+    q1, _ = await store.create_queue()
+    q2, _ = await store.create_queue()
+    deliveries = [(q1, 0, json.dumps(["s1"])), (q2, 0, json.dumps(["s9"])), (q1, 1, json.dumps(["s1"]))]
+    await store.deliver([message("m1"), message("m2")], deliveries)
+    assert await store.backlog([q1, q2]) == await store.backlog([q1, q2, "nothing"], chunk=1) == 3
+    assert await store.backlog([]) == 0
+
+
 async def test_redelivering_a_message_id_writes_nothing(store):
     queue, _ = await store.create_queue()
     deliveries = [(queue, 0, json.dumps(["s1"]))]

@@ -176,7 +176,7 @@ def test_baselines_refuse_joins_and_autoscaling(argv, says, capsys):
 
 
 def test_a_baseline_cluster_adds_no_matcher(tmp_path, monkeypatch):
-    from bluedove.cli.cluster import LocalCluster
+    from bluedove.local.cluster import LocalCluster
 
     monkeypatch.setenv("BLUEDOVE_PARTITION", "full-replication")
     c = LocalCluster(matchers=2, http_port=1, grpc_port=1, data_dir=tmp_path)  # the env gives the mode

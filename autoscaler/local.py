@@ -1,0 +1,48 @@
+"""The autoscaler on a thread of this process, acting on a LocalCluster's children
+(`bluedove up --autoscale`, the elastic bench)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from autoscaler.backends import LocalBackend
+from autoscaler.policy import ScalingConfig
+from autoscaler.runner import Autoscaler
+from bluedove.store import Store
+
+
+class AutoscalerThread:
+    def __init__(self, cluster, config: ScalingConfig, interval_s: float = 1.0) -> None:
+        self.cluster = cluster
+        self.config = config
+        self.interval_s = interval_s
+        self.autoscaler: Autoscaler | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._main, name="autoscaler", daemon=True)
+        self._ready = threading.Event()
+
+    def start(self) -> "AutoscalerThread":
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop and self._stop:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+    def _main(self) -> None:
+        asyncio.run(self._run())
+
+    async def _run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        store = Store(self.cluster.store_url)
+        self.autoscaler = Autoscaler(LocalBackend(self.cluster), store, self.config, self.interval_s)
+        self._ready.set()
+        try:
+            await self.autoscaler.run(self._stop)
+        finally:
+            await store.close()

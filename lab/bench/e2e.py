@@ -1,0 +1,197 @@
+"""`bluedove bench e2e`: saturation rate of a real local cluster through REST (seed 001 §IV-B's method), beside the kernel.
+
+With `--partition mpartition,p2p,full-replication` it runs each system of seed 001 §IV-B in turn
+on one store: the subscriptions are created once through REST, and each later system's
+matchers load the same ones from the catalogue; every system gets the same message bodies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bluedove.forwarding import POLICIES
+from bluedove.segments import equal_partition
+from bluedove.store.server import RedisServer
+from lab.bench import BENCHES
+from lab.bench.base import add_cluster_flags, add_deliver_flag, add_output_flags, add_workload_flags, report
+from lab.bench.kernel import build_partitioned, match_partitioned
+from lab.bench.systems import best_round, parse_systems, ratios, run_system, workload
+from lab.load import PacedPublisher, pool, publish_encoded, subscribe_workload
+
+
+def _publisher(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: int, inflight: int,
+               out: mp.Queue) -> None:
+    """Open loop: a batch every batch/rate seconds; a tick that finds `inflight` requests
+    outstanding is skipped (the cluster is not keeping up), which the caller sees as a shortfall."""
+
+    async def main() -> dict:
+        transport = pool(url, inflight)
+        pub = PacedPublisher(publish_encoded(transport, bodies), batch, inflight, rate=rate)
+        start = time.monotonic()
+        try:
+            await pub.run(lambda: time.monotonic() - start >= duration_s)
+        finally:
+            await transport.close()
+        return {"sent": pub.sent, "ok": pub.accepted, "skipped": pub.skipped, "errors": pub.refused // batch,
+                "elapsed": time.monotonic() - start, "lat": [s for _, s in pub.latencies]}
+
+    out.put(asyncio.run(main()))
+
+
+def batch_bodies(w, n_bodies: int, batch: int, seed: int) -> list[bytes]:
+    pts = w.sample(n_bodies * batch, np.random.default_rng([seed, 5]))
+    names = w.space.names
+    out = []
+    for b in range(n_bodies):
+        msgs = [{"attributes": dict(zip(names, p)), "payload": None} for p in pts[b * batch:(b + 1) * batch].tolist()]
+        out.append(json.dumps({"messages": msgs}).encode())
+    return out
+
+
+def step(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: int, publishers: int) -> dict:
+    """One rate step with `publishers` processes; achieved rate and response-time percentiles."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_publisher, args=(url, rate / publishers, duration_s, bodies[p::publishers] or bodies,
+                                                  batch, 8, q)) for p in range(publishers)]
+    for p in procs:
+        p.start()
+    res = [q.get() for _ in procs]
+    for p in procs:
+        p.join()
+    lat = sorted(x for r in res for x in r["lat"])
+    ok = sum(r["ok"] for r in res)
+    elapsed = max(r["elapsed"] for r in res)
+
+    def pct(p: float) -> float | None:
+        return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1e3, 1) if lat else None
+
+    # seed 001 §IV-B: response time that keeps growing within the step means queues grow
+    per = [r["lat"] for r in res]
+    first = [x for lst in per for x in lst[: len(lst) // 3]]
+    last = [x for lst in per for x in lst[2 * len(lst) // 3:]]
+    growing = bool(first and last and statistics.mean(last) > 1.5 * statistics.mean(first))
+    achieved = ok / elapsed
+    return {"offered": round(rate), "achieved": round(achieved), "errors": sum(r["errors"] for r in res),
+            "p50_ms": pct(0.5), "p95_ms": pct(0.95), "p99_ms": pct(0.99),
+            "short": bool(achieved < 0.9 * rate), "growing": growing, "saturated": bool(achieved < 0.9 * rate or growing)}
+
+
+def kernel_rate(w, matchers: int, seed: int, n: int = 10_000) -> float:
+    """`bench kernel`'s measurement on the same workload and cut: msg/s on one core, best of 3."""
+    table = equal_partition(w.space, {f"m{j}": "" for j in range(matchers)})
+    ids = [str(j) for j in range(w.n_subs)]
+    part = build_partitioned(w, table, ids, ids)
+    pts = w.sample(n, np.random.default_rng([seed, 1]))
+    best = np.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        match_partitioned(part, pts)
+        best = min(best, time.perf_counter() - t0)
+    return n / best
+
+
+async def subscribe_all(url: str, w, concurrency: int = 16) -> float:
+    """Every subscription through POST /v1/subscriptions (lab.load.subscribe_workload); seconds taken."""
+    t0 = time.perf_counter()
+    transport = pool(url, concurrency, timeout_s=60.0)
+    try:
+        await subscribe_workload(transport, w, concurrency)
+    finally:
+        await transport.close()
+    return time.perf_counter() - t0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("e2e", help=BENCHES["e2e"])
+    add_workload_flags(p, "paper, sparse or traffic", variants=True)
+    add_cluster_flags(p, matchers=4, policy=True)
+    add_deliver_flag(p)
+    p.add_argument("--batch", type=int, default=200, help="messages per POST /v1/messages:batch (default 200)")
+    p.add_argument("--step-s", type=float, default=6.0, help="seconds per rate step (default 6)")
+    p.add_argument("--start-rate", type=float, default=1000.0, help="first step's rate (msg/s)")
+    p.add_argument("--factor", type=float, default=1.3, help="each step's rate over the previous one's")
+    p.add_argument("--max-steps", type=int, default=15)
+    p.add_argument("--partition", action="append", default=None, metavar="SYSTEM[,SYSTEM...]",
+                   help="systems to run in turn on the same subscriptions and messages: mpartition (BlueDove, "
+                        "default), p2p, full-replication (seed 001 §IV-B); repeatable or a comma list")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the --partition systems this many times (each round starts one system later); "
+                        "each system's best round is reported")
+    p.add_argument("--baseline-policy", choices=POLICIES, default=None,
+                   help="forwarding policy of the p2p and full-replication runs (default: --policy)")
+    add_output_flags(p)
+    p.set_defaults(func=run_e2e)
+
+
+def run_e2e(args: argparse.Namespace) -> int:
+    try:
+        systems = parse_systems(args.partition)
+        w = workload(args)
+        if args.rounds < 1:
+            raise ValueError(f"--rounds: expected >= 1, got {args.rounds}")
+    except ValueError as exc:
+        print(f"bench e2e: {exc}", file=sys.stderr)
+        return 2
+    say = (lambda *a: print(*a, file=sys.stderr, flush=True))
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    rounds: dict[str, list[dict]] = {name: [] for name in systems}
+    with tempfile.TemporaryDirectory(prefix="bluedove-e2e-") as tmp:
+        space_file = Path(tmp) / "space.json"  # the workload's space (traffic's, or k dims of paper's)
+        space_file.write_text(json.dumps(w.space.to_json()))
+        srv = RedisServer(Path(tmp) / "redis").start()  # one store: the systems share the catalogue
+        try:
+            bodies = batch_bodies(w, 40, args.batch, args.seed)
+            for r in range(args.rounds):
+                # Each round starts one system later, so a slow spell of a shared machine is spread.
+                for system in systems[r % len(systems):] + systems[:r % len(systems)]:
+                    rounds[system].append(run_system(system, args, w, srv.url, Path(tmp) / f"{system}-{r}",
+                                                     str(space_file), bodies, subscribe=subscribe_all if r == 0
+                                                     and system == systems[0] else None, step=step, say=say))
+        finally:
+            srv.stop()
+    runs = {name: best_round(rs) for name, rs in rounds.items()}
+    first = runs[systems[0]]
+    sub_s = rounds[systems[0]][0]["subscribe_s"]
+    kernel = kernel_rate(w, args.matchers, args.seed)
+    result = {"workload": w.name, "kind": "e2e", "matchers": args.matchers, "dispatchers": args.dispatchers,
+              "policy": args.policy, "deliver": args.deliver, "subscriptions": w.n_subs, "queues": w.n_queues,
+              "batch": args.batch, "publishers": args.publishers,
+              # the first system's figures, as before --partition existed
+              "partition": systems[0], "msgs_per_s": first["msgs_per_s"],
+              "p50_ms": first["p50_ms"], "p95_ms": first["p95_ms"], "p99_ms": first["p99_ms"],
+              "kernel_msgs_per_s": round(kernel), "e2e_over_kernel": round(first["msgs_per_s"] / kernel, 3),
+              "subscribe_s": sub_s, "steps": first["steps"],
+              # every system (its best round), and BlueDove's rate over each baseline's
+              "partitions": systems, "rounds": args.rounds, "systems": runs, "ratios": ratios(runs),
+              "date": date, "seed": args.seed, "python": platform.python_version(), "cores": mp.cpu_count()}
+    report(result, args.json, _print)
+    return 0
+
+
+def _print(r: dict) -> None:
+    print(f"{r['workload']}: {r['subscriptions']:,} subscriptions in {r['queues']:,} queues, {r['matchers']} matchers,"
+          f" deliver={r['deliver']}, subscribed through REST in {r['subscribe_s']} s (under {r['partition']})")
+    head = ("system", "policy", "saturation msg/s", "each round", "p50 / p95 / p99 ms", "sets hold", "load avg")
+    rows = [(name, s["policy"], f"{s['msgs_per_s']:,}", " ".join(f"{x:,}" for x in s["rounds_msgs_per_s"]),
+             f"{s['p50_ms']} / {s['p95_ms']} / {s['p99_ms']}",
+             f"{s['stored']:,} ({s['stored_per_sub']}x)", f"{s['load_avg_start']} -> {s['load_avg_end']}")
+            for name, s in r["systems"].items()]
+    width = [max(len(str(x[c])) for x in (head, *rows)) for c in range(len(head))]
+    for row in (head, *rows):
+        print("  ".join(str(x).ljust(wd) for x, wd in zip(row, width)).rstrip())
+    for key, v in r["ratios"].items():
+        print(f"{key}: {v if v is None else f'{v}x'}")
+    print(f"kernel (one core, same workload and cut) {r['kernel_msgs_per_s']:,} msg/s;"
+          f" {r['partition']} e2e / kernel = {r['e2e_over_kernel']}")

@@ -1,0 +1,435 @@
+"""The lab's load, one for every bench and the demo: a Pacer, a paced open-loop publisher and
+pollers that poll and ack queues, over the SDK's REST transport (bluedove.client).
+
+Time is an argument: each takes a `Clock` (now() and an asyncio sleep), the real one by
+default, so that tests run them on a fake clock against an httpx.MockTransport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import httpx
+
+from bluedove.client.errors import BlueDoveError, Unavailable
+from bluedove.client.http import AsyncHttpTransport
+
+POLL_MAX = 100  # what a poller asks for per poll (the API's largest max)
+# Connections per httpx pool: httpcore looks at every connection of its pool for every request,
+# which costs a core with a hundred; pollers share small pools instead.
+CONNECTIONS_PER_POOL = 4
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class RealClock:
+    """time.monotonic and asyncio.sleep."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+REAL = RealClock()
+
+
+class Pacer:
+    """A paced sender's schedule: item j is due at start + j / rate (per item sent, `wait_s`
+    says how long to sleep first). Time lost to a late wake-up or a full window is made up, up
+    to MAKEUP_S of it; sleeping for what was left of each item's share alone fell ~20 % short
+    of the rate on a busy machine. A new rate, or none (<= 0: full speed or paused), starts
+    the schedule again."""
+
+    MAKEUP_S = 1.0
+
+    def __init__(self) -> None:
+        self._due: float | None = None
+        self._rate = 0.0
+
+    def wait_s(self, rate: float, per_item: float, now: float) -> float:
+        """Seconds to sleep after sending one item of `per_item` units at `rate` units/s."""
+        if rate <= 0:
+            self._due = None
+            return 0.0
+        if self._due is None or rate != self._rate:
+            self._due, self._rate = now, rate
+        self._due = max(self._due + per_item / rate, now - self.MAKEUP_S)
+        return max(0.0, self._due - now)
+
+
+@dataclass
+class PacedPublisher:
+    """Open loop: `send()` (one batch of `per_send` messages; True when accepted) at `rate`
+    messages/s, at most `inflight` sends awaiting their answer; a send that finds them all
+    busy is skipped (the cluster is not keeping up), which the caller sees as a shortfall.
+    `rate` may change while it runs (<= 0: paused). Counts are of messages."""
+
+    send: Callable[[], Awaitable[bool]]
+    per_send: int
+    inflight: int
+    clock: Clock = REAL
+    rate: float = 0.0
+    sent: int = 0
+    accepted: int = 0
+    refused: int = 0
+    skipped: int = 0
+    latencies: list[tuple[float, float]] = field(default_factory=list)  # (answered at, seconds)
+
+    async def run(self, stop: Callable[[], bool]) -> None:
+        """Publish until `stop()`; returns once every send under way has its answer."""
+        pacer = Pacer()
+        tasks: set[asyncio.Task] = set()
+        while not stop():
+            if self.rate <= 0:
+                pacer.wait_s(0.0, 0, self.clock.now())  # a pause ends the schedule
+                await self.clock.sleep(0.1)
+                continue
+            if len(tasks) >= self.inflight:
+                self.skipped += self.per_send
+            else:
+                task = asyncio.get_running_loop().create_task(self._one())
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            await self.clock.sleep(pacer.wait_s(self.rate, self.per_send, self.clock.now()))
+        await asyncio.gather(*tasks)
+
+    async def _one(self) -> None:
+        self.sent += self.per_send
+        t0 = self.clock.now()
+        try:
+            ok = await self.send()
+        except BlueDoveError:  # an error answer, or none
+            ok = False
+        if ok:
+            self.accepted += self.per_send
+            self.latencies.append((self.clock.now(), self.clock.now() - t0))
+        else:
+            self.refused += self.per_send
+
+
+async def closed_loop(send: Callable[[], Awaitable[list[str]]], calls: int, until: float,
+                      clock: Clock = REAL) -> tuple[int, set[str], int]:
+    """`calls` concurrent callers of `send` (one publish call; the ids it got), each calling
+    again as soon as answered, until `until`: (messages of the calls answered by then, distinct
+    ids of every call, ids every call returned)."""
+    ids: set[str] = set()
+    counted = returned = 0
+
+    async def caller() -> None:
+        nonlocal counted, returned
+        while clock.now() < until:
+            got = await send()
+            ids.update(got)
+            returned += len(got)
+            if clock.now() <= until:  # only calls answered inside the window count
+                counted += len(got)
+
+    await asyncio.gather(*(caller() for _ in range(calls)))
+    return counted, ids, returned
+
+
+def publish_encoded(transport: AsyncHttpTransport, batches: list[bytes]) -> Callable[[], Awaitable[bool]]:
+    """A PacedPublisher's `send`: the prepared batches in turn, round and round."""
+    turn = itertools.count()
+
+    async def send() -> bool:
+        await transport.publish_encoded(batches[next(turn) % len(batches)])
+        return True
+
+    return send
+
+
+def pool(url: str, connections: int, transport: httpx.AsyncBaseTransport | None = None,
+         timeout_s: float = 30.0) -> AsyncHttpTransport:
+    """The SDK's REST transport with a pool of `connections`; idle ones are dropped before the
+    server drops them (uvicorn: after 5 s), or a request may race the close."""
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=2.0)
+    return AsyncHttpTransport(url, timeout_s, limits=limits, transport=transport)
+
+
+class Switches(Protocol):
+    """What tells pollers when to poll, and what they report (the delivery bench's shared
+    multiprocessing values; a plain object in tests)."""
+
+    def active(self) -> bool: ...  # poll while True; paused while False
+
+    def stopping(self) -> bool: ...  # finish (after draining the queues, when draining)
+
+    def draining(self) -> bool: ...
+
+    def polled(self) -> None: ...  # one poll made
+
+    def acked(self, n: int) -> None: ...  # n deliveries acked
+
+
+@dataclass
+class Pollers:
+    """Poll (max=POLL_MAX, no wait) and ack `queues` [(queue, token)] over `len(transports)`
+    connections while `switches.active()`, each connection polling each of its queues once per
+    `interval` seconds (0: as fast as it can); on stopping while draining, empty them first,
+    unpaced. Keeps the deliveries of the `sample` queues as (queue, id, subscriptions)."""
+
+    queues: list[tuple[str, str]]
+    transports: list[AsyncHttpTransport]  # one per connection; connections may share a pool
+    switches: Switches
+    interval: float = 0.0
+    sample: frozenset[str] | set[str] = frozenset()
+    clock: Clock = REAL
+    seen: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    acked: int = 0
+
+    async def run(self) -> dict:
+        # One watcher looks at the switches; paused connections wait on it. (Each of 128
+        # connections looking every 20 ms cost a poller 5 % of a core while paused, taken from
+        # the phases that measure writing.)
+        self._running = asyncio.Event()
+        n = len(self.transports)
+        shares = [self.queues[i::n] for i in range(n)]
+        watcher = asyncio.get_running_loop().create_task(self._watch())
+        try:
+            await asyncio.gather(*(self._worker(t, s, i / n) for i, (t, s) in enumerate(zip(self.transports, shares))
+                                   if s))
+        finally:
+            watcher.cancel()
+        return {"seen": self.seen, "acked": self.acked, "errors": self.errors[:5]}
+
+    async def _watch(self) -> None:
+        while True:
+            if self.switches.active() or self.switches.stopping():
+                self._running.set()
+            else:
+                self._running.clear()
+            await self.clock.sleep(0.02)
+
+    async def _worker(self, t: AsyncHttpTransport, share: list[tuple[str, str]], phase: float) -> None:
+        """Pass after pass over `share`, paced like a fleet of phones that each poll their queue
+        every `interval` seconds: a pass done early waits until `interval` after its start; one
+        that falls behind (the service is the bottleneck) is followed at once. Within a pass the
+        polls go back to back; each connection's passes are offset by `phase` of an interval,
+        so that the connections, not in step, make an even load together."""
+        empty_passes, start = 0, None
+        while not (self.switches.stopping() and (not self.switches.draining() or empty_passes >= 2)):
+            if not self._running.is_set():
+                await self._running.wait()
+                start = None  # paused: the next pass begins afresh
+                continue
+            # The first pass begins at once (the drain phase measures from then) but counts as
+            # begun `phase` of an interval ago: the offset shows from the second pass on.
+            now = self.clock.now()
+            start = now - phase * self.interval if start is None else max(now, start + self.interval)
+            got = await self._pass(t, share)
+            if got is None:
+                return
+            empty_passes = 0 if got else empty_passes + 1
+            if not got:
+                await self.clock.sleep(0.05)
+            if self.interval:
+                await self._until(start + self.interval)
+
+    async def _pass(self, t: AsyncHttpTransport, share: list[tuple[str, str]]) -> int | None:
+        """Poll and ack each queue of `share` once: deliveries acked, or None after a failed request."""
+        got = 0
+        for q, token in share:
+            what = "poll"
+            try:
+                msgs = await t.poll(q, token, POLL_MAX, 0)
+                self.switches.polled()
+                if not msgs:
+                    continue
+                what = "ack"
+                await t.ack(q, token, [m["receipt"] for m in msgs])
+            except BlueDoveError as exc:
+                failed = "connection failed" if isinstance(exc, Unavailable) else f"{what} {exc.status}"
+                self.errors.append(f"{failed}: {exc.code}: {exc.message[:200]}")
+                return None
+            got += len(msgs)
+            if q in self.sample:
+                self.seen.extend((q, m["id"], m["subscriptions"]) for m in msgs)
+            self.acked += len(msgs)
+            self.switches.acked(len(msgs))
+        return got
+
+    async def _until(self, at: float) -> None:
+        """Sleep until `at`, or less once stopping (the final drain starts within half a second)."""
+        while (left := at - self.clock.now()) > 0 and not self.switches.stopping():
+            await self.clock.sleep(min(left, 0.5))
+
+
+async def poll_queues(url: str, queues: list[tuple[str, str]], switches: Switches, connections: int,
+                      interval: float = 0.0, sample: frozenset[str] | set[str] = frozenset(), clock: Clock = REAL,
+                      transport: httpx.AsyncBaseTransport | None = None) -> dict:
+    """`Pollers` over `connections` connections in pools of CONNECTIONS_PER_POOL; their result."""
+    pools = [pool(url, CONNECTIONS_PER_POOL, transport) for _ in range(-(-connections // CONNECTIONS_PER_POOL))]
+    try:
+        conns = [pools[i // CONNECTIONS_PER_POOL] for i in range(connections)]
+        return await Pollers(queues, conns, switches, interval, sample, clock).run()
+    finally:
+        for p in pools:
+            await p.close()
+
+
+async def subscribe_workload(transport: AsyncHttpTransport, w, concurrency: int = 16) -> tuple[list[str], dict]:
+    """Every subscription of workload `w` through the REST API, `concurrency` at a time: the
+    first of each of its queues creates the queue (its answer carries the token), the queue's
+    others follow into it. (subscription ids in the workload's order, {workload queue: (queue,
+    token)}); an error answer raises (bluedove.client.BlueDoveError)."""
+    groups: dict[int, list[int]] = {}
+    for j, q in enumerate(w.queue_of.tolist()):
+        groups.setdefault(q, []).append(j)
+    sub_ids = [""] * w.n_subs
+    queues: dict[int, tuple[str, str]] = {}
+    sem = asyncio.Semaphore(concurrency)
+
+    async def subscribe(j: int, queue: str | None, token: str | None) -> dict:
+        async with sem:
+            body = {"predicates": w.predicates(j)} | ({"queue": queue} if queue else {})
+            out = await transport.subscribe(body, token)
+        sub_ids[j] = out["id"]
+        return out
+
+    async def one_queue(q: int, js: list[int]) -> None:
+        first = await subscribe(js[0], None, None)
+        queues[q] = (first["queue"], first["token"])
+        await asyncio.gather(*(subscribe(j, first["queue"], first["token"]) for j in js[1:]))
+
+    await asyncio.gather(*(one_queue(q, js) for q, js in groups.items()))
+    return sub_ids, queues
+
+
+# -- phones: queues long-polled and acked in batches, as the demo's drivers read theirs ----------
+LONG_POLL_S = 10.0  # a reader serving one queue long-polls this long; one serving several, wait=0
+# A queue is polled again at most this often after a poll that brought something, so that
+# deliveries arriving close together share one request (the client shares the CPU).
+MIN_POLL_GAP_S = 0.5
+ACK_EVERY_S = 5.0  # receipts are acked in batches at most this often per queue (visibility: 30 s)
+IDLE_ROUND_S = 2.0  # a reader serving several queues goes round them at most this often while empty
+MAX_READERS = 400  # concurrent reader tasks (each a long-poll connection)
+READERS_PER_POOL = 4
+
+
+@dataclass
+class Inbox:
+    """A queue a reader serves, with the receipts it has yet to ack."""
+
+    queue: str
+    token: str
+    pending_acks: list[str] = field(default_factory=list)
+    last_ack: float = 0.0
+
+
+async def _ack_pending(transport: AsyncHttpTransport, box: Inbox, now: float) -> None:
+    receipts, box.pending_acks, box.last_ack = box.pending_acks, [], now
+    try:
+        await transport.ack(box.queue, box.token, receipts)
+    except BaseException:
+        box.pending_acks = receipts + box.pending_acks  # try again next round
+        raise
+
+
+async def read(transport: AsyncHttpTransport, boxes: list[Inbox], mine: list[int],
+               received: Callable[[int, list[dict]], None], failed: Callable[[Exception], None],
+               clock: Clock = REAL) -> None:
+    """Serve the inboxes `mine` until cancelled: poll (a long-poll when alone, waking in time to
+    ack what is pending), hand each poll's deliveries to `received(index, deliveries)`, ack in
+    batches; a failed request goes to `failed` and is retried half a second later."""
+    alone = len(mine) == 1
+    while True:
+        started = clock.now()
+        got = 0
+        for i in mine:
+            box = boxes[i]
+            try:
+                if box.pending_acks and (started - box.last_ack >= ACK_EVERY_S or len(box.pending_acks) >= 500):
+                    await _ack_pending(transport, box, started)
+                wait = (ACK_EVERY_S if box.pending_acks else LONG_POLL_S) if alone else 0.0
+                msgs = await transport.poll(box.queue, box.token, POLL_MAX, wait)
+                received(i, msgs)
+                got += len(msgs)
+                box.pending_acks += [m["receipt"] for m in msgs]
+            except Exception as exc:  # noqa: BLE001 - a reader must outlive any one bad answer
+                failed(exc)
+                await clock.sleep(0.5)  # the cluster is busy or a process restarts: retry
+        if got:
+            await clock.sleep(max(0.0, started + MIN_POLL_GAP_S - clock.now()))
+        elif not alone:
+            await clock.sleep(max(0.0, started + IDLE_ROUND_S - clock.now()))
+
+
+@asynccontextmanager
+async def reading(url: str, boxes: list[Inbox], received: Callable[[int, list[dict]], None],
+                  failed: Callable[[Exception], None], transport: httpx.AsyncBaseTransport | None = None,
+                  clock: Clock = REAL) -> AsyncIterator[list[asyncio.Task]]:
+    """Reader tasks for every inbox (at most MAX_READERS, in pools of READERS_PER_POOL) while
+    the block runs; cancelled and their connections closed after it."""
+    n = min(len(boxes), MAX_READERS)
+    pools: list[AsyncHttpTransport] = []
+    tasks: list[asyncio.Task] = []
+    try:
+        for k in range(n):
+            if k % READERS_PER_POOL == 0:
+                pools.append(pool(url, READERS_PER_POOL + 1, transport, timeout_s=LONG_POLL_S + 20))
+            mine = list(range(k, len(boxes), n))
+            tasks.append(asyncio.create_task(read(pools[-1], boxes, mine, received, failed, clock), name=f"reader{k}"))
+        yield tasks
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for p in pools:
+            await p.close()
+
+
+# -- sensors: items in order, what is due each tick in one batch ---------------------------------
+TICK_S = 0.1
+BATCH_MAX = 1000
+
+
+async def publish_due(send: Callable[[range], Awaitable[None]], total: int, rate: float, duration_s: float,
+                      inflight: int = 4, clock: Clock = REAL) -> None:
+    """Items 0..total-1 in order at `rate`/s for `duration_s`: every TICK_S, `send(range)` of
+    what is due by the end of the tick (at most BATCH_MAX); returns when every batch answered.
+    A slow cluster holds batches back (at most `inflight` await an answer); what is due then
+    goes in the next, larger batch, and nothing is sent after `duration_s`."""
+    sem = asyncio.Semaphore(inflight)
+    tasks: set[asyncio.Task] = set()
+    sent = 0
+    t0 = clock.now()
+
+    async def one(idx: range) -> None:
+        try:
+            await send(idx)
+        finally:
+            sem.release()
+
+    try:
+        while sent < total and (elapsed := clock.now() - t0) < duration_s:
+            if int(rate * (elapsed + TICK_S)) > sent:
+                await sem.acquire()
+                if clock.now() - t0 >= duration_s:
+                    sem.release()
+                    break
+                # What is due by the end of this tick, more if the wait for a slot was long.
+                due = min(total, int(rate * (clock.now() - t0 + TICK_S)), sent + BATCH_MAX)
+                task = asyncio.get_running_loop().create_task(one(range(sent, due)))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                sent = due
+            await clock.sleep(max(0.0, t0 + (int(elapsed / TICK_S) + 1) * TICK_S - clock.now()))
+        await asyncio.gather(*tasks)
+    finally:  # interrupted: no batch outlives its caller
+        for t in list(tasks):
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,60 @@
+"""The house's layout holds: the core imports no tier and no CLI, no product module imports the
+lab or matplotlib, and the lab's commands reach `bluedove` through its entry-point group."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TIERS = ("dispatcher", "matcher", "gossip", "autoscaler")
+
+
+def imports(package: str, skip: str | None = None) -> dict[str, set[str]]:
+    """{file: top-level names (and bluedove.cli) it imports} for every module of `package`."""
+    out = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if skip and rel.startswith(skip):
+            continue
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            mods = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                    else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                    else [])
+            for m in mods:
+                names.add("bluedove.cli" if m.startswith("bluedove.cli") else m.split(".")[0])
+        out[rel] = names
+    return out
+
+
+def test_the_core_imports_no_tier_no_cli_and_no_lab():
+    bad = {f: n & {*TIERS, "bluedove.cli", "lab", "matplotlib", "kubernetes"}
+           for f, n in imports("bluedove", skip="bluedove/cli").items() if f != "bluedove/__main__.py"}
+    assert {f: n for f, n in bad.items() if n} == {}
+
+
+@pytest.mark.parametrize("package", ["bluedove", *TIERS])
+def test_no_product_module_imports_the_lab_or_matplotlib(package):
+    bad = {f: n & {"lab", "matplotlib"} for f, n in imports(package).items()}
+    assert {f: n for f, n in bad.items() if n} == {}
+
+
+def test_the_lab_commands_come_from_the_entry_point_group():
+    from importlib.metadata import entry_points
+
+    from bluedove.cli.main import COMMAND_GROUP, build_parser
+
+    assert {ep.name: ep.value for ep in entry_points(group=COMMAND_GROUP)} == {
+        "demo": "lab.demo:add_parser", "bench": "lab.bench:add_parser", "sim": "lab.sim.command:add_parser"}
+    sub = next(a for a in build_parser()._actions if a.dest == "command")  # noqa: SLF001
+    assert {"up", "matcher", "dispatcher", "demo", "bench", "sim"} <= set(sub.choices)
+
+
+def test_the_demo_needs_no_extra():
+    """`pip install -e .` runs `bluedove demo`: the demo and the load it uses import no extra."""
+    found = {**imports("lab/demo"), "lab/load.py": imports("lab")["lab/load.py"]}
+    bad = {f: n & {"psutil", "matplotlib", "kubernetes"} for f, n in found.items()}
+    assert {f: n for f, n in bad.items() if n} == {}
