@@ -7,7 +7,7 @@ and gossip spreads it to the rest and, through matchers, to dispatchers. The cha
 - takeover: an owner declared dead is merged into adjacent live owners (`merge_out`), done
   by the lowest-id live owner;
 - join: an alive member that owns nothing takes the busiest part of every dimension
-  (`autoscaler.planner.plan_split`, `split`), done by the same coordinator (mPartition only:
+  (`bluedove.segments.plan_split`, `split`), done by the same coordinator (mPartition only:
   the baseline partitions of seed 001 §IV-B keep their members);
 - leave: a matcher told to go merges itself out the same way, done by itself.
 """
@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from autoscaler.planner import SetLoad, plan_split
+from bluedove.forwarding import LoadReport
 from bluedove.partitioning import MPARTITION
-from bluedove.segments import SegmentTable, grown, merge_out, split
+from bluedove.segments import SegmentTable, grown, merge_out, plan_split, split
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from gossip.agent import GossipAgent
@@ -230,7 +230,7 @@ class Membership:
         })
         return True
 
-    async def _loads(self, table: SegmentTable) -> dict[str, list[SetLoad]]:
+    async def _loads(self, table: SegmentTable) -> dict[str, list[LoadReport]]:
         async def one(member: str):
             if member == self.m.s.id:
                 return member, self.m.report()
@@ -239,7 +239,8 @@ class Membership:
         out = {}
         for r in await asyncio.gather(*(one(o) for o in table.members), return_exceptions=True):
             if not isinstance(r, BaseException):
-                out[r[0]] = [SetLoad(d.lam, d.mu, d.q, d.subs, d.split_at) for d in r[1].dims]
+                out[r[0]] = [LoadReport(lam=d.lam, mu=d.mu, q=d.q, subs=d.subs, split_at=d.split_at)
+                              for d in r[1].dims]
         return out
 
     def _stub(self, addr: str) -> pb_grpc.MatcherStub:
