@@ -70,7 +70,7 @@ class Matcher:
         self.table = SegmentTable.from_json(raw)
         k = self.table.space.k
         self.stats = [WindowStats(self.s.stats_window_s) for _ in range(k)]
-        self.owner.sets = SubscriptionSets(self.s.id, self.table, self.s.tombstone_ttl_s, self.s.partition)
+        self.owner.begin(self.table)
         self.queue = MatcherQueue(k, lambda i: self.sets.sets[i], self.store, self.executor, self.stats,
                                   self.s.batch_max, self.deliver_mode)
         self.queue.start()

@@ -48,6 +48,10 @@ class SetsOwner:
         # log position together, the other applies changes after that position.
         self.log_lock = asyncio.Lock()
 
+    def begin(self, table: SegmentTable) -> None:
+        """Empty sets for `table` until the first load: the queue and the RPCs find sets at once."""
+        self.sets = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s, self.s.partition)
+
     async def rebuild(self, table: SegmentTable, fill: Fill, since: list[str], uses_old: bool = False) -> Rebuilt:
         """Build sets for `table` with `fill`, replay the log from the oldest of `since` (the
         positions the filled rows are current to), and swap them in. When `fill` copies rows of
