@@ -3,9 +3,9 @@
 Which change to make, and when, is decided in `matcher/decisions.py` (pure); this module
 executes it. Every table change has the same hand-off (the BlueDove paper §III-C,
 docs/design.md): the members whose range grows load the added subscriptions first
-(`Prepare`), then the new epoch is stored
-(compare-and-set: one change per epoch wins, whoever proposes it), every owner adopts it,
-and gossip spreads it to the rest and, through matchers, to dispatchers. The changes:
+(`Prepare`), then the new epoch is stored (compare-and-set: one change per epoch wins,
+whoever proposes it), every owner adopts it, and gossip spreads it to the rest and,
+through matchers, to dispatchers. The changes:
 - takeover: an owner declared dead is merged into adjacent live owners (`merge_out`), done
   by the lowest-id live owner;
 - join: an alive member that owns nothing takes the busiest part of every dimension
@@ -35,7 +35,7 @@ from gossip.agent import GossipAgent
 from gossip.config import GossipConfig
 from gossip.grpc_transport import GossipServicer, GrpcTransport
 from gossip.state import ALIVE, DEAD, LEFT, STATUS_NAMES, Node
-from matcher.decisions import Adopt, Join, Refuse, Stuck, Takeover, leave_change, next_change, note_left
+from matcher.decisions import Adopt, Join, Refuse, Stuck, Takeover, next_change, note_left
 
 log = logging.getLogger("bluedove.matcher")
 
@@ -166,7 +166,7 @@ class Membership:
             while self._busy:
                 await asyncio.sleep(0.05)
             old = m.table
-            change = leave_change(old, self.node.members, m.s.id)
+            change = next_change(old, self.node.members, m.s.id, time.monotonic(), leaving=True)
             if change is None:  # we own nothing any more
                 break
             if isinstance(change, Stuck):
