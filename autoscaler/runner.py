@@ -5,15 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import random
 import time
 from datetime import datetime, timezone
 
 import grpc
 
 from autoscaler.backends import Backend
-from autoscaler.planner import SetLoad
 from autoscaler.policy import Decision, LoadSample, ScalingConfig, plan
+from bluedove.forwarding import LoadReport
 from bluedove.store import Store
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
@@ -30,9 +29,7 @@ class Autoscaler:
         self.interval_s = interval_s
         self.history: list[LoadSample] = []
         self.last_change_at: float | None = None
-        self.decisions: list[tuple[float, Decision]] = []
         self._channels: dict[str, grpc.aio.Channel] = {}
-        self._rng = random.Random()
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -61,7 +58,6 @@ class Autoscaler:
         d = plan(self.history, members, now, self.last_change_at, self.config)
         if d.action == "hold":
             return d
-        self.decisions.append((now, d))
         self.last_change_at = now
         log.warning("%s to %d: %s", d.action, d.target, d.reason)
         done = await asyncio.to_thread(self.backend.scale_to, d.target)
@@ -86,7 +82,7 @@ class Autoscaler:
                 continue
             seen += 1
             for d in r.dims:
-                load = SetLoad(d.lam, d.mu, d.q, d.subs)
+                load = LoadReport(lam=d.lam, mu=d.mu, q=d.q, subs=d.subs)
                 demand += load.busy if not math.isnan(load.busy) else 0.0
                 queued += d.q
         if not seen:

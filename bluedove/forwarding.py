@@ -1,4 +1,4 @@
-"""Performance-aware forwarding (seed 001 §III-B): pick one of a message's candidate matchers.
+"""Performance-aware forwarding (the BlueDove paper §III-B): pick one of a message's candidate matchers.
 
 Pure functions; the caller passes the time. A `LoadReport` is what a matcher says about one
 dimension's input queue every report interval: arrival rate λ, matching rate μ (messages
@@ -17,6 +17,7 @@ costs 1/μ_i more — which for a matcher with a single dimension queue is exact
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
@@ -37,18 +38,24 @@ class LoadReport:
     subs: int = 0  # subscriptions in the dimension's set
     at: float = 0.0  # when the report was taken, dispatcher clock (s)
     matched_total: int = 0  # messages matched since the matcher started (for operators)
+    split_at: float = math.nan  # the value halving its recent work inside its segment (for joins)
+
+    @property
+    def busy(self) -> float:
+        """Busy fraction λ/μ (work in over work out); 0 while nothing arrives."""
+        return self.lam / self.mu if self.mu > 0 else (1.0 if self.q else 0.0)
 
 
 Candidate = tuple[int, str]  # (dimension, member id)
 
 
 def extrapolated_queue(r: LoadReport, now: float) -> float:
-    """Seed 001 §III-B, eq. q_t = q_t' + (λ_t' − μ_t')(t − t'), never below zero."""
+    """The BlueDove paper §III-B, eq. q_t = q_t' + (λ_t' − μ_t')(t − t'), never below zero."""
     return max(0.0, r.q + (r.lam - r.mu) * max(0.0, now - r.at))
 
 
 def processing_time(r: LoadReport, now: float, extrapolate: bool = True) -> float:
-    """Seed 001 §III-B: time to process the next message, (q_t + 1) / μ_t'."""
+    """The BlueDove paper §III-B: time to process the next message, (q_t + 1) / μ_t'."""
     q = extrapolated_queue(r, now) if extrapolate else float(r.q)
     if r.mu > 0:
         return (q + 1.0) / r.mu

@@ -1,4 +1,4 @@
-"""The segment table and mPartition (seed 001 §III-A).
+"""The segment table and mPartition (the BlueDove paper §III-A).
 
 Each searchable dimension's range is cut into contiguous, non-overlapping segments, and
 each matcher owns one segment per dimension. A subscription goes, along dimension i, to
@@ -11,6 +11,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 
+from bluedove.forwarding import LoadReport
 from bluedove.space import Space
 
 
@@ -131,7 +132,7 @@ def equal_partition(space: Space, members: dict[str, str], epoch: int = 1) -> Se
 
 
 def merge_out(table: SegmentTable, gone: set[str], weight=None) -> SegmentTable:
-    """The next epoch's table without the `gone` members (seed 001 §III-C, takeover).
+    """The next epoch's table without the `gone` members (the BlueDove paper §III-C, takeover).
 
     On each dimension every run of segments owned by gone members is merged into an adjacent
     live owner: the lighter of the two neighbours by `weight(member) -> float` (default: all
@@ -181,7 +182,7 @@ def grown(old: SegmentTable, new: SegmentTable) -> dict[str, dict[int, tuple[flo
 
 
 def split(table: SegmentTable, new_id: str, new_addr: str, at: dict[int, tuple[str, float]]) -> SegmentTable:
-    """The next epoch's table with `new_id` joined (seed 001 §III-C, a join is a split).
+    """The next epoch's table with `new_id` joined (the BlueDove paper §III-C, a join is a split).
 
     `at[i] = (owner, value)`: on dimension i, `owner`'s range is cut at `value`; the owner keeps
     the lower part and the new member takes the upper one, so both own one contiguous range.
@@ -222,3 +223,36 @@ def shrunk(old: SegmentTable, new: SegmentTable) -> set[str]:
         if any(after.get(i) != rng for i, rng in before.items()):
             out.add(m)
     return out
+
+
+def hottest(table: SegmentTable, dim: int, loads: dict[str, list[LoadReport]]) -> str:
+    """The owner whose dim set carries the most load: processing (λ/μ, then queue), then size."""
+    owners = list(dict.fromkeys(table.owners[dim]))
+
+    def key(m: str) -> tuple[float, int, int]:
+        ld = loads.get(m, [])[dim] if dim < len(loads.get(m, [])) else LoadReport()
+        return (ld.busy, ld.q, ld.subs)
+
+    return max(owners, key=key)
+
+
+def plan_split(table: SegmentTable, loads: dict[str, list[LoadReport]]) -> tuple[dict[int, tuple[str, float]], str]:
+    """Where a joining matcher takes its segments (the BlueDove paper §III-C: a new matcher
+    takes half of a loaded matcher's segments): for every dimension, (owner to split, value
+    to cut at) — `split`'s `at` — and a sentence saying why.
+
+    The hottest segment is cut where its load halves (the owner's `split_at`), not blindly
+    at the midpoint; the midpoint only when the owner saw too few messages to tell."""
+    at: dict[int, tuple[str, float]] = {}
+    why = []
+    names = table.space.names
+    for i in range(table.space.k):
+        owner = hottest(table, i, loads)
+        lo, hi = table.segments_of(owner)[i]
+        ld = loads.get(owner, [LoadReport()] * table.space.k)[i]
+        cut, how = ld.split_at, "load median"
+        if not (lo < cut < hi):
+            cut, how = lo + (hi - lo) / 2, "midpoint"
+        at[i] = (owner, cut)
+        why.append(f"{names[i]}: {owner} (busy {ld.busy:.2f}) at {cut:.6g} ({how})")
+    return at, "; ".join(why)

@@ -21,7 +21,7 @@ class MatcherSettings:
     host: str = "127.0.0.1"
     port: int = 7001
     store_url: str = "redis://127.0.0.1:6379/0"
-    # The window λ and μ are averaged over (seed 001's w).
+    # The window λ and μ are averaged over (the BlueDove paper's w).
     stats_window_s: float = 5.0
     # Most messages matched in one index job and written in one store transaction (a batch
     # takes whole Forward requests; a single bigger request is a batch of its own).
@@ -45,9 +45,33 @@ class MatcherSettings:
     # their marks can expire much sooner, which keeps the store small at high rates.
     retry_dedup_s: int = 120
     # Partition mode (bluedove/partitioning.py), cluster-wide: mpartition is BlueDove; p2p and
-    # full-replication are seed 001 §IV-B's baselines, for benchmarks (no joins, no autoscaling).
+    # full-replication are the BlueDove paper §IV-B's baselines, for benchmarks (no joins, no autoscaling).
     # Here: which subscriptions this matcher stores and which messages it accepts.
     partition: str = MPARTITION
+    # -- table changes (takeover, join, leave) and their hand-off --
+    # A matcher told to leave tries this long to hand its segments off before giving up.
+    leave_timeout_s: float = 30.0
+    # An owner gossip says left, still in the table this long after, is taken over: its own
+    # hand-off has failed.
+    left_owner_timeout_s: float = 30.0
+    # After a table change failed, the coordinator waits this long before planning another.
+    change_retry_s: float = 1.0
+    # A leave whose hand-off failed tries again, on a fresh table, after this long.
+    leave_retry_s: float = 0.5
+    # A join reads every owner's Report to find the busiest segments; a slower owner is left out.
+    report_timeout_s: float = 2.0
+    # A taker loads what it gains before answering Prepare: large sets take a while.
+    prepare_timeout_s: float = 30.0
+    # A taker fetches each gained range from its old owner's Export; slower, it loads the catalogue.
+    export_timeout_s: float = 30.0
+    # -- the matcher's own loops --
+    # At start, the stored table is polled this often until there is one.
+    table_wait_s: float = 0.2
+    # A catalogue tail read that failed (store unreachable) is retried after this long.
+    catalog_retry_s: float = 1.0
+    # How often the hand-off grace is checked, and how soon a failed trim is retried.
+    trim_check_s: float = 0.5
+    trim_retry_s: float = 1.0
 
     def __post_init__(self) -> None:
         check_mode(self.partition, "partition (--partition, BLUEDOVE_PARTITION)")

@@ -1,14 +1,16 @@
 """The matcher's part in gossip: its node, the table it adopts, and takeover of dead members.
 
-Every table change has the same hand-off (seed 001 §III-C, DESIGN.md §3): the members whose
-range grows load the added subscriptions first (`Prepare`), then the new epoch is stored
-(compare-and-set: one change per epoch wins, whoever proposes it), every owner adopts it,
-and gossip spreads it to the rest and, through matchers, to dispatchers. The changes:
+Which change to make, and when, is decided in `matcher/decisions.py` (pure); this module
+executes it. Every table change has the same hand-off (the BlueDove paper §III-C,
+docs/design.md): the members whose range grows load the added subscriptions first
+(`Prepare`), then the new epoch is stored (compare-and-set: one change per epoch wins,
+whoever proposes it), every owner adopts it, and gossip spreads it to the rest and,
+through matchers, to dispatchers. The changes:
 - takeover: an owner declared dead is merged into adjacent live owners (`merge_out`), done
   by the lowest-id live owner;
 - join: an alive member that owns nothing takes the busiest part of every dimension
-  (`autoscaler.planner.plan_split`, `split`), done by the same coordinator (mPartition only:
-  the baseline partitions of seed 001 §IV-B keep their members);
+  (`bluedove.segments.plan_split`, `split`), done by the same coordinator (mPartition only:
+  the baseline partitions of the BlueDove paper §IV-B keep their members);
 - leave: a matcher told to go merges itself out the same way, done by itself.
 """
 
@@ -19,28 +21,45 @@ import json
 import logging
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import grpc
 
-from autoscaler.planner import SetLoad, plan_split
-from bluedove.partitioning import MPARTITION
-from bluedove.segments import SegmentTable, grown, merge_out, split
+from bluedove.forwarding import LoadReport
+from bluedove.segments import SegmentTable, grown, merge_out, plan_split, split
+from bluedove.settings import MatcherSettings
+from bluedove.store import Store
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from gossip.agent import GossipAgent
 from gossip.config import GossipConfig
 from gossip.grpc_transport import GossipServicer, GrpcTransport
 from gossip.state import ALIVE, DEAD, LEFT, STATUS_NAMES, Node
-
-if TYPE_CHECKING:
-    from matcher.server import Matcher
+from matcher.decisions import Adopt, Join, Refuse, Stuck, Takeover, next_change, note_left
 
 log = logging.getLogger("bluedove.matcher")
 
 
+class Host(Protocol):
+    """What membership needs of the matcher it is part of (`matcher.server.Matcher`)."""
+
+    s: MatcherSettings
+    store: Store
+    generation: int
+    table: SegmentTable | None
+    ready: bool
+
+    def load_summary(self) -> tuple[tuple[int, ...], float, float]: ...
+
+    def report(self) -> pb.ReportReply: ...
+
+    async def apply_table(self, new: SegmentTable) -> None: ...
+
+    async def prepare(self, new: SegmentTable, adopt: bool = False, sources=()) -> pb.PrepareReply: ...
+
+
 class Membership:
-    def __init__(self, m: "Matcher", config: GossipConfig, seeds: tuple[str, ...] = ()) -> None:
+    def __init__(self, m: Host, config: GossipConfig, seeds: tuple[str, ...] = ()) -> None:
         self.m = m
         self.config = config
         self.extra_seeds = seeds
@@ -49,7 +68,6 @@ class Membership:
         self.agent: GossipAgent | None = None
         self._busy = False  # a table change or takeover is under way
         self.leaving = False
-        self.leave_timeout_s = 30.0
         self._left_seen: dict[str, float] = {}
         self._refused: set[str] = set()  # idle members not joined (baseline partition), logged once
         self._retry_at = 0.0
@@ -89,33 +107,22 @@ class Membership:
     def _after_round(self) -> None:
         m, node = self.m, self.node
         node.set_load(*m.load_summary())
-        if self._busy or m.table is None or self.leaving:
+        if m.table is None or self.leaving:  # leave() makes a leaving member's changes
             return
-        if node.epoch > m.table.epoch:
-            self._spawn(self.m.apply_table(SegmentTable.from_json(json.loads(node.table_json))))
-            return
-        if not m.ready or time.monotonic() < self._retry_at or self._coordinator() != m.s.id:
-            return
-        # Only a death gossip agreed on counts (never a member merely not heard of yet); a
-        # member that left hands its segments off itself, unless it is still an owner long after.
         now = time.monotonic()
-        for o in m.table.members:
-            if o in node.members and node.members[o].status == LEFT:
-                self._left_seen.setdefault(o, now)
-        gone = {o for o in m.table.members if o != m.s.id and o in node.members and
-                (node.members[o].status == DEAD or now - self._left_seen.get(o, now) > self.leave_timeout_s)}
-        if gone:
-            self._spawn(self._takeover(gone))
-            return
-        idle = sorted(e.id for e in node.members.values()
-                      if e.status == ALIVE and e.generation > 0 and e.id not in m.table.members)
-        if idle and m.s.partition != MPARTITION:
-            # The baselines (seed 001 §IV-B) are fixed-size: a split plans mPartition's segments.
-            if idle[0] not in self._refused:
-                self._refused.add(idle[0])
-                log.warning("%s is idle and stays so: no joins under partition %s", idle[0], m.s.partition)
-        elif idle:
-            self._spawn(self._join(idle[0]))
+        self._left_seen = note_left(self._left_seen, m.table, node.members, now)
+        change = next_change(m.table, node.members, m.s.id, now, ready=m.ready, busy=self._busy,
+                             gossip_epoch=node.epoch, partition=m.s.partition, retry_at=self._retry_at,
+                             left_since=self._left_seen, left_timeout_s=m.s.left_owner_timeout_s)
+        if isinstance(change, Adopt):
+            self._spawn(self.m.apply_table(SegmentTable.from_json(json.loads(node.table_json))))
+        elif isinstance(change, Takeover):
+            self._spawn(self._takeover(set(change.gone)))
+        elif isinstance(change, Join):
+            self._spawn(self._join(change.member))
+        elif isinstance(change, Refuse) and change.member not in self._refused:
+            self._refused.add(change.member)
+            log.warning("%s is idle and stays so: no joins under partition %s", change.member, change.partition)
 
     def _spawn(self, coro) -> asyncio.Task:
         self._busy = True
@@ -127,13 +134,7 @@ class Membership:
         self._busy = False
         if not task.cancelled() and task.exception() is not None:
             log.error("table change failed: %r", task.exception())
-            self._retry_at = time.monotonic() + 1.0
-
-    def _coordinator(self) -> str | None:
-        """The lowest-id live owner of segments acts; every member agrees once gossip has settled."""
-        node, table = self.node, self.m.table
-        live = [i for i in table.members if node.members.get(i) is not None and node.members[i].status == ALIVE]
-        return min(live) if live else None
+            self._retry_at = time.monotonic() + self.m.s.change_retry_s
 
     # -- table changes: takeover, join (split), leave (merge) --------------------------------
     async def _takeover(self, gone: set[str]) -> None:
@@ -150,7 +151,7 @@ class Membership:
         new = split(old, member, self.node.members[member].addr, at)
         await self._publish(old, new, "split", f"{member} joined and takes part of the busiest segments: {why}")
 
-    async def leave(self, timeout_s: float = 30.0) -> pb.LeaveReply:
+    async def leave(self) -> pb.LeaveReply:
         """Hand every segment of ours to an adjacent owner, then stop taking part.
 
         Retries while another table change gets in first; gives up (and says so) when no
@@ -159,20 +160,18 @@ class Membership:
         self.leaving = True
         # Status "left" first: nobody probes us, takes us over, or splits us back in as idle.
         self.announce_leave()
+        timeout_s = m.s.leave_timeout_s
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             while self._busy:
                 await asyncio.sleep(0.05)
             old = m.table
-            if m.s.id not in old.members:
+            change = next_change(old, self.node.members, m.s.id, time.monotonic(), leaving=True)
+            if change is None:  # we own nothing any more
                 break
-            others = [o for o in old.members if o != m.s.id and self.node.members.get(o) is not None
-                      and self.node.members[o].status == ALIVE]
-            if not others:
-                return pb.LeaveReply(ok=False, reason="no other live owner to hand the segments to",
-                                     epoch=old.epoch)
-            new = merge_out(old, {m.s.id} | {o for o in old.members if o not in others and o != m.s.id},
-                            self._weight)
+            if isinstance(change, Stuck):
+                return pb.LeaveReply(ok=False, reason=change.reason, epoch=old.epoch)
+            new = merge_out(old, set(change.gone), self._weight)
             self._busy = True
             try:
                 if await self._publish(old, new, "merge",
@@ -180,7 +179,7 @@ class Membership:
                     break
             except Exception as exc:  # noqa: BLE001 - a taker failed; try again with a fresh table
                 log.warning("leave hand-off failed (%r); retrying", exc)
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(m.s.leave_retry_s)
             finally:
                 self._busy = False
         else:
@@ -198,7 +197,7 @@ class Membership:
         return float(sum(e.subs)) if e else 0.0
 
     async def _publish(self, old: SegmentTable, new: SegmentTable, action: str, reason: str) -> bool:
-        """The hand-off of DESIGN.md §3: takers load first; then the epoch is stored
+        """The hand-off of docs/design.md: takers load first; then the epoch is stored
         (compare-and-set) and every owner adopts it; shrunk owners keep their old part for a
         grace period. Returns False when another change got in first (we adopt that one)."""
         takers = grown(old, new)
@@ -230,16 +229,18 @@ class Membership:
         })
         return True
 
-    async def _loads(self, table: SegmentTable) -> dict[str, list[SetLoad]]:
+    async def _loads(self, table: SegmentTable) -> dict[str, list[LoadReport]]:
         async def one(member: str):
             if member == self.m.s.id:
                 return member, self.m.report()
-            return member, await self._stub(table.members[member]).Report(pb.ReportRequest(), timeout=2.0)
+            return member, await self._stub(table.members[member]).Report(pb.ReportRequest(),
+                                                                         timeout=self.m.s.report_timeout_s)
 
         out = {}
         for r in await asyncio.gather(*(one(o) for o in table.members), return_exceptions=True):
             if not isinstance(r, BaseException):
-                out[r[0]] = [SetLoad(d.lam, d.mu, d.q, d.subs, d.split_at) for d in r[1].dims]
+                out[r[0]] = [LoadReport(lam=d.lam, mu=d.mu, q=d.q, subs=d.subs, split_at=d.split_at)
+                              for d in r[1].dims]
         return out
 
     def _stub(self, addr: str) -> pb_grpc.MatcherStub:
@@ -275,4 +276,4 @@ class Membership:
             return
         await self._stub(table.members[member]).Prepare(
             pb.PrepareRequest(table_json=json.dumps(table.to_json()), adopt=adopt, sources=list(sources)),
-            timeout=30.0)
+            timeout=self.m.s.prepare_timeout_s)

@@ -14,7 +14,6 @@ import numpy as np
 import redis.exceptions
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from bluedove.model import Subscription
 from bluedove.partitioning import held
 from bluedove.segments import SegmentTable
 from bluedove.settings import MatcherSettings
@@ -25,10 +24,11 @@ from bluedove.v1 import gossip_pb2_grpc
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from gossip.config import GossipConfig
-from matcher.catalog import SubscriptionSets, rows_from_catalogue
+from matcher.catalog import SubscriptionSets
 from matcher.handoff import export, load_from_owners
 from matcher.membership import Membership
 from matcher.queues import MatcherQueue, Part
+from matcher.sets_owner import SetsOwner
 from matcher.stats import WindowStats
 
 log = logging.getLogger("bluedove.matcher")
@@ -46,16 +46,13 @@ class Matcher:
         # not thread-safe, and the event loop stays free for gRPC and Redis.
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="index")
         self.table: SegmentTable | None = None
-        self.sets: SubscriptionSets | None = None
+        # The sets, the catalogue log position they are current to, and every reload of them.
+        self.owner = SetsOwner(settings, store, self.run_index)
         self.queue: MatcherQueue | None = None
         self.stats: list[WindowStats] = []
         self.ready = False
-        self.log_pos = "0-0"
         self.deliver_mode = deliver
         self._tasks: list[asyncio.Task] = []
-        # The catalogue tail and a reload must not interleave: one swaps the sets and the
-        # log position together, the other applies changes after that position.
-        self.log_lock = asyncio.Lock()
         # Table changes (gossip, store, hand-off) one at a time.
         self._table_lock = asyncio.Lock()
         self.membership = Membership(self, gossip or GossipConfig(), seeds)
@@ -69,11 +66,11 @@ class Matcher:
         while raw is None:
             raw = await self.store.get_table()
             if raw is None:
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(self.s.table_wait_s)
         self.table = SegmentTable.from_json(raw)
         k = self.table.space.k
         self.stats = [WindowStats(self.s.stats_window_s) for _ in range(k)]
-        self.sets = SubscriptionSets(self.s.id, self.table, self.s.tombstone_ttl_s, self.s.partition)
+        self.owner.begin(self.table)
         self.queue = MatcherQueue(k, lambda i: self.sets.sets[i], self.store, self.executor, self.stats,
                                   self.s.batch_max, self.deliver_mode)
         self.queue.start()
@@ -81,10 +78,10 @@ class Matcher:
         # UNAVAILABLE meanwhile, and dispatchers try another candidate).
         self.membership.start(f"{self.s.host}:{self.s.port}", self.table)
         async with self._table_lock:
-            await self._load_catalogue(self.table)
+            await self.owner.load_catalogue(self.table)
         self.ready = True
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._tail_catalogue()), loop.create_task(self._watch_stored_table()),
+        self._tasks = [loop.create_task(self.owner.follow()), loop.create_task(self._watch_stored_table()),
                        loop.create_task(self._trim())]
         log.info("matcher %s ready: %s subscriptions per dimension", self.s.id, self.sets.counts())
 
@@ -99,56 +96,9 @@ class Matcher:
     async def run_index(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
-    async def _load_catalogue(self, table: SegmentTable) -> None:
-        """Build sets for `table`'s segments from a catalogue snapshot plus the log since, then
-        swap them in. The old sets serve meanwhile: every change is in the log before a
-        dispatcher sends it directly, so the replay misses nothing the old sets had."""
-        sets = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s, self.s.partition)
-        if not sets.segments:  # we own nothing: no need to read the catalogue, only to follow it
-            pos, raws = await self.store.catalogue_position(), []
-        else:
-            pos, raws = await self.store.catalogue_snapshot_raw()
-        if self.sets is not None:
-            sets._tombstones = dict(self.sets._tombstones)
-
-        def fill() -> None:
-            if raws:
-                sets.add_rows(*rows_from_catalogue(raws, table.space))
-
-        await self.run_index(fill)
-        async with self.log_lock:
-            while changes := await self.store.catalogue_changes(pos):
-                await self.run_index(self.applier(sets, changes, table))
-                pos = changes[-1][0]
-            self.sets, self.log_pos = sets, pos
-
-    @staticmethod
-    def applier(sets: SubscriptionSets, changes, table: SegmentTable):
-        def apply() -> None:
-            for _, f in changes:
-                if f["op"] == "add":
-                    sets.add_subscription(Subscription.from_json(json.loads(f["sub"]), table.space))
-                else:
-                    sets.remove(f["id"])
-        return apply
-
-    async def _tail_catalogue(self) -> None:
-        while True:
-            try:
-                pos = self.log_pos
-                changes = await self.store.catalogue_changes(pos, block_ms=self.s.catalog_block_ms)
-                if not changes:
-                    continue
-                async with self.log_lock:
-                    if self.log_pos != pos:  # a reload swapped the sets meanwhile: read again
-                        continue
-                    await self.run_index(self.applier(self.sets, changes, self.table))
-                    self.log_pos = changes[-1][0]
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("catalogue tail failed; retrying")
-                await asyncio.sleep(1.0)
+    @property
+    def sets(self) -> SubscriptionSets | None:
+        return self.owner.sets
 
     # -- the segment table -----------------------------------------------------------------
     async def apply_table(self, new: SegmentTable) -> None:
@@ -161,7 +111,7 @@ class Matcher:
                 return
             mine = held(self.s.partition, new, self.s.id)
             if not _within(mine, self.sets.segments):
-                await self._load_catalogue(new)
+                await self.owner.load_catalogue(new)
             elif mine != self.sets.segments:
                 self._trim_at = time.monotonic() + self.s.handoff_grace_s
             self.table = new
@@ -177,12 +127,12 @@ class Matcher:
                 loaded = False
                 if sources:
                     try:
-                        await load_from_owners(self, new, sources)
+                        await load_from_owners(self.owner, new, sources, self.s.export_timeout_s)
                         loaded = True
                     except Exception as exc:  # noqa: BLE001 - an old owner failed: the catalogue has it all
                         log.warning("hand-off from the old owners failed (%r); loading from the catalogue", exc)
                 if not loaded:
-                    await self._load_catalogue(new)
+                    await self.owner.load_catalogue(new)
         if adopt:
             await self.apply_table(new)
         return pb.PrepareReply(epoch=new.epoch, subs=self.sets.counts())
@@ -190,21 +140,21 @@ class Matcher:
     async def _trim(self) -> None:
         """After the hand-off grace, drop the parts of the sets the table no longer gives us."""
         while True:
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(self.s.trim_check_s)
             if self._trim_at is None or time.monotonic() < self._trim_at:
                 continue
             try:
                 async with self._table_lock:
                     self._trim_at = None
                     if self.sets.segments != held(self.s.partition, self.table, self.s.id):
-                        await self._load_catalogue(self.table)
+                        await self.owner.load_catalogue(self.table)
                         log.info("matcher %s dropped what it handed off: %s per dimension", self.s.id,
                                  self.sets.counts())
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("trimming the sets failed; retrying")
-                self._trim_at = time.monotonic() + 1.0
+                self._trim_at = time.monotonic() + self.s.trim_retry_s
 
     async def _watch_stored_table(self) -> None:
         """The store holds the latest table too (compare-and-set on each change): a matcher
@@ -340,7 +290,7 @@ class MatcherServicer(pb_grpc.MatcherServicer):
     async def Export(self, request, context):
         if not self.m.ready or not 0 <= request.dimension < self.m.table.space.k:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "not ready, or no such dimension")
-        return await export(self.m, request)
+        return await export(self.m.owner, request)
 
     async def Leave(self, request, context):
         if not self.m.ready:

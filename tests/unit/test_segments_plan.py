@@ -2,8 +2,8 @@
 
 import math
 
-from autoscaler.planner import SetLoad, hottest, plan_split
-from bluedove.segments import equal_partition, split
+from bluedove.forwarding import LoadReport
+from bluedove.segments import equal_partition, hottest, plan_split, split
 from bluedove.space import default_space
 
 
@@ -14,7 +14,7 @@ def table4():
 def loads(busy: dict[str, float], split_at: dict[str, float] | None = None, subs=None):
     out = {}
     for m in ("m1", "m2", "m3", "m4"):
-        out[m] = [SetLoad(lam=busy.get(m, 0.0) * 1000, mu=1000.0, subs=(subs or {}).get(m, 100),
+        out[m] = [LoadReport(lam=busy.get(m, 0.0) * 1000, mu=1000.0, subs=(subs or {}).get(m, 100),
                           split_at=(split_at or {}).get(m, math.nan)) for _ in range(4)]
     return out
 
@@ -43,4 +43,4 @@ def test_the_cut_is_where_the_load_halves_else_the_midpoint():
 
 
 def test_a_queue_without_service_counts_as_busy():
-    assert SetLoad(q=5).busy == 1.0 and SetLoad().busy == 0.0
+    assert LoadReport(q=5).busy == 1.0 and LoadReport().busy == 0.0

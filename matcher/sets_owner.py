@@ -1,0 +1,145 @@
+"""The one owner of a matcher's subscription sets, the catalogue log position they are
+current to, the lock that keeps the two together, and the tombstones carried across reloads.
+
+Every reload — a catalogue load, a hand-off from the old owners, a trim after the grace —
+is the same `rebuild`: build new sets, replay the catalogue log since the positions their
+rows are current to, and swap them in. The old sets serve meanwhile: every change is in the
+log before a dispatcher sends it directly, so the replay misses nothing the old sets had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Awaitable, Callable, NamedTuple
+
+import numpy as np
+
+from bluedove.model import Subscription
+from bluedove.partitioning import held
+from bluedove.segments import SegmentTable
+from bluedove.settings import MatcherSettings
+from bluedove.store import Store
+from matcher.catalog import SubscriptionSets, rows_from_catalogue
+
+log = logging.getLogger("bluedove.matcher")
+
+# Fills new sets (on the index thread): given the new sets and the old ones (None at start).
+Fill = Callable[[SubscriptionSets, "SubscriptionSets | None"], None]
+RunIndex = Callable[..., Awaitable]
+
+
+class Rebuilt(NamedTuple):
+    build_s: float  # filling the new sets
+    replayed: int  # catalogue log changes replayed onto them
+    replay_s: float
+
+
+class SetsOwner:
+    def __init__(self, settings: MatcherSettings, store: Store, run_index: RunIndex) -> None:
+        self.s = settings
+        self.store = store
+        self.run_index = run_index
+        self.sets: SubscriptionSets | None = None
+        self.log_pos = "0-0"
+        # The catalogue tail and a reload must not interleave: one swaps the sets and the
+        # log position together, the other applies changes after that position.
+        self.log_lock = asyncio.Lock()
+
+    def begin(self, table: SegmentTable) -> None:
+        """Empty sets for `table` until the first load: the queue and the RPCs find sets at once."""
+        self.sets = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s, self.s.partition)
+
+    async def rebuild(self, table: SegmentTable, fill: Fill, since: list[str], uses_old: bool = False) -> Rebuilt:
+        """Build sets for `table` with `fill`, replay the log from the oldest of `since` (the
+        positions the filled rows are current to), and swap them in. When `fill` copies rows of
+        the old sets (`uses_old`), the log lock is held throughout, so those stay at our log
+        position, which counts among `since`. Adds and removes are idempotent: replaying what
+        a set already has changes nothing."""
+        if not uses_old:
+            new, build_s = await self._fill(table, fill)
+            async with self.log_lock:
+                return await self._replay_and_swap(new, table, since, build_s)
+        async with self.log_lock:
+            new, build_s = await self._fill(table, fill)
+            return await self._replay_and_swap(new, table, [self.log_pos, *since], build_s)
+
+    async def _fill(self, table: SegmentTable, fill: Fill) -> tuple[SubscriptionSets, float]:
+        t0 = time.monotonic()
+        new = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s, self.s.partition)
+        old = self.sets
+        if old is not None:
+            new._tombstones = dict(old._tombstones)  # a removed id stays removed across reloads
+        await self.run_index(fill, new, old)
+        return new, time.monotonic() - t0
+
+    async def _replay_and_swap(self, new: SubscriptionSets, table: SegmentTable, since: list[str],
+                               build_s: float) -> Rebuilt:
+        t0 = time.monotonic()
+        pos = min(since, key=log_order)
+        replayed = 0
+        while changes := await self.store.catalogue_changes(pos):
+            await self.run_index(applier(new, changes, table))
+            pos = changes[-1][0]
+            replayed += len(changes)
+        self.sets, self.log_pos = new, max(pos, self.log_pos, key=log_order)
+        return Rebuilt(build_s, replayed, time.monotonic() - t0)
+
+    async def load_catalogue(self, table: SegmentTable) -> Rebuilt:
+        """Rebuild for `table`'s segments from a catalogue snapshot plus the log since."""
+        if not held(self.s.partition, table, self.s.id):
+            # We own nothing: no need to read the catalogue, only to follow it.
+            pos, raws = await self.store.catalogue_position(), []
+        else:
+            pos, raws = await self.store.catalogue_snapshot_raw()
+
+        def fill(sets: SubscriptionSets, _old) -> None:
+            if raws:
+                sets.add_rows(*rows_from_catalogue(raws, table.space))
+
+        return await self.rebuild(table, fill, [pos])
+
+    async def export(self, dim: int, low: float, high: float) -> tuple[str, list, list, np.ndarray, np.ndarray]:
+        """The log position and the rows of dimension `dim`'s set overlapping [low, high)."""
+        async with self.log_lock:  # the rows and the position must agree
+            pos = self.log_pos
+            ids, queues, lows, highs = await self.run_index(self.sets.sets[dim].export, dim, low, high)
+        return pos, ids, queues, lows, highs
+
+    async def follow(self) -> None:
+        """Tail the catalogue log into the current sets, forever."""
+        while True:
+            try:
+                pos = self.log_pos
+                changes = await self.store.catalogue_changes(pos, block_ms=self.s.catalog_block_ms)
+                if not changes:
+                    continue
+                async with self.log_lock:
+                    if self.log_pos != pos:  # a reload swapped the sets meanwhile: read again
+                        continue
+                    await self.run_index(applier(self.sets, changes, self.sets.table))
+                    self.log_pos = changes[-1][0]
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("catalogue tail failed; retrying")
+                await asyncio.sleep(self.s.catalog_retry_s)
+
+
+def applier(sets: SubscriptionSets, changes, table: SegmentTable) -> Callable[[], None]:
+    """Catalogue log changes as one job for the index thread."""
+    def apply() -> None:
+        for _, f in changes:
+            if f["op"] == "add":
+                sets.add_subscription(Subscription.from_json(json.loads(f["sub"]), table.space))
+            else:
+                sets.remove(f["id"])
+    return apply
+
+
+def log_order(pos: str) -> tuple[int, int]:
+    """A Redis stream id ("ms-seq") as a sortable pair."""
+    ms, _, seq = pos.partition("-")
+    return int(ms), int(seq or 0)
