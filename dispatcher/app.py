@@ -94,7 +94,9 @@ class Dispatcher:
             for m, r in zip(members, results):
                 if isinstance(r, BaseException):
                     self.cluster.mark_down(m)
-                elif r.epoch > self.cluster.table.epoch:
+                    continue
+                self.cluster.mark_up(m)
+                if r.epoch > self.cluster.table.epoch:
                     newer = m
             if newer is None:
                 return
