@@ -9,46 +9,24 @@ import logging
 from collections.abc import AsyncIterator
 
 import grpc
-import redis.exceptions
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from bluedove.errors import ApiError, unavailable
+from bluedove.errors import ApiError
 from bluedove.v1 import pubsub_pb2 as pb
 from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 from dispatcher import operations as ops
+from dispatcher.errors import as_api_error, grpc_code
 
 log = logging.getLogger("bluedove.dispatcher.grpc")
 
 SERVICE = pb.DESCRIPTOR.services_by_name["PubSub"].full_name
-# REST status -> gRPC code (docs/api.md, "gRPC").
-CODES = {
-    400: grpc.StatusCode.INVALID_ARGUMENT,
-    401: grpc.StatusCode.UNAUTHENTICATED,
-    404: grpc.StatusCode.NOT_FOUND,
-    413: grpc.StatusCode.INVALID_ARGUMENT,
-    422: grpc.StatusCode.INVALID_ARGUMENT,
-    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    503: grpc.StatusCode.UNAVAILABLE,
-}
-STORE_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
-
-
-def as_api_error(exc: BaseException) -> ApiError | None:
-    """The API error an exception stands for (as the REST handlers map it), or None."""
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, STORE_ERRORS):
-        return unavailable("the store is unreachable; retry")
-    if isinstance(exc, grpc.aio.AioRpcError):
-        return unavailable(f"a matcher did not answer: {exc.code().name}")
-    return None
 
 
 async def abort(context: grpc.aio.ServicerContext, err: ApiError) -> None:
     meta = [("bluedove-error-code", err.code)] + ([("bluedove-error-field", err.field)] if err.field else [])
     context.set_trailing_metadata(tuple(meta))
-    await context.abort(CODES.get(err.status, grpc.StatusCode.INTERNAL),
+    await context.abort(grpc_code(err),
                         f"{err.field}: {err.message}" if err.field else err.message)
 
 
