@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
@@ -152,6 +151,30 @@ class PubSubServicer(pb_grpc.PubSubServicer):
             await abort(context, err)
 
 
+class ReadinessHealth(health.aio.HealthServicer):
+    """grpc.health.v1, SERVING exactly while the dispatcher is ready (`ops.readiness`, as
+    /readyz): asked at each Check and at the start of each Watch, not polled, so it never lags
+    behind /readyz. A watcher also sees every change a Check observes."""
+
+    def __init__(self, dispatcher) -> None:
+        super().__init__()
+        self.d = dispatcher
+
+    async def refresh(self) -> None:
+        ready = not await ops.readiness(self.d)
+        status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", SERVICE):
+            await self.set(name, status)  # (ignored once shutting down: NOT_SERVING for good)
+
+    async def Check(self, request, context):
+        await self.refresh()
+        return await super().Check(request, context)
+
+    async def Watch(self, request, context):
+        await self.refresh()
+        return await super().Watch(request, context)
+
+
 class GrpcApi:
     """The gRPC server of one dispatcher: PubSub, health (SERVING while ready) and reflection."""
 
@@ -159,31 +182,15 @@ class GrpcApi:
         self.d = dispatcher
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 1)])
         pb_grpc.add_PubSubServicer_to_server(PubSubServicer(dispatcher), self.server)
-        self.health = health.aio.HealthServicer()
+        self.health = ReadinessHealth(dispatcher)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection([SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)
         self.port = self.server.add_insecure_port(f"{host}:{port}")
-        self._watch: asyncio.Task | None = None
 
     async def start(self) -> None:
+        await self.health.refresh()  # both services known from the start (NOT_SERVING on shutdown)
         await self.server.start()
-        self._watch = asyncio.get_running_loop().create_task(self._watch_readiness())
-
-    async def _watch_readiness(self) -> None:
-        """SERVING while the dispatcher has a segment table and reaches the store (as /readyz)."""
-        serving = health_pb2.HealthCheckResponse.SERVING
-        while True:
-            try:
-                ready = self.d.table is not None and await asyncio.wait_for(self.d.store.ping(), 2)
-            except Exception:  # noqa: BLE001 - not ready
-                ready = False
-            status = serving if ready else health_pb2.HealthCheckResponse.NOT_SERVING
-            for name in ("", SERVICE):
-                await self.health.set(name, status)
-            await asyncio.sleep(1.0)
 
     async def stop(self, grace_s: float = 3.0) -> None:
-        if self._watch:
-            self._watch.cancel()
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)

@@ -20,6 +20,8 @@ from bluedove.v1 import matcher_pb2 as pb
 LISTEN_POLL_S = 5.0
 DEFAULT_POLL_MAX = 10
 DEFAULT_LISTEN_MAX = 100
+# How long readiness waits for the store to answer a ping.
+READY_PING_S = 2.0
 
 
 def check_range(name: str, v: float, lo: float, hi: float) -> float:
@@ -32,6 +34,20 @@ def check_range(name: str, v: float, lo: float, hi: float) -> float:
 async def require_queue_token(d, queue: str, token: str | None) -> None:
     if not await d.store.check_token(queue, token):
         raise unauthorized()
+
+
+# -- operations -------------------------------------------------------------------------------
+async def readiness(d) -> list[str]:
+    """What keeps the dispatcher from serving, none when ready: it needs a segment table and the
+    store. /readyz and gRPC health (SERVING while ready) both ask this, each time."""
+    problems = []
+    if d.cluster.table is None:
+        problems.append("no segment table")
+    try:
+        await asyncio.wait_for(d.store.ping(), READY_PING_S)
+    except Exception as exc:  # noqa: BLE001 - reported
+        problems.append(f"store unreachable: {exc or type(exc).__name__}")
+    return problems
 
 
 # -- queues ------------------------------------------------------------------------------------

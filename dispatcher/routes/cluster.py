@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from dispatcher import operations as ops
 from dispatcher.deps import state
 
 router = APIRouter()
@@ -78,13 +79,7 @@ async def healthz():
 @router.get("/readyz")
 async def readyz(request: Request):
     d = state(request)
-    problems = []
-    if d.cluster.table is None:
-        problems.append("no segment table")
-    try:
-        await d.store.ping()
-    except Exception as exc:  # noqa: BLE001 - reported in the body
-        problems.append(f"store unreachable: {exc}")
+    problems = await ops.readiness(d)
     if problems:
         return JSONResponse({"status": "not ready", "problems": problems}, status_code=503)
     return {"status": "ready", "epoch": d.cluster.table.epoch}
