@@ -15,6 +15,7 @@ from bluedove.errors import ApiError
 from bluedove.v1 import pubsub_pb2 as pb
 from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 from dispatcher import operations as ops
+from dispatcher.deps import parse_bearer
 from dispatcher.errors import as_api_error, grpc_code
 
 log = logging.getLogger("bluedove.dispatcher.grpc")
@@ -46,11 +47,8 @@ def unary(fn):
 
 
 def token(context: grpc.aio.ServicerContext) -> str | None:
-    for key, value in context.invocation_metadata() or ():
-        if key == "authorization":
-            scheme, _, tok = value.partition(" ")
-            return tok.strip() or None if scheme.lower() == "bearer" else None
-    return None
+    auth = next((value for key, value in context.invocation_metadata() or () if key == "authorization"), None)
+    return parse_bearer(auth)
 
 
 def message_json(m: pb.Message, where: str = "") -> dict:
