@@ -1,4 +1,5 @@
-"""The public API's operations, one function each, shared by the REST routes and the gRPC servicer."""
+"""The public API's operations, one function each, shared by the REST routes and the gRPC servicer;
+and the operational ones, readiness and the cluster view."""
 
 from __future__ import annotations
 
@@ -48,6 +49,46 @@ async def readiness(d) -> list[str]:
     except Exception as exc:  # noqa: BLE001 - reported
         problems.append(f"store unreachable: {exc or type(exc).__name__}")
     return problems
+
+
+def _member_view(view, table, m: str, now: float) -> dict:
+    names = table.space.names
+    segs = table.segments_of(m)
+    g = view.gossip.get(m)
+    return {
+        "id": m,
+        "address": view.address(m),
+        "status": view.status(m, now),
+        "generation": g.generation if g else None,
+        # An alive member that owns no segment (restarted after a takeover) is idle
+        # until a split gives it some.
+        "idle": not segs,
+        "segments": {names[i]: [lo, hi] for i, (lo, hi) in sorted(segs.items())},
+        "subscriptions": {names[i]: view.reports[(m, i)].subs for i in range(len(names)) if (m, i) in view.reports},
+        "load": {
+            names[i]: {"lambda": round(r.lam, 3), "mu": round(r.mu, 3), "q": r.q, "matched": r.matched_total}
+            for i in range(len(names)) if (r := view.reports.get((m, i))) is not None
+        },
+    }
+
+
+async def cluster_view(d) -> dict:
+    """GET /v1/cluster: the table's epoch, each member as this dispatcher sees it, the
+    dispatchers, and the autoscaler with its events."""
+    view = d.cluster
+    table = view.table
+    now = time.monotonic()
+    members = [_member_view(view, table, m, now) for m in view.known()] if table is not None else []
+    return {
+        "epoch": table.epoch if table else 0,
+        "space": d.space.to_json(),
+        "policy": d.s.policy,
+        "partition": d.s.partition,
+        "members": members,
+        "dispatchers": await d.store.dispatchers(),
+        "autoscaler": {**(await d.store.get_autoscaler() or {"enabled": False, "min": None, "max": None}),
+                       "events": await d.store.events()},
+    }
 
 
 # -- queues ------------------------------------------------------------------------------------

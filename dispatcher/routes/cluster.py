@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import time
 from pathlib import Path
 
 from fastapi import APIRouter, Request, Response
@@ -23,41 +22,7 @@ async def get_space(request: Request):
 
 @router.get("/v1/cluster")
 async def get_cluster(request: Request):
-    d = state(request)
-    view = d.cluster
-    table = view.table
-    now = time.monotonic()
-    members = []
-    if table is not None:
-        names = table.space.names
-        for m in view.known():
-            segs = table.segments_of(m)
-            g = view.gossip.get(m)
-            members.append({
-                "id": m,
-                "address": view.address(m),
-                "status": view.status(m, now),
-                "generation": g.generation if g else None,
-                # An alive member that owns no segment (restarted after a takeover) is idle
-                # until a split gives it some.
-                "idle": not segs,
-                "segments": {names[i]: [lo, hi] for i, (lo, hi) in sorted(segs.items())},
-                "subscriptions": {names[i]: view.reports[(m, i)].subs for i in range(len(names)) if (m, i) in view.reports},
-                "load": {
-                    names[i]: {"lambda": round(r.lam, 3), "mu": round(r.mu, 3), "q": r.q, "matched": r.matched_total}
-                    for i in range(len(names)) if (r := view.reports.get((m, i))) is not None
-                },
-            })
-    return {
-        "epoch": table.epoch if table else 0,
-        "space": d.space.to_json(),
-        "policy": d.s.policy,
-        "partition": d.s.partition,
-        "members": members,
-        "dispatchers": await d.store.dispatchers(),
-        "autoscaler": {**(await d.store.get_autoscaler() or {"enabled": False, "min": None, "max": None}),
-                       "events": await d.store.events()},
-    }
+    return await ops.cluster_view(state(request))
 
 
 @functools.cache
