@@ -526,7 +526,7 @@ async def test_deleting_a_queue_without_subscriptions_or_twice(store):
 async def test_segment_table_round_trip(store):
     assert await store.get_table() is None
     table = {"epoch": 2, "cuts": [[0.0, 500.0]], "owners": [["m1", "m2"]]}
-    await store.put_table(table)
+    await store.put_table_if(0, table)  # (0: none stored yet)
     assert await store.get_table() == table
 
 
