@@ -9,14 +9,8 @@ import json
 import pytest
 
 from bluedove.store.store import LimitExceeded, QueueMissing, StoreLimits, hash_token, valid_receipt
-from tests.integration.store_fixtures import (  # noqa: F401 - make_store, store: fixtures
-    current_catalogue,
-    make_store,
-    replay,
-    store,
-    stream_order,
-    sub_json,
-)
+# make_store and store are fixtures
+from tests.integration.store_fixtures import current_catalogue, make_store, replay, store, stream_order, sub_json  # noqa: F401
 
 pytestmark = pytest.mark.integration
 

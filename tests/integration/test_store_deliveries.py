@@ -10,12 +10,8 @@ import time
 import pytest
 
 from bluedove.store.store import QueueMissing, StoreLimits, first_invalid_receipt, valid_receipt
-from tests.integration.store_fixtures import (  # noqa: F401 - make_store, store: fixtures
-    make_store,
-    message,
-    store,
-    sub_json,
-)
+# make_store and store are fixtures
+from tests.integration.store_fixtures import make_store, message, store, sub_json  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
