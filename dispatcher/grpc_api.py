@@ -23,11 +23,15 @@ log = logging.getLogger("bluedove.dispatcher.grpc")
 SERVICE = pb.DESCRIPTOR.services_by_name["PubSub"].full_name
 
 
-async def abort(context: grpc.aio.ServicerContext, err: ApiError) -> None:
+async def abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
+    """End the call with the gRPC status of the API error `exc` stands for; re-raise an
+    unforeseen one (gRPC answers it UNKNOWN and logs it)."""
+    err = as_api_error(exc)
+    if err is None:
+        raise exc
     meta = [("bluedove-error-code", err.code)] + ([("bluedove-error-field", err.field)] if err.field else [])
     context.set_trailing_metadata(tuple(meta))
-    await context.abort(grpc_code(err),
-                        f"{err.field}: {err.message}" if err.field else err.message)
+    await context.abort(grpc_code(err), f"{err.field}: {err.message}" if err.field else err.message)
 
 
 def unary(fn):
@@ -38,10 +42,7 @@ def unary(fn):
         try:
             return await fn(self, request, context)
         except Exception as exc:  # noqa: BLE001 - mapped or re-raised
-            err = as_api_error(exc)
-            if err is None:
-                raise
-            await abort(context, err)
+            await abort(context, exc)
 
     return handler
 
@@ -143,10 +144,7 @@ class PubSubServicer(pb_grpc.PubSubServicer):
             async for m in ops.listen(self.d, request.queue, token(context), request.max or ops.DEFAULT_LISTEN_MAX):
                 yield delivery_pb(m)
         except Exception as exc:  # noqa: BLE001 - mapped or re-raised
-            err = as_api_error(exc)
-            if err is None:
-                raise
-            await abort(context, err)
+            await abort(context, exc)
 
 
 class ReadinessHealth(health.aio.HealthServicer):
