@@ -1,4 +1,4 @@
-"""API errors: one exception type carrying API.md's status, code, message and field."""
+"""API errors: one exception type carrying docs/api.md's status, code, message and field."""
 
 from __future__ import annotations
 

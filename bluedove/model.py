@@ -1,6 +1,6 @@
 """Subscriptions and messages: validation of API input into normalised, exact forms.
 
-Matching semantics (DESIGN.md §1): message m matches subscription S iff
+Matching semantics (docs/design.md §1): message m matches subscription S iff
 `low_d <= m_d < high_d` for every dimension d that S constrains. A dimension a
 subscription leaves out is a wildcard, stored as the whole range of the space.
 """
@@ -153,7 +153,7 @@ def parse_message(body: Any, space: Space, prefix: str = "",
 
 def parse_batch(body: Any, space: Space, max_batch: int = MAX_BATCH,
                 max_payload: int = MAX_PAYLOAD_BYTES) -> list[tuple[str | None, tuple[float, ...], Any]]:
-    """Validate a whole batch before anything is published (API.md: all or nothing)."""
+    """Validate a whole batch before anything is published (docs/api.md: all or nothing)."""
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         raise ApiError(422, "invalid_message", "the body must be {\"messages\": [...]}", "messages")
     unknown = set(body) - {"messages"}

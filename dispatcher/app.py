@@ -7,7 +7,6 @@ import logging
 from contextlib import asynccontextmanager
 
 import grpc
-import redis.exceptions
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -22,6 +21,7 @@ from bluedove.store import Store
 from bluedove.store.store import StoreLimits
 from bluedove.v1 import matcher_pb2 as pb
 from dispatcher.cluster import ClusterView
+from dispatcher.errors import HTTP_HEADERS, STORE_ERRORS, as_api_error, http_status
 from dispatcher.forwarder import Forwarder
 from dispatcher.metrics import Metrics
 from dispatcher.routes import cluster, messages, queues, subscriptions
@@ -71,7 +71,7 @@ class Dispatcher:
     async def send_subscription(self, sub: Subscription, log_id: str) -> None:
         """Send a stored subscription to every matcher mPartition names (read-your-writes).
 
-        During a table change (DESIGN.md §3) it goes to the owners under both the new and the
+        During a table change (docs/design.md §3) it goes to the owners under both the new and the
         previous table; and a matcher whose answer shows a newer epoch than ours makes us pull
         that table and send to its owners too, before the API answers. A matcher that does
         not answer in time gets it from the catalogue log instead, and is passed over for
@@ -94,7 +94,9 @@ class Dispatcher:
             for m, r in zip(members, results):
                 if isinstance(r, BaseException):
                     self.cluster.mark_down(m)
-                elif r.epoch > self.cluster.table.epoch:
+                    continue
+                self.cluster.mark_up(m)
+                if r.epoch > self.cluster.table.epoch:
                     newer = m
             if newer is None:
                 return
@@ -111,15 +113,10 @@ class Dispatcher:
             return_exceptions=True)
 
 
-# Headers HTTP asks for with an error status: how to authenticate (RFC 9110 §11.6.1, the
-# same for every 401, so it reveals nothing), and when to retry a 503.
-ERROR_HEADERS = {401: {"WWW-Authenticate": 'Bearer realm="bluedove"'}, 503: {"Retry-After": "1"}}
-
-
 def error_response(err: ApiError, headers: dict | None = None) -> JSONResponse:
-    """API.md's error body with its status, and the headers that status calls for."""
-    return JSONResponse(err.body(), status_code=err.status,
-                        headers={**ERROR_HEADERS.get(err.status, {}), **(headers or {})})
+    """docs/api.md's error body with its status, and the headers that status calls for."""
+    status = http_status(err)
+    return JSONResponse(err.body(), status_code=status, headers={**HTTP_HEADERS.get(status, {}), **(headers or {})})
 
 
 def create_app(settings: DispatcherSettings, space: Space, address: str = "") -> FastAPI:
@@ -135,9 +132,12 @@ def create_app(settings: DispatcherSettings, space: Space, address: str = "") ->
                   description="Elastic attribute-based publish/subscribe. See docs/api.md.")
     app.state.dispatcher = dispatcher
 
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, exc: ApiError):
-        return error_response(exc)
+    async def api_error(request: Request, exc: Exception):
+        return error_response(as_api_error(exc))
+
+    # An API error, and what stands for one: the store or a matcher unreachable.
+    for cls in (ApiError, grpc.aio.AioRpcError, *STORE_ERRORS):
+        app.add_exception_handler(cls, api_error)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
@@ -151,19 +151,9 @@ def create_app(settings: DispatcherSettings, space: Space, address: str = "") ->
         field = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
         return error_response(ApiError(422, "invalid_request", first.get("msg", "invalid request"), field))
 
-    @app.exception_handler(grpc.aio.AioRpcError)
-    async def rpc_error(request: Request, exc: grpc.aio.AioRpcError):
-        return error_response(ApiError(503, "unavailable", f"a matcher did not answer: {exc.code().name}"))
-
-    async def store_error(request: Request, exc: Exception):
-        return error_response(ApiError(503, "unavailable", "the store is unreachable; retry"))
-
-    app.add_exception_handler(redis.exceptions.ConnectionError, store_error)
-    app.add_exception_handler(redis.exceptions.TimeoutError, store_error)
-
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception):
-        # Anything unforeseen still answers in API.md's error shape (uvicorn logs the traceback).
+        # Anything unforeseen still answers in docs/api.md's error shape (uvicorn logs the traceback).
         log.error("unhandled error on %s %s: %r", request.method, request.url.path, exc)
         return error_response(ApiError(500, "internal", "the dispatcher failed on this request"))
 

@@ -4,8 +4,8 @@ Stateless: everything here is pulled from matchers (the table and the gossip mem
 a random live one every `table_pull_interval_s`, load reports from each every
 `load_interval_s`), bootstrapped from the table in the store. Only a newer epoch replaces the
 table, and a failed pull keeps the last good one. A matcher that gossip calls suspect or dead,
-or whose call failed (for `down_backoff_s`, doubling while it keeps failing), is passed over
-as first choice.
+or whose call failed (for `down_backoff_s`, doubling while it keeps failing, until a call to it
+succeeds), is passed over as first choice.
 """
 
 from __future__ import annotations

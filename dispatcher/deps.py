@@ -24,8 +24,13 @@ async def json_body(request: Request) -> Any:
         raise ApiError(400, "invalid_json", "the body is JSON nested too deeply to read") from None
 
 
-def bearer(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
-    scheme, _, token = auth.partition(" ")
+def parse_bearer(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` value (REST header or gRPC metadata);
+    None when there is none or the scheme is another."""
+    scheme, _, token = (authorization or "").partition(" ")
     return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def bearer(request: Request) -> str | None:
+    return parse_bearer(request.headers.get("authorization"))
 

@@ -68,6 +68,7 @@ class _Lane:
             req = pb.ForwardRequest(dimension=dim, messages=msgs, epoch=self.fwd.cluster.table.epoch,
                                     parts=[pb.ForwardPart(dimension=d, messages=ms) for d, ms in more])
             await self.fwd.cluster.stub(self.member).Forward(req, timeout=self.fwd.s.forward_timeout_s)
+            self.fwd.cluster.mark_up(self.member)  # it answers again: no backoff left from past failures
             for _, _, f in batch:
                 if not f.done():
                     f.set_result(True)

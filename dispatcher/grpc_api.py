@@ -2,54 +2,36 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
 from collections.abc import AsyncIterator
 
 import grpc
-import redis.exceptions
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from bluedove.errors import ApiError, unavailable
+from bluedove.errors import ApiError
 from bluedove.v1 import pubsub_pb2 as pb
 from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 from dispatcher import operations as ops
+from dispatcher.deps import parse_bearer
+from dispatcher.errors import as_api_error, grpc_code
 
 log = logging.getLogger("bluedove.dispatcher.grpc")
 
 SERVICE = pb.DESCRIPTOR.services_by_name["PubSub"].full_name
-# REST status -> gRPC code (docs/api.md, "gRPC").
-CODES = {
-    400: grpc.StatusCode.INVALID_ARGUMENT,
-    401: grpc.StatusCode.UNAUTHENTICATED,
-    404: grpc.StatusCode.NOT_FOUND,
-    413: grpc.StatusCode.INVALID_ARGUMENT,
-    422: grpc.StatusCode.INVALID_ARGUMENT,
-    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    503: grpc.StatusCode.UNAVAILABLE,
-}
-STORE_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
-def as_api_error(exc: BaseException) -> ApiError | None:
-    """The API error an exception stands for (as the REST handlers map it), or None."""
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, STORE_ERRORS):
-        return unavailable("the store is unreachable; retry")
-    if isinstance(exc, grpc.aio.AioRpcError):
-        return unavailable(f"a matcher did not answer: {exc.code().name}")
-    return None
-
-
-async def abort(context: grpc.aio.ServicerContext, err: ApiError) -> None:
+async def abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
+    """End the call with the gRPC status of the API error `exc` stands for; re-raise an
+    unforeseen one (gRPC answers it UNKNOWN and logs it)."""
+    err = as_api_error(exc)
+    if err is None:
+        raise exc
     meta = [("bluedove-error-code", err.code)] + ([("bluedove-error-field", err.field)] if err.field else [])
     context.set_trailing_metadata(tuple(meta))
-    await context.abort(CODES.get(err.status, grpc.StatusCode.INTERNAL),
-                        f"{err.field}: {err.message}" if err.field else err.message)
+    await context.abort(grpc_code(err), f"{err.field}: {err.message}" if err.field else err.message)
 
 
 def unary(fn):
@@ -60,20 +42,14 @@ def unary(fn):
         try:
             return await fn(self, request, context)
         except Exception as exc:  # noqa: BLE001 - mapped or re-raised
-            err = as_api_error(exc)
-            if err is None:
-                raise
-            await abort(context, err)
+            await abort(context, exc)
 
     return handler
 
 
 def token(context: grpc.aio.ServicerContext) -> str | None:
-    for key, value in context.invocation_metadata() or ():
-        if key == "authorization":
-            scheme, _, tok = value.partition(" ")
-            return tok.strip() or None if scheme.lower() == "bearer" else None
-    return None
+    auth = next((value for key, value in context.invocation_metadata() or () if key == "authorization"), None)
+    return parse_bearer(auth)
 
 
 def message_json(m: pb.Message, where: str = "") -> dict:
@@ -168,10 +144,31 @@ class PubSubServicer(pb_grpc.PubSubServicer):
             async for m in ops.listen(self.d, request.queue, token(context), request.max or ops.DEFAULT_LISTEN_MAX):
                 yield delivery_pb(m)
         except Exception as exc:  # noqa: BLE001 - mapped or re-raised
-            err = as_api_error(exc)
-            if err is None:
-                raise
-            await abort(context, err)
+            await abort(context, exc)
+
+
+class ReadinessHealth(health.aio.HealthServicer):
+    """grpc.health.v1, SERVING exactly while the dispatcher is ready (`ops.readiness`, as
+    /readyz): asked at each Check and at the start of each Watch, not polled, so it never lags
+    behind /readyz. A watcher also sees every change a Check observes."""
+
+    def __init__(self, dispatcher) -> None:
+        super().__init__()
+        self.d = dispatcher
+
+    async def refresh(self) -> None:
+        ready = not await ops.readiness(self.d)
+        status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", SERVICE):
+            await self.set(name, status)  # (ignored once shutting down: NOT_SERVING for good)
+
+    async def Check(self, request, context):
+        await self.refresh()
+        return await super().Check(request, context)
+
+    async def Watch(self, request, context):
+        await self.refresh()
+        return await super().Watch(request, context)
 
 
 class GrpcApi:
@@ -181,31 +178,15 @@ class GrpcApi:
         self.d = dispatcher
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 1)])
         pb_grpc.add_PubSubServicer_to_server(PubSubServicer(dispatcher), self.server)
-        self.health = health.aio.HealthServicer()
+        self.health = ReadinessHealth(dispatcher)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection([SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)
         self.port = self.server.add_insecure_port(f"{host}:{port}")
-        self._watch: asyncio.Task | None = None
 
     async def start(self) -> None:
+        await self.health.refresh()  # both services known from the start (NOT_SERVING on shutdown)
         await self.server.start()
-        self._watch = asyncio.get_running_loop().create_task(self._watch_readiness())
-
-    async def _watch_readiness(self) -> None:
-        """SERVING while the dispatcher has a segment table and reaches the store (as /readyz)."""
-        serving = health_pb2.HealthCheckResponse.SERVING
-        while True:
-            try:
-                ready = self.d.table is not None and await asyncio.wait_for(self.d.store.ping(), 2)
-            except Exception:  # noqa: BLE001 - not ready
-                ready = False
-            status = serving if ready else health_pb2.HealthCheckResponse.NOT_SERVING
-            for name in ("", SERVICE):
-                await self.health.set(name, status)
-            await asyncio.sleep(1.0)
 
     async def stop(self, grace_s: float = 3.0) -> None:
-        if self._watch:
-            self._watch.cancel()
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)

@@ -1,4 +1,5 @@
-"""The public API's operations, one function each, shared by the REST routes and the gRPC servicer."""
+"""The public API's operations, one function each, shared by the REST routes and the gRPC servicer;
+and the operational ones, readiness and the cluster view."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from bluedove.v1 import matcher_pb2 as pb
 LISTEN_POLL_S = 5.0
 DEFAULT_POLL_MAX = 10
 DEFAULT_LISTEN_MAX = 100
+# How long readiness waits for the store to answer a ping.
+READY_PING_S = 2.0
 
 
 def check_range(name: str, v: float, lo: float, hi: float) -> float:
@@ -32,6 +35,60 @@ def check_range(name: str, v: float, lo: float, hi: float) -> float:
 async def require_queue_token(d, queue: str, token: str | None) -> None:
     if not await d.store.check_token(queue, token):
         raise unauthorized()
+
+
+# -- operations -------------------------------------------------------------------------------
+async def readiness(d) -> list[str]:
+    """What keeps the dispatcher from serving, none when ready: it needs a segment table and the
+    store. /readyz and gRPC health (SERVING while ready) both ask this, each time."""
+    problems = []
+    if d.cluster.table is None:
+        problems.append("no segment table")
+    try:
+        await asyncio.wait_for(d.store.ping(), READY_PING_S)
+    except Exception as exc:  # noqa: BLE001 - reported
+        problems.append(f"store unreachable: {exc or type(exc).__name__}")
+    return problems
+
+
+def _member_view(view, table, m: str, now: float) -> dict:
+    names = table.space.names
+    segs = table.segments_of(m)
+    g = view.gossip.get(m)
+    return {
+        "id": m,
+        "address": view.address(m),
+        "status": view.status(m, now),
+        "generation": g.generation if g else None,
+        # An alive member that owns no segment (restarted after a takeover) is idle
+        # until a split gives it some.
+        "idle": not segs,
+        "segments": {names[i]: [lo, hi] for i, (lo, hi) in sorted(segs.items())},
+        "subscriptions": {names[i]: view.reports[(m, i)].subs for i in range(len(names)) if (m, i) in view.reports},
+        "load": {
+            names[i]: {"lambda": round(r.lam, 3), "mu": round(r.mu, 3), "q": r.q, "matched": r.matched_total}
+            for i in range(len(names)) if (r := view.reports.get((m, i))) is not None
+        },
+    }
+
+
+async def cluster_view(d) -> dict:
+    """GET /v1/cluster: the table's epoch, each member as this dispatcher sees it, the
+    dispatchers, and the autoscaler with its events."""
+    view = d.cluster
+    table = view.table
+    now = time.monotonic()
+    members = [_member_view(view, table, m, now) for m in view.known()] if table is not None else []
+    return {
+        "epoch": table.epoch if table else 0,
+        "space": d.space.to_json(),
+        "policy": d.s.policy,
+        "partition": d.s.partition,
+        "members": members,
+        "dispatchers": await d.store.dispatchers(),
+        "autoscaler": {**(await d.store.get_autoscaler() or {"enabled": False, "min": None, "max": None}),
+                       "events": await d.store.events()},
+    }
 
 
 # -- queues ------------------------------------------------------------------------------------

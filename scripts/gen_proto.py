@@ -16,11 +16,11 @@ PROTO_DIR = ROOT / "proto"
 OUT_PKG = Path("bluedove") / "v1"
 
 
-def generate(out_root: Path) -> list[Path]:
+def generate(out_root: Path, proto_dir: Path = PROTO_DIR) -> list[Path]:
     from grpc_tools import protoc  # test/dev dependency only
 
-    protos = sorted(str(p.relative_to(PROTO_DIR)) for p in (PROTO_DIR / "bluedove" / "v1").glob("*.proto"))
-    args = ["protoc", f"-I{PROTO_DIR}", f"--python_out={out_root}", f"--grpc_python_out={out_root}",
+    protos = sorted(str(p.relative_to(proto_dir)) for p in (proto_dir / "bluedove" / "v1").glob("*.proto"))
+    args = ["protoc", f"-I{proto_dir}", f"--python_out={out_root}", f"--grpc_python_out={out_root}",
             f"--pyi_out={out_root}", *protos]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
@@ -29,18 +29,23 @@ def generate(out_root: Path) -> list[Path]:
     return sorted(out.iterdir())
 
 
-def main() -> int:
-    if "--check" in sys.argv:
-        with tempfile.TemporaryDirectory() as tmp:
-            fresh = generate(Path(tmp))
-            stale = [f.name for f in fresh if not filecmp.cmp(f, ROOT / OUT_PKG / f.name, shallow=False)
-                     if (ROOT / OUT_PKG / f.name).exists()]
-            missing = [f.name for f in fresh if not (ROOT / OUT_PKG / f.name).exists()]
-        if stale or missing:
-            print(f"generated code is stale: {stale + missing}; run python scripts/gen_proto.py")
-            return 1
-        print("generated code is current")
-        return 0
+def check(proto_dir: Path = PROTO_DIR, committed: Path = ROOT / OUT_PKG) -> int:
+    """0 if the code in `committed` is what `proto_dir` generates, else 1 (saying which files)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = generate(Path(tmp), proto_dir)
+        stale = [f.name for f in fresh if (committed / f.name).exists()
+                 and not filecmp.cmp(f, committed / f.name, shallow=False)]
+        missing = [f.name for f in fresh if not (committed / f.name).exists()]
+    if stale or missing:
+        print(f"generated code is stale: {stale + missing}; run python scripts/gen_proto.py")
+        return 1
+    print("generated code is current")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    if "--check" in (sys.argv[1:] if argv is None else argv):
+        return check()
     for f in generate(ROOT):
         print("wrote", f.relative_to(ROOT))
     return 0

@@ -306,9 +306,6 @@ class Store:
         raw = await self.r.get("bd:table")
         return json.loads(raw) if raw else None
 
-    async def put_table(self, table: dict) -> None:
-        await self.r.set("bd:table", json.dumps(table))
-
     async def put_table_if(self, expected_epoch: int, table: dict) -> bool:
         """Store `table` only if the stored one is still at `expected_epoch` (0: none stored)."""
         return bool(await self._put_table_if(keys=["bd:table"], args=[expected_epoch, json.dumps(table)]))

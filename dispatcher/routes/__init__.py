@@ -1,1 +1,1 @@
-"""REST routers, one per resource (API.md)."""
+"""REST routers, one per resource (docs/api.md)."""

@@ -1,4 +1,4 @@
-"""API.md details found by a black-box audit: the dashboard, queue ids that name other store
+"""docs/api.md details found by a black-box audit: the dashboard, queue ids that name other store
 keys, HTTP's error headers, a long-poll whose queue is deleted, unforeseen errors."""
 
 from __future__ import annotations
@@ -101,28 +101,41 @@ def test_http_error_headers(api):
     assert r.headers["allow"] == "POST"  # RFC 9110 §15.5.6
 
 
-def test_a_long_poll_open_while_its_queue_is_deleted_is_401(api, cluster):
+def parked_polls(store) -> int:
+    """Long-polls blocked in the store now: XREADGROUP is the store's blocking read of a queue."""
+    return sum(1 for c in store.client_list() if c.get("cmd") == "xreadgroup" and "b" in c.get("flags", ""))
+
+
+def test_a_long_poll_open_while_its_queue_is_deleted_is_401(api, cluster, store):
     sub = api.post("/v1/subscriptions", json={"predicates": {}}).json()
     auth = {"Authorization": f"Bearer {sub['token']}"}
+    wait = 8.0
     answers = []
 
     def poll():
         with httpx.Client(base_url=cluster.url, timeout=30) as c:
-            answers.append(c.get(f"/v1/queues/{sub['queue']}/messages", params={"wait": 8}, headers=auth))
+            r = c.get(f"/v1/queues/{sub['queue']}/messages", params={"wait": wait}, headers=auth)
+            answers.append((r, time.monotonic()))
 
+    before = parked_polls(store)
     t = threading.Thread(target=poll)
+    started = time.monotonic()
     t.start()
-    time.sleep(1.5)  # the poll is blocked in the store now
+    while parked_polls(store) <= before:  # until the poll waits in the store
+        assert time.monotonic() - started < wait / 2 and not answers, "the poll never parked"
+        time.sleep(0.01)
+    assert not answers  # parked: it has not answered
     assert api.delete(f"/v1/queues/{sub['queue']}", headers=auth).status_code == 204
     t.join(15)
-    r = answers[0]
+    r, answered = answers[0]
     assert r.status_code == 401, r.text  # was 500 (NOGROUP from the store)
     assert r.json()["error"]["code"] == "unauthorized"
+    assert answered - started < wait / 2  # the deletion ended the wait; it did not time out
 
 
 def test_an_unforeseen_error_still_answers_in_the_error_shape(api, store):
     """A catalogue entry that is not JSON (it cannot happen through the API) makes the
-    dispatcher fail; the answer is a 500 in API.md's error shape, not a text page."""
+    dispatcher fail; the answer is a 500 in docs/api.md's error shape, not a text page."""
     q, auth = new_queue(api)
     store.hset("bd:subs", "audit-broken-entry", "{not json")
     try:

@@ -19,16 +19,21 @@ factors give the simulator the per-set processing rates the real dispatcher saw 
 `/v1/cluster`, so what is compared is routing, reports and queueing. Both routings, costed alike, give the matcher tier's projected saturation:
 rate / the busiest matcher's busy fraction Σ_i λ_i · cost_i.
 
-Checked: no contradiction in the ranking of adaptive vs random, where a difference under 30 %
-on either side counts as a tie (identical real runs here once gave adaptive/random ratios from
-0.80 to 1.28; since the matcher times each dimension's matching apart the real ratio is ~2.1,
-the simulator's 0.93–1.08), so this check only fails when the two clearly disagree; adaptive
-not worse than random on the real cluster; and random's
-projected saturation within 25 % between the simulator and the real cluster. Adaptive's
-projection is printed, not bounded: the simulator's adaptive herds more than the real one
-(0.56–1.04× the real projection in our runs), likely because a real set that receives more messages
-runs larger batches and gets cheaper per message, and its reported μ wobbles from report to
-report — neither is in the simulator (docs/reproduction.md, "Simulator against a real run").
+Checked: adaptive forwarding beats random on the real cluster by more than a run's noise
+(TIE: identical real runs here once gave adaptive/random ratios from 0.80 to 1.28). The effect
+is far larger than TIE: since the matcher times each dimension's matching apart, the real
+adaptive projects ~2.2x random (2026-11-23: 2.23 and 2.29), so the check fails if adaptive is
+no better than random, or better only within the noise. And random's projected saturation is
+within 25 % between the simulator and the real cluster.
+
+Not checked: whether the simulator ranks adaptive ahead of random as the real cluster does. Its
+adaptive/random ratio swings from run to run with the per-set cost factors (the machine's load):
+0.93–1.08 in earlier runs, 1.22 and 2.37 in two runs on 2026-11-23, against a steady ~2.2 real.
+A tie band wide enough for that swing (as the 30 % one this check had) can never fail, and one
+narrow enough to mean something fails at random, so the simulator's projections are printed,
+not bounded: it lacks that a real set that receives more messages runs larger batches and gets
+cheaper per message, and that its reported μ wobbles from report to report
+(docs/reproduction.md, "Simulator against a real run").
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ WORKLOAD = dict(n_subs=20_000)
 RATE = 800.0  # msg/s: well inside one dispatcher's capacity on the loaded 2 cores
 STEP_S = 16.0  # reads start after 7 s: the matchers' 5 s window then covers one policy only
 READS = 6
-TIE = 0.30  # real adaptive/random ratios of identical runs here: 0.80–1.28 (2026-11-22)
+TIE = 0.30  # run-to-run noise: real adaptive/random ratios of identical runs here, 0.80–1.28 (2026-11-22)
 PLAN = (("paper", {"n_subs": 20_000}, 3, 12), ("paper", {"n_subs": 20_000}, 1, 1), ("paper", {"n_subs": 5_000}, 3, 12))
 
 
@@ -194,19 +199,7 @@ def test_random_forwarding_saturates_alike_in_the_simulator_and_the_real_cluster
     assert abs(real["random"] - sim["random"]) / sim["random"] < 0.25, (sim, real)
 
 
-def test_adaptive_forwarding_is_not_worse_than_random_on_the_real_cluster(projections):
+def test_adaptive_forwarding_beats_random_on_the_real_cluster(projections):
+    # by more than a run's noise (TIE); the effect is ~2.2x
     _, real = projections
-    assert real["adaptive"] > (1 - TIE) * real["random"], real
-
-
-def test_the_simulator_does_not_contradict_the_real_ranking_of_adaptive_and_random(projections):
-    # Opposite rankings fail only when both sides tell the two apart (each beyond TIE): since the
-    # matcher times each dimension's matching apart, the real adaptive projects ~2x random here
-    # while the simulator's is within 0.93–1.08x of its random (it herds more; docs/reproduction.md).
-    sim, real = projections
-
-    def tie(p: dict) -> bool:
-        return abs(p["adaptive"] - p["random"]) / p["random"] < TIE
-
-    assert tie(real) or tie(sim) or (sim["adaptive"] > sim["random"]) == (real["adaptive"] > real["random"]), \
-        (sim, real)
+    assert real["adaptive"] > (1 + TIE) * real["random"], real

@@ -3,13 +3,19 @@ per round, then re-ranking), and 503 when no candidate is left. The network is f
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import pytest
 from grpc.aio import AioRpcError, Metadata
 
 from bluedove.errors import ApiError
+from bluedove.forwarding import LoadReport
+from bluedove.segments import equal_partition
 from bluedove.settings import DispatcherSettings
+from bluedove.space import Dimension, Space
 from bluedove.v1 import matcher_pb2 as pb
+from dispatcher.cluster import ClusterView, MemberHealth
 from dispatcher.forwarder import Forwarder
 
 
@@ -36,6 +42,9 @@ class FakeCluster:
 
     def mark_down(self, member):
         self.down.append(member)
+
+    def mark_up(self, member):
+        pass
 
     def charge(self, candidate):
         self.charged.append(candidate)
@@ -136,3 +145,40 @@ async def test_a_lane_call_holds_at_most_forward_batch_max_messages():
     sizes = [sum(len(v) for v in parts_of(r).values()) for _, r in c.requests]
     assert sizes == [10, 10, 5]
     assert sorted(i for _, r in c.requests for v in parts_of(r).values() for i in v) == sorted(m.id for m in msgs)
+
+
+class FlakyView(ClusterView):
+    """A real ClusterView (health, backoff, ranking) whose matchers answer from `answers`."""
+
+    def __init__(self, answers: dict[str, list]):
+        super().__init__(DispatcherSettings(policy="subscription-count"), store=None)
+        space = Space((Dimension("x0", 0.0, 1000.0), Dimension("x1", 0.0, 1000.0)))
+        self.table = equal_partition(space, {"m1": "a:1", "m2": "b:2"})
+        for m in ("m1", "m2"):
+            self.health[m] = MemberHealth(ready=True, reachable=True)
+        # (100, 900): m1 (dim 0, the smaller set) is the first choice, m2 (dim 1) the second
+        self.reports[("m1", 0)] = LoadReport(subs=10)
+        self.reports[("m2", 1)] = LoadReport(subs=9000)
+        self.fake = FakeCluster(answers)
+
+    def stub(self, member):
+        return self.fake.stub(member)
+
+
+async def test_a_matcher_that_answers_again_is_marked_up_at_once():
+    """Five transient failures put m1 at the longest backoff (16 s); its next success (as the
+    last resort, m2 failing too) clears it: m1 is first choice again at once, and a new failure
+    backs off from the start (down_backoff_s), not for the 16 s its old failures would give."""
+    v = FlakyView({"m2": [rpc_error(grpc.StatusCode.UNAVAILABLE)]})
+    t = time.monotonic()
+    for i in range(4):  # long enough ago that each backoff was over before the next failure
+        v.mark_down("m1", now=t - 1000 + 100 * i)
+    v.mark_down("m1", now=t)
+    assert not v.usable("m1", t) and v.health["m1"].down_until == t + 8 * v.s.down_backoff_s
+    point = [100.0, 900.0]
+    await Forwarder(v.s, v).publish([pb.ForwardMessage(id="x", point=point)])  # m2 fails, m1 answers
+    assert [m for m, _ in v.fake.calls] == ["m2", "m1"]
+    now = time.monotonic()
+    assert v.usable("m1", now) and v.ranked_candidates(point, now)[0] == (0, "m1")
+    v.mark_down("m1", now=now)
+    assert v.health["m1"].down_until == now + v.s.down_backoff_s

@@ -1,0 +1,64 @@
+"""Fixtures and helpers of the store tests (test_store.py, test_store_deliveries.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from bluedove.store.store import Store, StoreLimits
+
+
+@pytest.fixture
+async def make_store(redis_clean_url: str) -> AsyncIterator[Callable[..., Store]]:
+    """Build Stores on the clean test Redis (optionally with limits); all closed afterwards."""
+    made: list[Store] = []
+
+    def make(limits: StoreLimits | None = None) -> Store:
+        made.append(Store(redis_clean_url, limits))
+        return made[-1]
+
+    yield make
+    for s in made:
+        await s.close()
+
+
+@pytest.fixture
+def store(make_store) -> Store:
+    """A Store with the default limits on an empty Redis."""
+    return make_store()
+
+
+def stream_order(entry_id: str) -> tuple[int, int]:
+    ms, seq = entry_id.split("-")
+    return int(ms), int(seq)
+
+
+def sub_json(sub_id: str, queue: str, predicates: dict | None = None) -> dict:
+    return {"id": sub_id, "queue": queue, "predicates": predicates or {"x0": [0, 100]}}
+
+
+def message(mid: str, **extra) -> tuple[str, str]:
+    body = {"id": mid, "attributes": {"x0": 1, "x1": 2, "x2": 3, "x3": 4}, "payload": {"n": mid},
+            "published_at": "2024-06-01T00:00:00Z", **extra}
+    return mid, json.dumps(body)
+
+
+async def replay(store: Store, after: str, known: dict[str, dict]) -> dict[str, dict]:
+    """Apply every catalogue change after `after` to `known` ({id: sub}), in log order."""
+    out = dict(known)
+    while True:
+        changes = await store.catalogue_changes(after, count=500)
+        if not changes:
+            return out
+        for after, change in changes:
+            if change["op"] == "add":
+                out[change["id"]] = json.loads(change["sub"])
+            else:
+                assert change["op"] == "remove"
+                out.pop(change["id"], None)
+
+
+async def current_catalogue(store: Store) -> dict[str, dict]:
+    return {k: json.loads(v) for k, v in (await store.r.hgetall("bd:subs")).items()}
