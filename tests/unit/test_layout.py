@@ -1,15 +1,12 @@
-"""The house's layout holds: the core imports no tier and no CLI, no product module imports the
-lab or matplotlib, and the lab's commands reach `bluedove` through its entry-point group."""
+"""The house's layout beyond the import contracts (tests/unit/test_layers.py): the lab's commands
+reach `bluedove` through its entry-point group, and the demo needs no extra."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
-TIERS = ("dispatcher", "matcher", "gossip", "autoscaler")
 
 
 def imports(package: str, skip: str | None = None) -> dict[str, set[str]]:
@@ -28,18 +25,6 @@ def imports(package: str, skip: str | None = None) -> dict[str, set[str]]:
                 names.add("bluedove.cli" if m.startswith("bluedove.cli") else m.split(".")[0])
         out[rel] = names
     return out
-
-
-def test_the_core_imports_no_tier_no_cli_and_no_lab():
-    bad = {f: n & {*TIERS, "bluedove.cli", "lab", "matplotlib", "kubernetes"}
-           for f, n in imports("bluedove", skip="bluedove/cli").items() if f != "bluedove/__main__.py"}
-    assert {f: n for f, n in bad.items() if n} == {}
-
-
-@pytest.mark.parametrize("package", ["bluedove", *TIERS])
-def test_no_product_module_imports_the_lab_or_matplotlib(package):
-    bad = {f: n & {"lab", "matplotlib"} for f, n in imports(package).items()}
-    assert {f: n for f, n in bad.items() if n} == {}
 
 
 def test_the_lab_commands_come_from_the_entry_point_group():
