@@ -1,7 +1,7 @@
 """Partition modes: where a subscription is stored and which matchers can take a message.
 
-`mpartition` is BlueDove's (seed 001 §III-A); `p2p` and `full-replication` are the two
-baselines of seed 001 §IV-B, kept for benchmarks. Every mode reads the same `SegmentTable`
+`mpartition` is BlueDove's (the paper's §III-A); `p2p` and `full-replication` are the two
+baselines of the paper's §IV-B, kept for benchmarks. Every mode reads the same `SegmentTable`
 (so gossip, takeover and the store are shared); only these rules differ:
 
 - `mpartition`: a subscription is in matcher m's dim-i set iff its dim-i range overlaps m's

@@ -1,1 +1,1 @@
-"""Gossip among matchers: membership, failure detection and the segment table (seed 001 §III-C)."""
+"""Gossip among matchers: membership, failure detection and the segment table (the paper's §III-C)."""

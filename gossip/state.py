@@ -9,7 +9,7 @@ load) by gossip. Member entries are ordered by (generation, incarnation, status,
 a restart is a new generation; only the member itself bumps its incarnation, to refute a
 suspicion (SWIM); at one incarnation dead beats suspect beats alive. Failure detection is
 phi-accrual on heartbeat arrivals, confirmed before suspicion by a probe through up to three
-other members (seed 004: ask the neighbour's neighbour), so one broken link evicts nobody.
+other members (as chordal reliability rings do: ask the neighbour's neighbour), so one broken link evicts nobody.
 """
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ def plot(fig: dict, out_dir: Path) -> Path:
         _rates_per_regime(fig, axes, rows, next(iter(rows[0])), False)
     for a in axes:
         a.legend(loc="best", fontsize=7)
-    f.suptitle(f"seed 001 §IV Fig. {name}, simulated (bluedove sim)", fontsize=10)
+    f.suptitle(f"the paper's §IV Fig. {name}, simulated (bluedove sim)", fontsize=10)
     f.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"fig{name}.png"
@@ -145,7 +145,7 @@ def plot_elastic(result: dict, path: str) -> None:
         if color:
             for ax in (a1, a2, a3):
                 ax.axvline(e["t"], color=color, alpha=0.4, linestyle="--")
-    fig.suptitle("bluedove bench elastic (seed 001 Fig. 9): green = join/split, orange = leave/merge")
+    fig.suptitle("bluedove bench elastic (the paper's Fig. 9): green = join/split, orange = leave/merge")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -266,7 +266,7 @@ def dimension_order(mins: np.ndarray, maxs: np.ndarray) -> np.ndarray:
     """Dimensions by how well they separate the boxes, best first: spread of the centres over
     the median width. STR (Leutenegger et al. 1997, as libspatialindex implements it) cuts its
     first dimension into the most slices, so it should be the most selective one. In a set of
-    mPartition (seed 001 §III-A) every box overlaps the set's own segment along its dimension,
+    mPartition (the paper's §III-A) every box overlaps the set's own segment along its dimension,
     which therefore comes last; a wildcard dimension too. Unbounded sides are clipped to the
     finite range of the data first."""
     finite = np.abs(np.concatenate([mins.ravel(), maxs.ravel()])) < 1e300  # nextafter(inf) is finite

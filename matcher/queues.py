@@ -5,7 +5,7 @@ dimension of a batch in one index job, store every delivery of the batch in one 
 One queue per matcher, not per dimension: the index runs on one thread anyway, and the fixed
 costs (a thread hop, a store round trip, a gRPC call) are paid per batch, so a batch that
 holds all the dimensions' waiting messages pays them once. The per-dimension figures of
-seed 001 §III-B (λ, μ, q) are still kept per dimension: arrivals and queued messages are
+the paper's §III-B (λ, μ, q) are still kept per dimension: arrivals and queued messages are
 counted by dimension, and the index job times each dimension's matching apart.
 """
 
@@ -95,7 +95,7 @@ class MatcherQueue:
         return sum(self._queued)
 
     def queued(self, dim: int) -> int:
-        """Messages of dimension `dim` waiting or being matched or stored (seed 001's q)."""
+        """Messages of dimension `dim` waiting or being matched or stored (the paper's q)."""
         return self._queued[dim]
 
     def start(self) -> None:

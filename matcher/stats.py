@@ -1,4 +1,4 @@
-"""Per-dimension load statistics over a sliding window (seed 001 §III-B: λ, μ, q).
+"""Per-dimension load statistics over a sliding window (the paper's §III-B: λ, μ, q).
 
 λ is arrivals per second over the last `window_s`; μ is messages matched per second of
 matching work (service rate, so an idle matcher still reports how fast it *can* match);

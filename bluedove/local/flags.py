@@ -7,7 +7,7 @@ import argparse
 from bluedove.forwarding import POLICIES
 from bluedove.partitioning import MODES
 
-PARTITION_HELP = ("mpartition (BlueDove, the default) or a baseline of seed 001 §IV-B: p2p, full-replication; "
+PARTITION_HELP = ("mpartition (BlueDove, the default) or a baseline of the paper's §IV-B: p2p, full-replication; "
                   "the same on every matcher and dispatcher (default BLUEDOVE_PARTITION, else mpartition)")
 
 

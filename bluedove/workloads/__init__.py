@@ -1,4 +1,4 @@
-"""Benchmark and demo workloads (shared/WORKLOADS.md), deterministic for a seed.
+"""Benchmark and demo workloads (docs/workloads.md), deterministic for a seed.
 
 A workload is a space, a set of subscriptions (arrays of bounds, one row each, wildcards
 as the space's bounds), the subscriber (queue) each belongs to, and a message generator.

@@ -1,4 +1,4 @@
-"""The `paper` and `sparse` workloads of shared/WORKLOADS.md (seed 001 §IV-B, §IV-F); same seed, same arrays."""
+"""The `paper` and `sparse` workloads of docs/workloads.md (the paper's §IV-B, §IV-F); same seed, same arrays."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 from bluedove.space import Dimension, Space
 from bluedove.workloads import Workload
 
-# seed 001 §IV-B: four dimensions of length 1000, predicate ranges of 250, sigma 250.
+# the paper's §IV-B: four dimensions of length 1000, predicate ranges of 250, sigma 250.
 SPACE_MAX = 1000.0
 MAX_DIMS = 4
 PAPER_WIDTH = 250.0
@@ -20,7 +20,7 @@ SPARSE_PER_QUEUE = 10
 
 
 def hot_spot(i: int) -> float:
-    """Mean of dimension i's centres: the hot spots spread evenly along the range (seed 001 §IV-B)."""
+    """Mean of dimension i's centres: the hot spots spread evenly along the range (the paper's §IV-B)."""
     return 125.0 + 250.0 * i
 
 
@@ -50,7 +50,7 @@ def _boxes(rng: np.random.Generator, n: int, k: int, sigma: float, width: float)
 
 def _sample(n: int, rng: np.random.Generator, k: int, adverse: int, sigma: float) -> np.ndarray:
     """Messages: uniform in [0, 1000) per dimension; the first `adverse` follow the subscriptions'
-    cropped normal instead (seed 001 §IV-F, "adversely skewed messages")."""
+    cropped normal instead (the paper's §IV-F, "adversely skewed messages")."""
     pts = rng.uniform(0.0, SPACE_MAX, (n, k))
     for i in range(min(adverse, k)):
         pts[:, i] = cropped_normal(rng, n, hot_spot(i), sigma)
@@ -70,7 +70,7 @@ def _check(sigma: float, adverse: int, dims: int, n_subs: int) -> None:
 
 def paper(seed: int = 1, sigma: float = 250.0, adverse: int = 0, dims: int = MAX_DIMS,
           n_subs: int = PAPER_SUBS) -> Workload:
-    """seed 001 §IV-B: one queue per subscription; `dims=k` keeps the first k dimensions only
+    """the paper's §IV-B: one queue per subscription; `dims=k` keeps the first k dimensions only
     (the searchable ones; the space then has k dimensions)."""
     _check(sigma, adverse, dims, n_subs)
     rng = np.random.default_rng(seed)

@@ -14,7 +14,7 @@ BENCHES = {
     "kernel": "in-process matching rate of one set",
     "e2e": "saturation rate of a local cluster through REST (mPartition and the baselines)",
     "gossip": "spread, detection and traffic of gossip, simulated and on real processes",
-    "elastic": "seed 001's Fig. 9 with the autoscaler on real processes",
+    "elastic": "the paper's Fig. 9 with the autoscaler on real processes",
     "handoff": "split, merge and takeover times for a segment of many subscriptions",
     "delivery": "deliveries/s written and drained on a local cluster",
     "publish": "publish throughput: gRPC stream vs REST batches vs single REST calls",

@@ -42,7 +42,7 @@ def add_cluster_flags(p: argparse.ArgumentParser, matchers: int, publishers: int
 
 def add_deliver_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deliver", choices=("count", "store"), default="count",
-                   help="count: matchers count matches (what seed 001 measured); store: write deliveries")
+                   help="count: matchers count matches (what the paper measured); store: write deliveries")
 
 
 def add_phase_flags(p: argparse.ArgumentParser, connections: int, connections_help: str) -> None:

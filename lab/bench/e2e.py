@@ -1,6 +1,6 @@
-"""`bluedove bench e2e`: saturation rate of a real local cluster through REST (seed 001 §IV-B's method), beside the kernel.
+"""`bluedove bench e2e`: saturation rate of a real local cluster through REST (the paper's §IV-B method), beside the kernel.
 
-With `--partition mpartition,p2p,full-replication` it runs each system of seed 001 §IV-B in turn
+With `--partition mpartition,p2p,full-replication` it runs each system of the paper's §IV-B in turn
 on one store: the subscriptions are created once through REST, and each later system's
 matchers load the same ones from the catalogue; every system gets the same message bodies.
 """
@@ -77,7 +77,7 @@ def step(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: i
     def pct(p: float) -> float | None:
         return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1e3, 1) if lat else None
 
-    # seed 001 §IV-B: response time that keeps growing within the step means queues grow
+    # the paper's §IV-B: response time that keeps growing within the step means queues grow
     per = [r["lat"] for r in res]
     first = [x for lst in per for x in lst[: len(lst) // 3]]
     last = [x for lst in per for x in lst[2 * len(lst) // 3:]]
@@ -125,7 +125,7 @@ def add_parser(sub) -> None:
     p.add_argument("--max-steps", type=int, default=15)
     p.add_argument("--partition", action="append", default=None, metavar="SYSTEM[,SYSTEM...]",
                    help="systems to run in turn on the same subscriptions and messages: mpartition (BlueDove, "
-                        "default), p2p, full-replication (seed 001 §IV-B); repeatable or a comma list")
+                        "default), p2p, full-replication (the paper's §IV-B); repeatable or a comma list")
     p.add_argument("--rounds", type=int, default=1,
                    help="run the --partition systems this many times (each round starts one system later); "
                         "each system's best round is reported")

@@ -1,4 +1,4 @@
-"""`bluedove bench elastic`: seed 001's Fig. 9 on real processes.
+"""`bluedove bench elastic`: the paper's Fig. 9 on real processes.
 
 Start with the minimum of matchers and the autoscaler on; raise the message rate in steps;
 the autoscaler adds matchers (each joins by a split) and response time should fall after

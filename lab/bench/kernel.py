@@ -25,7 +25,7 @@ from matcher.index import SubscriptionSet
 
 @dataclass
 class Partitioned:
-    """Every matcher's k sets (mPartition, seed 001 §III-A): sets[m][i] is S^i(M_m)."""
+    """Every matcher's k sets (mPartition, the paper's §III-A): sets[m][i] is S^i(M_m)."""
 
     table: SegmentTable
     sets: list[list[SubscriptionSet]]
@@ -54,7 +54,7 @@ def build_partitioned(w: Workload, table: SegmentTable, sub_ids: list[str], queu
 
 
 def choose(p: Partitioned, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Subscription amount based policy (seed 001 §III-B.1): among the k candidates CM^i (owner of
+    """Subscription amount based policy (the paper's §III-B.1): among the k candidates CM^i (owner of
     the dim-i segment holding m^i), the one whose dim-i set is smallest; ties go to the lower i."""
     n, k = points.shape
     cand = np.empty((n, k), dtype=np.intp)

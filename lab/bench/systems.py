@@ -1,4 +1,4 @@
-"""`bench e2e`'s systems: BlueDove and seed 001 §IV-B's baselines, one real cluster each, and the workloads it offers."""
+"""`bench e2e`'s systems: BlueDove and the baselines of the paper's §IV-B, one real cluster each, and the workloads it offers."""
 
 from __future__ import annotations
 

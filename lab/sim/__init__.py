@@ -1,1 +1,1 @@
-"""The scale simulator (seed 001 §IV): real mPartition and forwarding code, simulated time, fitted matching cost."""
+"""The scale simulator (the paper's §IV): real mPartition and forwarding code, simulated time, fitted matching cost."""

@@ -22,7 +22,7 @@ def work_per_message(policy: str, cand: np.ndarray, cost: np.ndarray, subs: np.n
         return out
     if policy == "random":  # `rank` shuffles the k candidates: each is first with probability 1/k
         share = np.full((P, k), 1.0 / k)
-    elif policy == "subscription-count":  # seed 001 §III-B.1: argmin |S^i(CM^i)|, ties split evenly
+    elif policy == "subscription-count":  # the paper's §III-B.1: argmin |S^i(CM^i)|, ties split evenly
         key = subs[cand, np.arange(k)]
         best = key == key.min(axis=1, keepdims=True)
         share = best / best.sum(axis=1, keepdims=True)

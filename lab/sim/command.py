@@ -1,4 +1,4 @@
-"""`bluedove sim calibrate|figure`: fit the cost model on the real matcher, then reproduce seed 001 §IV figures."""
+"""`bluedove sim calibrate|figure`: fit the cost model on the real matcher, then reproduce the paper's §IV figures."""
 
 from __future__ import annotations
 

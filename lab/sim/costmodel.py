@@ -12,7 +12,7 @@ import numpy as np
 #   one       1
 #   size      subscriptions in the set
 #   searched  subscriptions a per-dimension index must touch: those of the set holding the
-#             message's value on the set's indexed dimension (seed 001 §III-A/B), or the whole
+#             message's value on the set's indexed dimension (the paper's §III-A/B), or the whole
 #             set for a full replica ("each matcher needs to search through all subscriptions", §III)
 #   matches   subscriptions the message matches (the same on every candidate)
 #   log_size  ln(1 + size): the depth of a tree index
@@ -21,7 +21,7 @@ FEATURES = ("one", "size", "searched", "matches", "log_size")
 # The two regimes the figures show side by side (docs/reproduction.md, "Cost model").
 REGIMES = {
     "rtree": "our matcher: matcher.index.SubscriptionSet (R-tree over all k dimensions, STR bulk load) + match_batch",
-    "per_dimension": "seed 001's regime: a per-dimension index whose cost grows with the subscriptions overlapping "
+    "per_dimension": "the paper's regime: a per-dimension index whose cost grows with the subscriptions overlapping "
                      "the message on the indexed dimension (lab.sim.dimindex); full replication scans all",
 }
 

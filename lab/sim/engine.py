@@ -27,9 +27,9 @@ from lab.sim.layouts import Layout, make_pool_arrays
 @dataclass(frozen=True)
 class SimConfig:
     policy: str = "adaptive"
-    dispatchers: int = 2  # seed 001 §IV-B: two dispatchers for twenty matchers
+    dispatchers: int = 2  # the paper's §IV-B: two dispatchers for twenty matchers
     report_interval_s: float = 1.0  # DispatcherSettings.load_interval_s
-    stats_window_s: float = 5.0  # MatcherSettings.stats_window_s (seed 001's w)
+    stats_window_s: float = 5.0  # MatcherSettings.stats_window_s (the paper's w)
     failover: bool = True  # ours: a failed call goes to the next candidate; False: the paper's loss
     retry_s: float = 0.002  # a refused connection to a dead matcher, then the next candidate
     detect_s: float = 2.0  # without failover: until dispatchers learn a matcher is gone

@@ -1,4 +1,4 @@
-"""Where subscriptions live and which matchers can take a message: mPartition (seed 001 §III-A), §IV-B baselines.
+"""Where subscriptions live and which matchers can take a message: mPartition (the paper's §III-A), §IV-B baselines.
 
 - `mpartition`: the project's SegmentTable over the first k searchable dimensions; a
   subscription is in matcher m's dim-i set iff its dim-i range overlaps m's dim-i segment;
@@ -49,7 +49,7 @@ class Layout:
 
 
 def searchable_space(space: Space, k: int) -> Space:
-    """The first k dimensions: seed 001 §IV-F partitions along k of the subscriptions' dimensions."""
+    """The first k dimensions: the paper's §IV-F partitions along k of the subscriptions' dimensions."""
     if not 1 <= k <= space.k:
         raise ValueError(f"searchable dimensions: expected 1..{space.k}, got {k}")
     return Space(space.dimensions[:k])
@@ -108,7 +108,7 @@ def with_table(layout: Layout, table: SegmentTable, w: Workload) -> Layout:
 
 def split(table: SegmentTable, victims: list[str], new: str) -> SegmentTable:
     """A new matcher `new` takes the upper half of `victims[i]`'s range on each dimension i
-    (docs/design.md, "Split"; seed 001 §III-C: the joining node takes half of a loaded node's segments)."""
+    (docs/design.md, "Split"; the paper's §III-C: the joining node takes half of a loaded node's segments)."""
     cuts, owners = [], []
     for i, victim in enumerate(victims):
         c, o = list(table.cuts[i]), list(table.owners[i])

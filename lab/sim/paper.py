@@ -1,4 +1,4 @@
-"""The numbers seed 001 §IV reports, quoted from its text, to print beside ours (not inputs to anything)."""
+"""The numbers the paper's §IV reports, quoted from its text, to print beside ours (not inputs to anything)."""
 
 # Fig. 5 / §IV-C: BlueDove with 20 matchers saturates at 114,000 msg/s; P2P at ~30,000.
 FIG_6A = {"bluedove_20": 114_000, "p2p_20": 30_000,

@@ -1,4 +1,4 @@
-"""Saturation (seed 001 §IV-B): the highest message rate at which no matcher's queue grows without bound.
+"""Saturation (the paper's §IV-B): the highest message rate at which no matcher's queue grows without bound.
 
 The paper raises the rate every five minutes until queue lengths and response times grow
 monotonically. Load-aware policies (adaptive, response-time) are simulated: one run holds a

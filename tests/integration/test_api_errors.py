@@ -1,4 +1,4 @@
-"""Every API.md error: its status and body, and that it leaves no trace."""
+"""Every docs/api.md error: its status and body, and that it leaves no trace."""
 
 from __future__ import annotations
 

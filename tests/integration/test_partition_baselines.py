@@ -1,4 +1,4 @@
-"""The baselines of seed 001 §IV-B on real processes: exact delivery under `p2p` and
+"""The baselines of the paper's §IV-B on real processes: exact delivery under `p2p` and
 `full-replication`, checked against the brute-force oracle, with the mode visibly in force
 (what each matcher stores), and full replication failing over when a matcher dies."""
 

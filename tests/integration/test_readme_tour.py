@@ -1,6 +1,6 @@
 """README's 5-minute tour, run verbatim with bash and curl against a real cluster: every
 command works, every answer shown in full is the answer, and the tour covers every
-operation of the public API (API.md)."""
+operation of the public API (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.integration,
                                  reason="needs curl and bash")]
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-# API.md's operations; the tour must call each (the browser pages it must name).
+# docs/api.md's operations; the tour must call each (the browser pages it must name).
 OPERATIONS = [
     ("GET", "/v1/space"), ("POST", "/v1/queues"), ("DELETE", "/v1/queues/$Q"), ("POST", "/v1/subscriptions"),
     ("GET", "/v1/subscriptions/$S"), ("DELETE", "/v1/subscriptions/$S"), ("POST", "/v1/messages"),

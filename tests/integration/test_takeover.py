@@ -5,7 +5,7 @@ their subscriptions before the new epoch is published; no accepted message is lo
 duplicated; refusals stop once the takeover is out; afterwards every message finds all its
 matches on each of its candidates; the restarted matcher rejoins and is given segments by a
 split while messages keep flowing.
-Publishers retry a 503 with the same message id, as API.md tells clients to."""
+Publishers retry a 503 with the same message id, as docs/api.md tells clients to."""
 
 from __future__ import annotations
 

@@ -219,7 +219,7 @@ def test_unknown_policy_raises_naming_it(policy):
 @pytest.mark.parametrize("seed", range(30))
 @pytest.mark.parametrize("extrapolate", [True, False])
 def test_a_matcher_with_one_queue_is_the_papers_estimate(seed, extrapolate):
-    """With a single dimension queue, backlog + 1/μ is exactly (q_t + 1)/μ of seed 001 (once μ is
+    """With a single dimension queue, backlog + 1/μ is exactly (q_t + 1)/μ of the paper (once μ is
     measured; a cold queue's estimated cost drains its backlog, where the paper's q_t only grows)."""
     rng = random.Random(seed)
     r = LoadReport(lam=rng.uniform(0, 3000), mu=rng.choice([500.0, 2500.0]), q=rng.randrange(100),

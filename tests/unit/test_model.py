@@ -1,6 +1,6 @@
 """bluedove/model.py: subscription, message and batch validation, and match semantics.
 
-Every rejected input must carry API.md's status, code and field; a message is exactly
+Every rejected input must carry docs/api.md's status, code and field; a message is exactly
 `low <= value < high` on every constrained dimension.
 """
 

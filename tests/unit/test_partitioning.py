@@ -1,5 +1,5 @@
 """bluedove/partitioning.py: placement, candidates and held ranges of mPartition and the two
-baselines (seed 001 §IV-B), the matcher's sets and the dispatcher's ranking under each, and the
+baselines (the paper's §IV-B), the matcher's sets and the dispatcher's ranking under each, and the
 settings that carry the mode."""
 
 from __future__ import annotations

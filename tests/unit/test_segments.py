@@ -1,6 +1,6 @@
 """bluedove/segments.py: the segment table, mPartition placement and message candidates.
 
-The property at the end is the paper's mPartition invariant (seed 001 §III-A): every
+The property at the end is mPartition's invariant (the paper's §III-A): every
 candidate matcher of a message holds every subscription the message matches, along the
 candidate's dimension.
 """

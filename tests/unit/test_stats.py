@@ -1,4 +1,4 @@
-"""matcher/stats.py: λ and μ over a sliding window, with time passed in (seed 001 §III-B)."""
+"""matcher/stats.py: λ and μ over a sliding window, with time passed in (the paper's §III-B)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The paper and sparse workloads (shared/WORKLOADS.md): deterministic, inside the space, the paper's figures."""
+"""The paper and sparse workloads (docs/workloads.md): deterministic, inside the space, the paper's figures."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def _densest_over_mean(w: Workload, n: int = 20) -> float:
 
 
 def test_hot_spot_density_is_about_2_7x(pw):
-    # seed 001 §IV-B: "the density of subscriptions at a hot spot is 2.7x of the average"
+    # the paper's §IV-B: "the density of subscriptions at a hot spot is 2.7x of the average"
     assert 2.3 < _densest_over_mean(pw) < 3.1
 
 
@@ -82,7 +82,7 @@ def test_messages_uniform_inside_the_space(pw):
 def test_paper_about_150_matches_per_message(pw):
     pts = pw.messages(400, seed=2)
     mean = np.mean([len(m) for m in brute_force(pw.lows, pw.highs, pts)])
-    assert 120 <= mean <= 180  # WORKLOADS.md: about 150 (0.4 %)
+    assert 120 <= mean <= 180  # docs/workloads.md: about 150 (0.4 %)
 
 
 def test_sparse_shape_and_queues(sw):
