@@ -5,8 +5,8 @@ outpace matching; OctopiS (content-based routing in overlays) calls λ/μ > 1 su
 congestion element. We scale out when, over a whole window, either the cluster's demand λ/μ
 stays above `out_busy` or the queued messages keep growing; by more than one matcher when far
 over (to reach `target_busy`). We scale in, one matcher at a time, after a long window in
-which demand stayed below `in_busy` and would stay below `target_busy` with one matcher fewer. Cooldowns after every change and
-the min/max bounds keep it from flapping. Time is an argument.
+which demand stayed below `in_busy` and would stay below `target_busy` with one matcher fewer.
+Cooldowns after every change and the min/max bounds keep it from flapping. Time is an argument.
 """
 
 from __future__ import annotations
