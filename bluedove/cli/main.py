@@ -37,7 +37,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
         return 2
     stopping = False
 
-    def on_signal(signum, frame):
+    def on_signal(_signum, _frame):
         nonlocal stopping
         stopping = True
 

@@ -221,7 +221,7 @@ def _check_args(args: argparse.Namespace) -> str | None:
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def _interrupt(signum, frame) -> None:
+def _interrupt(_signum, _frame) -> None:
     """Outside the event loop (cluster start and stop), a signal interrupts like Ctrl-C."""
     raise KeyboardInterrupt
 

@@ -47,10 +47,6 @@ class RunResult:
     members: int
     events: list = field(default_factory=list)  # (time, text)
 
-    def window(self, t0: float, t1: float) -> np.ndarray:
-        sel = (self.t >= t0) & (self.t < t1)
-        return self.rt[sel]
-
 
 class Pool:
     """Sample message points with their matches; per layout, candidates and the features of

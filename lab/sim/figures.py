@@ -20,7 +20,6 @@ from lab.sim.saturation import STATIC, Budget, Prepared, run_at, saturation
 SMALL = (5, 10, 15, 20)  # the paper's cluster sizes
 LARGE = (50, 200, 1000)  # beyond the paper
 SYSTEM_KEYS = {"mpartition": "bluedove", "p2p": "p2p", "full-replication": "full_replication"}
-OTHER = "per_dimension"  # the second column: the paper's cost regime (costmodel.REGIMES)
 
 
 @dataclass

@@ -63,11 +63,6 @@ class Prepared:
         return analytic.work_per_message(policy, self.cand, self.cost, self.subs, self.layout.n)
 
 
-def weight_for(rate: float, budget: Budget) -> float:
-    """Discrete-event runs: real messages per simulated one."""
-    return max(1.0, rate * budget.horizon_s / budget.messages)
-
-
 def run_at(prep: Prepared, cfg: SimConfig, rate: float, budget: Budget) -> tuple[bool, dict]:
     """Hold `rate` for the budget's horizon in the stepped simulator; (saturated?, the run)."""
     n = prep.layout.n

@@ -189,7 +189,6 @@ async def test_an_unreachable_api_server_is_named():
 
 # -- RBAC: the chart's Role allows exactly what the backend sends ----------------------------
 
-RELEASE = {"name": "bluedove", "namespace": NS}
 # What helm renders for each expression in templates/autoscaler/*.yaml with the chart's default
 # values, release "bluedove" in namespace "bd" (helm itself cannot run on these machines).
 # An expression not listed fails the test: add it with its rendered text.

@@ -17,7 +17,7 @@ def owned(api):
     q, auth = new_queue(api)
     sub = api.post("/v1/subscriptions", json={"queue": q, "predicates": {}}, headers=auth).json()["id"]
     assert api.post("/v1/messages", json={"attributes": GOOD}).status_code == 202
-    other_q, other_auth = new_queue(api)
+    _, other_auth = new_queue(api)
     return {"q": q, "auth": auth, "sub": sub, "other": other_auth}
 
 
