@@ -1,4 +1,5 @@
-"""`bluedove subscribe|publish|poll`: a small client CLI on the SDK, flags named after the space."""
+"""`bluedove subscribe|publish|poll|unsubscribe|delete-queue`: a small client CLI on the SDK, flags named
+after the space."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 import re
 import sys
 
-from bluedove.client import BlueDoveError, Client
+from bluedove.client import BlueDoveError, Client, Subscription
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _INDEX_RE = re.compile(r"messages\[(\d+)\](.*)")
@@ -51,6 +52,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--wait", type=float, default=10, help="seconds to wait for the first delivery (0-20)")
     q.add_argument("--follow", action="store_true", help="keep printing deliveries until interrupted")
     q.add_argument("--ack", action="store_true", help="ack each delivery once printed")
+
+    u = sub.add_parser("unsubscribe", allow_abbrev=False, help="remove a subscription (its queue stays)")
+    common(u)
+    u.add_argument("subscription", help="the subscription's id")
+    u.add_argument("--token", required=True, help="the token of the subscription's queue")
+
+    d = sub.add_parser("delete-queue", allow_abbrev=False,
+                       help="delete a queue, its pending deliveries and its subscriptions")
+    common(d)
+    d.add_argument("queue")
+    d.add_argument("--token", required=True, help="the queue's token")
 
 
 VALUE_FLAGS = frozenset({"--url", "--queue", "--token", "--payload", "--id", "--batch", "--max", "--wait"})
@@ -179,9 +191,13 @@ def cmd_publish(client: Client, args, dims: dict[str, str]) -> int:
     return 0
 
 
-def cmd_poll(client: Client, args, dims: dict[str, str]) -> int:
+def _no_dimensions(command: str, dims: dict[str, str]) -> None:
     if dims:
-        raise UsageError(f"poll takes no dimension flags (got --{next(iter(dims))})")
+        raise UsageError(f"{command} takes no dimension flags (got --{next(iter(dims))})")
+
+
+def cmd_poll(client: Client, args, dims: dict[str, str]) -> int:
+    _no_dimensions("poll", dims)
     q = client.queue(args.queue, args.token)
 
     def show(d) -> None:
@@ -202,7 +218,23 @@ def cmd_poll(client: Client, args, dims: dict[str, str]) -> int:
     return 0
 
 
-COMMANDS = {"subscribe": cmd_subscribe, "publish": cmd_publish, "poll": cmd_poll}
+def cmd_unsubscribe(client: Client, args, dims: dict[str, str]) -> int:
+    _no_dimensions("unsubscribe", dims)
+    # the API needs only the id and the queue's token; the queue's id is not asked for
+    client.unsubscribe(Subscription(args.subscription, client.queue("", args.token)))
+    _print({"unsubscribed": args.subscription})
+    return 0
+
+
+def cmd_delete_queue(client: Client, args, dims: dict[str, str]) -> int:
+    _no_dimensions("delete-queue", dims)
+    client.delete_queue(client.queue(args.queue, args.token))
+    _print({"deleted": args.queue})
+    return 0
+
+
+COMMANDS = {"subscribe": cmd_subscribe, "publish": cmd_publish, "poll": cmd_poll,
+            "unsubscribe": cmd_unsubscribe, "delete-queue": cmd_delete_queue}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""`bluedove subscribe|publish|poll` as subprocesses against a cluster with a named space."""
+"""`bluedove subscribe|publish|poll|unsubscribe|delete-queue` as subprocesses against a cluster with a named space."""
 
 from __future__ import annotations
 
@@ -84,6 +84,23 @@ def test_poll_follow_prints_deliveries_as_they_come(url, named):
         proc.wait(10)
 
 
+def test_unsubscribe_then_delete_queue(url):
+    first = json.loads(ok(bluedove("subscribe", "--url", url, "--speed", "150:151")))
+    q, token = first["queue"], first["token"]
+    second = json.loads(ok(bluedove("subscribe", "--url", url, "--queue", q, "--token", token, "--speed", "150:152")))
+    assert json.loads(ok(bluedove("unsubscribe", first["id"], "--url", url, "--token", token))) == {
+        "unsubscribed": first["id"]}
+    ok(bluedove("publish", "--url", url, "--longitude", "1", "--latitude", "2", "--speed", "150.5"))
+    got = [json.loads(x) for x in ok(bluedove("poll", q, "--url", url, "--token", token, "--wait", "5")).splitlines()]
+    assert [m["subscriptions"] for m in got] == [[second["id"]]]  # the removed subscription matched nothing
+    again = bluedove("unsubscribe", first["id"], "--url", url, "--token", token)
+    assert again.returncode == 1 and "not_found" in again.stderr
+
+    assert json.loads(ok(bluedove("delete-queue", q, "--url", url, "--token", token))) == {"deleted": q}
+    gone = bluedove("poll", q, "--url", url, "--token", token, "--wait", "0")
+    assert gone.returncode == 1 and "unauthorized" in gone.stderr  # the queue and its token are gone
+
+
 @pytest.mark.parametrize("args,stdin,message", [
     (["subscribe", "--x0", "1:2"], None, "unknown flag --x0; the cluster's dimensions are: --longitude, --latitude, --speed"),
     (["subscribe", "--speed", "5"], None, "--speed: expected LOW:HIGH"),
@@ -96,6 +113,9 @@ def test_poll_follow_prints_deliveries_as_they_come(url, named):
                                   '{"attributes": {"longitude": 1, "latitude": 2, "speed": -3}}\n', "(line 2: attributes.speed)"),
     (["poll", "q", "--token", "wrong"], None, "unauthorized"),
     (["poll", "q", "--token", "-wrong"], None, "unauthorized"),  # a value, not a flag
+    (["unsubscribe", "s", "--token", "wrong"], None, "unauthorized"),
+    (["unsubscribe", "s", "--token", "t", "--speed", "1"], None, "unsubscribe takes no dimension flags"),
+    (["delete-queue", "q", "--token", "wrong"], None, "unauthorized"),
 ])
 def test_bad_input_is_a_clear_error_naming_the_flag(named, args, stdin, message):
     r = bluedove(*args, "--url", named.url, stdin=stdin)
