@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
@@ -33,6 +34,19 @@ BULK_MIN = 256
 # slower: every point is also looked up in the R*-tree.
 DELTA_MIN = 256
 DELTA_SHARE = 32
+
+
+@dataclass(frozen=True)
+class PackThresholds:
+    """When a set packs its boxes again (the defaults above; tests pass small ones so that packs
+    happen mid-sequence)."""
+
+    bulk_min: int = BULK_MIN
+    delta_min: int = DELTA_MIN
+    delta_share: int = DELTA_SHARE
+
+
+DEFAULT_THRESHOLDS = PackThresholds()
 # Node capacities of the R*-tree of recent boxes, measured on the paper workload
 # (docs/benchmarks.md, "Kernel").
 LEAF_CAPACITY = 32
@@ -49,10 +63,11 @@ class SubscriptionSet:
     dimensions that separate boxes best first, where the STR packer cuts them most finely.
     Not thread-safe: a matcher makes every call from its one index thread."""
 
-    def __init__(self, k: int) -> None:
+    def __init__(self, k: int, thresholds: PackThresholds = DEFAULT_THRESHOLDS) -> None:
         if k < 1:
             raise ValueError(f"a subscription set needs k >= 1 dimensions, got {k}")
         self.k = k
+        self.thresholds = thresholds
         self._tk = max(k, 2)  # libspatialindex needs >= 2 dimensions; a 1-d set pads with zeros
         self._order = np.arange(k, dtype=np.intp)  # tree dimension t -> caller's dimension order[t]
         self._packed: PackedTree | None = None  # the boxes at the last pack
@@ -118,7 +133,7 @@ class SubscriptionSet:
         self.sub_ids.update(zip(iids, sids))
         self.queues.update(zip(iids, (queues[r] for r in keep)))
         self._boxes.update(zip(iids, (blob[j:j + width] for j in range(0, n * width, width))))
-        if n >= BULK_MIN and n >= len(self) - n:
+        if n >= self.thresholds.bulk_min and n >= len(self) - n:
             self._pack()  # a fresh STR-packed tree over everything, old and new
         else:
             insert = self._recent.insert
@@ -223,7 +238,8 @@ class SubscriptionSet:
 
     def _pack_if_due(self) -> None:
         packed = len(self._packed) if self._packed is not None else 0
-        if self._n_recent > max(DELTA_MIN, len(self) // DELTA_SHARE) or self._dead > max(DELTA_MIN, packed // 4):
+        t = self.thresholds
+        if self._n_recent > max(t.delta_min, len(self) // t.delta_share) or self._dead > max(t.delta_min, packed // 4):
             self._pack()
 
     def _pack(self) -> None:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from bluedove.workloads import brute_force
 from matcher import index as index_mod
-from matcher.index import SubscriptionSet
+from matcher.index import PackThresholds, SubscriptionSet
 
 INF = math.inf
 
@@ -279,16 +279,11 @@ def scenario(draw):
 @given(scenario())
 def test_interleaved_operations_match_the_oracle(sc):
     k, bulk_min, delta_min, ops = sc
-    saved = index_mod.BULK_MIN, index_mod.DELTA_MIN, index_mod.DELTA_SHARE
-    index_mod.BULK_MIN, index_mod.DELTA_MIN, index_mod.DELTA_SHARE = bulk_min, delta_min, 2
-    try:
-        _run(k, ops)
-    finally:
-        index_mod.BULK_MIN, index_mod.DELTA_MIN, index_mod.DELTA_SHARE = saved
+    _run(SubscriptionSet(k, PackThresholds(bulk_min=bulk_min, delta_min=delta_min, delta_share=2)), ops)
 
 
-def _run(k, ops):
-    s = SubscriptionSet(k)
+def _run(s, ops):
+    k = s.k
     subs: dict[str, tuple[list[float], list[float]]] = {}
     for op in ops:
         if op[0] == "add":

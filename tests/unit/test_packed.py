@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matcher import index as index_mod
-from matcher.index import SubscriptionSet
+from matcher.index import PackThresholds, SubscriptionSet
 from matcher.packed import PackedTree, compiled, str_order
 
 INF = math.inf
@@ -87,34 +86,29 @@ def test_set_with_packed_recent_and_removed_boxes_agrees_with_brute_force(seed, 
     """Bulk load, then adds one by one (some land in the R*-tree, some trigger a pack) and
     removals (masked in the packed tree or deleted from the R*-tree), checked after each step."""
     rng = np.random.default_rng(seed)
-    saved = index_mod.DELTA_MIN, index_mod.DELTA_SHARE
-    index_mod.DELTA_MIN, index_mod.DELTA_SHARE = delta_min, 4
-    try:
-        s = SubscriptionSet(k)
-        n = 300
-        lows = rng.uniform(0, 100, (n, k)).round(1)
-        highs = lows + rng.uniform(0.1, 40, (n, k)).round(1)
-        live = dict.fromkeys(range(n // 2))
-        s.add_many([f"s{j}" for j in range(n // 2)], ["q"] * (n // 2), lows[:n // 2], highs[:n // 2])
-        points = np.vstack([rng.uniform(0, 140, (40, k)).round(1), lows[:10], highs[:10]])
-        for j in range(n // 2, n):
-            if rng.random() < 0.3 and live:
-                gone = int(rng.choice(list(live)))
-                assert s.remove(f"s{gone}")
-                del live[gone]
-            assert s.add(f"s{j}", "q", lows[j].tolist(), highs[j].tolist())
-            live[j] = None
-            if j % 25 == 0 or j == n - 1:
-                rows = np.array(sorted(live))
-                inside = np.all((lows[rows][None] <= points[:, None]) & (points[:, None] < highs[rows][None]), axis=2)
-                ids, counts = s.match_ids(points)
-                pos = 0
-                for i, c in enumerate(counts.tolist()):
-                    got = sorted(int(s.sub_ids[x][1:]) for x in ids[pos:pos + c].tolist())
-                    pos += c
-                    assert got == rows[inside[i]].tolist()
-    finally:
-        index_mod.DELTA_MIN, index_mod.DELTA_SHARE = saved
+    s = SubscriptionSet(k, PackThresholds(delta_min=delta_min, delta_share=4))
+    n = 300
+    lows = rng.uniform(0, 100, (n, k)).round(1)
+    highs = lows + rng.uniform(0.1, 40, (n, k)).round(1)
+    live = dict.fromkeys(range(n // 2))
+    s.add_many([f"s{j}" for j in range(n // 2)], ["q"] * (n // 2), lows[:n // 2], highs[:n // 2])
+    points = np.vstack([rng.uniform(0, 140, (40, k)).round(1), lows[:10], highs[:10]])
+    for j in range(n // 2, n):
+        if rng.random() < 0.3 and live:
+            gone = int(rng.choice(list(live)))
+            assert s.remove(f"s{gone}")
+            del live[gone]
+        assert s.add(f"s{j}", "q", lows[j].tolist(), highs[j].tolist())
+        live[j] = None
+        if j % 25 == 0 or j == n - 1:
+            rows = np.array(sorted(live))
+            inside = np.all((lows[rows][None] <= points[:, None]) & (points[:, None] < highs[rows][None]), axis=2)
+            ids, counts = s.match_ids(points)
+            pos = 0
+            for i, c in enumerate(counts.tolist()):
+                got = sorted(int(s.sub_ids[x][1:]) for x in ids[pos:pos + c].tolist())
+                pos += c
+                assert got == rows[inside[i]].tolist()
 
 
 def test_compiles_without_a_place_to_cache():
