@@ -27,7 +27,8 @@ from lab.bench import BENCHES
 from lab.bench.base import add_cluster_flags, add_deliver_flag, add_output_flags, add_workload_flags, report
 from lab.bench.kernel import build_partitioned, match_partitioned
 from lab.bench.systems import best_round, parse_systems, ratios, run_system, workload
-from lab.load import PacedPublisher, pool, publish_encoded, subscribe_workload
+from lab.load import PacedPublisher, pool, publish_encoded
+from lab.readers import subscribe_workload
 
 
 def _publisher(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: int, inflight: int,
@@ -103,7 +104,7 @@ def kernel_rate(w, matchers: int, seed: int, n: int = 10_000) -> float:
 
 
 async def subscribe_all(url: str, w, concurrency: int = 16) -> float:
-    """Every subscription through POST /v1/subscriptions (lab.load.subscribe_workload); seconds taken."""
+    """Every subscription through POST /v1/subscriptions (lab.readers.subscribe_workload); seconds taken."""
     t0 = time.perf_counter()
     transport = pool(url, concurrency, timeout_s=60.0)
     try:

@@ -83,7 +83,6 @@ def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: st
                            deliver=args.deliver, partition=system)
     cluster.start(timeout_s=300)
     start_s = time.monotonic() - t0
-    steps: list[dict] = []
     try:
         sub_s = None
         if subscribe is not None:
@@ -95,31 +94,7 @@ def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: st
         time.sleep(1.5)  # let matchers' catalogue tails and the load reports settle
         stored = _stored(cluster)
         load_start = os.getloadavg()[0]
-        rate = args.start_rate
-        measured: list[dict] = []  # the steps that count: not the first of a repeated pair
-
-        def run_step(repeat: bool = False) -> dict:
-            s = step(cluster.url, rate, args.step_s, bodies, args.batch, args.publishers)
-            s["repeat"] = repeat
-            steps.append(s)
-            say(f"e2e [{system}]: offered {s['offered']:,} msg/s -> {s['achieved']:,} msg/s, p50 {s['p50_ms']} ms,"
-                f" p99 {s['p99_ms']} ms{'  SATURATED' if s['saturated'] else ''}{'  (repeat)' if repeat else ''}")
-            return s
-
-        for _ in range(args.max_steps):
-            s = run_step()
-            if s["saturated"] and not s["short"]:
-                # Response time grew within the step though the rate was met: a neighbour's
-                # burst on a shared machine does that too, so the same rate runs once more and
-                # only that second step counts.
-                s = run_step(repeat=True)
-            measured.append(s)
-            if s["saturated"] and any(not x["saturated"] for x in measured):
-                break  # the edge, from below
-            if not s["saturated"] and measured[0]["saturated"]:
-                break  # the edge, from above
-            # Up by --factor; down while even the first rate saturates (a start above the edge).
-            rate = rate / args.factor if s["saturated"] else rate * args.factor
+        steps, measured = _step_to_saturation(cluster.url, system, args, bodies, step, say)
         load_end = os.getloadavg()[0]
     finally:
         cluster.stop()
@@ -132,3 +107,36 @@ def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: st
             "stored": stored, "stored_per_sub": round(stored / max(w.n_subs, 1), 2),
             "subscribe_s": sub_s, "start_s": round(start_s, 1),
             "load_avg_start": round(load_start, 2), "load_avg_end": round(load_end, 2), "steps": steps}
+
+
+def _step_to_saturation(url: str, system: str, args: argparse.Namespace, bodies: list[bytes], step: Callable,
+                        say: Callable) -> tuple[list[dict], list[dict]]:
+    """From --start-rate, up by --factor until a step saturates (down while even the first
+    saturates), at most --max-steps: (every step run, the steps that count)."""
+    steps: list[dict] = []
+    rate = args.start_rate
+    measured: list[dict] = []  # the steps that count: not the first of a repeated pair
+
+    def run_step(repeat: bool = False) -> dict:
+        s = step(url, rate, args.step_s, bodies, args.batch, args.publishers)
+        s["repeat"] = repeat
+        steps.append(s)
+        say(f"e2e [{system}]: offered {s['offered']:,} msg/s -> {s['achieved']:,} msg/s, p50 {s['p50_ms']} ms,"
+            f" p99 {s['p99_ms']} ms{'  SATURATED' if s['saturated'] else ''}{'  (repeat)' if repeat else ''}")
+        return s
+
+    for _ in range(args.max_steps):
+        s = run_step()
+        if s["saturated"] and not s["short"]:
+            # Response time grew within the step though the rate was met: a neighbour's
+            # burst on a shared machine does that too, so the same rate runs once more and
+            # only that second step counts.
+            s = run_step(repeat=True)
+        measured.append(s)
+        if s["saturated"] and any(not x["saturated"] for x in measured):
+            break  # the edge, from below
+        if not s["saturated"] and measured[0]["saturated"]:
+            break  # the edge, from above
+        # Up by --factor; down while even the first rate saturates (a start above the edge).
+        rate = rate / args.factor if s["saturated"] else rate * args.factor
+    return steps, measured

@@ -15,7 +15,8 @@ from bluedove.client import BlueDoveError
 from bluedove.client.http import AsyncHttpTransport
 from bluedove.workloads import Workload, brute_force
 from bluedove.workloads.traffic import nearest_city
-from lab.load import Inbox, publish_due, reading, subscribe_workload
+from lab.load import publish_due
+from lab.readers import Inbox, reading, subscribe_workload
 
 SETUP_CONCURRENCY = 16
 PUBLISH_INFLIGHT = 4  # sensor batches awaiting their 202 at most
@@ -124,7 +125,7 @@ async def create_drivers(transport: AsyncHttpTransport, ledger: Ledger) -> list[
 
 
 def running_pollers(url: str, drivers: list[Driver], ledger: Ledger):
-    """Readers for every driver while the block runs (lab.load.reading), recording into the ledger."""
+    """Readers for every driver while the block runs (lab.readers.reading), recording into the ledger."""
 
     def received(i: int, msgs: list[dict]) -> None:
         ledger.receive(i, msgs, time.time())

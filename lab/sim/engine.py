@@ -176,20 +176,16 @@ class Simulator:
     # -- the run ----------------------------------------------------------------------------
     def run(self, rate_fn: Callable[[float], float], horizon_s: float, weight: float = 1.0, warmup_s: float = 0.0,
             hook: Callable[["Simulator", float], None] | None = None, n_max: int = 5_000_000) -> RunResult:
-        cfg = self.cfg
-        D = cfg.dispatchers
-        tick = cfg.report_interval_s / D
+        D = self.cfg.dispatchers
+        tick = self.cfg.report_interval_s / D
         next_tick, tick_no = tick, 0
-        times, rts = [], []
-        self.rt = rts
+        times: list[float] = []
+        self.rt = []
         busy_at_warmup = None
-        events = []
-        P = len(self.pool.points)
-        t = 0.0
-        rng, policy = self.rng, cfg.policy
+        events: list = []
         expo = self.np_rng.exponential(1.0, size=min(n_max, 1 << 20)).tolist()
-        picks = self.np_rng.integers(0, P, size=len(expo)).tolist()
-        j = 0
+        picks = self.np_rng.integers(0, len(self.pool.points), size=len(expo)).tolist()
+        t, j = 0.0, 0
         while True:
             rate = rate_fn(t)
             t += expo[j % len(expo)] * weight / rate
@@ -198,61 +194,77 @@ class Simulator:
             while next_tick <= t:  # one dispatcher fetches reports; hooks see the clock
                 if busy_at_warmup is None and next_tick >= warmup_s:
                     busy_at_warmup = self._busy_total(next_tick)
-                if self.pending and self.pending[0] <= next_tick:
-                    self._install(self.pending[1])
-                    events.append((self.pending[0], f"table with {self.layout.n} matchers in use"))
-                    self.pending = None
-                d = tick_no % D
-                self.views[d] = self._reports(next_tick)
-                self.sent[d] = {}
-                for m, at in self.dead.items():
-                    if next_tick - at >= cfg.detect_s:
-                        self.known_dead[d].add(m)
-                if hook:
-                    hook(self, next_tick)
+                self._tick(tick_no % D, next_tick, events, hook)
                 tick_no += 1
                 next_tick += tick
             p = picks[j % len(picks)]
             d = j % D
             j += 1
-            view, known = self.views[d], self.known_dead[d]
-            costs = self.cost[p]
-            if self.full:
-                n_live = self.layout.n
-                order = [(0, rng.randrange(n_live))]
-            else:
-                cands = [(i, m) for i, m in enumerate(self.cand[p])]
-                order = rank(policy, cands, lambda c: view[c[1]][c[0]], t, rng, view.__getitem__, self.sent[d])
-                first = next(((dim, m) for dim, m in order if m not in known), None)
-                if first is not None:  # charged before the call, as dispatcher/cluster.py does
-                    self.sent[d][first[1]] = self.sent[d].get(first[1], 0.0) + expected_cost(view[first[1]][first[0]]) * weight
-            delay, rec = 0.0, len(rts)
+            order = self._order(p, d, t, weight)
+            rec = len(self.rt)
             times.append(t)
-            rts.append(np.nan)
-            for dim, m in order:
-                if m in known:
-                    continue
-                if m in self.dead:
-                    if not cfg.failover:
-                        break  # the paper's prototype: sent to a dead matcher before detection, lost
-                    known.add(m)  # ours: the call fails at once, mark it down, try the next one
-                    delay += cfg.retry_s
-                    continue
-                work = costs[dim if not self.full else 0] * weight
-                start = max(t + delay, self.free_at[m])
-                fin = start + work
-                self.free_at[m] = fin
-                self.fifo[m].append((fin, dim, weight, work, rec))
-                self.q[m][dim] += weight
-                self.arrived[m][dim] += weight
-                rts[rec] = fin - t
-                break
+            self.rt.append(np.nan)
+            self._send(p, order, d, t, weight, rec)
         end_busy = self._busy_total(horizon_s)
         if busy_at_warmup is None:
             busy_at_warmup = np.zeros_like(end_busy)
         busy = end_busy - np.pad(busy_at_warmup, (0, len(end_busy) - len(busy_at_warmup)))
-        return RunResult(np.array(times), np.array(rts, dtype=float), weight, busy, horizon_s - warmup_s,
+        return RunResult(np.array(times), np.array(self.rt, dtype=float), weight, busy, horizon_s - warmup_s,
                          len(self.free_at), events)
+
+    def _tick(self, d: int, now: float, events: list, hook: Callable[["Simulator", float], None] | None) -> None:
+        """Dispatcher d fetches every report at `now` (with the pending table once it is in use),
+        learns of the matchers dead for `detect_s`; then the hook sees the clock."""
+        if self.pending and self.pending[0] <= now:
+            self._install(self.pending[1])
+            events.append((self.pending[0], f"table with {self.layout.n} matchers in use"))
+            self.pending = None
+        self.views[d] = self._reports(now)
+        self.sent[d] = {}
+        for m, at in self.dead.items():
+            if now - at >= self.cfg.detect_s:
+                self.known_dead[d].add(m)
+        if hook:
+            hook(self, now)
+
+    def _order(self, p: int, d: int, t: float, weight: float) -> list[tuple[int, int]]:
+        """The candidates (dimension, matcher) dispatcher d tries for pool message p, best first
+        (`rank` on its view); the first it believes alive is charged the message's expected cost."""
+        if self.full:
+            return [(0, self.rng.randrange(self.layout.n))]
+        view, known, sent = self.views[d], self.known_dead[d], self.sent[d]
+        cands = [(i, m) for i, m in enumerate(self.cand[p])]
+        order = rank(self.cfg.policy, cands, lambda c: view[c[1]][c[0]], t, self.rng, view.__getitem__, sent)
+        first = next(((dim, m) for dim, m in order if m not in known), None)
+        if first is not None:  # charged before the call, as dispatcher/cluster.py does
+            sent[first[1]] = sent.get(first[1], 0.0) + expected_cost(view[first[1]][first[0]]) * weight
+        return order
+
+    def _send(self, p: int, order: list[tuple[int, int]], d: int, t: float, weight: float, rec: int) -> None:
+        """Message `rec` (pool message p, arrived at t) into the FIFO of the first candidate of
+        `order` that is alive, skipping those dispatcher d knows dead; a dead one it did not know
+        of fails the call (failover: mark it down, try the next) or loses the message."""
+        known = self.known_dead[d]
+        costs = self.cost[p]
+        delay = 0.0
+        for dim, m in order:
+            if m in known:
+                continue
+            if m in self.dead:
+                if not self.cfg.failover:
+                    break  # the paper's prototype: sent to a dead matcher before detection, lost
+                known.add(m)  # ours: the call fails at once, mark it down, try the next one
+                delay += self.cfg.retry_s
+                continue
+            work = costs[dim if not self.full else 0] * weight
+            start = max(t + delay, self.free_at[m])
+            fin = start + work
+            self.free_at[m] = fin
+            self.fifo[m].append((fin, dim, weight, work, rec))
+            self.q[m][dim] += weight
+            self.arrived[m][dim] += weight
+            self.rt[rec] = fin - t
+            break
 
     def _busy_total(self, now: float) -> np.ndarray:
         """Seconds of matching each matcher has finished by `now`, counting the one in service pro rata."""

@@ -70,6 +70,8 @@ class FluidSim:
         self.cand, self.cost, self.sizes, self.n, self.cfg, self.step = cand, cost, sizes, n, cfg, step
         self.k = cand.shape[1]
         self.full = bool((cand < 0).all())
+        self.subs = sizes.astype(np.float64)  # the sets' sizes, as the reports carry them
+        self.dims = np.arange(self.k)[None, :]
         self.rng = np.random.default_rng(cfg.seed)
 
     def warm_mu(self) -> np.ndarray:
@@ -88,95 +90,163 @@ class FluidSim:
     def run(self, rate: float, horizon_s: float, marks: tuple[float, ...] = ()) -> dict:
         """Hold `rate` msg/s; returns backlog (seconds of queued work per matcher) at each mark
         and at the end, and busy seconds per matcher between the first mark and the end."""
-        cfg, n, k, rng = self.cfg, self.n, self.k, self.rng
-        dt, P = self.step.dt_s, len(self.cand)
-        q = np.zeros((n, k))
-        work = np.zeros((n, k))
-        arrived = np.zeros((n, k))
-        done = np.zeros((n, k))
-        busy = np.zeros((n, k))
-        D = cfg.dispatchers
-        W = cfg.stats_window_s
-        hist: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = [(0.0, arrived.copy(), done.copy(), busy.copy())]
-        last_mu = self.warm_mu() if cfg.warm else np.zeros((n, k))
-        views = [(np.zeros((n, k)), last_mu.copy(), np.zeros((n, k)), 0.0) for _ in range(D)]
-        next_view = [cfg.report_interval_s * (d + 1) / D for d in range(D)]
-        subs = self.sizes.astype(np.float64)
-        count = rate * dt
-        S = max(1, min(self.step.per_step, int(np.ceil(count))))
-        weight = count / S
-        out = {"backlog": [], "busy_from_first_mark": None, "weight": weight, "dt_s": dt}
+        n, k, dt = self.n, self.k, self.step.dt_s
+        state = _Matchers.empty(n, k)
+        views = _Views(self.cfg, self.warm_mu() if self.cfg.warm else np.zeros((n, k)))
+        sample = _Sample.of(rate, self.step, self.cfg.dispatchers)
+        out = {"backlog": [], "busy_from_first_mark": None, "weight": sample.weight, "dt_s": dt}
         marks = sorted(marks)
-        steps = int(round(horizon_s / dt))
-        rows = np.arange(S)
-        disp = rows % D
-        dims = np.arange(k)[None, :]
-        terms, ats = None, None  # the dispatchers' views as `view_terms` arrays, rebuilt on refresh
-        # adaptive dispatchers count the work they sent each matcher since their view of it
-        # (`sent` of bluedove.forwarding.rank), as the real dispatcher does
-        since = np.zeros((D, n))
-        for j in range(steps):
+        for j in range(int(round(horizon_s / dt))):
             t = j * dt
-            if t - hist[-1][0] >= 0.5:  # matcher/stats.py buckets of 0.5 s
-                hist.append((t, arrived.copy(), done.copy(), busy.copy()))
-                while len(hist) > 2 and t - hist[1][0] >= W:
-                    hist.pop(0)
-            for d in range(D):
-                if t >= next_view[d]:
-                    t0, a0, d0, b0 = hist[0]
-                    span = max(min(W, t - t0), 0.5)
-                    dd, db = done - d0, busy - b0
-                    fresh = (dd > 0) & (db > 0)
-                    last_mu[fresh] = dd[fresh] / db[fresh]
-                    views[d] = ((arrived - a0) / span, last_mu.copy(), np.floor(q), t)
-                    since[d] = 0.0
-                    next_view[d] += cfg.report_interval_s
-                    terms = None
+            views.update(t, state)
             while marks and t >= marks[0]:
-                out["backlog"].append(work.sum(axis=1))
-                if out["busy_from_first_mark"] is None:
-                    out["busy_from_first_mark"] = busy.sum(axis=1).copy()
+                _mark(out, state)
                 marks.pop(0)
-            p = rng.integers(0, P, S)
-            if self.full:
-                m = rng.integers(0, n, S)
-                col = np.zeros(S, dtype=np.intp)
-            else:
-                cand = self.cand[p]
-                if cfg.policy == "random":
-                    col = rank_vectorised("random", cand, rng)
-                elif cfg.policy == "subscription-count":
-                    col = rank_vectorised(cfg.policy, subs[cand, dims], rng)
-                else:
-                    if terms is None:
-                        terms = view_terms(*(np.stack([v[f] for v in views]) for f in range(3)), subs)
-                        ats = np.array([v[3] for v in views])
-                    v_cost, v_work, v_load = terms
-                    adaptive = cfg.policy == "adaptive"
-                    wait = backlog(v_work, v_load, ats, t, adaptive, since)  # (D, n)
-                    row = disp[:, None]
-                    col = rank_vectorised(cfg.policy, wait[row, cand] + v_cost[row, cand, dims], rng)
-                    if adaptive:
-                        chosen = cand[rows, col]
-                        np.add.at(since, (disp, chosen), v_cost[disp, chosen, col] * weight)
-                m = cand[rows, col]
-            flat = m * k + col
-            w_add = self.cost[p, col] * weight
-            work += np.bincount(flat, weights=w_add, minlength=n * k).reshape(n, k)
-            got = np.bincount(flat, minlength=n * k).reshape(n, k) * weight
-            q += got
-            arrived += got
-            total = work.sum(axis=1)
-            served = np.minimum(total, dt)
-            frac = np.divide(served, total, out=np.zeros(n), where=total > 0)[:, None]
-            sw, sq = work * frac, q * frac
-            work -= sw
-            q -= sq
-            busy += sw
-            done += sq
-        out["backlog"].append(work.sum(axis=1))
+            p, m, col = self._route(sample, t, views)
+            state.receive(m * k + col, self.cost[p, col] * sample.weight, sample.weight)
+            state.serve(dt)
+        out["backlog"].append(state.work.sum(axis=1))
         if out["busy_from_first_mark"] is None:
             out["busy_from_first_mark"] = np.zeros(n)
-        out["busy_s"] = busy.sum(axis=1) - out["busy_from_first_mark"]
-        out["busy_by_dim"] = busy
+        out["busy_s"] = state.busy.sum(axis=1) - out["busy_from_first_mark"]
+        out["busy_by_dim"] = state.busy
         return out
+
+    def _route(self, sample: _Sample, t: float, views: _Views) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One step's sampled messages (pool rows), the matcher each goes to and on which
+        dimension, as its dispatcher's policy ranks them."""
+        rng, S = self.rng, sample.size
+        p = rng.integers(0, len(self.cand), S)
+        if self.full:
+            return p, rng.integers(0, self.n, S), np.zeros(S, dtype=np.intp)
+        cand = self.cand[p]
+        subs, dims = self.subs, self.dims
+        policy = self.cfg.policy
+        if policy == "random":
+            col = rank_vectorised("random", cand, rng)
+        elif policy == "subscription-count":
+            col = rank_vectorised(policy, subs[cand, dims], rng)
+        else:
+            adaptive = policy == "adaptive"
+            v_cost, wait = views.waits(t, subs, adaptive)  # (D, n, k), (D, n)
+            row = sample.disp[:, None]
+            col = rank_vectorised(policy, wait[row, cand] + v_cost[row, cand, dims], rng)
+            if adaptive:
+                views.charge(sample, cand[sample.rows, col], col)
+        return p, cand[sample.rows, col], col
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """A step's messages: `size` sampled ones, each standing for `weight` real ones (rate·dt in
+    all), row r sent by dispatcher r mod D."""
+
+    size: int
+    weight: float
+    rows: np.ndarray
+    disp: np.ndarray
+
+    @classmethod
+    def of(cls, rate: float, step: Step, dispatchers: int) -> _Sample:
+        count = rate * step.dt_s
+        size = max(1, min(step.per_step, int(np.ceil(count))))
+        rows = np.arange(size)
+        return cls(size, count / size, rows, rows % dispatchers)
+
+
+@dataclass
+class _Matchers:
+    """The matchers' state, (n, k) per dimension queue: messages queued (q) and their work, and
+    what has arrived, been done and kept the matcher busy (seconds) so far."""
+
+    q: np.ndarray
+    work: np.ndarray
+    arrived: np.ndarray
+    done: np.ndarray
+    busy: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int, k: int) -> _Matchers:
+        return cls(*(np.zeros((n, k)) for _ in range(5)))
+
+    def receive(self, flat: np.ndarray, work: np.ndarray, weight: float) -> None:
+        """Messages into the queues `flat` (matcher·k + dimension), with their `work`."""
+        n, k = self.q.shape
+        self.work += np.bincount(flat, weights=work, minlength=n * k).reshape(n, k)
+        got = np.bincount(flat, minlength=n * k).reshape(n, k) * weight
+        self.q += got
+        self.arrived += got
+
+    def serve(self, dt: float) -> None:
+        """`dt` of service: each matcher does min(backlog, dt) seconds of work, shared among its
+        queues in proportion to their queued work, messages leaving in proportion to work."""
+        total = self.work.sum(axis=1)
+        served = np.minimum(total, dt)
+        frac = np.divide(served, total, out=np.zeros(len(total)), where=total > 0)[:, None]
+        sw, sq = self.work * frac, self.q * frac
+        self.work -= sw
+        self.q -= sq
+        self.busy += sw
+        self.done += sq
+
+
+class _Views:
+    """The dispatchers' views of the matchers: each refreshes every matcher's report every
+    report_interval_s (phases staggered) from the stats window's history, kept in buckets of
+    0.5 s as matcher/stats.py does, and ranks with it until its next refresh. Adaptive
+    dispatchers count the work they sent each matcher since (`sent` of bluedove.forwarding.rank)."""
+
+    def __init__(self, cfg: SimConfig, mu: np.ndarray) -> None:
+        n, k = mu.shape
+        D = cfg.dispatchers
+        self.cfg = cfg
+        self.hist: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = [
+            (0.0, np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k)))]  # (t, arrived, done, busy)
+        self.last_mu = mu
+        self.views = [(np.zeros((n, k)), mu.copy(), np.zeros((n, k)), 0.0) for _ in range(D)]  # λ, μ, q, at
+        self.next_view = [cfg.report_interval_s * (d + 1) / D for d in range(D)]
+        self.since = np.zeros((D, n))
+        self._terms: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # `view_terms` of the views
+        self._ats: np.ndarray | None = None
+
+    def update(self, t: float, state: _Matchers) -> None:
+        """At `t`: a new history bucket every 0.5 s, and the views that are due refreshed."""
+        if t - self.hist[-1][0] >= 0.5:
+            self.hist.append((t, state.arrived.copy(), state.done.copy(), state.busy.copy()))
+            while len(self.hist) > 2 and t - self.hist[1][0] >= self.cfg.stats_window_s:
+                self.hist.pop(0)
+        for d in range(len(self.views)):
+            if t >= self.next_view[d]:
+                self._refresh(d, t, state)
+
+    def _refresh(self, d: int, t: float, state: _Matchers) -> None:
+        t0, a0, d0, b0 = self.hist[0]
+        span = max(min(self.cfg.stats_window_s, t - t0), 0.5)
+        dd, db = state.done - d0, state.busy - b0
+        fresh = (dd > 0) & (db > 0)
+        self.last_mu[fresh] = dd[fresh] / db[fresh]
+        self.views[d] = ((state.arrived - a0) / span, self.last_mu.copy(), np.floor(state.q), t)
+        self.since[d] = 0.0
+        self.next_view[d] += self.cfg.report_interval_s
+        self._terms = None
+
+    def waits(self, t: float, subs: np.ndarray, adaptive: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Per dispatcher, its view's cost per message (D, n, k) and each matcher's backlog at
+        `t` (D, n), extrapolated with the work sent since when `adaptive`."""
+        if self._terms is None:
+            self._terms = view_terms(*(np.stack([v[f] for v in self.views]) for f in range(3)), subs)
+            self._ats = np.array([v[3] for v in self.views])
+        v_cost, v_work, v_load = self._terms
+        return v_cost, backlog(v_work, v_load, self._ats, t, adaptive, self.since)
+
+    def charge(self, sample: _Sample, chosen: np.ndarray, col: np.ndarray) -> None:
+        """Count the expected work of each message sent to `chosen` against its dispatcher's view."""
+        v_cost = self._terms[0]
+        np.add.at(self.since, (sample.disp, chosen), v_cost[sample.disp, chosen, col] * sample.weight)
+
+
+def _mark(out: dict, state: _Matchers) -> None:
+    """The backlogs at a mark; busy seconds so far at the first."""
+    out["backlog"].append(state.work.sum(axis=1))
+    if out["busy_from_first_mark"] is None:
+        out["busy_from_first_mark"] = state.busy.sum(axis=1).copy()

@@ -40,53 +40,77 @@ def fig_9(ctx: Context, start: int = 5, step_s: float = 20.0, steps: int = 10, c
         return sat * (0.5 + 0.1 * int(t // step_s))
 
     cfg = SimConfig(policy="adaptive", seed=ctx.seed)
-    pool = ctx.pool(w, start + steps)
-    sim = Simulator(layout, ctx.models.rtree, pool, cfg)
-    state = {"next": check_s, "backlogs": [], "busy": None, "adding": False, "events": []}
-
-    def hook(s: Simulator, now: float) -> None:
-        if state["adding"] and s.pending is None:
-            state["adding"] = False
-            state["backlogs"] = []  # judge the new layout on its own checks
-        if now < state["next"]:
-            return
-        state["next"] += check_s
-        backlog = max(max(s.free_at[m] - now, 0.0) for m in range(s.layout.n))
-        busy = np.array([row[:] for row in s.busy])
-        prev, state["busy"] = state["busy"], busy
-        hist = state["backlogs"] = (state["backlogs"] + [backlog])[-3:]
-        grew = len(hist) == 3 and hist[0] < hist[1] < hist[2] and hist[2] > 0.05
-        if not grew or state["adding"] or prev is None:
-            return
-        delta = busy[: len(prev)] - prev  # seconds of matching per (matcher, dimension) since the last check
-        victims = [s.layout.members[int(np.argmax(delta[: s.layout.n, i]))] for i in range(s.layout.k)]
-        new = f"m{s.layout.n}"
-        table = split(s.layout.table, victims, new)
-        new_layout = with_table(s.layout, table, w)
-        moved = int(new_layout.sizes[-1].sum())
-        ready = now + moved * ctx.models.rtree.load_s_per_sub + cfg.report_interval_s
-        s.set_layout(new_layout, ready)
-        state["adding"] = True
-        state["events"].append({"t_s": round(now, 1), "matchers": new_layout.n, "in_use_s": round(ready, 2),
-                                "split": victims, "subscriptions_loaded": moved})
-
+    sim = Simulator(layout, ctx.models.rtree, ctx.pool(w, start + steps), cfg)
+    scaler = _SplitOnGrowth(w, check_s, ctx.models.rtree.load_s_per_sub, cfg.report_interval_s)
     # about 4 run budgets of simulated messages over the whole timeline, but at most 5 real
     # messages per simulated one: coarser, a backlog grows in lumps that the trigger takes for a rise
     top = sat * (0.5 + 0.1 * steps)
-    res = sim.run(rate, horizon, min(MAX_WEIGHT, max(1.0, top * horizon / (4 * ctx.budget.messages))), 0.0, hook)
+    res = sim.run(rate, horizon, min(MAX_WEIGHT, max(1.0, top * horizon / (4 * ctx.budget.messages))), 0.0, scaler)
     rows = _buckets(res, 2.0, horizon)
     for row in rows:
         row["rate"] = round(rate(row["t_s"]))
-        row["matchers"] = start + sum(1 for e in state["events"] if e["in_use_s"] <= row["t_s"])
+        row["matchers"] = start + sum(1 for e in scaler.events if e["in_use_s"] <= row["t_s"])
+    return {"figure": "9", "unit": "mean response time per 2 s of simulated time", "rows": rows,
+            "events": scaler.events, "response_drop_s": _response_drops(rows, scaler.events),
+            "saturation_start": round(sat), "paper": paper.FIG_9}
+
+
+class _SplitOnGrowth:
+    """Fig. 9's autoscaler, a Simulator hook: every `check_s`, when the longest backlog has
+    grown over three checks, a new matcher takes the upper half of the busiest matcher's segment
+    on each dimension (busiest since the last check), in use after loading its subscriptions
+    (`load_s_per_sub` each) and `pull_s` for the dispatchers' table pull. One at a time; a new
+    layout is judged on its own checks."""
+
+    def __init__(self, w, check_s: float, load_s_per_sub: float, pull_s: float) -> None:
+        self.w, self.check_s, self.load_s_per_sub, self.pull_s = w, check_s, load_s_per_sub, pull_s
+        self.next = check_s
+        self.backlogs: list[float] = []
+        self.busy: np.ndarray | None = None
+        self.adding = False
+        self.events: list[dict] = []
+
+    def __call__(self, s: Simulator, now: float) -> None:
+        if self.adding and s.pending is None:
+            self.adding = False
+            self.backlogs = []  # judge the new layout on its own checks
+        if now < self.next:
+            return
+        self.next += self.check_s
+        backlog = max(max(s.free_at[m] - now, 0.0) for m in range(s.layout.n))
+        busy = np.array([row[:] for row in s.busy])
+        prev, self.busy = self.busy, busy
+        hist = self.backlogs = (self.backlogs + [backlog])[-3:]
+        grew = len(hist) == 3 and hist[0] < hist[1] < hist[2] and hist[2] > 0.05
+        if not grew or self.adding or prev is None:
+            return
+        self._add(s, now, busy[: len(prev)] - prev)
+
+    def _add(self, s: Simulator, now: float, delta: np.ndarray) -> None:
+        """A matcher splitting the busiest per dimension by `delta`, seconds of matching per
+        (matcher, dimension) since the last check."""
+        victims = [s.layout.members[int(np.argmax(delta[: s.layout.n, i]))] for i in range(s.layout.k)]
+        new = f"m{s.layout.n}"
+        table = split(s.layout.table, victims, new)
+        new_layout = with_table(s.layout, table, self.w)
+        moved = int(new_layout.sizes[-1].sum())
+        ready = now + moved * self.load_s_per_sub + self.pull_s
+        s.set_layout(new_layout, ready)
+        self.adding = True
+        self.events.append({"t_s": round(now, 1), "matchers": new_layout.n, "in_use_s": round(ready, 2),
+                            "split": victims, "subscriptions_loaded": moved})
+
+
+def _response_drops(rows: list[dict], events: list[dict]) -> list[float | None]:
+    """Per added matcher, seconds from its decision to the first 2 s bucket, once it is in use,
+    whose response time is under half the peak of those from 4 s before the decision until then."""
     drops = []
-    for e in state["events"]:
+    for e in events:
         before = [r["rt_ms"] for r in rows if e["t_s"] - 4 <= r["t_s"] < e["in_use_s"] and r["rt_ms"]]
         peak = max(before) if before else None
         after = [r for r in rows if r["t_s"] >= e["in_use_s"] and r["rt_ms"] and peak and r["rt_ms"] < 0.5 * peak]
         drops.append(round(after[0]["t_s"] - e["t_s"], 1) if after else None)
-    return {"figure": "9", "unit": "mean response time per 2 s of simulated time", "rows": rows,
-            "events": state["events"], "response_drop_s": drops, "saturation_start": round(sat),
-            "paper": paper.FIG_9}
+    return drops
 
 
 def fig_10(ctx: Context, n: int = 20, load: float = 0.6, period_s: float = 30.0, failures: int = 4) -> dict:

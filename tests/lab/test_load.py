@@ -1,7 +1,8 @@
 """The lab's load (lab/load.py) on a fake clock against a stand-in service (httpx.MockTransport):
 pollers paced like a fleet of phones (each queue at most once per interval, the connections'
 passes offset from each other), unpaced for the final drain, stopping on a failed poll or
-ack; the open-loop publisher keeps its rate, skips what it cannot send and counts refusals."""
+ack; the open-loop publisher keeps its rate, skips what it cannot send and counts refusals;
+the ticked publisher sends what is due each tick, in larger batches when the service is slow."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from lab.load import PacedPublisher, Pollers, closed_loop, poll_queues, pool, publish_encoded
+from lab.load import PacedPublisher, Pollers, closed_loop, poll_queues, pool, publish_due, publish_encoded
 
 URL = "http://bluedove.test"
 
@@ -210,3 +211,27 @@ async def test_closed_loop_callers_call_again_at_once_and_count_only_the_window(
     counted, ids, returned = await clock.finish(task)
     assert counted == 2 * 2 * 3  # 2 callers, answered at 0.3, 0.6, 0.9 s; the 1.2 s answers are late
     assert returned == len(ids) == 2 * 2 * 4
+
+
+async def test_the_publisher_sends_what_is_due_each_tick(clock):
+    sent: list[tuple[float, range]] = []
+
+    async def send(idx: range) -> None:
+        sent.append((round(clock.now() - 1000.0, 6), idx))
+
+    await clock.finish(asyncio.create_task(publish_due(send, 1000, 100.0, 1.0, clock=clock)))
+    assert sent[0] == (0.0, range(0, 10)) and sent[1] == (0.1, range(10, 20))
+    assert 100 <= sent[-1][1].stop <= 110 and sent[-1][0] < 1.0  # due by the last tick's end; nothing later
+    assert all(r.start == p.stop for (_, p), (_, r) in zip(sent, sent[1:]))
+
+
+async def test_a_slow_service_gets_larger_batches_and_nothing_late(clock):
+    sent: list[range] = []
+
+    async def send(idx: range) -> None:
+        sent.append(idx)
+        await clock.sleep(0.35)
+
+    await clock.finish(asyncio.create_task(publish_due(send, 1000, 100.0, 1.0, inflight=1, clock=clock)))
+    assert [len(r) for r in sent][:2] == [10, 35] and all(r.start == p.stop for p, r in zip(sent, sent[1:]))
+    assert sent[-1].stop <= 110

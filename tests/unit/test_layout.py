@@ -39,7 +39,8 @@ def test_the_lab_commands_come_from_the_entry_point_group():
 
 
 def test_the_demo_needs_no_extra():
-    """`pip install -e .` runs `bluedove demo`: the demo and the load it uses import no extra."""
-    found = {**imports("lab/demo"), "lab/load.py": imports("lab")["lab/load.py"]}
+    """`pip install -e .` runs `bluedove demo`: the demo and the load it uses (lab/load.py, lab/readers.py) import no extra."""
+    lab = imports("lab")
+    found = {**imports("lab/demo"), "lab/load.py": lab["lab/load.py"], "lab/readers.py": lab["lab/readers.py"]}
     bad = {f: n & {"psutil", "matplotlib", "kubernetes"} for f, n in found.items()}
     assert {f: n for f, n in bad.items() if n} == {}

@@ -1,7 +1,6 @@
-"""The lab's phone-like readers and ticked publisher (lab/load.py), as the demo uses them, on a
-fake clock against a stand-in service (httpx.MockTransport): a lone reader long-polls and acks
-in batches, a reader of several queues goes round them, failures are reported and retried;
-the publisher sends what is due each tick, in larger batches when the service is slow."""
+"""The lab's phone-like readers (lab/readers.py), as the demo uses them, on a fake clock against
+a stand-in service (httpx.MockTransport): a lone reader long-polls and acks in batches, a reader
+of several queues goes round them, failures are reported and retried."""
 
 from __future__ import annotations
 
@@ -10,7 +9,8 @@ import json
 
 import httpx
 
-from lab.load import ACK_EVERY_S, Inbox, pool, publish_due, read, reading
+from lab.load import pool
+from lab.readers import ACK_EVERY_S, Inbox, read, reading
 
 URL = "http://bluedove.test"
 
@@ -94,27 +94,3 @@ async def test_failures_are_reported_and_retried(clock):
     t.cancel()
     assert [e.status for e in errors] == [503, 503] and got[0] == 1
     assert service.polls[0][0] == 1.0  # after two half-second retries
-
-
-async def test_the_publisher_sends_what_is_due_each_tick(clock):
-    sent: list[tuple[float, range]] = []
-
-    async def send(idx: range) -> None:
-        sent.append((round(clock.now() - 1000.0, 6), idx))
-
-    await clock.finish(asyncio.create_task(publish_due(send, 1000, 100.0, 1.0, clock=clock)))
-    assert sent[0] == (0.0, range(0, 10)) and sent[1] == (0.1, range(10, 20))
-    assert 100 <= sent[-1][1].stop <= 110 and sent[-1][0] < 1.0  # due by the last tick's end; nothing later
-    assert all(r.start == p.stop for (_, p), (_, r) in zip(sent, sent[1:]))
-
-
-async def test_a_slow_service_gets_larger_batches_and_nothing_late(clock):
-    sent: list[range] = []
-
-    async def send(idx: range) -> None:
-        sent.append(idx)
-        await clock.sleep(0.35)
-
-    await clock.finish(asyncio.create_task(publish_due(send, 1000, 100.0, 1.0, inflight=1, clock=clock)))
-    assert [len(r) for r in sent][:2] == [10, 35] and all(r.start == p.stop for p, r in zip(sent, sent[1:]))
-    assert sent[-1].stop <= 110
