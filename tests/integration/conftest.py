@@ -1,14 +1,17 @@
-"""Fixtures that start real clusters: redis-server, matcher and dispatcher processes."""
+"""Fixtures that start real clusters (redis-server, matcher and dispatcher processes), and Stores
+on the test Redis."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
 
 from bluedove.local.cluster import LocalCluster
+from bluedove.store.store import Store, StoreLimits
 
 
 def start_cluster(tmp_path, **kw) -> LocalCluster:
@@ -36,3 +39,23 @@ def assert_no_children(c: LocalCluster) -> None:
     out = subprocess.run(["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True).stdout
     mine = [line for line in out.splitlines() if str(c.data_dir) in line and str(os.getpid()) not in line.split()[0]]
     assert not mine, f"left running: {mine}"
+
+
+@pytest.fixture
+async def make_store(redis_clean_url: str) -> AsyncIterator[Callable[..., Store]]:
+    """Build Stores on the clean test Redis (optionally with limits); all closed afterwards."""
+    made: list[Store] = []
+
+    def make(limits: StoreLimits | None = None) -> Store:
+        made.append(Store(redis_clean_url, limits))
+        return made[-1]
+
+    yield make
+    for s in made:
+        await s.close()
+
+
+@pytest.fixture
+def store(make_store) -> Store:
+    """A Store with the default limits on an empty Redis."""
+    return make_store()

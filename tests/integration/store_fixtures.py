@@ -1,33 +1,10 @@
-"""Fixtures and helpers of the store tests (test_store.py, test_store_deliveries.py)."""
+"""Helpers of the store tests (test_store.py, test_store_deliveries.py); their `store` and
+`make_store` fixtures are in conftest.py."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-
-import pytest
-
-from bluedove.store.store import Store, StoreLimits
-
-
-@pytest.fixture
-async def make_store(redis_clean_url: str) -> AsyncIterator[Callable[..., Store]]:
-    """Build Stores on the clean test Redis (optionally with limits); all closed afterwards."""
-    made: list[Store] = []
-
-    def make(limits: StoreLimits | None = None) -> Store:
-        made.append(Store(redis_clean_url, limits))
-        return made[-1]
-
-    yield make
-    for s in made:
-        await s.close()
-
-
-@pytest.fixture
-def store(make_store) -> Store:
-    """A Store with the default limits on an empty Redis."""
-    return make_store()
+from bluedove.store.store import Store
 
 
 def stream_order(entry_id: str) -> tuple[int, int]:

@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from tests.integration.conftest import assert_no_children, start_cluster
-from tests.integration.helpers import drain, new_queue, oracle, timed_compare
-from tests.integration.test_exactness import random_predicates
-from tests.integration.test_takeover import gossip_views, match_on_every_candidate, publish_steadily
+from tests.integration.helpers import drain, oracle, timed_compare
+from tests.integration.cluster_checks import (gossip_views, match_on_every_candidate, publish_steadily,
+                                              random_predicates, subscribe_random)
 
 pytestmark = pytest.mark.integration
 
@@ -44,14 +44,7 @@ def test_splits_and_merges_under_a_steady_publisher(tmp_path):
     try:
         rng = random.Random(11)
         with httpx.Client(base_url=cluster.url, timeout=30) as api:
-            queues = dict(new_queue(api) for _ in range(20))
-            subs = {}
-            for _ in range(300):
-                q = rng.choice(list(queues))
-                preds = random_predicates(rng)
-                r = api.post("/v1/subscriptions", json={"queue": q, "predicates": preds}, headers=queues[q])
-                assert r.status_code == 201
-                subs[r.json()["id"]] = (q, preds)
+            queues, subs = subscribe_random(api, rng, 20, 300)
 
         sub_times: dict = {}
         msg_times: dict = {}

@@ -10,9 +10,9 @@ import random
 import httpx
 import pytest
 
+from tests.integration.cluster_checks import EXACT, publish_points, random_point, random_workload
 from tests.integration.conftest import assert_no_children, start_cluster
 from tests.integration.helpers import compare, drain, new_queue, oracle
-from tests.integration.test_exactness import EXACT, publish_points, random_point, random_workload
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,7 @@ import json
 import pytest
 
 from bluedove.store.store import LimitExceeded, QueueMissing, StoreLimits, hash_token, valid_receipt
-# make_store and store are fixtures
-from tests.integration.store_fixtures import current_catalogue, make_store, replay, store, stream_order, sub_json  # noqa: F401
+from tests.integration.store_fixtures import current_catalogue, replay, stream_order, sub_json
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,7 @@ import time
 import pytest
 
 from bluedove.store.store import QueueMissing, StoreLimits, first_invalid_receipt, valid_receipt
-# make_store and store are fixtures
-from tests.integration.store_fixtures import make_store, message, store, sub_json  # noqa: F401
+from tests.integration.store_fixtures import message, sub_json
 
 pytestmark = pytest.mark.integration
 

@@ -15,63 +15,14 @@ import random
 import signal
 import time
 
-import grpc
 import httpx
-import json
 import pytest
 
-from bluedove.segments import SegmentTable
-from bluedove.v1 import matcher_pb2 as pb
-from bluedove.v1 import matcher_pb2_grpc as pb_grpc
-
+from tests.integration.cluster_checks import gossip_views, match_on_every_candidate, publish_steadily, subscribe_random
 from tests.integration.conftest import assert_no_children, start_cluster
-from tests.integration.helpers import compare, drain, new_queue, oracle
-from tests.integration.test_exactness import random_predicates
+from tests.integration.helpers import compare, drain, oracle
 
 pytestmark = pytest.mark.integration
-DIMS = ("x0", "x1", "x2", "x3")
-
-
-async def publish_steadily(client: httpx.AsyncClient, rng: random.Random, prefix: str, n: int, rate: float,
-                           messages: dict, refused: list, times: dict | None = None) -> None:
-    """Publish n messages at `rate`/s, each retried with its id until accepted (at most ~15 s);
-    `times[id]` = (first sent, accepted)."""
-
-    async def one(i: int) -> None:
-        attrs = {d: rng.uniform(0, 1000) for d in DIMS}
-        mid = f"{prefix}-{i}"
-        first = time.monotonic()
-        deadline = first + 15
-        while True:
-            try:
-                r = await client.post("/v1/messages", json={"attributes": attrs, "id": mid})
-                if r.status_code == 202:
-                    messages[mid] = tuple(attrs[d] for d in DIMS)
-                    if times is not None:
-                        times[mid] = (first, time.monotonic())
-                    return
-                assert r.status_code == 503, r.text
-                refused.append((time.monotonic(), mid))
-            except httpx.TransportError:
-                refused.append((time.monotonic(), mid))
-            assert time.monotonic() < deadline, f"{mid} was refused for 15 s"
-            await asyncio.sleep(0.1)
-
-    tasks = []
-    for i in range(n):
-        tasks.append(asyncio.create_task(one(i)))
-        await asyncio.sleep(1 / rate)
-    await asyncio.gather(*tasks)
-
-
-async def gossip_views(addresses: list[str]) -> list[tuple[SegmentTable, dict[str, str]]]:
-    """(table, {member: status}) as each matcher at `addresses` sees it."""
-    out = []
-    for a in addresses:
-        async with grpc.aio.insecure_channel(a) as ch:
-            r = await pb_grpc.MatcherStub(ch).GetTable(pb.TableRequest(), timeout=2)
-        out.append((SegmentTable.from_json(json.loads(r.table_json)), {m.id: m.status for m in r.members}))
-    return out
 
 
 async def wait_dead_everywhere(addresses: list[str], victim: str, limit_s: float = 30) -> float:
@@ -84,41 +35,12 @@ async def wait_dead_everywhere(addresses: list[str], victim: str, limit_s: float
     raise AssertionError(f"{victim} not declared dead by all within {limit_s} s")
 
 
-async def match_on_every_candidate(table: SegmentTable, rng: random.Random, subs: dict, n: int) -> int:
-    """Ask each candidate of n random messages which subscriptions match (a dry run): every
-    candidate must find exactly the oracle's set. Returns the matches checked."""
-    checked = 0
-    channels = {m: grpc.aio.insecure_channel(a) for m, a in table.members.items()}
-    try:
-        for i in range(n):
-            point = [rng.uniform(0, 1000) for _ in DIMS]
-            expected = sorted(sid for sid, (_, preds) in subs.items()
-                              if all(lo <= point[DIMS.index(d)] < hi for d, (lo, hi) in preds.items()))
-            for dim, owner in table.candidates(point):
-                req = pb.ForwardRequest(dimension=dim, messages=[pb.ForwardMessage(id=f"probe-{i}", point=point)])
-                reply = await pb_grpc.MatcherStub(channels[owner]).Match(req, timeout=5)
-                got = list(reply.messages[0].subscription_ids)
-                assert got == expected, (point, dim, owner, set(expected) ^ set(got))
-                checked += len(expected)
-    finally:
-        for ch in channels.values():
-            await ch.close()
-    return checked
-
-
 def test_sigkill_a_matcher_while_publishing_then_takeover_and_rejoin(tmp_path):
     cluster = start_cluster(tmp_path, matchers=4)
     try:
         rng = random.Random(7)
         with httpx.Client(base_url=cluster.url, timeout=30) as api:
-            queues = dict(new_queue(api) for _ in range(20))
-            subs = {}
-            for _ in range(400):
-                q = rng.choice(list(queues))
-                preds = random_predicates(rng)
-                r = api.post("/v1/subscriptions", json={"queue": q, "predicates": preds}, headers=queues[q])
-                assert r.status_code == 201
-                subs[r.json()["id"]] = (q, preds)
+            queues, subs = subscribe_random(api, rng, 20, 400)
             epoch0 = api.get("/v1/cluster").json()["epoch"]
 
         victim = cluster.child("m2")
