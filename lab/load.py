@@ -181,7 +181,7 @@ class Pollers:
     unpaced. Keeps the deliveries of the `sample` queues as (queue, id, subscriptions)."""
 
     queues: list[tuple[str, str]]
-    transports: list[AsyncHttpTransport]  # one per connection; connections may share a pool
+    transports: list[PollTransport]  # one per connection; connections may share a pool
     switches: Switches
     interval: float = 0.0
     sample: frozenset[str] | set[str] = frozenset()
@@ -213,7 +213,7 @@ class Pollers:
                 self._running.clear()
             await self.clock.sleep(0.02)
 
-    async def _worker(self, t: AsyncHttpTransport, share: list[tuple[str, str]], phase: float) -> None:
+    async def _worker(self, t: PollTransport, share: list[tuple[str, str]], phase: float) -> None:
         """Pass after pass over `share`, paced like a fleet of phones that each poll their queue
         every `interval` seconds: a pass done early waits until `interval` after its start; one
         that falls behind (the service is the bottleneck) is followed at once. Within a pass the
@@ -238,7 +238,7 @@ class Pollers:
             if self.interval:
                 await self._until(start + self.interval)
 
-    async def _pass(self, t: AsyncHttpTransport, share: list[tuple[str, str]]) -> int | None:
+    async def _pass(self, t: PollTransport, share: list[tuple[str, str]]) -> int | None:
         """Poll and ack each queue of `share` once: deliveries acked, or None after a failed request."""
         got = 0
         for q, token in share:
@@ -267,11 +267,23 @@ class Pollers:
             await self.clock.sleep(min(left, 0.5))
 
 
-async def poll_queues(url: str, queues: list[tuple[str, str]], switches: Switches, connections: int,
-                      interval: float = 0.0, sample: frozenset[str] | set[str] = frozenset(), clock: Clock = REAL,
-                      transport: httpx.AsyncBaseTransport | None = None) -> dict:
-    """`Pollers` over `connections` connections in pools of CONNECTIONS_PER_POOL; their result."""
-    pools = [pool(url, CONNECTIONS_PER_POOL, transport) for _ in range(-(-connections // CONNECTIONS_PER_POOL))]
+class PollTransport(Protocol):
+    """What a poller connection needs: the SDK's REST poll and ack (AsyncHttpTransport, or
+    lab.aio_transport.AioHttpTransport for less CPU per request)."""
+
+    async def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]: ...
+
+    async def ack(self, queue: str, token: str, receipts: list[str]) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+async def poll_queues(open_pool: Callable[[int], PollTransport], queues: list[tuple[str, str]], switches: Switches,
+                      connections: int, interval: float = 0.0, sample: frozenset[str] | set[str] = frozenset(),
+                      clock: Clock = REAL) -> dict:
+    """`Pollers` over `connections` connections in pools of CONNECTIONS_PER_POOL, each pool made
+    by `open_pool(connections)`; their result."""
+    pools = [open_pool(CONNECTIONS_PER_POOL) for _ in range(-(-connections // CONNECTIONS_PER_POOL))]
     try:
         conns = [pools[i // CONNECTIONS_PER_POOL] for i in range(connections)]
         return await Pollers(queues, conns, switches, interval, sample, clock).run()

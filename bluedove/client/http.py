@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 
 from bluedove.client.errors import Unavailable, api_error
@@ -14,14 +16,19 @@ def _auth(token: str | None) -> dict:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def _check(r: httpx.Response) -> dict | None:
-    if r.status_code < 400:
-        return r.json() if r.content else None
+def decode(status: int, content: bytes, reason: str) -> dict | None:
+    """An answer's JSON, or the typed error it carries (for any HTTP client)."""
+    if status < 400:
+        return json.loads(content) if content else None
     try:
-        err = r.json()["error"]
-        raise api_error(r.status_code, err.get("code"), err.get("message", ""), err.get("field"))
+        err = json.loads(content)["error"]
+        raise api_error(status, err.get("code"), err.get("message", ""), err.get("field"))
     except (ValueError, KeyError, TypeError):
-        raise api_error(r.status_code, None, r.text[:200] or r.reason_phrase) from None
+        raise api_error(status, None, content[:200].decode(errors="replace") or reason) from None
+
+
+def _check(r: httpx.Response) -> dict | None:
+    return decode(r.status_code, r.content, r.reason_phrase)
 
 
 class HttpTransport:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lab.aio_transport import AioHttpTransport
 from lab.load import Pacer, poll_queues
 
 # Publisher pace (messages/s per process): PAUSED stops sending, FULL sends as fast as it can.
@@ -84,7 +85,8 @@ def poller_main(url: str, queues: list[tuple[str, str]], sample: set[str], concu
     sampled deliveries."""
     async def main() -> dict:
         mark_ready(ctl)  # the pools connect on their first request
-        return await poll_queues(url, queues, _Switches(ctl), concurrency, interval, sample)
+        return await poll_queues(lambda n: AioHttpTransport(url, n), queues, _Switches(ctl), concurrency, interval,
+                                 sample)
 
     results.put(("poller", os.getpid(), asyncio.run(main())))
 

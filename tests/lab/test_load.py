@@ -77,11 +77,16 @@ class Switches:
         self.done += n
 
 
+def mock_pools(service: FakeService):
+    """`poll_queues`' pools: the SDK's REST transport on the stand-in service."""
+    return lambda n: pool(URL, n, httpx.MockTransport(service))
+
+
 async def run_for(clock, service: FakeService, queues: list[str], seconds: float, interval: float,
                   switches: Switches, connections: int = 1, drain: bool = False,
                   sample: frozenset[str] = frozenset()) -> dict:
-    task = asyncio.create_task(poll_queues(URL, [(q, "tok") for q in queues], switches, connections, interval,
-                                           sample, clock, httpx.MockTransport(service)))
+    task = asyncio.create_task(poll_queues(mock_pools(service), [(q, "tok") for q in queues], switches, connections,
+                                           interval, sample, clock))
     await clock.run_for(seconds)
     switches.drain = drain
     switches.stop = True
@@ -115,8 +120,8 @@ async def test_unpaced_pollers_poll_as_fast_as_they_can(clock):
 
 async def test_paused_pollers_do_not_poll(clock):
     service, switches = FakeService(clock), Switches(is_active=False)
-    task = asyncio.create_task(poll_queues(URL, [("q0", "tok")], switches, 1, 0.0, frozenset(), clock,
-                                           httpx.MockTransport(service)))
+    task = asyncio.create_task(poll_queues(mock_pools(service), [("q0", "tok")], switches, 1, 0.0, frozenset(),
+                                           clock))
     await clock.run_for(1.0)
     assert service.polls == []
     switches.is_active = True
