@@ -4,7 +4,6 @@ sensors, and the ledger against the oracle."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,19 +20,6 @@ from lab.readers import Inbox, reading, subscribe_workload
 SETUP_CONCURRENCY = 16
 PUBLISH_INFLIGHT = 4  # sensor batches awaiting their 202 at most
 PUBLISH_ATTEMPTS = 3
-
-
-def _skip_sniffio_lookups() -> None:
-    """httpcore runs `import sniffio` on every request; when sniffio is not installed, each
-    failed import searches sys.path again (a third of the client's CPU). A None entry makes
-    the import fail at once, and httpcore then assumes asyncio, which is what runs here."""
-    try:
-        import sniffio  # noqa: F401
-    except ImportError:
-        sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
-
-
-_skip_sniffio_lookups()
 
 
 class DemoError(RuntimeError):
