@@ -71,6 +71,10 @@ class SubscriptionSets:
                                                lows[rows], highs[rows])
         return added
 
+    def carry_removals(self, old: "SubscriptionSets") -> None:
+        """Keep `old`'s record of removed ids: an id removed before a reload stays removed, even
+        when the rows loaded after it are older than its removal."""
+        self._tombstones = dict(old._tombstones)
 
     def remove(self, sub_id: str, now: float | None = None) -> int:
         now = time.monotonic() if now is None else now

@@ -71,7 +71,7 @@ class SetsOwner:
         new = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s, self.s.partition)
         old = self.sets
         if old is not None:
-            new._tombstones = dict(old._tombstones)  # a removed id stays removed across reloads
+            new.carry_removals(old)
         await self.run_index(fill, new, old)
         return new, time.monotonic() - t0
 
