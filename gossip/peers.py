@@ -1,0 +1,55 @@
+"""Gossip seeds found by DNS: a Kubernetes headless Service lists every matcher pod.
+
+`--peers-dns NAME[:PORT]` names such a Service (`bluedove-matcher-headless.NS.svc:7001`). Its A
+and AAAA records are the pods' addresses, ready or not when the Service publishes not-ready
+addresses, so a pod finds the others before it has segments of its own. A name that does not
+resolve yet (the first pod of a StatefulSet, or DNS still catching up) gives no seeds: the
+caller resolves again later.
+"""
+
+from __future__ import annotations
+
+import socket
+
+DEFAULT_PORT = 7001
+
+
+class PeersSpecError(ValueError):
+    """A `--peers-dns` value that is not NAME or NAME:PORT."""
+
+
+def parse_spec(spec: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:
+    """`NAME[:PORT]` → (name, port). An IPv6 literal needs brackets: `[::1]:7001`."""
+    spec = spec.strip()
+    if not spec:
+        raise PeersSpecError("empty DNS name")
+    if spec.startswith("["):
+        host, sep, rest = spec[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise PeersSpecError(f"{spec!r}: expected [IPV6]:PORT")
+        port_text = rest[1:] if rest else ""
+    else:
+        host, sep, port_text = spec.rpartition(":")
+        if not sep:
+            host, port_text = spec, ""
+    if not host:
+        raise PeersSpecError(f"{spec!r}: no name before the port")
+    if not port_text:
+        return host, default_port
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise PeersSpecError(f"{spec!r}: port must be a number from 1 to 65535")
+    return host, int(port_text)
+
+
+def format_address(ip: str, port: int) -> str:
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def resolve_peers(spec: str, default_port: int = DEFAULT_PORT, resolver=socket.getaddrinfo) -> list[str]:
+    """Every address `spec` resolves to, as sorted `HOST:PORT` strings; [] if it does not resolve."""
+    host, port = parse_spec(spec, default_port)
+    try:
+        infos = resolver(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return []
+    return sorted({format_address(info[4][0], port) for info in infos})
