@@ -96,3 +96,20 @@ def test_a_short_timeout_still_reads_the_table_once_after_the_leave(timeout_s):
     """The leave itself may have emptied the member: a table read after it decides, not the clock."""
     d = FakeDrainer([{f"{STS}-2": "h:1"}, {}])
     assert run(d, timeout_s)[0]
+
+
+@pytest.mark.parametrize("args, env, named", [
+    (["--drain-timeout", "0"], {}, "--drain-timeout"),
+    (["--drain-timeout", "-5"], {}, "--drain-timeout"),
+    ([], {"BLUEDOVE_DRAIN_TIMEOUT_S": "soon"}, "BLUEDOVE_DRAIN_TIMEOUT_S"),
+])
+def test_a_bad_drain_timeout_is_a_usage_error_naming_its_source(args, env, named, monkeypatch, capsys):
+    """Checked before any Kubernetes configuration is looked for: exit 2, the flag or variable named."""
+    from bluedove.cli.main import main
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(SystemExit) as e:
+        main(["autoscaler", "--statefulset", STS, "--store", "redis://127.0.0.1:1/0", *args])
+    assert e.value.code == 2
+    assert f"bluedove autoscaler: {named}: expected a number of seconds above 0" in capsys.readouterr().err
