@@ -20,6 +20,17 @@ class Backend(Protocol):
         """Start or stop matchers until `n` run; say what was done in one line."""
 
 
+class Drainer(Protocol):
+    """What the Kubernetes backend needs to empty a matcher before its pod goes
+    (autoscaler/drain.py: MatcherDrainer; the tests give a fake). Called off the event loop."""
+
+    def owners(self) -> dict[str, str]:
+        """The stored segment table's owners: member id -> gRPC address ("" if none stored yet)."""
+
+    def leave(self, address: str, timeout_s: float) -> tuple[bool, str]:
+        """Ask the matcher at `address` to hand its segments off (its Leave RPC): (done, why not)."""
+
+
 class Processes(Protocol):
     """What the local backend needs of `bluedove up`'s process supervisor (LocalCluster)."""
 

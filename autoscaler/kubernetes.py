@@ -9,14 +9,20 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from autoscaler.backends import Drainer
+from autoscaler.drain import drain, pods_to_drain
+
 # Only the replica count changes here. A new pod joins through gossip and is given segments by
-# a split; a pod the StatefulSet removes (the highest ordinal first) gets SIGTERM and, run with
-# `bluedove matcher --leave-on-sigterm`, hands its segments to neighbours before it exits.
+# a split. Scale-in drains first (autoscaler/drain.py): the pod the StatefulSet removes next (the
+# highest ordinal) is asked to leave and its segments merged into neighbours' before the replicas
+# go down by one; a pod that owned nothing gets SIGTERM and, run with `bluedove matcher
+# --leave-on-sigterm`, still hands off whatever it was given meanwhile.
 #
 # Two requests, both on `apps/v1` `statefulsets/scale` (the Role in
 # deploy/helm/bluedove/templates/autoscaler/role.yaml grants exactly these):
 #   current()     GET   /apis/apps/v1/namespaces/NS/statefulsets/NAME/scale
-#   scale_to(n)   PATCH the same path, `application/merge-patch+json`, `{"spec": {"replicas": n}}`
+#   scale_to(n)   PATCH the same path, `application/merge-patch+json`, `{"spec": {"replicas": n}}`;
+#                 with a drainer, a GET first, and for scale-in one PATCH per pod, each after its drain
 
 # A merge patch touches only the fields it names. Sent explicitly: the client's default for a
 # dict body is a strategic merge patch, chosen by rules that changed between client versions.
@@ -82,11 +88,15 @@ class KubernetesBackend:
     name = "kubernetes"
 
     def __init__(self, statefulset: str, namespace: str, api: client.AppsV1Api | None = None,
-                 timeout_s: float = 10.0) -> None:
+                 timeout_s: float = 10.0, drainer: Drainer | None = None, drain_timeout_s: float = 120.0) -> None:
         self.statefulset = statefulset
         self.namespace = namespace
         self.api = api if api is not None else client.AppsV1Api(client.ApiClient(load_configuration()))
         self.timeout_s = timeout_s
+        # None: scale-in only patches the replicas (the pods leave on SIGTERM). `bluedove autoscaler`
+        # always sets one once its store is open.
+        self.drainer = drainer
+        self.drain_timeout_s = drain_timeout_s
 
     @property
     def target(self) -> str:
@@ -102,6 +112,26 @@ class KubernetesBackend:
     def scale_to(self, n: int) -> str:
         if n < 0:
             raise ValueError(f"replicas must be >= 0, not {n}")
+        if self.drainer is not None:
+            replicas = self.current()
+            if n < replicas:
+                return self._drain_and_scale_in(replicas, n)
+        return self._patch(n)
+
+    def _drain_and_scale_in(self, replicas: int, n: int) -> str:
+        """One pod at a time, the highest ordinal first: drain it, then one replica fewer. Stops at
+        the first pod that does not drain, with the replicas left as they are."""
+        said = []
+        for pod in pods_to_drain(self.statefulset, replicas, n):
+            ok, what = drain(self.drainer, pod, self.drain_timeout_s)
+            if not ok:
+                said.append(f"{what}; {self.target} stays at {replicas} replicas")
+                break
+            replicas -= 1
+            said.append(f"{what}; {self._patch(replicas)}")
+        return "; ".join(said)
+
+    def _patch(self, n: int) -> str:
         scale = self._call("patch", self.api.patch_namespaced_stateful_set_scale,
                            {"spec": {"replicas": n}}, _content_type=SCALE_PATCH)
         running = (scale.status.replicas if scale.status else None) or 0

@@ -12,3 +12,5 @@ per_dimension  # lab/sim/costmodel.py Models
 span_s  # lab/sim/engine.py RunResult
 # pytest reads a module's marks from this name
 pytestmark
+# shlex reads it while it splits (split on blanks, not on shell words' punctuation)
+whitespace_split  # tests/deploy/test_dockerfile.py

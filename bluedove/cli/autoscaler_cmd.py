@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
+
+DRAIN_TIMEOUT_ENV = "BLUEDOVE_DRAIN_TIMEOUT_S"
 
 
 def add_command(sub) -> None:
@@ -18,6 +21,10 @@ def add_command(sub) -> None:
     a.add_argument("--store", required=True, help="redis://host:port/db: the cluster's store")
     a.add_argument("--min-matchers", type=int, default=None, help="default BLUEDOVE_MIN_MATCHERS, else 1")
     a.add_argument("--max-matchers", type=int, default=None, help="default BLUEDOVE_MAX_MATCHERS, else 8")
+    a.add_argument("--drain-timeout", type=float, default=None, metavar="SECONDS",
+                   help="scale-in drains first: the matcher whose pod goes next leaves (hands its segments off) "
+                        f"and the replicas go down only once the stored table no longer lists it; at most this "
+                        f"long (default {DRAIN_TIMEOUT_ENV}, else 120), else the replicas stay")
     a.set_defaults(func=run)
 
 
@@ -45,9 +52,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"bluedove autoscaler: need 0 <= min ({config.min_matchers}) <= max ({config.max_matchers}) matchers",
               file=sys.stderr)
         return 2
+    drain_timeout_s = args.drain_timeout
+    flag = "--drain-timeout"
+    if drain_timeout_s is None:
+        flag, raw = DRAIN_TIMEOUT_ENV, os.environ.get(DRAIN_TIMEOUT_ENV, "120")
+        try:
+            drain_timeout_s = float(raw)
+        except ValueError:
+            drain_timeout_s = float("nan")
+    if not drain_timeout_s > 0:
+        print(f"bluedove autoscaler: {flag}: expected a number of seconds above 0", file=sys.stderr)
+        return 2
     namespace = args.namespace or pod_namespace() or "default"
     try:
-        backend = KubernetesBackend(args.statefulset, namespace)
+        backend = KubernetesBackend(args.statefulset, namespace, drain_timeout_s=drain_timeout_s)
         replicas = backend.current()  # fail at start, not at the first decision, if RBAC or names are wrong
     except (KubernetesConfigError, KubernetesBackendError) as e:
         print(f"bluedove autoscaler: {e}", file=sys.stderr)
@@ -60,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(backend, store_url: str, config) -> None:
+    from autoscaler.drain import MatcherDrainer
     from autoscaler.runner import Autoscaler
     from bluedove.store import Store
 
@@ -68,6 +87,7 @@ async def _serve(backend, store_url: str, config) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     store = Store(store_url)
+    backend.drainer = MatcherDrainer(store, loop)  # the backend runs in worker threads, the store on this loop
     try:
         await Autoscaler(backend, store, config).run(stop)
     finally:

@@ -80,8 +80,10 @@ class LocalCluster:
                  data_dir: str | Path = ".bluedove", store: str | None = None, space_file: str | None = None,
                  policy: str = "adaptive", host: str = "127.0.0.1", restart: bool = True,
                  matcher_env: dict | None = None, quiet: bool = False, deliver: str = "store",
-                 partition: str | None = None) -> None:
+                 partition: str | None = None, matcher_ids: list[str] | None = None) -> None:
         self.n_matchers = matchers
+        # The matchers' ids (None: m1..mN); a test names them as a StatefulSet names its pods.
+        self.matcher_ids = matcher_ids
         self.n_dispatchers = dispatchers
         self.http_port = http_port or free_port()
         self.grpc_port = grpc_port or free_port()  # one port for every dispatcher
@@ -160,7 +162,8 @@ class LocalCluster:
         try:
             raw = r.get("bd:table")
             old_epoch = json.loads(raw)["epoch"] if raw else 0
-            members = {f"m{i + 1}": f"{self.host}:{free_port()}" for i in range(self.n_matchers)}
+            ids = self.matcher_ids or [f"m{i + 1}" for i in range(self.n_matchers)]
+            members = {m: f"{self.host}:{free_port()}" for m in ids}
             self.table = equal_partition(self.space, members, epoch=old_epoch + 1)
             r.set("bd:table", json.dumps(self.table.to_json()))
         finally:

@@ -154,6 +154,82 @@ async def test_a_negative_count_sends_nothing(apiserver):
     assert wire(k) == []
 
 
+# -- scale-in drains first ------------------------------------------------------------------
+
+
+class RecordingDrainer:
+    """A stand-in for the store and the matchers' Leave RPC (tests/integration/test_kubernetes_drain.py
+    drains real matchers): owners as given, each Leave recorded with the replicas stored at that moment."""
+
+    def __init__(self, k: kmock.KubernetesEmulator, owners: dict[str, str], refuse: dict[str, str] | None = None):
+        self.k = k
+        self.table = dict(owners)
+        self.refuse = refuse or {}
+        self.left: list[tuple[str, int]] = []
+
+    def owners(self) -> dict[str, str]:
+        return dict(self.table)
+
+    def leave(self, address: str, timeout_s: float) -> tuple[bool, str]:
+        member = next(m for m, a in self.table.items() if a == address)
+        self.left.append((member, replicas_stored(self.k)))
+        if member in self.refuse:
+            return False, self.refuse[member]
+        del self.table[member]  # the hand-off is stored before Leave answers
+        return True, ""
+
+
+def drained_backend(server: kmock.Server, drainer: RecordingDrainer) -> KubernetesBackend:
+    backend = backend_for(server)
+    backend.drainer, backend.drain_timeout_s = drainer, 5.0
+    return backend
+
+
+def pods(*ordinals: int) -> dict[str, str]:
+    return {f"{STS}-{i}": f"10.0.0.{i}:7001" for i in ordinals}
+
+
+async def test_scale_in_drains_each_pod_before_the_replicas_go_below_it(apiserver):
+    k, server = apiserver
+    k.objects[STATEFULSETS, NS, STS].raw["spec"]["replicas"] = 4
+    drainer = RecordingDrainer(k, pods(0, 1, 2, 3))
+    said = await asyncio.to_thread(drained_backend(server, drainer).scale_to, 2)
+    # Highest ordinal first, each while the StatefulSet still has its pod.
+    assert drainer.left == [(f"{STS}-3", 4), (f"{STS}-2", 3)]
+    assert set(drainer.table) == {f"{STS}-0", f"{STS}-1"}
+    assert [(m, json.loads(b) if b else None) for m, _, _, _, b in wire(k)] == [
+        ("GET", None), ("PATCH", {"spec": {"replicas": 3}}), ("PATCH", {"spec": {"replicas": 2}})]
+    assert said.startswith(f"{STS}-3 drained in ") and said.endswith(f"statefulset {NS}/{STS} set to 2 replicas "
+                                                                     "(2 pods running)")
+
+
+async def test_a_refused_leave_keeps_the_replicas_and_says_why(apiserver):
+    k, server = apiserver
+    k.objects[STATEFULSETS, NS, STS].raw["spec"]["replicas"] = 3
+    drainer = RecordingDrainer(k, pods(0, 1, 2), refuse={f"{STS}-1": "hand-off not done in 30 s"})
+    said = await asyncio.to_thread(drained_backend(server, drainer).scale_to, 1)
+    assert replicas_stored(k) == 2  # the first pod drained and went; the second stays
+    assert said.endswith(f"{STS}-1 did not leave: hand-off not done in 30 s; statefulset {NS}/{STS} "
+                         "stays at 2 replicas")
+    assert [m for m, *_ in wire(k)] == ["GET", "PATCH"]
+
+
+async def test_a_pod_that_owns_nothing_goes_without_a_drain(apiserver):
+    """Not an owner (a new pod not yet given segments): no Leave, straight to the patch."""
+    k, server = apiserver
+    drainer = RecordingDrainer(k, pods(0))
+    said = await asyncio.to_thread(drained_backend(server, drainer).scale_to, 1)
+    assert drainer.left == [] and replicas_stored(k) == 1
+    assert said == f"{STS}-1 owns no segments (not drained); statefulset {NS}/{STS} set to 1 replicas (2 pods running)"
+
+
+async def test_scale_out_with_a_drainer_reads_then_patches_once(apiserver):
+    k, server = apiserver
+    drainer = RecordingDrainer(k, pods(0, 1))
+    await asyncio.to_thread(drained_backend(server, drainer).scale_to, 3)
+    assert [m for m, *_ in wire(k)] == ["GET", "PATCH"] and drainer.left == [] and replicas_stored(k) == 3
+
+
 # -- errors ---------------------------------------------------------------------------------
 
 
@@ -265,6 +341,9 @@ async def test_the_charts_role_allows_every_request_and_nothing_more(apiserver):
     backend = backend_for(server)
     await asyncio.to_thread(backend.current)
     await asyncio.to_thread(backend.scale_to, 4)
+    # Scale-in with its drain: the matchers are asked over gRPC, the API server no more than before.
+    await asyncio.to_thread(drained_backend(server, RecordingDrainer(k, pods(0, 1, 2, 3))).scale_to, 2)
+    assert replicas_stored(k) == 2
     asked = {authorization(r) for r in k}
     assert asked == {("get", "apps", "statefulsets/scale", NS, STS), ("patch", "apps", "statefulsets/scale", NS, STS)}
 
