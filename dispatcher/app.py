@@ -59,7 +59,9 @@ class Dispatcher:
     async def _register(self, address: str) -> None:
         while True:
             try:
-                await self.store.register_dispatcher(self.s.id, address)
+                table = self.cluster.table
+                await self.store.register_dispatcher(self.s.id, address, epoch=table.epoch if table else 0,
+                                                     adopted_at=self.cluster.adopted_at)
             except Exception:  # noqa: BLE001 - the store may be briefly away
                 log.warning("could not register in the store")
             await asyncio.sleep(3)

@@ -63,6 +63,7 @@ class ClusterView:
         self.gossip: dict[str, GossipMember] = {}
         # The table before the last change, until its hand-off grace ends.
         self.previous: tuple[SegmentTable, float] | None = None
+        self.adopted_at: float | None = None  # Unix time the current table was adopted
         self.gossip_sent: dict[str, tuple[int, int]] = {}  # member -> (bytes, envelopes) since its start
         self._channels: dict[str, tuple[str, grpc.aio.Channel, pb_grpc.MatcherStub]] = {}
         self._tasks: list[asyncio.Task] = []
@@ -114,6 +115,7 @@ class ClusterView:
             if self.table is not None:
                 self.previous = (self.table, time.monotonic() + self.s.handoff_grace_s)
             self.table = table
+            self.adopted_at = time.time()
             for m in table.members:
                 self.health.setdefault(m, MemberHealth())
 
