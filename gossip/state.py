@@ -277,7 +277,7 @@ class Node:
 
     def _push_round(self) -> list[Out]:
         live = self.live()
-        peers = self.peers()
+        peers = [m for m in live if m.id != self.id]
         n = min(fanout(len(live), self.config.fanout_extra), len(peers))
         addrs = [m.addr for m in self.rng.sample(peers, n)]
         if not peers:
