@@ -86,8 +86,14 @@ class DispatcherSettings:
     grpc_port: int = 50051
     store_url: str = "redis://127.0.0.1:6379/0"
     policy: str = "adaptive"
-    # How often the segment table is pulled from a random matcher.
-    table_pull_interval_s: float = 1.0
+    # The dispatcher's own gossip port (gRPC, one per dispatcher; 0 = any free port), the
+    # address other members reach it at (default HOST:gossip port), and a DNS name whose
+    # addresses are gossip seeds (NAME[:PORT], default port 7001: the matchers' headless Service).
+    gossip_port: int = 7002
+    advertise: str = ""
+    peers_dns: str = ""
+    # The table comes by gossip; while no matcher is usable it is read from the store this often.
+    store_fallback_s: float = 1.0
     # How often each matcher's load report is fetched.
     load_interval_s: float = 1.0
     # A forward call slower than this fails over to the next candidate.

@@ -32,14 +32,14 @@ log = logging.getLogger("bluedove.dispatcher")
 class Dispatcher:
     """Everything one dispatcher process holds: all of it can be rebuilt from the matchers."""
 
-    def __init__(self, settings: DispatcherSettings, space: Space) -> None:
+    def __init__(self, settings: DispatcherSettings, space: Space, seeds: tuple[str, ...] = ()) -> None:
         self.s = settings
         self.space = space
         self.store = Store(settings.store_url, StoreLimits(
             max_subscriptions_per_queue=settings.max_subscriptions_per_queue,
             visibility_timeout_s=settings.visibility_timeout_s,
         ))
-        self.cluster = ClusterView(settings, self.store)
+        self.cluster = ClusterView(settings, self.store, seeds)
         self.forwarder = Forwarder(settings, self.cluster)
         self.metrics = Metrics()
         # Set when the process is told to exit, so long-polls answer at once.
@@ -59,7 +59,9 @@ class Dispatcher:
     async def _register(self, address: str) -> None:
         while True:
             try:
-                await self.store.register_dispatcher(self.s.id, address)
+                table = self.cluster.table
+                await self.store.register_dispatcher(self.s.id, address, epoch=table.epoch if table else 0,
+                                                     adopted_at=self.cluster.adopted_at)
             except Exception:  # noqa: BLE001 - the store may be briefly away
                 log.warning("could not register in the store")
             await asyncio.sleep(3)
@@ -119,8 +121,10 @@ def error_response(err: ApiError, headers: dict | None = None) -> JSONResponse:
     return JSONResponse(err.body(), status_code=status, headers={**HTTP_HEADERS.get(status, {}), **(headers or {})})
 
 
-def create_app(settings: DispatcherSettings, space: Space, address: str = "") -> FastAPI:
-    dispatcher = Dispatcher(settings, space)
+def create_app(settings: DispatcherSettings, space: Space, address: str = "",
+               seeds: tuple[str, ...] = ()) -> FastAPI:
+    """The app; `seeds`: gossip addresses to try first (`--join`), besides the table's members."""
+    dispatcher = Dispatcher(settings, space, seeds)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

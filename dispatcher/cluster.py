@@ -1,11 +1,15 @@
 """The dispatcher's view of the cluster: the segment table, matcher stubs, load reports, health.
 
-Stateless: everything here is pulled from matchers (the table and the gossip membership from
-a random live one every `table_pull_interval_s`, load reports from each every
-`load_interval_s`), bootstrapped from the table in the store. Only a newer epoch replaces the
-table, and a failed pull keeps the last good one. A matcher that gossip calls suspect or dead,
-or whose call failed (for `down_backoff_s`, doubling while it keeps failing, until a call to it
-succeeds), is passed over as first choice.
+Stateless: everything here comes from the matchers. The dispatcher is a gossip member of its
+own (role "dispatcher", `dispatcher/gossip_member.py`): the table and the membership come
+from its node, a newer table adopted as soon as the node learns it (within a round of the
+change), the membership every round. Load reports are pulled from each matcher every
+`load_interval_s`. The store is read for the table at boot, and every `store_fallback_s`
+while no matcher is usable (all down, or none known yet). A matcher's answer showing a newer
+epoch (a subscription's ack) makes it ask that matcher for its table at once. Only a newer
+epoch replaces the table. A matcher that gossip calls suspect or dead, or whose call failed
+(for `down_backoff_s`, doubling while it keeps failing, until a call to it succeeds), is
+passed over as first choice.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from bluedove.settings import DispatcherSettings
 from bluedove.store import Store
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
+from dispatcher.gossip_member import GossipMember as GossipNode
+from gossip.state import DISPATCHER, MATCHER, STATUS_NAMES
 
 log = logging.getLogger("bluedove.dispatcher")
 
@@ -42,17 +48,18 @@ class MemberHealth:
 
 @dataclass(frozen=True)
 class GossipMember:
-    """A member as the matcher we last pulled from sees it through gossip."""
+    """A member as this dispatcher's gossip node sees it."""
 
     id: str
     address: str
     status: str  # alive, suspect, dead, left
     generation: int
     subs: tuple[int, ...]
+    role: str = MATCHER
 
 
 class ClusterView:
-    def __init__(self, settings: DispatcherSettings, store: Store) -> None:
+    def __init__(self, settings: DispatcherSettings, store: Store, seeds: tuple[str, ...] = ()) -> None:
         self.s = settings
         self.store = store
         self.table: SegmentTable | None = None
@@ -60,9 +67,13 @@ class ClusterView:
         # work (matcher seconds) this dispatcher sent each matcher since its last report (adaptive)
         self.sent: dict[str, float] = {}
         self.health: dict[str, MemberHealth] = {}
-        self.gossip: dict[str, GossipMember] = {}
+        self.gossip: dict[str, GossipMember] = {}  # matchers
+        self.dispatchers: dict[str, GossipMember] = {}  # dispatchers, this one included
+        self.member = GossipNode(settings, seeds)
+        self.member.on_change.append(self._from_gossip)
         # The table before the last change, until its hand-off grace ends.
         self.previous: tuple[SegmentTable, float] | None = None
+        self.adopted_at: float | None = None  # Unix time the current table was adopted
         self.gossip_sent: dict[str, tuple[int, int]] = {}  # member -> (bytes, envelopes) since its start
         self._channels: dict[str, tuple[str, grpc.aio.Channel, pb_grpc.MatcherStub]] = {}
         self._tasks: list[asyncio.Task] = []
@@ -73,13 +84,16 @@ class ClusterView:
         raw = await self.store.get_table()
         if raw:
             self._set_table(SegmentTable.from_json(raw))
+        await self.member.start(self.table)
+        if self.table is not None:
             await self.refresh_loads()
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._pull_table_loop()), loop.create_task(self._load_loop())]
+        self._tasks = [loop.create_task(self._store_fallback_loop()), loop.create_task(self._load_loop())]
 
     async def stop(self) -> None:
         for t in self._tasks:
             t.cancel()
+        await self.member.stop()
         for _, ch, _ in self._channels.values():
             await ch.close()
 
@@ -114,8 +128,28 @@ class ClusterView:
             if self.table is not None:
                 self.previous = (self.table, time.monotonic() + self.s.handoff_grace_s)
             self.table = table
+            self.adopted_at = time.time()
             for m in table.members:
                 self.health.setdefault(m, MemberHealth())
+            if self.member.node is not None:
+                self.member.offer(table)
+                self.member.reseed(table)
+
+    def _from_gossip(self) -> None:
+        """After an envelope or a round of our gossip node: a newer table it carries replaces
+        ours; the members are taken as it sees them (matchers and dispatchers apart)."""
+        node = self.member.node
+        if node.table_json and (self.table is None or node.epoch > self.table.epoch):
+            self._set_table(SegmentTable.from_json(json.loads(node.table_json)))
+        matchers, dispatchers = {}, {}
+        for e in node.members.values():
+            g = GossipMember(e.id, e.addr, STATUS_NAMES[e.status], e.generation, e.subs, e.role)
+            if e.role == DISPATCHER:
+                dispatchers[e.id] = g
+            else:
+                matchers[e.id] = g
+                self.health.setdefault(e.id, MemberHealth())
+        self.gossip, self.dispatchers = matchers, dispatchers
 
     # -- health ----------------------------------------------------------------------------
     def mark_down(self, member: str, now: float | None = None) -> None:
@@ -185,28 +219,24 @@ class ClusterView:
             dim, member = candidate
             self.sent[member] = self.sent.get(member, 0.0) + cost(self.reports.get((member, dim), LoadReport()))
 
-    # -- background pulls ------------------------------------------------------------------
-    async def pull_table(self, member: str | None = None) -> None:
-        """From `member`, else a random usable matcher, else (none usable) the store."""
-        if member is None:
-            now = time.monotonic()
-            members = [m for m in self.known() if self.usable(m, now)]
-            if not members:
-                raw = await self.store.get_table()  # bootstrap / every matcher down
-                if raw:
-                    self._set_table(SegmentTable.from_json(raw))
-                return
-            member = self.rng.choice(members)
+    # -- table from elsewhere than gossip ---------------------------------------------------
+    async def pull_table(self, member: str) -> None:
+        """Ask `member` (whose answer showed a newer epoch than ours) for its table."""
         try:
             reply = await self.stub(member).GetTable(pb.TableRequest(), timeout=2.0)
         except grpc.aio.AioRpcError:
-            return  # keep the last good table
+            return  # keep the last good table; gossip brings the new one within a round
         self._set_table(SegmentTable.from_json(json.loads(reply.table_json)))
-        if reply.members:
-            self.gossip = {g.id: GossipMember(g.id, g.address, g.status, g.generation, tuple(g.subs))
-                           for g in reply.members}
-            for m in self.gossip:
-                self.health.setdefault(m, MemberHealth())
+
+    async def read_store_if_cut_off(self) -> None:
+        """The stored table, when no matcher is usable: at boot before the first load report,
+        when every matcher is down, or when we are cut off from all of them."""
+        now = time.monotonic()
+        if any(self.usable(m, now) for m in self.known()):
+            return
+        raw = await self.store.get_table()
+        if raw:
+            self._set_table(SegmentTable.from_json(raw))
 
     async def refresh_loads(self) -> None:
         if self.table is None:
@@ -233,15 +263,15 @@ class ClusterView:
             self.sent.pop(m, None)  # what was sent before the report is in its queues or done
             self.gossip_sent[m] = (r.gossip_bytes_sent, r.gossip_messages_sent)
 
-    async def _pull_table_loop(self) -> None:
+    async def _store_fallback_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.s.table_pull_interval_s)
+            await asyncio.sleep(self.s.store_fallback_s)
             try:
-                await self.pull_table()
+                await self.read_store_if_cut_off()
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("table pull failed")
+                log.exception("store table read failed")
 
     async def _load_loop(self) -> None:
         while True:

@@ -16,6 +16,7 @@ from bluedove.errors import ApiError, not_found, unauthorized
 from bluedove.model import build_subscription, parse_batch, parse_message, parse_subscription_request
 from bluedove.store.store import BadToken, LimitExceeded, QueueMissing, first_invalid_receipt, new_id
 from bluedove.v1 import matcher_pb2 as pb
+from gossip.state import DISPATCHER, MATCHER
 
 # How long one store read of a Listen stream blocks before it looks at its queue again.
 LISTEN_POLL_S = 5.0
@@ -57,6 +58,7 @@ def _member_view(view, table, m: str, now: float) -> dict:
     g = view.gossip.get(m)
     return {
         "id": m,
+        "role": MATCHER,
         "address": view.address(m),
         "status": view.status(m, now),
         "generation": g.generation if g else None,
@@ -72,6 +74,21 @@ def _member_view(view, table, m: str, now: float) -> dict:
     }
 
 
+async def _dispatchers(d) -> list[dict]:
+    """Every dispatcher gossip or the store knows of: its status and gossip address as gossip
+    sees it, its HTTP address, table epoch and adoption time as it registered them."""
+    registered = {r["id"]: r for r in await d.store.dispatchers()}
+    gossip = d.cluster.dispatchers
+    out = []
+    for i in sorted(set(registered) | set(gossip)):
+        r, g = registered.get(i, {}), gossip.get(i)
+        out.append({"id": i, "role": DISPATCHER, "address": r.get("address"),
+                    "gossip_address": g.address if g else None, "status": g.status if g else None,
+                    "generation": g.generation if g else None, "epoch": r.get("epoch"),
+                    "adopted_at": r.get("adopted_at")})
+    return out
+
+
 async def cluster_view(d) -> dict:
     """GET /v1/cluster: the table's epoch, each member as this dispatcher sees it, the
     dispatchers, and the autoscaler with its events."""
@@ -85,7 +102,7 @@ async def cluster_view(d) -> dict:
         "policy": d.s.policy,
         "partition": d.s.partition,
         "members": members,
-        "dispatchers": await d.store.dispatchers(),
+        "dispatchers": await _dispatchers(d),
         "autoscaler": {**(await d.store.get_autoscaler() or {"enabled": False, "min": None, "max": None}),
                        "events": await d.store.events()},
     }

@@ -1,6 +1,7 @@
 """The dispatcher process: uvicorn serving the app on a SO_REUSEPORT socket, so several
 dispatcher processes share one port and the kernel spreads connections among them; the gRPC
-API on the same loop, sharing its port the same way."""
+API on the same loop, sharing its port the same way; and, started with the app, a gossip
+server on a port of its own (`dispatcher/gossip_member.py`)."""
 
 from __future__ import annotations
 
@@ -45,9 +46,9 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def serve(settings: DispatcherSettings, space: Space) -> None:
+def serve(settings: DispatcherSettings, space: Space, seeds: tuple[str, ...] = ()) -> None:
     sock = listen_socket(settings.host, settings.http_port)
-    app = create_app(settings, space, address=f"{settings.host}:{settings.http_port}")
+    app = create_app(settings, space, address=f"{settings.host}:{settings.http_port}", seeds=seeds)
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5,
                             loop="asyncio", http="httptools")
     closing = app.state.dispatcher.closing

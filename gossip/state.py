@@ -10,6 +10,11 @@ a restart is a new generation; only the member itself bumps its incarnation, to 
 suspicion (SWIM); at one incarnation dead beats suspect beats alive. Failure detection is
 phi-accrual on heartbeat arrivals, confirmed before suspicion by a probe through up to three
 other members (as chordal reliability rings do: ask the neighbour's neighbour), so one broken link evicts nobody.
+
+Every member has a role: matchers, and dispatchers, which join to learn the table and the
+membership within a round and own no segments. Gossip treats both alike (they are pushed to,
+probed and declared dead the same way); what a role means is the owner's business (a matcher
+never takes a dispatcher for an idle matcher: `matcher/decisions.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from gossip.detector import ArrivalWindow, z_for
 
 ALIVE, SUSPECT, DEAD, LEFT = 0, 1, 2, 3
 STATUS_NAMES = ("alive", "suspect", "dead", "left")
+MATCHER, DISPATCHER = "matcher", "dispatcher"
+ROLES = (MATCHER, DISPATCHER)
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,7 @@ class MemberState:
     subs: tuple[int, ...] = ()
     lam: float = 0.0
     mu: float = 0.0
+    role: str = MATCHER  # fixed for a generation: a process is one or the other
     # The merge order: the entry with the greater key wins. Kept, not recomputed: merging
     # compares every entry of every push.
     key: tuple[int, int, int, int] = field(init=False, repr=False, compare=False)
@@ -136,9 +144,13 @@ class Node:
     config: GossipConfig = field(default_factory=GossipConfig)
     seeds: tuple[str, ...] = ()
     rng: random.Random = field(default_factory=random.Random)
+    role: str = MATCHER
 
     def __post_init__(self) -> None:
-        self.members: dict[str, MemberState] = {self.id: MemberState(self.id, self.addr, self.generation)}
+        if self.role not in ROLES:
+            raise ValueError(f"role {self.role!r}: expected one of {', '.join(ROLES)}")
+        self.members: dict[str, MemberState] = {
+            self.id: MemberState(self.id, self.addr, self.generation, role=self.role)}
         self.windows: dict[str, ArrivalWindow] = {}
         self.suspect_since: dict[str, float] = {}
         self.probes: dict[str, _Probe] = {}
@@ -165,6 +177,10 @@ class Node:
         """Members not dead or left, this one included."""
         return [m for m in self.members.values() if not m.gone]
 
+    def peers(self) -> list[MemberState]:
+        """Live members other than this one: none means this node is on its own (seeds only)."""
+        return [m for m in self.members.values() if not m.gone and m.id != self.id]
+
     # -- inputs from the owner -------------------------------------------------------------
     def set_load(self, subs: tuple[int, ...], lam: float, mu: float) -> None:
         """Published with the next heartbeat."""
@@ -178,7 +194,7 @@ class Node:
         return False
 
     def expect(self, members: dict[str, str], now: float) -> None:
-        """Members we have not heard from but should (the table's owners): entries of
+        """Members we have not heard from but should (the table's owners, matchers): entries of
         generation 0, which any real entry replaces, watched after `join_grace_s`."""
         for mid, addr in members.items():
             if mid not in self.members:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from bluedove.v1 import gossip_pb2 as pb
-from gossip.state import Ack, Envelope, MemberState, Ping, PingReq, Push, PushReply, TableUpdate
+from gossip.state import MATCHER, Ack, Envelope, MemberState, Ping, PingReq, Push, PushReply, TableUpdate
 
 
 def _entry(m: MemberState) -> pb.MemberEntry:
     return pb.MemberEntry(id=m.id, addr=m.addr, generation=m.generation, incarnation=m.incarnation,
-                          heartbeat=m.heartbeat, status=m.status, subs=m.subs, lam=m.lam, mu=m.mu)
+                          heartbeat=m.heartbeat, status=m.status, subs=m.subs, lam=m.lam, mu=m.mu, role=m.role)
 
 
 def _member(e: pb.MemberEntry) -> MemberState:
-    return MemberState(e.id, e.addr, e.generation, e.incarnation, e.heartbeat, e.status, tuple(e.subs), e.lam, e.mu)
+    # An entry without a role comes from a member that predates roles: only matchers did.
+    return MemberState(e.id, e.addr, e.generation, e.incarnation, e.heartbeat, e.status, tuple(e.subs), e.lam, e.mu,
+                       e.role or MATCHER)
 
 
 def to_proto(env: Envelope) -> pb.Envelope:

@@ -5,8 +5,9 @@ and the time, which table change (if any) this matcher makes next.
   one that left on purpose but is still an owner `left_timeout_s` after (its own hand-off
   failed);
 - who coordinates: the lowest-id live owner; every member agrees once gossip has settled;
-- join or refuse: an alive member that owns nothing joins (mPartition), or stays idle under
-  the baseline partitions, which are fixed-size;
+- join or refuse: an alive matcher that owns nothing joins (mPartition), or stays idle under
+  the baseline partitions, which are fixed-size; a dispatcher (a gossip member of role
+  "dispatcher") is never idle, never joined and never taken over: it owns nothing;
 - leave: a leaving owner merges itself (and owners already dead) out into the live ones.
 
 No I/O and no clock: `membership.py` passes the time and executes what is decided.
@@ -19,7 +20,7 @@ from typing import Mapping, Protocol
 
 from bluedove.partitioning import MPARTITION
 from bluedove.segments import SegmentTable
-from gossip.state import ALIVE, DEAD, LEFT
+from gossip.state import ALIVE, DEAD, LEFT, MATCHER
 
 
 class Member(Protocol):
@@ -27,6 +28,7 @@ class Member(Protocol):
 
     status: int
     generation: int
+    role: str
 
 
 # The changes, each executed by `membership.py`.
@@ -66,7 +68,7 @@ Change = Adopt | Takeover | Join | Refuse | Leave | Stuck
 
 def alive(members: Mapping[str, Member], member: str) -> bool:
     e = members.get(member)
-    return e is not None and e.status == ALIVE
+    return e is not None and e.role == MATCHER and e.status == ALIVE
 
 
 def coordinator(table: SegmentTable, members: Mapping[str, Member]) -> str | None:
@@ -81,7 +83,7 @@ def note_left(left_since: Mapping[str, float], table: SegmentTable, members: Map
     out = dict(left_since)
     for o in table.members:
         e = members.get(o)
-        if e is not None and e.status == LEFT:
+        if e is not None and e.role == MATCHER and e.status == LEFT:
             out.setdefault(o, now)
     return out
 
@@ -92,7 +94,7 @@ def gone(table: SegmentTable, members: Mapping[str, Member], me: str, now: float
     out = set()
     for o in table.members:
         e = members.get(o)
-        if o == me or e is None:
+        if o == me or e is None or e.role != MATCHER:  # a dispatcher's entry says nothing of an owner
             continue
         if e.status == DEAD or now - left_since.get(o, now) > left_timeout_s:
             out.add(o)
@@ -130,7 +132,7 @@ def next_change(table: SegmentTable, members: Mapping[str, Member], me: str, now
     if out:
         return Takeover(out)
     idle = sorted(i for i, e in members.items()
-                  if e.status == ALIVE and e.generation > 0 and i not in table.members)
+                  if e.role == MATCHER and e.status == ALIVE and e.generation > 0 and i not in table.members)
     if not idle:
         return None
     if partition != MPARTITION:

@@ -97,7 +97,7 @@ class Membership:
         if self.node is None:
             return []
         return [pb.MemberInfo(id=e.id, address=e.addr, status=STATUS_NAMES[e.status], generation=e.generation,
-                              subs=list(e.subs)) for e in self.node.members.values()]
+                              subs=list(e.subs), role=e.role) for e in self.node.members.values()]
 
     def offer(self, table: SegmentTable) -> None:
         if self.node is not None:

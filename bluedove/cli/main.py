@@ -105,12 +105,30 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     from bluedove.settings import DispatcherSettings, from_env
     from bluedove.space import load_space
     from dispatcher.server import serve
+    from gossip.peers import PeersSpecError, parse_spec
 
     space = load_space(args.space)
     settings = from_env(DispatcherSettings, id=args.id, host=args.host, http_port=args.http_port,
                         grpc_port=args.grpc_port, store_url=args.store, policy=args.policy,
-                        partition=args.partition)
-    serve(settings, space)
+                        partition=args.partition, gossip_port=args.gossip_port, advertise=args.advertise,
+                        peers_dns=args.peers_dns)
+    checks = [("--advertise (BLUEDOVE_ADVERTISE)", settings.advertise), *(("--join", j) for j in args.join or ())]
+    for flag, value in checks:
+        host, sep, port = value.rpartition(":")
+        if value and not (sep and host and port.isdigit() and 0 < int(port) < 65536):
+            print(f"bluedove dispatcher: {flag} {value!r}: expected HOST:PORT", file=sys.stderr)
+            return 2
+    if not 0 <= settings.gossip_port < 65536:
+        print(f"bluedove dispatcher: --gossip-port (BLUEDOVE_GOSSIP_PORT) {settings.gossip_port}: "
+              "expected 0 to 65535", file=sys.stderr)
+        return 2
+    if settings.peers_dns:
+        try:
+            parse_spec(settings.peers_dns)
+        except PeersSpecError as exc:
+            print(f"bluedove dispatcher: --peers-dns (BLUEDOVE_PEERS_DNS) {exc}", file=sys.stderr)
+            return 2
+    serve(settings, space, seeds=tuple(args.join or ()))
     return 0
 
 
@@ -150,6 +168,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--space", default=None)
     d.add_argument("--policy", choices=POLICIES, default="adaptive")
     d.add_argument("--partition", choices=MODES, default=None, help=PARTITION_HELP)
+    d.add_argument("--gossip-port", type=int, default=None,
+                   help="this dispatcher's own gossip port (default 7002; 0 = any free port)")
+    d.add_argument("--advertise", default=None, metavar="HOST:PORT",
+                   help="the gossip address other members reach it at (default HOST:gossip port)")
+    d.add_argument("--join", action="append", metavar="HOST:PORT",
+                   help="a member to gossip with first (repeatable); the table's members are always tried")
+    d.add_argument("--peers-dns", default=None, metavar="NAME[:PORT]",
+                   help="gossip seeds: every address NAME resolves to (default port 7001), re-resolved "
+                        "while no peer is known")
     d.set_defaults(func=_cmd_dispatcher)
 
     from bluedove.cli.autoscaler_cmd import add_command as add_autoscaler

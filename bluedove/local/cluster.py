@@ -140,7 +140,7 @@ class LocalCluster:
                 d = f"d{j + 1}"
                 self.children.append(Child("dispatcher", d, cmd + [
                     "dispatcher", "--id", d, "--host", self.host, "--http-port", str(self.http_port),
-                    "--grpc-port", str(self.grpc_port),
+                    "--grpc-port", str(self.grpc_port), "--gossip-port", str(free_port()),
                     "--store", self.store_url, "--policy", self.policy, "--partition", self.partition,
                     *self._space_args(),
                 ], logs / f"{d}.log"))

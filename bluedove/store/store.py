@@ -334,8 +334,12 @@ class Store:
         """The newest `limit` events, oldest first."""
         return [json.loads(e) for e in reversed(await self.r.lrange("bd:events", 0, limit - 1))]
 
-    async def register_dispatcher(self, disp_id: str, address: str, ttl_s: int = 10) -> None:
-        await self.r.set(f"bd:disp:{disp_id}", json.dumps({"id": disp_id, "address": address}), ex=ttl_s)
+    async def register_dispatcher(self, disp_id: str, address: str, ttl_s: int = 10, epoch: int = 0,
+                                  adopted_at: float | None = None) -> None:
+        """A dispatcher's heartbeat: its address, the table epoch it uses and when (Unix time) it
+        adopted that table; it expires unless refreshed within `ttl_s`."""
+        entry = {"id": disp_id, "address": address, "epoch": epoch, "adopted_at": adopted_at}
+        await self.r.set(f"bd:disp:{disp_id}", json.dumps(entry), ex=ttl_s)
 
     async def dispatchers(self) -> list[dict]:
         keys = [k async for k in self.r.scan_iter("bd:disp:*", count=100)]

@@ -11,7 +11,7 @@ class Delivered(_message.Message):
     def __init__(self) -> None: ...
 
 class MemberEntry(_message.Message):
-    __slots__ = ("id", "addr", "generation", "incarnation", "heartbeat", "status", "subs", "lam", "mu")
+    __slots__ = ("id", "addr", "generation", "incarnation", "heartbeat", "status", "subs", "lam", "mu", "role")
     ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +21,7 @@ class MemberEntry(_message.Message):
     SUBS_FIELD_NUMBER: _ClassVar[int]
     LAM_FIELD_NUMBER: _ClassVar[int]
     MU_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
     id: str
     addr: str
     generation: int
@@ -30,7 +31,8 @@ class MemberEntry(_message.Message):
     subs: _containers.RepeatedScalarFieldContainer[int]
     lam: float
     mu: float
-    def __init__(self, id: _Optional[str] = ..., addr: _Optional[str] = ..., generation: _Optional[int] = ..., incarnation: _Optional[int] = ..., heartbeat: _Optional[int] = ..., status: _Optional[int] = ..., subs: _Optional[_Iterable[int]] = ..., lam: _Optional[float] = ..., mu: _Optional[float] = ...) -> None: ...
+    role: str
+    def __init__(self, id: _Optional[str] = ..., addr: _Optional[str] = ..., generation: _Optional[int] = ..., incarnation: _Optional[int] = ..., heartbeat: _Optional[int] = ..., status: _Optional[int] = ..., subs: _Optional[_Iterable[int]] = ..., lam: _Optional[float] = ..., mu: _Optional[float] = ..., role: _Optional[str] = ...) -> None: ...
 
 class Push(_message.Message):
     __slots__ = ("members", "epoch")

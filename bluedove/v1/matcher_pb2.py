@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x62luedove/v1/matcher.proto\x12\x0b\x62luedove.v1\"L\n\x0e\x46orwardMessage\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05point\x18\x02 \x03(\x01\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12\x11\n\tclient_id\x18\x04 \x01(\x08\"\x8a\x01\n\x0e\x46orwardRequest\x12\x11\n\tdimension\x18\x01 \x01(\x05\x12-\n\x08messages\x18\x02 \x03(\x0b\x32\x1b.bluedove.v1.ForwardMessage\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\'\n\x05parts\x18\x04 \x03(\x0b\x32\x18.bluedove.v1.ForwardPart\"O\n\x0b\x46orwardPart\x12\x11\n\tdimension\x18\x01 \x01(\x05\x12-\n\x08messages\x18\x02 \x03(\x0b\x32\x1b.bluedove.v1.ForwardMessage\"A\n\x0c\x46orwardReply\x12\x0f\n\x07matched\x18\x01 \x01(\x05\x12\x11\n\tdelivered\x18\x02 \x01(\x05\x12\r\n\x05\x66resh\x18\x03 \x01(\x05\"F\n\x0cSubscription\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x0c\n\x04lows\x18\x03 \x03(\x01\x12\r\n\x05highs\x18\x04 \x03(\x01\"U\n\x11SubscriptionBatch\x12\x30\n\rsubscriptions\x18\x01 \x03(\x0b\x32\x19.bluedove.v1.Subscription\x12\x0e\n\x06log_id\x18\x02 \x01(\t\",\n\rRemoveRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\x0e\n\x06log_id\x18\x02 \x01(\t\"1\n\x0fSubscriptionAck\x12\x0f\n\x07\x63hanged\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"\x0e\n\x0cTableRequest\"J\n\nTableReply\x12\x12\n\ntable_json\x18\x01 \x01(\t\x12(\n\x07members\x18\x02 \x03(\x0b\x32\x17.bluedove.v1.MemberInfo\"[\n\nMemberInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x12\n\ngeneration\x18\x04 \x01(\x03\x12\x0c\n\x04subs\x18\x05 \x03(\x03\"Y\n\x0ePrepareRequest\x12\x12\n\ntable_json\x18\x01 \x01(\t\x12\r\n\x05\x61\x64opt\x18\x02 \x01(\x08\x12$\n\x07sources\x18\x03 \x03(\x0b\x32\x13.bluedove.v1.Source\"W\n\x06Source\x12\x11\n\tdimension\x18\x01 \x01(\x05\x12\x0e\n\x06member\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x0b\n\x03low\x18\x04 \x01(\x01\x12\x0c\n\x04high\x18\x05 \x01(\x01\"=\n\rExportRequest\x12\x11\n\tdimension\x18\x01 \x01(\x05\x12\x0b\n\x03low\x18\x02 \x01(\x01\x12\x0c\n\x04high\x18\x03 \x01(\x01\"g\n\x0b\x45xportReply\x12\x0f\n\x07log_pos\x18\x01 \x01(\t\x12\x0b\n\x03ids\x18\x02 \x01(\t\x12\x0e\n\x06queues\x18\x03 \x01(\t\x12\x0c\n\x04lows\x18\x04 \x01(\x0c\x12\r\n\x05highs\x18\x05 \x01(\x0c\x12\r\n\x05\x63ount\x18\x06 \x01(\x05\"\x0e\n\x0cLeaveRequest\"7\n\nLeaveReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\"+\n\x0cPrepareReply\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\x0c\n\x04subs\x18\x02 \x03(\x03\"d\n\nMatchReply\x12\x31\n\x08messages\x18\x01 \x03(\x0b\x32\x1f.bluedove.v1.MatchReply.Matches\x1a#\n\x07Matches\x12\x18\n\x10subscription_ids\x18\x01 \x03(\t\"\x0f\n\rReportRequest\"j\n\rDimensionLoad\x12\x0b\n\x03lam\x18\x01 \x01(\x01\x12\n\n\x02mu\x18\x02 \x01(\x01\x12\t\n\x01q\x18\x03 \x01(\x03\x12\x0c\n\x04subs\x18\x04 \x01(\x03\x12\x15\n\rmatched_total\x18\x05 \x01(\x03\x12\x10\n\x08split_at\x18\x06 \x01(\x01\"\xc0\x01\n\x0bReportReply\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\r\n\x05ready\x18\x03 \x01(\x08\x12\r\n\x05\x65poch\x18\x04 \x01(\x03\x12(\n\x04\x64ims\x18\x05 \x03(\x0b\x32\x1a.bluedove.v1.DimensionLoad\x12\x10\n\x08window_s\x18\x06 \x01(\x01\x12\x19\n\x11gossip_bytes_sent\x18\x07 \x01(\x03\x12\x1c\n\x14gossip_messages_sent\x18\x08 \x01(\x03\x32\xee\x04\n\x07Matcher\x12\x41\n\x07\x46orward\x12\x1b.bluedove.v1.ForwardRequest\x1a\x19.bluedove.v1.ForwardReply\x12P\n\x10\x41\x64\x64Subscriptions\x12\x1e.bluedove.v1.SubscriptionBatch\x1a\x1c.bluedove.v1.SubscriptionAck\x12O\n\x13RemoveSubscriptions\x12\x1a.bluedove.v1.RemoveRequest\x1a\x1c.bluedove.v1.SubscriptionAck\x12>\n\x08GetTable\x12\x19.bluedove.v1.TableRequest\x1a\x17.bluedove.v1.TableReply\x12>\n\x06Report\x12\x1a.bluedove.v1.ReportRequest\x1a\x18.bluedove.v1.ReportReply\x12\x41\n\x07Prepare\x12\x1b.bluedove.v1.PrepareRequest\x1a\x19.bluedove.v1.PrepareReply\x12;\n\x05Leave\x12\x19.bluedove.v1.LeaveRequest\x1a\x17.bluedove.v1.LeaveReply\x12>\n\x06\x45xport\x12\x1a.bluedove.v1.ExportRequest\x1a\x18.bluedove.v1.ExportReply\x12=\n\x05Match\x12\x1b.bluedove.v1.ForwardRequest\x1a\x17.bluedove.v1.MatchReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x62luedove/v1/matcher.proto\x12\x0b\x62luedove.v1\"L\n\x0e\x46orwardMessage\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05point\x18\x02 \x03(\x01\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12\x11\n\tclient_id\x18\x04 \x01(\x08\"\x8a\x01\n\x0e\x46orwardRequest\x12\x11\n\tdimension\x18\x01 \x01(\x05\x12-\n\x08messages\x18\x02 \x03(\x0b\x32\x1b.bluedove.v1.ForwardMessage\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\'\n\x05parts\x18\x04 \x03(\x0b\x32\x18.bluedove.v1.ForwardPart\"O\n\x0b\x46orwardPart\x12\x11\n\tdimension\x18\x01 \x01(\x05\x12-\n\x08messages\x18\x02 \x03(\x0b\x32\x1b.bluedove.v1.ForwardMessage\"A\n\x0c\x46orwardReply\x12\x0f\n\x07matched\x18\x01 \x01(\x05\x12\x11\n\tdelivered\x18\x02 \x01(\x05\x12\r\n\x05\x66resh\x18\x03 \x01(\x05\"F\n\x0cSubscription\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x0c\n\x04lows\x18\x03 \x03(\x01\x12\r\n\x05highs\x18\x04 \x03(\x01\"U\n\x11SubscriptionBatch\x12\x30\n\rsubscriptions\x18\x01 \x03(\x0b\x32\x19.bluedove.v1.Subscription\x12\x0e\n\x06log_id\x18\x02 \x01(\t\",\n\rRemoveRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\x0e\n\x06log_id\x18\x02 \x01(\t\"1\n\x0fSubscriptionAck\x12\x0f\n\x07\x63hanged\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"\x0e\n\x0cTableRequest\"J\n\nTableReply\x12\x12\n\ntable_json\x18\x01 \x01(\t\x12(\n\x07members\x18\x02 \x03(\x0b\x32\x17.bluedove.v1.MemberInfo\"i\n\nMemberInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x12\n\ngeneration\x18\x04 \x01(\x03\x12\x0c\n\x04subs\x18\x05 \x03(\x03\x12\x0c\n\x04role\x18\x06 \x01(\t\"Y\n\x0ePrepareRequest\x12\x12\n\ntable_json\x18\x01 \x01(\t\x12\r\n\x05\x61\x64opt\x18\x02 \x01(\x08\x12$\n\x07sources\x18\x03 \x03(\x0b\x32\x13.bluedove.v1.Source\"W\n\x06Source\x12\x11\n\tdimension\x18\x01 \x01(\x05\x12\x0e\n\x06member\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x0b\n\x03low\x18\x04 \x01(\x01\x12\x0c\n\x04high\x18\x05 \x01(\x01\"=\n\rExportRequest\x12\x11\n\tdimension\x18\x01 \x01(\x05\x12\x0b\n\x03low\x18\x02 \x01(\x01\x12\x0c\n\x04high\x18\x03 \x01(\x01\"g\n\x0b\x45xportReply\x12\x0f\n\x07log_pos\x18\x01 \x01(\t\x12\x0b\n\x03ids\x18\x02 \x01(\t\x12\x0e\n\x06queues\x18\x03 \x01(\t\x12\x0c\n\x04lows\x18\x04 \x01(\x0c\x12\r\n\x05highs\x18\x05 \x01(\x0c\x12\r\n\x05\x63ount\x18\x06 \x01(\x05\"\x0e\n\x0cLeaveRequest\"7\n\nLeaveReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\"+\n\x0cPrepareReply\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\x0c\n\x04subs\x18\x02 \x03(\x03\"d\n\nMatchReply\x12\x31\n\x08messages\x18\x01 \x03(\x0b\x32\x1f.bluedove.v1.MatchReply.Matches\x1a#\n\x07Matches\x12\x18\n\x10subscription_ids\x18\x01 \x03(\t\"\x0f\n\rReportRequest\"j\n\rDimensionLoad\x12\x0b\n\x03lam\x18\x01 \x01(\x01\x12\n\n\x02mu\x18\x02 \x01(\x01\x12\t\n\x01q\x18\x03 \x01(\x03\x12\x0c\n\x04subs\x18\x04 \x01(\x03\x12\x15\n\rmatched_total\x18\x05 \x01(\x03\x12\x10\n\x08split_at\x18\x06 \x01(\x01\"\xc0\x01\n\x0bReportReply\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\r\n\x05ready\x18\x03 \x01(\x08\x12\r\n\x05\x65poch\x18\x04 \x01(\x03\x12(\n\x04\x64ims\x18\x05 \x03(\x0b\x32\x1a.bluedove.v1.DimensionLoad\x12\x10\n\x08window_s\x18\x06 \x01(\x01\x12\x19\n\x11gossip_bytes_sent\x18\x07 \x01(\x03\x12\x1c\n\x14gossip_messages_sent\x18\x08 \x01(\x03\x32\xee\x04\n\x07Matcher\x12\x41\n\x07\x46orward\x12\x1b.bluedove.v1.ForwardRequest\x1a\x19.bluedove.v1.ForwardReply\x12P\n\x10\x41\x64\x64Subscriptions\x12\x1e.bluedove.v1.SubscriptionBatch\x1a\x1c.bluedove.v1.SubscriptionAck\x12O\n\x13RemoveSubscriptions\x12\x1a.bluedove.v1.RemoveRequest\x1a\x1c.bluedove.v1.SubscriptionAck\x12>\n\x08GetTable\x12\x19.bluedove.v1.TableRequest\x1a\x17.bluedove.v1.TableReply\x12>\n\x06Report\x12\x1a.bluedove.v1.ReportRequest\x1a\x18.bluedove.v1.ReportReply\x12\x41\n\x07Prepare\x12\x1b.bluedove.v1.PrepareRequest\x1a\x19.bluedove.v1.PrepareReply\x12;\n\x05Leave\x12\x19.bluedove.v1.LeaveRequest\x1a\x17.bluedove.v1.LeaveReply\x12>\n\x06\x45xport\x12\x1a.bluedove.v1.ExportRequest\x1a\x18.bluedove.v1.ExportReply\x12=\n\x05Match\x12\x1b.bluedove.v1.ForwardRequest\x1a\x17.bluedove.v1.MatchReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -52,31 +52,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TABLEREPLY']._serialized_start=681
   _globals['_TABLEREPLY']._serialized_end=755
   _globals['_MEMBERINFO']._serialized_start=757
-  _globals['_MEMBERINFO']._serialized_end=848
-  _globals['_PREPAREREQUEST']._serialized_start=850
-  _globals['_PREPAREREQUEST']._serialized_end=939
-  _globals['_SOURCE']._serialized_start=941
-  _globals['_SOURCE']._serialized_end=1028
-  _globals['_EXPORTREQUEST']._serialized_start=1030
-  _globals['_EXPORTREQUEST']._serialized_end=1091
-  _globals['_EXPORTREPLY']._serialized_start=1093
-  _globals['_EXPORTREPLY']._serialized_end=1196
-  _globals['_LEAVEREQUEST']._serialized_start=1198
-  _globals['_LEAVEREQUEST']._serialized_end=1212
-  _globals['_LEAVEREPLY']._serialized_start=1214
-  _globals['_LEAVEREPLY']._serialized_end=1269
-  _globals['_PREPAREREPLY']._serialized_start=1271
-  _globals['_PREPAREREPLY']._serialized_end=1314
-  _globals['_MATCHREPLY']._serialized_start=1316
-  _globals['_MATCHREPLY']._serialized_end=1416
-  _globals['_MATCHREPLY_MATCHES']._serialized_start=1381
-  _globals['_MATCHREPLY_MATCHES']._serialized_end=1416
-  _globals['_REPORTREQUEST']._serialized_start=1418
-  _globals['_REPORTREQUEST']._serialized_end=1433
-  _globals['_DIMENSIONLOAD']._serialized_start=1435
-  _globals['_DIMENSIONLOAD']._serialized_end=1541
-  _globals['_REPORTREPLY']._serialized_start=1544
-  _globals['_REPORTREPLY']._serialized_end=1736
-  _globals['_MATCHER']._serialized_start=1739
-  _globals['_MATCHER']._serialized_end=2361
+  _globals['_MEMBERINFO']._serialized_end=862
+  _globals['_PREPAREREQUEST']._serialized_start=864
+  _globals['_PREPAREREQUEST']._serialized_end=953
+  _globals['_SOURCE']._serialized_start=955
+  _globals['_SOURCE']._serialized_end=1042
+  _globals['_EXPORTREQUEST']._serialized_start=1044
+  _globals['_EXPORTREQUEST']._serialized_end=1105
+  _globals['_EXPORTREPLY']._serialized_start=1107
+  _globals['_EXPORTREPLY']._serialized_end=1210
+  _globals['_LEAVEREQUEST']._serialized_start=1212
+  _globals['_LEAVEREQUEST']._serialized_end=1226
+  _globals['_LEAVEREPLY']._serialized_start=1228
+  _globals['_LEAVEREPLY']._serialized_end=1283
+  _globals['_PREPAREREPLY']._serialized_start=1285
+  _globals['_PREPAREREPLY']._serialized_end=1328
+  _globals['_MATCHREPLY']._serialized_start=1330
+  _globals['_MATCHREPLY']._serialized_end=1430
+  _globals['_MATCHREPLY_MATCHES']._serialized_start=1395
+  _globals['_MATCHREPLY_MATCHES']._serialized_end=1430
+  _globals['_REPORTREQUEST']._serialized_start=1432
+  _globals['_REPORTREQUEST']._serialized_end=1447
+  _globals['_DIMENSIONLOAD']._serialized_start=1449
+  _globals['_DIMENSIONLOAD']._serialized_end=1555
+  _globals['_REPORTREPLY']._serialized_start=1558
+  _globals['_REPORTREPLY']._serialized_end=1750
+  _globals['_MATCHER']._serialized_start=1753
+  _globals['_MATCHER']._serialized_end=2375
 # @@protoc_insertion_point(module_scope)

@@ -97,18 +97,20 @@ class TableReply(_message.Message):
     def __init__(self, table_json: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ...) -> None: ...
 
 class MemberInfo(_message.Message):
-    __slots__ = ("id", "address", "status", "generation", "subs")
+    __slots__ = ("id", "address", "status", "generation", "subs", "role")
     ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     SUBS_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
     id: str
     address: str
     status: str
     generation: int
     subs: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., status: _Optional[str] = ..., generation: _Optional[int] = ..., subs: _Optional[_Iterable[int]] = ...) -> None: ...
+    role: str
+    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., status: _Optional[str] = ..., generation: _Optional[int] = ..., subs: _Optional[_Iterable[int]] = ..., role: _Optional[str] = ...) -> None: ...
 
 class PrepareRequest(_message.Message):
     __slots__ = ("table_json", "adopt", "sources")

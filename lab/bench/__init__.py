@@ -18,6 +18,7 @@ BENCHES = {
     "handoff": "split, merge and takeover times for a segment of many subscriptions",
     "delivery": "deliveries/s written and drained on a local cluster",
     "publish": "publish throughput: gRPC stream vs REST batches vs single REST calls",
+    "spread": "takeover → every dispatcher using the new table, on real processes",
 }
 
 

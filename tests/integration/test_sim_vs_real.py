@@ -91,7 +91,8 @@ def add_dispatcher(cluster, policy: str) -> str:
     port = free_port()
     child = Child("dispatcher", f"d-{policy}", bluedove_command() + [
         "dispatcher", "--id", f"d-{policy}", "--host", cluster.host, "--http-port", str(port),
-        "--grpc-port", str(free_port()), "--store", cluster.store_url, "--policy", policy, *cluster._space_args(),
+        "--grpc-port", str(free_port()), "--gossip-port", "0", "--store", cluster.store_url, "--policy", policy,
+        *cluster._space_args(),
     ], cluster.data_dir / "logs" / f"d-{policy}.log")
     cluster.children.append(child)  # stopped with the cluster
     child.start()

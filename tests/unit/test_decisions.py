@@ -6,7 +6,7 @@ import pytest
 from bluedove.partitioning import FULL, MPARTITION, P2P
 from bluedove.segments import equal_partition
 from bluedove.space import default_space
-from gossip.state import ALIVE, DEAD, LEFT, SUSPECT, MemberState
+from gossip.state import ALIVE, DEAD, DISPATCHER, LEFT, MATCHER, SUSPECT, MemberState
 from matcher.decisions import (Adopt, Join, Leave, Refuse, Stuck, Takeover, coordinator, leave_change, next_change,
                                note_left)
 
@@ -15,11 +15,13 @@ S = {"A": ALIVE, "S": SUSPECT, "D": DEAD, "L": LEFT}
 
 
 def view(spec: str) -> dict[str, MemberState]:
-    """"m1:A m2:D m4:A0" -> members; a trailing 0 is generation 0 (known from the table only)."""
+    """"m1:A m2:D m4:A0 d1:A" -> members; a trailing 0 is generation 0 (known from the table
+    only); an id starting with d, or a state ending in d ("m2:Dd"), is a dispatcher's entry."""
     out = {}
     for item in spec.split():
         mid, st = item.split(":")
-        out[mid] = MemberState(mid, "a" + mid[1:], 0 if st.endswith("0") else 10, status=S[st[0]])
+        role = DISPATCHER if mid.startswith("d") or st.endswith("d") else MATCHER
+        out[mid] = MemberState(mid, "a" + mid[1:], 0 if st.endswith("0") else 10, status=S[st[0]], role=role)
     return out
 
 
@@ -100,3 +102,27 @@ def test_a_left_owner_is_timed_from_when_it_was_first_seen_left():
     seen = note_left({}, TABLE, view("m1:A m2:L m3:A m4:L"), 10.0)
     assert seen == {"m2": 10.0}  # m4 owns nothing
     assert note_left(seen, TABLE, view("m1:A m2:L m3:L"), 20.0) == {"m2": 10.0, "m3": 20.0}
+
+
+# Dispatchers are gossip members that own no segments: whatever their state, a matcher never
+# joins them, takes them over, or lets them coordinate. Without roles, the first and the last
+# three cases fail (a Join of a dispatcher, a Takeover of a live owner, the wrong coordinator);
+# the others guard that a dispatcher's death or leave never counts as an owner's.
+@pytest.mark.parametrize("me,spec,expected", [
+    ("m1", "m1:A m2:A m3:A d1:A", None),                          # alive and owning nothing: not idle
+    ("m1", "m1:A m2:A m3:A d1:A d2:A m4:A", Join("m4")),         # an idle matcher still joins
+    ("m1", "m1:A m2:A m3:A d1:D", None),                          # a dead dispatcher: no takeover
+    ("m1", "m1:A m2:A m3:A d1:L", None),                          # nor one that left
+    ("m1", "m1:A m2:D m3:A d1:A", Takeover(frozenset({"m2"}))),   # a dead owner among them is
+    ("m1", "m1:A m2:A m3:A m4:Ad", None),                          # a dispatcher named like a matcher
+    ("m1", "m1:A m2:Dd m3:A", None),                              # an owner's id on a dispatcher says nothing
+    ("m2", "m1:Ad m2:A m3:A m4:A", Join("m4")),                   # ... nor makes it coordinate
+])
+def test_a_dispatcher_is_never_joined_taken_over_or_counted(me, spec, expected):
+    assert next_change(TABLE, view(spec), me, 100.0) == expected
+
+
+def test_a_dispatcher_is_neither_coordinator_nor_left_owner():
+    assert coordinator(TABLE, view("m1:Ad m2:A m3:A")) == "m2"
+    assert note_left({}, TABLE, view("m1:A m2:Ld m3:A d1:L"), 10.0) == {}
+    assert leave_change(TABLE, view("m1:Ad m2:L m3:Dd"), "m2") == Stuck("no other live owner to hand the segments to")

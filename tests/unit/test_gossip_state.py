@@ -5,8 +5,8 @@ import random
 import pytest
 
 from gossip.config import GossipConfig
-from gossip.state import (ALIVE, DEAD, LEFT, SUSPECT, Ack, Envelope, MemberState, Node, Ping, PingReq, Push,
-                          PushReply, TableUpdate, fanout, suspicion_timeout)
+from gossip.state import (ALIVE, DEAD, DISPATCHER, LEFT, MATCHER, SUSPECT, Ack, Envelope, MemberState, Node, Ping,
+                          PingReq, Push, PushReply, TableUpdate, fanout, suspicion_timeout)
 
 
 def node(i: int, **cfg) -> Node:
@@ -175,3 +175,42 @@ def test_a_node_that_was_itself_stalled_does_not_suspect_everyone():
     # Silence after we are running again counts as usual.
     pings = [t for t, o in _ticks(a, 5.2, 6.4) if isinstance(o.envelope.body, Ping)]
     assert pings and pings[0] >= 5.6
+
+
+# -- roles: dispatchers are members that own nothing -------------------------------------------
+def test_a_dispatcher_joins_by_seed_learns_the_table_and_its_death_shows():
+    """A dispatcher node seeded with one matcher's address learns every matcher and the table
+    within a few rounds; matchers see it with its role; once it crashes every matcher declares
+    it dead (its death must show, like a matcher's). Fails if the role is lost in a merge or a
+    dispatcher is left out of probing."""
+    from gossip.memory import SimNetwork
+
+    net = SimNetwork(seed=3)
+    matchers = net.spawn(3)
+    matchers[0].offer_table(7, "t7")
+    d = net.add(Node("d1", "d1:1", generation=1, seeds=("m0:1",), rng=random.Random(9), role=DISPATCHER))
+    net.run_until(2.0)
+    assert d.epoch == 7 and d.table_json == "t7"
+    assert {m.id for m in d.peers()} == {"m0", "m1", "m2"}
+    assert all(m.members["d1"].role == DISPATCHER and m.status("d1") == "alive" for m in matchers)
+    assert all(e.role == MATCHER for e in d.members.values() if e.id != "d1")
+    net.crash("d1:1")
+    net.run_until(8.0)
+    assert [m.status("d1") for m in matchers] == ["dead"] * 3
+    assert all(m.status(o.id) == "alive" for m in matchers for o in matchers)
+
+
+def test_a_node_of_an_unknown_role_is_refused():
+    with pytest.raises(ValueError, match="role 'router'"):
+        Node("x", "ax", 1, role="router")
+
+
+def test_the_role_survives_the_wire_and_an_entry_without_one_is_a_matchers():
+    from bluedove.v1 import gossip_pb2 as pb
+    from gossip import wire
+
+    push = Push((MemberState("d1", "ad", 5, role=DISPATCHER), MemberState("m1", "am", 5)), 3)
+    back = wire.decode(wire.encode(Envelope("d1", "ad", push)))
+    assert [e.role for e in back.body.members] == [DISPATCHER, MATCHER]
+    old = pb.Envelope(sender="m9", sender_addr="a9", push=pb.Push(members=[pb.MemberEntry(id="m9", addr="a9")]))
+    assert wire.from_proto(old).body.members[0].role == MATCHER  # a member from before roles
