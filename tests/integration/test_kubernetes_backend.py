@@ -10,7 +10,6 @@ import signal
 import socket
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import kmock
@@ -19,12 +18,12 @@ import yaml
 from kubernetes import client
 
 from autoscaler.kubernetes import SCALE_PATCH, KubernetesBackend, KubernetesBackendError
+from tests.deploy.chart import render
 from tests.integration.conftest import assert_no_children, start_cluster
 
 NS, STS = "bd", "bluedove-matcher"
 STATEFULSETS = "apps/v1/statefulsets"
 SCALE_PATH = f"/apis/apps/v1/namespaces/{NS}/statefulsets/{STS}/scale"
-CHART = Path(__file__).parents[2] / "deploy" / "helm" / "bluedove"
 
 pytestmark = pytest.mark.integration
 
@@ -265,57 +264,11 @@ async def test_an_unreachable_api_server_is_named():
 
 # -- RBAC: the chart's Role allows exactly what the backend sends ----------------------------
 
-# What helm renders for each expression in templates/autoscaler/*.yaml with the chart's default
-# values, release "bluedove" in namespace "bd" (helm itself cannot run on these machines).
-# An expression not listed fails the test: add it with its rendered text.
-STAND_IN = {
-    '.Release.Namespace | quote': f'"{NS}"',
-    'include "bluedove.autoscaler.fullname" .': "bluedove-autoscaler",
-    'include "bluedove.autoscaler.serviceAccountName" .': "bluedove-autoscaler",
-    'include "bluedove.matcher.fullname" . | quote': f'"{STS}"',
-    'include "bluedove.labels" . | nindent 4': "\n    " + "\n    ".join([
-        "helm.sh/chart: bluedove-0.1.0", "app.kubernetes.io/name: bluedove",
-        "app.kubernetes.io/instance: bluedove", 'app.kubernetes.io/version: "0.1.0"',
-        "app.kubernetes.io/managed-by: Helm"]),
-}
-STAND_IN_CONDITIONS = {  # `if` / `with` blocks, from values.yaml
-    "if and .Values.autoscaler.enabled .Values.autoscaler.serviceAccount.create": True,
-    "if and .Values.autoscaler.enabled .Values.rbac.create": True,
-    "with .Values.autoscaler.serviceAccount.annotations": False,  # {}
-}
-TAG = re.compile(r"\{\{(-?)\s*(.*?)\s*(-?)\}\}", re.S)
-
-
-def render(text: str) -> dict:
-    """One template rendered with the stand-in: `{{-`/`-}}` trim whitespace as in Go templates."""
-    parts = TAG.split(text)
-    texts, tags = parts[0::4], list(zip(parts[1::4], parts[2::4], parts[3::4]))
-    for i, (left, _, right) in enumerate(tags):
-        if left:
-            texts[i] = texts[i].rstrip()
-        if right:
-            texts[i + 1] = texts[i + 1].lstrip()
-    out, emitting = [texts[0]], [True]
-    for (_, expr, _), after in zip(tags, texts[1:]):
-        if expr.startswith("/*"):
-            pass
-        elif expr.split()[0] in ("if", "with"):
-            assert expr in STAND_IN_CONDITIONS, f"the stand-in does not know {expr!r}: add it"
-            emitting.append(emitting[-1] and STAND_IN_CONDITIONS[expr])
-        elif expr == "end":
-            emitting.pop()
-        elif emitting[-1]:
-            assert expr in STAND_IN, f"the stand-in does not know {expr!r}: add what helm renders for it"
-            out.append(STAND_IN[expr])
-        if emitting[-1]:
-            out.append(after)
-    assert emitting == [True], "unbalanced blocks"
-    return yaml.safe_load("".join(out))
-
 
 def chart_rbac() -> dict[str, dict]:
-    return {kind: render((CHART / "templates" / "autoscaler" / f"{kind.lower()}.yaml").read_text())
-            for kind in ("ServiceAccount", "Role", "RoleBinding")}
+    """The autoscaler's ServiceAccount, Role and RoleBinding as Helm renders them with the chart's defaults."""
+    r = render()
+    return {kind: r.get(kind, "bluedove-autoscaler") for kind in ("ServiceAccount", "Role", "RoleBinding")}
 
 
 def authorization(req: kmock.Request) -> tuple[str, str, str, str, str]:
@@ -363,10 +316,10 @@ async def test_the_charts_role_allows_every_request_and_nothing_more(apiserver):
     assert sa["automountServiceAccountToken"] is True
 
 
-def test_the_stand_in_renders_every_autoscaler_template():
-    """Every template of the autoscaler is one of the three above (a new one needs its checks)."""
-    names = sorted(p.name for p in (CHART / "templates" / "autoscaler").iterdir())
-    assert names == ["role.yaml", "rolebinding.yaml", "serviceaccount.yaml"]
+def test_the_role_is_the_only_rbac_the_chart_renders():
+    """The autoscaler's Role is all the chart grants: no other Role, ClusterRole or binding."""
+    kinds = [k for k in render().kinds() if k.split("/")[0] in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")]
+    assert kinds == ["Role/bluedove-autoscaler", "RoleBinding/bluedove-autoscaler"]
     assert chart_rbac()["Role"]["metadata"]["labels"]["app.kubernetes.io/component"] == "autoscaler"
 
 

@@ -1,5 +1,6 @@
 {{/*
-Names and labels shared by every component's templates.
+Names, labels, the image and the store URL shared by every component's templates.
+Validation lives in _validate.tpl, the pod spec pieces in _pod.tpl.
 */}}
 
 {{/*
@@ -41,6 +42,7 @@ helm.sh/chart: {{ include "bluedove.chart" . }}
 {{ include "bluedove.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: bluedove
 {{- end -}}
 
 {{/*
@@ -52,11 +54,48 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/*
+Labels of one component's resources: (dict "ctx" $ "component" "matcher").
+*/}}
+{{- define "bluedove.componentLabels" -}}
+{{ include "bluedove.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/*
+Selector labels of one component's pods: (dict "ctx" $ "component" "matcher").
+*/}}
+{{- define "bluedove.componentSelectorLabels" -}}
+{{ include "bluedove.selectorLabels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/*
 The matcher StatefulSet's name: what the autoscaler scales (its --statefulset and the
-resourceNames of its Role).
+resourceNames of its Role), and the prefix of every matcher pod's name (= its id).
 */}}
 {{- define "bluedove.matcher.fullname" -}}
 {{- printf "%s-matcher" (include "bluedove.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The matchers' headless Service: one DNS record per pod, ready or not (gossip seeds).
+*/}}
+{{- define "bluedove.matcher.headless" -}}
+{{- printf "%s-matcher-headless" (include "bluedove.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The DNS name gossip seeds come from (--peers-dns), with the matcher port.
+*/}}
+{{- define "bluedove.matcher.peersDns" -}}
+{{- printf "%s.$(POD_NAMESPACE).svc:7001" (include "bluedove.matcher.headless" .) -}}
+{{- end -}}
+
+{{/*
+The dispatcher Deployment and Service name.
+*/}}
+{{- define "bluedove.dispatcher.fullname" -}}
+{{- printf "%s-dispatcher" (include "bluedove.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{/*
@@ -75,4 +114,108 @@ The autoscaler's ServiceAccount: the one the chart creates, or an existing one n
 {{- else -}}
 {{- default "default" .Values.autoscaler.serviceAccount.name -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The in-chart Redis StatefulSet and its Service.
+*/}}
+{{- define "bluedove.redis.fullname" -}}
+{{- printf "%s-redis" (include "bluedove.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The space ConfigMap (key space.yaml, mounted at /etc/bluedove/).
+*/}}
+{{- define "bluedove.space.fullname" -}}
+{{- printf "%s-space" (include "bluedove.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The bluedove image: repository:tag, the tag defaulting to the chart's appVersion.
+*/}}
+{{- define "bluedove.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/*
+The store URL when it is known at render time: externalRedis.url, else the in-chart Redis.
+With externalRedis.existingSecret the URL is only known in the pod: see bluedove.storeArg.
+A free-form URL, so a Redis Cluster or a TLS (rediss://) URL fits once the store speaks them.
+*/}}
+{{- define "bluedove.storeUrl" -}}
+{{- if .Values.externalRedis.url -}}
+{{- .Values.externalRedis.url -}}
+{{- else -}}
+{{- printf "redis://%s:6379/0" (include "bluedove.redis.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+What follows --store in every component's args: the URL, or $(BLUEDOVE_STORE_URL), which the
+kubelet expands from the env entry bluedove.storeEnv adds when the URL is in a Secret.
+*/}}
+{{- define "bluedove.storeArg" -}}
+{{- if .Values.externalRedis.existingSecret -}}
+$(BLUEDOVE_STORE_URL)
+{{- else -}}
+{{- include "bluedove.storeUrl" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The env entry carrying the store URL from externalRedis.existingSecret (nothing otherwise).
+Declared before any entry that refers to it: $(VAR) expands only variables defined earlier.
+*/}}
+{{- define "bluedove.storeEnv" -}}
+{{- if .Values.externalRedis.existingSecret }}
+- name: BLUEDOVE_STORE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.externalRedis.existingSecret | quote }}
+      key: {{ .Values.externalRedis.existingSecretKey | quote }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The space ConfigMap's checksum: a pod-template annotation, so a change of space rolls the pods.
+*/}}
+{{- define "bluedove.spaceChecksum" -}}
+checksum/config: {{ include (print .Template.BasePath "/space-configmap.yaml") . | sha256sum }}
+{{- end -}}
+
+{{/*
+NetworkPolicy pieces. A peer: the pods of one component of this release.
+*/}}
+{{- define "bluedove.netpol.peer" -}}
+- podSelector:
+    matchLabels:
+      {{- include "bluedove.componentSelectorLabels" . | nindent 6 }}
+{{- end -}}
+
+{{/*
+Egress every bluedove component needs: DNS (the headless Service's records), the matchers'
+port, the dispatchers' gossip port, and the store (in-chart Redis, or any address on
+externalRedis.port: its address is not known here).
+*/}}
+{{- define "bluedove.netpol.commonEgress" -}}
+- ports:
+    - {port: 53, protocol: UDP}
+    - {port: 53, protocol: TCP}
+- to:
+    {{- include "bluedove.netpol.peer" (dict "ctx" . "component" "matcher") | nindent 4 }}
+  ports:
+    - {port: 7001, protocol: TCP}
+- to:
+    {{- include "bluedove.netpol.peer" (dict "ctx" . "component" "dispatcher") | nindent 4 }}
+  ports:
+    - {port: 7002, protocol: TCP}
+{{- if .Values.redis.enabled }}
+- to:
+    {{- include "bluedove.netpol.peer" (dict "ctx" . "component" "redis") | nindent 4 }}
+  ports:
+    - {port: 6379, protocol: TCP}
+{{- else }}
+- ports:
+    - {port: {{ .Values.externalRedis.port }}, protocol: TCP}
+{{- end }}
 {{- end -}}

@@ -1,0 +1,52 @@
+{{/*
+Checks the schema cannot express (relations between values). Every problem is collected and
+the render fails once, listing them all, each with what to set.
+*/}}
+{{- define "bluedove.validateValues" -}}
+{{- $errs := list -}}
+{{- $v := .Values -}}
+{{- if and (not $v.redis.enabled) (not $v.externalRedis.url) (not $v.externalRedis.existingSecret) -}}
+{{- $errs = append $errs "no store: redis.enabled is false and neither externalRedis.url nor externalRedis.existingSecret is set (set one, or redis.enabled=true)" -}}
+{{- end -}}
+{{- if and $v.redis.enabled (or $v.externalRedis.url $v.externalRedis.existingSecret) -}}
+{{- $errs = append $errs "two stores: redis.enabled is true and externalRedis is set too (set redis.enabled=false to use the external one)" -}}
+{{- end -}}
+{{- if and $v.externalRedis.url $v.externalRedis.existingSecret -}}
+{{- $errs = append $errs "externalRedis.url and externalRedis.existingSecret are both set (keep one)" -}}
+{{- end -}}
+{{- if and $v.externalRedis.existingSecret (not $v.externalRedis.existingSecretKey) -}}
+{{- $errs = append $errs "externalRedis.existingSecret needs externalRedis.existingSecretKey (the key holding the URL)" -}}
+{{- end -}}
+{{- if and $v.externalRedis.url (not (regexMatch "^rediss?://" $v.externalRedis.url)) -}}
+{{- $errs = append $errs (printf "externalRedis.url %q is not a redis:// or rediss:// URL" $v.externalRedis.url) -}}
+{{- end -}}
+{{- if gt (int $v.autoscaler.minMatchers) (int $v.autoscaler.maxMatchers) -}}
+{{- $errs = append $errs (printf "autoscaler.minMatchers (%v) is above autoscaler.maxMatchers (%v)" $v.autoscaler.minMatchers $v.autoscaler.maxMatchers) -}}
+{{- end -}}
+{{- if and $v.autoscaler.enabled $v.matcher.bootMembers -}}
+{{- $errs = append $errs "matcher.bootMembers with autoscaler.enabled: the autoscaler starts from one pod, the boot members would be owners that never start (set matcher.bootMembers=false, or autoscaler.enabled=false)" -}}
+{{- end -}}
+{{- if and $v.autoscaler.enabled (not $v.rbac.create) (not $v.autoscaler.serviceAccount.name) -}}
+{{- $errs = append $errs "autoscaler.enabled with rbac.create=false needs autoscaler.serviceAccount.name: an account already allowed get/patch on the matcher StatefulSet's statefulsets/scale" -}}
+{{- end -}}
+{{- if gt (int $v.dispatcher.hpa.minReplicas) (int $v.dispatcher.hpa.maxReplicas) -}}
+{{- $errs = append $errs (printf "dispatcher.hpa.minReplicas (%v) is above dispatcher.hpa.maxReplicas (%v)" $v.dispatcher.hpa.minReplicas $v.dispatcher.hpa.maxReplicas) -}}
+{{- end -}}
+{{- if and $v.dispatcher.ingress.enabled (not $v.dispatcher.ingress.host) -}}
+{{- $errs = append $errs "dispatcher.ingress.enabled needs dispatcher.ingress.host (the name it answers)" -}}
+{{- end -}}
+{{- if and $v.dispatcher.ingress.tls.enabled (not $v.dispatcher.ingress.enabled) -}}
+{{- $errs = append $errs "dispatcher.ingress.tls.enabled needs dispatcher.ingress.enabled (TLS is the ingress's; in-cluster TLS comes with a later release)" -}}
+{{- end -}}
+{{- if and $v.dispatcher.ingress.tls.enabled (not $v.dispatcher.ingress.tls.secretName) -}}
+{{- $errs = append $errs "dispatcher.ingress.tls.enabled needs dispatcher.ingress.tls.secretName (a kubernetes.io/tls Secret for the host)" -}}
+{{- end -}}
+{{- range $i, $d := $v.space.dimensions -}}
+{{- if not (lt (float64 $d.min) (float64 $d.max)) -}}
+{{- $errs = append $errs (printf "space.dimensions[%d] (%s): min %v is not below max %v" $i $d.name $d.min $d.max) -}}
+{{- end -}}
+{{- end -}}
+{{- if $errs -}}
+{{- fail (printf "\n\nbluedove: %d problem(s) in the values:\n  - %s\n" (len $errs) (join "\n  - " $errs)) -}}
+{{- end -}}
+{{- end -}}
