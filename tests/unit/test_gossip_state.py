@@ -175,3 +175,19 @@ def test_a_node_that_was_itself_stalled_does_not_suspect_everyone():
     # Silence after we are running again counts as usual.
     pings = [t for t, o in _ticks(a, 5.2, 6.4) if isinstance(o.envelope.body, Ping)]
     assert pings and pings[0] >= 5.6
+
+
+def test_an_owner_expected_without_an_address_is_never_sent_to_but_is_still_declared_dead():
+    """`bluedove init --matchers N` names owners with no address yet: gossip expects them by id,
+    pushes to the seeds instead, and, if one never comes up, suspects it and declares it dead after
+    the join grace like any other expected member (then it is taken over)."""
+    n = Node("m1", "a1", generation=10, config=GossipConfig(join_grace_s=1.0, suspect_timeout_s=0.5),
+             seeds=("seed:7001",), rng=random.Random(1))
+    n.expect({"m2": ""}, now=0.0)
+    t, outs = 0.0, []
+    while t < 5.0 and n.members["m2"].status != DEAD:
+        outs += n.tick(t)
+        t += 0.2
+    assert all(o.addr for o in outs), "something was sent to an empty address"
+    assert any(o.addr == "seed:7001" for o in outs), "with no reachable peer the seeds are pushed to"
+    assert n.members["m2"].status == DEAD, "an expected member that never answers must be declared dead"
