@@ -44,7 +44,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
     except SpaceError as exc:
         return _usage("init", f"--space {exc}" if str(exc).startswith(str(args.space)) else f"--space {args.space}: {exc}")
     try:
-        members = parse_members(args.members) if args.members is not None else numbered_members(args.matchers or 1)
+        members = parse_members(args.members) if args.members is not None else numbered_members(1 if args.matchers is None else args.matchers)
         seed = load_seed(args.seed) if args.seed else None
     except BootError as exc:
         return _usage("init", str(exc))
