@@ -21,6 +21,18 @@ class MatcherSettings:
     host: str = "127.0.0.1"
     port: int = 7001
     store_url: str = "redis://127.0.0.1:6379/0"
+    # -- booting (bluedove/bootstrap.py); "" = not given --
+    # The address others reach us at, stored in the table and gossiped; "" = host:port.
+    advertise: str = ""
+    # A YAML space file: on an empty store we propose the first table over it; a stored table
+    # over another space stops us. "" = wait for a table to be stored.
+    space_file: str = ""
+    # The first table's owners, `ID[=HOST:PORT],…`, if we write it; "" = ourselves alone.
+    boot_members: str = ""
+    # Gossip seeds from DNS: every address `NAME[:PORT]` resolves to (a headless Service).
+    peers_dns: str = ""
+    # While no peer is known, the DNS name is resolved again this often.
+    peers_dns_retry_s: float = 1.0
     # The window λ and μ are averaged over (the BlueDove paper's w).
     stats_window_s: float = 5.0
     # Most messages matched in one index job and written in one store transaction (a batch

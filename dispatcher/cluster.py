@@ -167,7 +167,9 @@ class ClusterView:
     def usable(self, member: str, now: float) -> bool:
         h = self.health.get(member)
         g = self.gossip.get(member)
-        return h is not None and h.ready and now >= h.down_until and (g is None or g.status == "alive")
+        # An owner with no address yet (`bluedove init --matchers N`) is not usable until it registers one.
+        return h is not None and h.ready and now >= h.down_until and (g is None or g.status == "alive") \
+            and bool(self.address(member))
 
     def status(self, member: str, now: float | None = None) -> str:
         now = time.monotonic() if now is None else now
@@ -241,7 +243,8 @@ class ClusterView:
     async def refresh_loads(self) -> None:
         if self.table is None:
             return
-        members = [m for m in self.known() if m in self.table.members or self.gossip[m].status != "dead"]
+        members = [m for m in self.known() if (m in self.table.members or self.gossip[m].status != "dead")
+                   and self.address(m)]  # no address yet: nothing to ask
         replies = await asyncio.gather(
             *(self.stub(m).Report(pb.ReportRequest(), timeout=max(self.s.load_interval_s, 0.5)) for m in members),
             return_exceptions=True,

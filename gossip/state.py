@@ -269,6 +269,8 @@ class Node:
                 continue
             seq = self._next_seq()
             self.probes[m.id] = _Probe(seq, now + c.probe_timeout_s, m.key)
+            if not m.addr:  # expected by id, address unknown: no ack can come, so it is suspected
+                continue
             out.append(self._out(m.addr, Ping(seq)))
             helpers = [h for h in self.members.values() if h.status == ALIVE and h.id not in (self.id, m.id)]
             for h in self.rng.sample(helpers, min(c.indirect_probes, len(helpers))):
@@ -277,13 +279,13 @@ class Node:
 
     def _push_round(self) -> list[Out]:
         live = self.live()
-        peers = [m for m in live if m.id != self.id]
+        peers = [m for m in live if m.id != self.id and m.addr]  # no address: expected, not reachable yet
         n = min(fanout(len(live), self.config.fanout_extra), len(peers))
         addrs = [m.addr for m in self.rng.sample(peers, n)]
         if not peers:
             seeds = [s for s in self.seeds if s != self.addr]
             addrs = self.rng.sample(seeds, min(len(seeds), fanout(1, self.config.fanout_extra)))
-        gone = [m for m in self.members.values() if m.gone and m.id != self.id]
+        gone = [m for m in self.members.values() if m.gone and m.id != self.id and m.addr]
         if gone and self.rng.random() < self.config.dead_push_prob:
             addrs.append(self.rng.choice(gone).addr)
         push = Push(tuple(self.members.values()), self.epoch)

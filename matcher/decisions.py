@@ -139,3 +139,10 @@ def next_change(table: SegmentTable, members: Mapping[str, Member], me: str, now
         # The baselines are fixed-size: a split plans mPartition's segments.
         return Refuse(idle[0], partition)
     return Join(idle[0])
+
+
+def serving_ready(loaded: bool, me: str, table: SegmentTable | None, newest_epoch: int) -> bool:
+    """The readiness probe's answer (gRPC health "bluedove.ready"): the catalogue is loaded, we
+    own segments, and our table is the newest epoch we have seen (in the store or through
+    gossip). An idle member, or one about to adopt a newer table, takes no traffic."""
+    return loaded and table is not None and me in table.members and table.epoch >= newest_epoch

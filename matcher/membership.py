@@ -34,6 +34,7 @@ from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from gossip.agent import GossipAgent
 from gossip.config import GossipConfig
 from gossip.grpc_transport import GossipServicer, GrpcTransport
+from gossip.peers import resolve_peers
 from gossip.state import ALIVE, DEAD, LEFT, STATUS_NAMES, Node
 from matcher.decisions import Adopt, Join, Refuse, Stuck, Takeover, next_change, note_left
 
@@ -59,10 +60,15 @@ class Host(Protocol):
 
 
 class Membership:
-    def __init__(self, m: Host, config: GossipConfig, seeds: tuple[str, ...] = ()) -> None:
+    def __init__(self, m: Host, config: GossipConfig, seeds: tuple[str, ...] = (), peers_dns: str = "",
+                 dns_retry_s: float = 1.0) -> None:
         self.m = m
         self.config = config
         self.extra_seeds = seeds
+        self.peers_dns = peers_dns  # NAME[:PORT] whose addresses are seeds too (gossip/peers.py)
+        self.dns_retry_s = dns_retry_s
+        self._static_seeds: tuple[str, ...] = ()
+        self._dns_task: asyncio.Task | None = None
         self.node: Node | None = None
         self.transport = GrpcTransport(timeout_s=config.probe_timeout_s)
         self.agent: GossipAgent | None = None
@@ -77,15 +83,44 @@ class Membership:
         return GossipServicer(lambda env: self.agent and self.agent.receive(env))
 
     def start(self, addr: str, table: SegmentTable) -> None:
-        seeds = tuple(a for a in [*table.members.values(), *self.extra_seeds] if a != addr)
-        self.node = Node(self.m.s.id, addr, self.m.generation, self.config, seeds)
+        # Seeds: the table's members (an owner without an address yet is expected by id
+        # alone), --join's, and, while no peer is known, what --peers-dns resolves to.
+        self._static_seeds = tuple(dict.fromkeys(
+            a for a in [*table.members.values(), *self.extra_seeds] if a and a != addr))
+        self.node = Node(self.m.s.id, addr, self.m.generation, self.config, self._static_seeds)
         self.node.expect({i: a for i, a in table.members.items() if i != self.m.s.id}, time.monotonic())
         self.node.offer_table(table.epoch, json.dumps(table.to_json()))
         self.agent = GossipAgent(self.node, self.transport)
         self.agent.on_round.append(self._after_round)
         self.agent.start()
+        if self.peers_dns:
+            self._dns_task = asyncio.get_running_loop().create_task(self._resolve_seeds())
+
+    def epoch(self) -> int:
+        """The newest table epoch gossip carries (0 before gossip starts)."""
+        return self.node.epoch if self.node is not None else 0
+
+    def peer_known(self) -> bool:
+        """Some other member has been heard from (not merely expected from the table)."""
+        return any(e.generation > 0 for i, e in self.node.members.items() if i != self.node.id)
+
+    async def _resolve_seeds(self) -> None:
+        """Resolve --peers-dns into seeds now, and again every `dns_retry_s` while no peer is
+        known (the first pods of a StatefulSet start before DNS lists them)."""
+        while True:
+            if not self.peer_known():
+                try:
+                    found = await asyncio.to_thread(resolve_peers, self.peers_dns)
+                except Exception:  # noqa: BLE001 - a resolver failure is like no answer: try again
+                    log.exception("resolving --peers-dns %s failed", self.peers_dns)
+                    found = []
+                self.node.seeds = tuple(dict.fromkeys(
+                    [*self._static_seeds, *(a for a in found if a != self.node.addr)]))
+            await asyncio.sleep(self.dns_retry_s)
 
     async def stop(self) -> None:
+        if self._dns_task:
+            self._dns_task.cancel()
         if self.agent:
             await self.agent.stop()
         await self.transport.close()
@@ -213,7 +248,7 @@ class Membership:
             return False
         # Every owner adopts before gossip spreads it, so a dispatcher that reaches a matcher
         # with the old table learns of the new one from its answer (SubscriptionAck.epoch).
-        others = [o for o in new.members if o != self.m.s.id]
+        others = [o for o in new.members if o != self.m.s.id and new.members[o]]  # no address: it reads the store
         results = await asyncio.gather(*(self._prepare(o, new, adopt=True) for o in others), return_exceptions=True)
         for o, r in zip(others, results):
             if isinstance(r, BaseException):
@@ -237,7 +272,8 @@ class Membership:
                                                                          timeout=self.m.s.report_timeout_s)
 
         out = {}
-        for r in await asyncio.gather(*(one(o) for o in table.members), return_exceptions=True):
+        reachable = [o for o, a in table.members.items() if a]  # an owner with no address yet has no report
+        for r in await asyncio.gather(*(one(o) for o in reachable), return_exceptions=True):
             if not isinstance(r, BaseException):
                 out[r[0]] = [LoadReport(lam=d.lam, mu=d.mu, q=d.q, subs=d.subs, split_at=d.split_at)
                               for d in r[1].dims]
@@ -265,7 +301,8 @@ class Membership:
                 owners = old.overlapping(i, a, b) - {taker}
                 src = next(iter(owners)) if len(owners) == 1 else None
                 e = self.node.members.get(src) if src else None
-                if e is None or e.status == DEAD or (e.status != ALIVE and src != self.m.s.id):
+                if e is None or e.status == DEAD or (e.status != ALIVE and src != self.m.s.id) \
+                        or not old.members[src]:
                     return []
                 out.append(pb.Source(dimension=i, member=src, address=old.members[src], low=a, high=b))
         return out

@@ -14,18 +14,21 @@ import numpy as np
 import redis.exceptions
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from bluedove.bootstrap import ensure_table, parse_members, register_address
 from bluedove.partitioning import held
 from bluedove.segments import SegmentTable
-from bluedove.settings import MatcherSettings
+from bluedove.settings import MatcherSettings, from_env
+from bluedove.space import Space
 from bluedove.store import Store
 from bluedove.store.store import StoreLimits, wait_ready
-from bluedove.settings import from_env
 from bluedove.v1 import gossip_pb2_grpc
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from gossip.config import GossipConfig
 from matcher.catalog import SubscriptionSets
+from matcher.decisions import serving_ready
 from matcher.handoff import export, load_from_owners
+from matcher.health import READY_SERVICE, publish_health
 from matcher.membership import Membership
 from matcher.queues import MatcherQueue, Part
 from matcher.sets_owner import SetsOwner
@@ -38,9 +41,12 @@ class Matcher:
     """State of one matcher: the table, the sets, the queues, and the catalogue tail."""
 
     def __init__(self, settings: MatcherSettings, store: Store, deliver: str = "store",
-                 gossip: GossipConfig | None = None, seeds: tuple[str, ...] = ()) -> None:
+                 gossip: GossipConfig | None = None, seeds: tuple[str, ...] = (), space: Space | None = None) -> None:
         self.s = settings
         self.store = store
+        self.space = space  # given: propose the first table on an empty store, refuse another space
+        self.advertise = settings.advertise or f"{settings.host}:{settings.port}"
+        self.newest_epoch = 0  # the newest table epoch seen, in the store or through gossip
         self.generation = time.time_ns()
         # Every index operation (add, remove, match) runs on this one thread: the R-tree is
         # not thread-safe, and the event loop stays free for gRPC and Redis.
@@ -55,19 +61,16 @@ class Matcher:
         self._tasks: list[asyncio.Task] = []
         # Table changes (gossip, store, hand-off) one at a time.
         self._table_lock = asyncio.Lock()
-        self.membership = Membership(self, gossip or GossipConfig(), seeds)
+        self.membership = Membership(self, gossip or GossipConfig(), seeds, settings.peers_dns,
+                                     settings.peers_dns_retry_s)
         self._trim_at: float | None = None
         self.stopping = asyncio.Event()  # set when the process should exit
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         await wait_ready(self.store)
-        raw = None
-        while raw is None:
-            raw = await self.store.get_table()
-            if raw is None:
-                await asyncio.sleep(self.s.table_wait_s)
-        self.table = SegmentTable.from_json(raw)
+        self.table = await self._boot_table()
+        self.newest_epoch = self.table.epoch
         k = self.table.space.k
         self.stats = [WindowStats(self.s.stats_window_s) for _ in range(k)]
         self.owner.begin(self.table)
@@ -76,7 +79,7 @@ class Matcher:
         self.queue.start()
         # Gossip first: liveness does not wait for a long catalogue load (Forward answers
         # UNAVAILABLE meanwhile, and dispatchers try another candidate).
-        self.membership.start(f"{self.s.host}:{self.s.port}", self.table)
+        self.membership.start(self.advertise, self.table)
         async with self._table_lock:
             await self.owner.load_catalogue(self.table)
         self.ready = True
@@ -84,6 +87,35 @@ class Matcher:
         self._tasks = [loop.create_task(self.owner.follow()), loop.create_task(self._watch_stored_table()),
                        loop.create_task(self._trim())]
         log.info("matcher %s ready: %s subscriptions per dimension", self.s.id, self.sets.counts())
+
+    async def _boot_table(self) -> SegmentTable:
+        """The stored table: with a space, proposed first if the store has none (as `bluedove
+        init` does; raises SpaceMismatch for a table over another space), else waited for. If
+        we own segments under another address (or none yet), our address is stored first."""
+        if self.space is not None:
+            members = (parse_members(self.s.boot_members, "--boot-members") if self.s.boot_members
+                       else {self.s.id: self.advertise})
+            table, created = await ensure_table(self.store, self.space, members,
+                                                given_from=f"--space {self.s.space_file}")
+            if created:
+                log.warning("matcher %s wrote the first segment table: owners %s", self.s.id, ", ".join(members))
+        else:
+            raw = None
+            while raw is None:
+                raw = await self.store.get_table()
+                if raw is None:
+                    await asyncio.sleep(self.s.table_wait_s)
+            table = SegmentTable.from_json(raw)
+        was = table.members.get(self.s.id)
+        table = await register_address(self.store, self.s.id, self.advertise, table)
+        if was is not None and was != self.advertise:
+            log.warning("matcher %s registered its address %s (was %s) at epoch %d", self.s.id, self.advertise,
+                        was or "none", table.epoch)
+        return table
+
+    def serving_ready(self) -> bool:
+        """gRPC health "bluedove.ready" (the readiness probe): see `decisions.serving_ready`."""
+        return serving_ready(self.ready, self.s.id, self.table, max(self.newest_epoch, self.membership.epoch()))
 
     async def stop(self) -> None:
         await self.membership.stop()
@@ -115,6 +147,7 @@ class Matcher:
             elif mine != self.sets.segments:
                 self._trim_at = time.monotonic() + self.s.handoff_grace_s
             self.table = new
+            self.newest_epoch = max(self.newest_epoch, new.epoch)
             self.membership.offer(new)
             log.info("matcher %s at epoch %d: segments %s", self.s.id, new.epoch, mine or "none (idle)")
 
@@ -163,6 +196,8 @@ class Matcher:
             await asyncio.sleep(self.s.table_refresh_s)
             try:
                 raw = await self.store.get_table()
+                if raw:
+                    self.newest_epoch = max(self.newest_epoch, int(raw["epoch"]))
                 if raw and int(raw["epoch"]) > self.table.epoch:
                     await self.apply_table(SegmentTable.from_json(raw))
             except asyncio.CancelledError:
@@ -316,9 +351,12 @@ def _within(inner: dict[int, tuple[float, float]], outer: dict[int, tuple[float,
     return all(i in outer and outer[i][0] <= lo and hi <= outer[i][1] for i, (lo, hi) in inner.items())
 
 
-async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[str, ...] = ()) -> None:
+async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[str, ...] = (),
+                space: Space | None = None) -> None:
+    """Run a matcher until a signal (or a leave) stops it. Raises SpaceMismatch when the stored
+    table's space is not `space`."""
     store = Store(settings.store_url, StoreLimits(dedup_window_s=settings.dedup_window_s))
-    m = Matcher(settings, store, deliver, from_env(GossipConfig), seeds)
+    m = Matcher(settings, store, deliver, from_env(GossipConfig), seeds, space)
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
                                       ("grpc.so_reuseport", 0)])
     pb_grpc.add_MatcherServicer_to_server(MatcherServicer(m), server)
@@ -328,6 +366,7 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
     server.add_insecure_port(f"{settings.host}:{settings.port}")
     await server.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+    await health_servicer.set(READY_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
     stop = m.stopping
     loop = asyncio.get_running_loop()
     signals = 0
@@ -343,10 +382,24 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
-    await m.start()
-    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    await stop.wait()
-    await health_servicer.enter_graceful_shutdown()
-    await server.stop(grace=2.0)
-    await m.stop()
-    await store.close()
+    publisher = None
+    try:
+        # A signal while waiting for a table (or loading) stops at once.
+        starting = loop.create_task(m.start())
+        stopped = loop.create_task(stop.wait())
+        await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            starting.cancel()
+        else:
+            stopped.cancel()
+            starting.result()  # SpaceMismatch, or a failed start, ends the process
+            await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+            publisher = loop.create_task(publish_health(m.serving_ready, health_servicer))
+            await stop.wait()
+        await health_servicer.enter_graceful_shutdown()
+    finally:
+        if publisher is not None:
+            publisher.cancel()
+        await server.stop(grace=2.0)
+        await m.stop()
+        await store.close()

@@ -19,6 +19,7 @@ COMMAND_GROUP = "bluedove.commands"
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
+    from bluedove.bootstrap import SpaceMismatch
     from bluedove.local.cluster import LocalCluster
     from bluedove.space import SpaceError
 
@@ -48,6 +49,9 @@ def _cmd_up(args: argparse.Namespace) -> int:
           f"{mode}", flush=True)
     try:
         cluster.start()  # stops what it started if it fails
+    except SpaceMismatch as exc:  # the store (--store, or the data dir's) holds a table over another space
+        print(f"bluedove up: {exc}", file=sys.stderr)
+        return 2
     except RuntimeError as exc:  # a port in use, a child that exits at once, not ready in time
         print(f"bluedove up: {exc}", file=sys.stderr)
         return 1
@@ -88,26 +92,58 @@ def _print_endpoints(cluster) -> None:
 
 
 def _cmd_matcher(args: argparse.Namespace) -> int:
+    from bluedove.bootstrap import BootError, SpaceMismatch, check_address, parse_members
     from bluedove.settings import MatcherSettings, from_env
+    from bluedove.space import SpaceError, load_space
+    from gossip.peers import PeersSpecError, parse_spec
     from matcher.server import serve
 
     settings = from_env(MatcherSettings, id=args.id, host=args.host, port=args.port, store_url=args.store,
-                        leave_on_sigterm=True if args.leave_on_sigterm else None, partition=args.partition)
+                        leave_on_sigterm=True if args.leave_on_sigterm else None, partition=args.partition,
+                        space_file=args.space, advertise=args.advertise, peers_dns=args.peers_dns,
+                        boot_members=args.boot_members)
     if args.join and settings.partition != MPARTITION:
-        print(f"bluedove matcher: --join needs --partition mpartition (a joining matcher is given a split of "
-              f"mPartition's segments; {settings.partition} is a fixed-size baseline)", file=sys.stderr)
-        return 2
-    asyncio.run(serve(settings, deliver=args.deliver, seeds=tuple(args.join or ())))
+        return _usage("matcher", f"--join needs --partition mpartition (a joining matcher is given a split of "
+                                 f"mPartition's segments; {settings.partition} is a fixed-size baseline)")
+    try:  # every flag is checked before anything starts
+        space = load_space(settings.space_file) if settings.space_file else None
+        if settings.advertise:
+            check_address(settings.advertise, "--advertise ")
+        if settings.boot_members:
+            parse_members(settings.boot_members, "--boot-members")
+            if not space:
+                raise BootError("--boot-members needs --space (they make the first table, which needs the space)")
+        if settings.peers_dns:
+            parse_spec(settings.peers_dns)
+    except SpaceError as exc:
+        where = "" if str(exc).startswith(settings.space_file) else f"{settings.space_file}: "
+        return _usage("matcher", f"--space {where}{exc}")
+    except PeersSpecError as exc:
+        return _usage("matcher", f"--peers-dns {exc}")
+    except BootError as exc:
+        return _usage("matcher", str(exc))
+    try:
+        asyncio.run(serve(settings, deliver=args.deliver, seeds=tuple(args.join or ()), space=space))
+    except SpaceMismatch as exc:
+        return _usage("matcher", str(exc))
     return 0
 
 
 def _cmd_dispatcher(args: argparse.Namespace) -> int:
+    from bluedove.bootstrap import SpaceMismatch
+    from bluedove.cli.boot import dispatcher_space
     from bluedove.settings import DispatcherSettings, from_env
-    from bluedove.space import load_space
+    from bluedove.space import SpaceError
     from dispatcher.server import serve
     from gossip.peers import PeersSpecError, parse_spec
 
-    space = load_space(args.space)
+    try:  # without --space: the stored table's (waiting for one)
+        space = dispatcher_space(args.store, args.space)
+    except SpaceError as exc:
+        where = "" if str(exc).startswith(str(args.space)) else f"{args.space}: "
+        return _usage("dispatcher", f"--space {where}{exc}")
+    except SpaceMismatch as exc:
+        return _usage("dispatcher", str(exc))
     settings = from_env(DispatcherSettings, id=args.id, host=args.host, http_port=args.http_port,
                         grpc_port=args.grpc_port, store_url=args.store, policy=args.policy,
                         partition=args.partition, gossip_port=args.gossip_port, advertise=args.advertise,
@@ -132,6 +168,11 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     return 0
 
 
+def _usage(cmd: str, message: str) -> int:
+    print(f"bluedove {cmd}: {message}", file=sys.stderr)
+    return 2
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bluedove", description="An elastic attribute-based publish/subscribe service.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -145,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--max-matchers", type=int, default=None, help="with --autoscale (default 8)")
     up.set_defaults(func=_cmd_up)
 
-    m = sub.add_parser("matcher", help="run one matcher (started by `up`)")
+    m = sub.add_parser("matcher", help="run one matcher (`up` starts them; docs/operations.md starts them by hand)")
     m.add_argument("--id", required=True)
     m.add_argument("--host", default="127.0.0.1")
     m.add_argument("--port", type=int, required=True)
@@ -157,15 +198,30 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--leave-on-sigterm", action="store_true",
                    help="on SIGTERM hand the segments to neighbours before exiting (Kubernetes scale-in)")
     m.add_argument("--partition", choices=MODES, default=None, help=PARTITION_HELP)
+    m.add_argument("--advertise", default=None, metavar="HOST:PORT",
+                   help="the address others reach this matcher at, stored in the table and gossiped "
+                        "(default HOST:PORT of --host and --port; env BLUEDOVE_ADVERTISE)")
+    m.add_argument("--space", default=None, metavar="FILE",
+                   help="YAML space file: on an empty store, propose the first table as `bluedove init` does; "
+                        "a stored table over another space makes the matcher exit (code 2). Without it, wait "
+                        "for a table (env BLUEDOVE_SPACE_FILE)")
+    m.add_argument("--boot-members", default=None, metavar="ID[=HOST:PORT],…",
+                   help="with --space: the owners of the first table if this matcher writes it (default: "
+                        "itself alone; env BLUEDOVE_BOOT_MEMBERS)")
+    m.add_argument("--peers-dns", default=None, metavar="NAME[:PORT]",
+                   help="gossip seeds: every address NAME resolves to (port default 7001), resolved again "
+                        "while no peer is known; with --join and the table's members (env BLUEDOVE_PEERS_DNS)")
     m.set_defaults(func=_cmd_matcher)
 
-    d = sub.add_parser("dispatcher", help="run one dispatcher (started by `up`)")
+    d = sub.add_parser("dispatcher", help="run one dispatcher (`up` starts them; docs/operations.md starts them by hand)")
     d.add_argument("--id", required=True)
     d.add_argument("--host", default="127.0.0.1")
     d.add_argument("--http-port", type=int, required=True)
     d.add_argument("--grpc-port", type=int, default=None, help="gRPC API port (default 50051; 0 = any free port)")
     d.add_argument("--store", required=True)
-    d.add_argument("--space", default=None)
+    d.add_argument("--space", default=None, metavar="FILE",
+                   help="YAML space file; refused (exit 2) if the stored table's space differs. Without it, "
+                        "the stored table's space (waiting for a table)")
     d.add_argument("--policy", choices=POLICIES, default="adaptive")
     d.add_argument("--partition", choices=MODES, default=None, help=PARTITION_HELP)
     d.add_argument("--gossip-port", type=int, default=None,
@@ -180,8 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_cmd_dispatcher)
 
     from bluedove.cli.autoscaler_cmd import add_command as add_autoscaler
+    from bluedove.cli.boot import add_command as add_init
     from bluedove.cli.pubsub import add_commands
 
+    add_init(sub)  # init: the first segment table
     add_autoscaler(sub)  # autoscaler (Kubernetes)
     add_commands(sub)  # subscribe, publish, poll
     add_plugin_commands(sub)  # demo, bench, sim: the lab, when installed

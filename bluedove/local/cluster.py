@@ -7,6 +7,7 @@ SIGKILL to any that does not exit in time, so nothing is left behind.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -19,12 +20,12 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import redis
-
+from bluedove.bootstrap import ensure_table
 from bluedove.partitioning import MPARTITION
-from bluedove.segments import SegmentTable, equal_partition
+from bluedove.segments import SegmentTable
 from bluedove.settings import DispatcherSettings, from_env
 from bluedove.space import Space, load_space
+from bluedove.store import Store
 from bluedove.store.server import RedisServer, free_port
 
 
@@ -127,14 +128,17 @@ class LocalCluster:
             if self.store_url is None:
                 self.redis = RedisServer(self.data_dir / "redis").start()
                 self.store_url = self.redis.url
-            self._write_table()
+            space_args = self._space_args()
+            self.addresses = self._init_table()
             cmd = bluedove_command()
-            self.addresses = dict(self.table.members)
-            for m, address in self.table.members.items():
+            owners = [a for m, a in self.addresses.items() if m in self.table.members]
+            for m, address in self.addresses.items():
                 port = address.rsplit(":", 1)[1]
+                # A matcher beyond the owners joins by split: it meets them at their new addresses.
+                joins = [] if m in self.table.members else [x for a in owners for x in ("--join", a)]
                 self.children.append(Child("matcher", m, cmd + [
                     "matcher", "--id", m, "--host", self.host, "--port", port, "--store", self.store_url,
-                    "--deliver", self.deliver, "--partition", self.partition,
+                    "--deliver", self.deliver, "--partition", self.partition, *space_args, *joins,
                 ], logs / f"{m}.log", extra_env=self.matcher_env))
             for j in range(self.n_dispatchers):
                 d = f"d{j + 1}"
@@ -142,11 +146,12 @@ class LocalCluster:
                     "dispatcher", "--id", d, "--host", self.host, "--http-port", str(self.http_port),
                     "--grpc-port", str(self.grpc_port), "--gossip-port", str(free_port()),
                     "--store", self.store_url, "--policy", self.policy, "--partition", self.partition,
-                    *self._space_args(),
+                    *space_args,
                 ], logs / f"{d}.log"))
             for c in self.children:
                 c.start()
             self.wait_ready(timeout_s)
+            self.table = self._stored_table()  # with the addresses the matchers registered
         except BaseException:
             self.stop()
             raise
@@ -157,17 +162,43 @@ class LocalCluster:
         path.write_text(json.dumps(self.space.to_json()))
         return ["--space", str(path)]
 
-    def _write_table(self) -> None:
-        r = redis.Redis.from_url(self.store_url)
-        try:
-            raw = r.get("bd:table")
-            old_epoch = json.loads(raw)["epoch"] if raw else 0
-            ids = self.matcher_ids or [f"m{i + 1}" for i in range(self.n_matchers)]
-            members = {m: f"{self.host}:{free_port()}" for m in ids}
-            self.table = equal_partition(self.space, members, epoch=old_epoch + 1)
-            r.set("bd:table", json.dumps(self.table.to_json()))
-        finally:
-            r.close()
+    def _init_table(self) -> dict[str, str]:
+        """`bluedove init --members m1=HOST:P1,…` (the same function): the matchers to start, each
+        with a free port. A store that already holds a table (`up` again on the same data dir)
+        keeps it: its owners start again, on new ports they register themselves, and matchers
+        beyond them (up to --matchers) join by split."""
+        ids = self.matcher_ids or [f"m{i + 1}" for i in range(self.n_matchers)]
+        members = {m: f"{self.host}:{free_port()}" for m in ids}
+
+        async def run() -> tuple[SegmentTable, bool]:
+            store = Store(self.store_url)
+            try:
+                return await ensure_table(store, self.space, members, given_from="--space")
+            finally:
+                await store.close()
+
+        self.table, created = asyncio.run(run())
+        if created:
+            return dict(self.table.members)
+        self.say(f"the store already holds a table (epoch {self.table.epoch}, owners "
+                 f"{', '.join(self.table.members)}): kept")
+        out = {m: f"{self.host}:{free_port()}" for m in self.table.members}
+        for m, address in members.items():  # the rest of --matchers join
+            if len(out) >= self.n_matchers:
+                break
+            out.setdefault(m, address)
+        return out
+
+    def _stored_table(self) -> SegmentTable:
+        async def run() -> dict | None:
+            store = Store(self.store_url)
+            try:
+                return await store.get_table()
+            finally:
+                await store.close()
+
+        raw = asyncio.run(run())
+        return SegmentTable.from_json(raw) if raw else self.table
 
     def wait_ready(self, timeout_s: float) -> None:
         """Until /readyz answers 200 and every matcher reports ready."""

@@ -214,3 +214,19 @@ def test_the_role_survives_the_wire_and_an_entry_without_one_is_a_matchers():
     assert [e.role for e in back.body.members] == [DISPATCHER, MATCHER]
     old = pb.Envelope(sender="m9", sender_addr="a9", push=pb.Push(members=[pb.MemberEntry(id="m9", addr="a9")]))
     assert wire.from_proto(old).body.members[0].role == MATCHER  # a member from before roles
+
+
+def test_an_owner_expected_without_an_address_is_never_sent_to_but_is_still_declared_dead():
+    """`bluedove init --matchers N` names owners with no address yet: gossip expects them by id,
+    pushes to the seeds instead, and, if one never comes up, suspects it and declares it dead after
+    the join grace like any other expected member (then it is taken over)."""
+    n = Node("m1", "a1", generation=10, config=GossipConfig(join_grace_s=1.0, suspect_timeout_s=0.5),
+             seeds=("seed:7001",), rng=random.Random(1))
+    n.expect({"m2": ""}, now=0.0)
+    t, outs = 0.0, []
+    while t < 5.0 and n.members["m2"].status != DEAD:
+        outs += n.tick(t)
+        t += 0.2
+    assert all(o.addr for o in outs), "something was sent to an empty address"
+    assert any(o.addr == "seed:7001" for o in outs), "with no reachable peer the seeds are pushed to"
+    assert n.members["m2"].status == DEAD, "an expected member that never answers must be declared dead"

@@ -19,7 +19,7 @@ from dispatcher.cluster import ClusterView, MemberHealth
 from matcher.catalog import SubscriptionSets
 
 SPACE = default_space()  # x0..x3 in [0, 1000)
-TABLE = equal_partition(SPACE, {"a": "", "b": "", "c": "", "d": ""})  # b owns [250, 500) everywhere
+TABLE = equal_partition(SPACE, {m: f"{m}:7001" for m in "abcd"})  # b owns [250, 500) everywhere
 
 
 # -- the rules, case by case ---------------------------------------------------------------------

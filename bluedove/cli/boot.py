@@ -1,0 +1,109 @@
+"""`bluedove init`, and the space a dispatcher or matcher takes from its flags or the store."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from bluedove.bootstrap import (BootError, check_space, ensure_table, load_seed, numbered_members,
+                                parse_members)
+from bluedove.segments import SegmentTable
+from bluedove.space import Space, SpaceError, load_space
+
+MEMBERS_HELP = ("the initial owners, comma-separated: ID or ID=HOST:PORT (an owner without an address "
+                "registers its own when its matcher starts)")
+
+
+def add_command(sub) -> None:
+    p = sub.add_parser("init", help="write the first segment table to the store (idempotent)",
+                       description="Write the cluster's first segment table (compare-and-set from no table). "
+                                   "A store that already holds one over the same space is left as it is (exit 0); "
+                                   "one over another space is refused (exit 2).")
+    p.add_argument("--store", required=True, help="redis://host:port/db")
+    p.add_argument("--space", required=True, metavar="FILE", help="YAML space file (dimensions: name, min, max)")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--matchers", type=int, default=None, metavar="N",
+                     help="N owners m1..mN, none with an address yet (default 1)")
+    who.add_argument("--members", default=None, metavar="ID[=HOST:PORT],…", help=MEMBERS_HELP)
+    p.add_argument("--seed", default=None, metavar="FILE",
+                   help='JSON {"cuts": [[c1, …, c_N-1] for each dimension]}: the interior boundaries of the N '
+                        "segments of each dimension (default: equal widths)")
+    p.set_defaults(func=_cmd_init)
+
+
+def describe_owners(table: SegmentTable) -> str:
+    return ", ".join(f"{m}={a}" if a else f"{m} (no address yet)" for m, a in table.members.items())
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from bluedove.store import Store
+
+    try:
+        space = load_space(args.space)
+    except SpaceError as exc:
+        return _usage("init", f"--space {exc}" if str(exc).startswith(str(args.space)) else f"--space {args.space}: {exc}")
+    try:
+        members = parse_members(args.members) if args.members is not None else numbered_members(1 if args.matchers is None else args.matchers)
+        seed = load_seed(args.seed) if args.seed else None
+    except BootError as exc:
+        return _usage("init", str(exc))
+
+    async def run() -> tuple[SegmentTable, bool]:
+        store = Store(args.store)
+        try:
+            return await ensure_table(store, space, members, seed, given_from=f"--space {args.space}")
+        finally:
+            await store.close()
+
+    try:
+        table, created = asyncio.run(run())
+    except BootError as exc:  # a bad seed, or the store's table over another space
+        return _usage("init", str(exc))
+    except OSError as exc:  # redis unreachable (redis' ConnectionError is one)
+        print(f"bluedove init: --store {args.store}: {exc}", file=sys.stderr)
+        return 1
+    if created:
+        print(f"initialised the segment table: epoch {table.epoch}, owners {describe_owners(table)}")
+    else:
+        print(f"already initialised (epoch {table.epoch}), owners {describe_owners(table)}; left as it is")
+    return 0
+
+
+def _usage(cmd: str, message: str) -> int:
+    print(f"bluedove {cmd}: {message}", file=sys.stderr)
+    return 2
+
+
+def dispatcher_space(store_url: str, space_file: str | None, poll_s: float = 0.5) -> Space:
+    """The space a dispatcher serves: --space if given (refused if the stored table's differs),
+    else the stored table's, waiting for one. Raises SpaceError or SpaceMismatch."""
+    from bluedove.store import Store
+    from bluedove.store.store import wait_ready
+
+    given = load_space(space_file) if space_file else None
+
+    async def run() -> Space:
+        store = Store(store_url)
+        try:
+            await wait_ready(store)
+            said = False
+            while True:
+                raw = await store.get_table()
+                if raw is not None:
+                    stored = SegmentTable.from_json(raw).space
+                    if given is not None:
+                        check_space(stored, given, f"--space {space_file}")
+                    return stored
+                if given is not None:  # no table yet: the given space, the table comes later
+                    return given
+                if not said:
+                    print(f"no segment table in {store_url} yet: waiting for one (bluedove init, or a matcher "
+                          "started with --space)", file=sys.stderr, flush=True)
+                    said = True
+                await asyncio.sleep(poll_s)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+

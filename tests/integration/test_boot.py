@@ -1,0 +1,289 @@
+"""A cluster that boots itself: `bluedove init`, a matcher on an empty store and `bluedove up` write
+the same first table; racers agree on one; a cluster started by hand (init, matchers, dispatcher)
+serves; `up` again on the same data dir keeps its table. Real processes on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+import redis
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from bluedove.bootstrap import ensure_table
+from bluedove.local.cluster import LocalCluster
+from bluedove.segments import SegmentTable
+from bluedove.space import load_space
+from bluedove.store.server import free_port
+from bluedove.store.store import Store
+from bluedove.v1 import matcher_pb2 as pb
+from bluedove.v1 import matcher_pb2_grpc as pb_grpc
+
+pytestmark = pytest.mark.integration
+
+BLUEDOVE = [sys.executable, "-m", "bluedove"]
+SPACE = "dimensions:\n- {name: a, min: 0, max: 100}\n- {name: b, min: 0, max: 100}\n"
+OTHER_SPACE = "dimensions:\n- {name: a, min: 0, max: 10}\n"
+SERVING = health_pb2.HealthCheckResponse.SERVING
+
+
+@pytest.fixture
+def space_files(tmp_path) -> tuple[str, str]:
+    (tmp_path / "space.yaml").write_text(SPACE)
+    (tmp_path / "other.yaml").write_text(OTHER_SPACE)
+    return str(tmp_path / "space.yaml"), str(tmp_path / "other.yaml")
+
+
+class Procs:
+    """Processes a test starts, each logging to a file; all stopped (then killed) at the end."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.dir = tmp_path
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, *args: str) -> subprocess.Popen:
+        log = open(self.dir / f"{name}.log", "wb")
+        self.procs[name] = subprocess.Popen([*BLUEDOVE, *args], stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL)
+        log.close()
+        return self.procs[name]
+
+    def log(self, name: str) -> str:
+        return (self.dir / f"{name}.log").read_text(errors="replace")[-3000:]
+
+    def alive(self) -> None:
+        for name, p in self.procs.items():
+            assert p.poll() is None, f"{name} exited ({p.returncode}):\n{self.log(name)}"
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs.values():
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@pytest.fixture
+def procs(tmp_path):
+    p = Procs(tmp_path)
+    yield p
+    p.stop()
+
+
+def init(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*BLUEDOVE, "init", *args], capture_output=True, text=True, timeout=60)
+
+
+def stored(url: str) -> SegmentTable | None:
+    r = redis.Redis.from_url(url)
+    try:
+        raw = r.get("bd:table")
+    finally:
+        r.close()
+    return SegmentTable.from_json(json.loads(raw)) if raw else None
+
+
+def segments(t: SegmentTable) -> tuple:
+    """What must be identical between tables booted the same way (addresses and epochs may differ)."""
+    return t.space, list(t.members), t.cuts, t.owners
+
+
+def wait_for(what: str, check, timeout_s: float = 45.0, procs: Procs | None = None):
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        if procs is not None:
+            procs.alive()
+        try:
+            last = check()
+            if last:
+                return last
+        except (OSError, grpc.RpcError, httpx.HTTPError) as exc:
+            last = exc
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not within {timeout_s} s (last: {last!r})")
+
+
+def health(addr: str, service: str) -> int:
+    with grpc.insecure_channel(addr) as ch:
+        return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service), timeout=2).status
+
+
+def view(addr: str) -> SegmentTable:
+    with grpc.insecure_channel(addr) as ch:
+        reply = pb_grpc.MatcherStub(ch).GetTable(pb.TableRequest(), timeout=2)
+    return SegmentTable.from_json(json.loads(reply.table_json))
+
+
+def db(url: str, n: int) -> str:
+    return url.rsplit("/", 1)[0] + f"/{n}"
+
+
+# -- init --------------------------------------------------------------------------------------
+def test_init_writes_once_is_a_no_op_again_and_refuses_another_space(redis_clean_url, space_files):
+    space, other = space_files
+    first = init("--store", redis_clean_url, "--space", space, "--matchers", "2")
+    assert first.returncode == 0, first.stderr
+    assert "epoch 1" in first.stdout and "m1 (no address yet), m2 (no address yet)" in first.stdout, first.stdout
+    table = stored(redis_clean_url)
+    assert table.epoch == 1 and table.members == {"m1": "", "m2": ""}
+    # Again, even with other members: nothing changes, and it says so (a retried Job, a second `up`).
+    again = init("--store", redis_clean_url, "--space", space, "--members", "x=127.0.0.1:1")
+    assert again.returncode == 0, again.stderr
+    assert "already initialised (epoch 1)" in again.stdout, again.stdout
+    assert stored(redis_clean_url) == table
+    refused = init("--store", redis_clean_url, "--space", other)
+    assert refused.returncode == 2
+    assert "stored a [0, 100), b [0, 100)" in refused.stderr and f"--space {other} gives a [0, 10)" in refused.stderr
+    assert stored(redis_clean_url) == table, "a refused init must not touch the table"
+
+
+def test_init_refuses_bad_flags_with_exit_2(redis_clean_url, space_files, tmp_path):
+    space, _ = space_files
+    (tmp_path / "seed.json").write_text(json.dumps({"cuts": [[50], [150]]}))
+    cases = [(["--members", "m1,m1"], "--members: member m1 is named twice"),
+             (["--matchers", "0"], "--matchers 0"),
+             (["--matchers", "2", "--seed", str(tmp_path / "seed.json")], "seed.cuts[1] (b): cuts must rise"),
+             (["--members", "m1=nohost"], "--members m1='nohost': expected HOST:PORT")]
+    for flags, says in cases:
+        r = init("--store", redis_clean_url, "--space", space, *flags)
+        assert r.returncode == 2 and says in r.stderr, (flags, r.returncode, r.stderr)
+    assert stored(redis_clean_url) is None, "a refused init must write nothing"
+    (tmp_path / "seed.json").write_text(json.dumps({"cuts": [[20], [80]]}))
+    r = init("--store", redis_clean_url, "--space", space, "--matchers", "2", "--seed", str(tmp_path / "seed.json"))
+    assert r.returncode == 0, r.stderr
+    assert stored(redis_clean_url).cuts == ((0.0, 20.0), (0.0, 80.0))
+
+
+# -- the same table, whoever writes it ------------------------------------------------------------
+def test_init_a_matcher_and_up_write_the_same_table(redis_clean_url, space_files, procs, tmp_path):
+    space, _ = space_files
+    by_init, by_matcher, by_up = db(redis_clean_url, 1), db(redis_clean_url, 2), db(redis_clean_url, 3)
+    assert init("--store", by_init, "--space", space, "--members", "m1,m2").returncode == 0
+    port = free_port()
+    procs.start("m1", "matcher", "--id", "m1", "--port", str(port), "--store", by_matcher, "--space", space,
+                "--boot-members", "m1,m2")
+    # m1 writes {m1, m2} (epoch 1), then registers its own address (epoch 2).
+    t = wait_for("the matcher's table with its address", lambda: (t := stored(by_matcher)) and t.members["m1"] and t,
+                 procs=procs)
+    assert t.epoch == 2 and t.members == {"m1": f"127.0.0.1:{port}", "m2": ""}
+    with LocalCluster(matchers=2, http_port=0, data_dir=tmp_path / "up", store=by_up, space_file=space,
+                      quiet=True, restart=False) as c:
+        assert c.table.epoch == 1, "up writes the table with every address: nothing to register"
+    assert segments(stored(by_init)) == segments(t) == segments(stored(by_up))
+
+
+async def test_concurrent_ensure_table_calls_agree_on_one_table(make_store, tmp_path):
+    space = load_space(None)
+    for attempt in range(20):
+        a, b = make_store(), make_store()
+        await a.r.flushall()
+        (ta, ca), (tb, cb) = await asyncio.gather(ensure_table(a, space, {"m1": "x:1"}),
+                                                  ensure_table(b, space, {"m2": "y:2", "m3": ""}))
+        assert ta == tb, f"attempt {attempt}: the racers returned different tables"
+        assert sorted([ca, cb]) == [False, True], f"attempt {attempt}: exactly one racer must write"
+        assert SegmentTable.from_json(await a.get_table()) == ta
+
+
+def test_two_matchers_started_at_once_on_an_empty_store_agree(redis_clean_url, space_files, procs):
+    space, _ = space_files
+    ports = {m: free_port() for m in ("m1", "m2")}
+    for m, port in ports.items():  # no --boot-members: each proposes itself alone
+        procs.start(m, "matcher", "--id", m, "--port", str(port), "--store", redis_clean_url, "--space", space)
+    addrs = [f"127.0.0.1:{p}" for p in ports.values()]
+
+    def agreed():
+        t = stored(redis_clean_url)
+        # One wrote epoch 1 with itself; the other found it, and joined by split (epoch 2).
+        return t is not None and set(t.members) == {"m1", "m2"} and all(view(a) == t for a in addrs) and t
+
+    t = wait_for("both matchers owning segments of one stored table", agreed, procs=procs)
+    assert t.epoch == 2 and t.members == {m: f"127.0.0.1:{p}" for m, p in ports.items()}
+
+
+# -- by hand ---------------------------------------------------------------------------------
+def test_a_cluster_started_by_hand_serves(redis_clean_url, space_files, procs):
+    """docs/operations.md: init, two matchers, a dispatcher without --space; then a third matcher
+    whose only seed is --peers-dns joins by split."""
+    space, other = space_files
+    url = redis_clean_url
+    assert init("--store", url, "--space", space, "--matchers", "2").returncode == 0
+    p1, p2, p3, http = free_port(), free_port(), free_port(), free_port()
+    a1 = f"127.0.0.1:{p1}"
+    procs.start("m1", "matcher", "--id", "m1", "--port", str(p1), "--store", url)
+    procs.start("m2", "matcher", "--id", "m2", "--port", str(p2), "--store", url, "--join", a1)
+    procs.start("d1", "dispatcher", "--id", "d1", "--http-port", str(http), "--grpc-port", "0", "--store", url)
+    api = httpx.Client(base_url=f"http://127.0.0.1:{http}", timeout=30)
+    wait_for("/readyz", lambda: api.get("/readyz").status_code == 200, procs=procs)
+    table = stored(url)
+    assert table.members == {"m1": a1, "m2": f"127.0.0.1:{p2}"}, "each owner registers its own address"
+    for addr in table.members.values():
+        assert health(addr, "") == SERVING and health(addr, "bluedove.ready") == SERVING
+
+    sub = api.post("/v1/subscriptions", json={"predicates": {"a": [60, 70]}})
+    assert sub.status_code == 201, sub.text
+    queue, auth = sub.json()["queue"], {"Authorization": f"Bearer {sub.json()['token']}"}
+    for mid, attrs in (("in", {"a": 65, "b": 10}), ("out", {"a": 10, "b": 10})):
+        r = api.post("/v1/messages", json={"id": mid, "attributes": attrs})
+        assert r.status_code == 202, r.text
+    got = api.get(f"/v1/queues/{queue}/messages", params={"wait": 10}, headers=auth).json()["messages"]
+    assert [m["id"] for m in got] == ["in"], got
+
+    # Another space: the matcher and the dispatcher refuse to start (exit 2), saying why.
+    for role, args in (("matcher", ["--id", "m9", "--port", str(free_port())]),
+                       ("dispatcher", ["--id", "d9", "--http-port", str(free_port()), "--grpc-port", "0"])):
+        r = subprocess.run([*BLUEDOVE, role, *args, "--store", url, "--space", other], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 2 and f"--space {other} gives a [0, 10)" in r.stderr, (role, r.stderr)
+
+    # --peers-dns as the only seed beyond the table: resolves to m1 and m3 joins by split.
+    procs.start("m3", "matcher", "--id", "m3", "--port", str(p3), "--store", url, "--peers-dns", f"localhost:{p1}")
+    t = wait_for("m3 owning segments", lambda: (t := stored(url)) and "m3" in t.members and t, procs=procs)
+    assert t.members["m3"] == f"127.0.0.1:{p3}" and t.segments_of("m3")
+    wait_for("m3 ready", lambda: health(f"127.0.0.1:{p3}", "bluedove.ready") == SERVING, procs=procs)
+
+
+def test_a_matcher_without_a_table_is_not_ready_until_one_is_stored(redis_clean_url, space_files, procs):
+    space, _ = space_files
+    port = free_port()
+    addr = f"127.0.0.1:{port}"
+    procs.start("m1", "matcher", "--id", "m1", "--port", str(port), "--store", redis_clean_url)
+    wait_for("the health service", lambda: health(addr, "") is not None, procs=procs)
+    time.sleep(1.0)  # no table: it must stay not serving
+    assert health(addr, "") != SERVING and health(addr, "bluedove.ready") != SERVING
+    assert init("--store", redis_clean_url, "--space", space, "--members", "m1").returncode == 0
+    wait_for("serving", lambda: health(addr, "") == SERVING and health(addr, "bluedove.ready") == SERVING,
+             procs=procs)
+    assert stored(redis_clean_url).members == {"m1": addr}
+
+
+# -- up again ----------------------------------------------------------------------------------
+def test_up_again_on_the_same_data_dir_keeps_the_table(tmp_path, space_files):
+    space, _ = space_files
+    with LocalCluster(matchers=2, http_port=0, data_dir=tmp_path, space_file=space, quiet=True,
+                      restart=False) as c:
+        first = c.table
+        api = httpx.Client(base_url=c.url, timeout=30)
+        sub = api.post("/v1/subscriptions", json={"predicates": {"b": [0, 100]}}).json()
+    with LocalCluster(matchers=2, http_port=0, data_dir=tmp_path, space_file=space, quiet=True,
+                      restart=False) as c:
+        again = c.table
+        assert segments(again) == segments(first), "the stored table stays"
+        assert again.members == c.addresses and again.members != first.members, "the new ports are registered"
+        assert again.epoch == first.epoch + 2, "one registration (compare-and-set) per matcher"
+        api = httpx.Client(base_url=c.url, timeout=30)
+        assert api.post("/v1/messages", json={"id": "after", "attributes": {"a": 5, "b": 95}}).status_code == 202
+        got = api.get(f"/v1/queues/{sub['queue']}/messages", params={"wait": 10},
+                      headers={"Authorization": f"Bearer {sub['token']}"}).json()["messages"]
+        assert [m["id"] for m in got] == ["after"], "the subscription made before the restart still matches"
