@@ -137,13 +137,6 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     from dispatcher.server import serve
     from gossip.peers import PeersSpecError, parse_spec
 
-    try:  # without --space: the stored table's (waiting for one)
-        space = dispatcher_space(args.store, args.space)
-    except SpaceError as exc:
-        where = "" if str(exc).startswith(str(args.space)) else f"{args.space}: "
-        return _usage("dispatcher", f"--space {where}{exc}")
-    except SpaceMismatch as exc:
-        return _usage("dispatcher", str(exc))
     settings = from_env(DispatcherSettings, id=args.id, host=args.host, http_port=args.http_port,
                         grpc_port=args.grpc_port, store_url=args.store, policy=args.policy,
                         partition=args.partition, gossip_port=args.gossip_port, advertise=args.advertise,
@@ -164,6 +157,14 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
         except PeersSpecError as exc:
             print(f"bluedove dispatcher: --peers-dns (BLUEDOVE_PEERS_DNS) {exc}", file=sys.stderr)
             return 2
+    # The flags are checked first: a usage error is told before any store is reached.
+    try:  # without --space: the stored table's (waiting for one)
+        space = dispatcher_space(args.store, args.space)
+    except SpaceError as exc:
+        where = "" if str(exc).startswith(str(args.space)) else f"{args.space}: "
+        return _usage("dispatcher", f"--space {where}{exc}")
+    except SpaceMismatch as exc:
+        return _usage("dispatcher", str(exc))
     serve(settings, space, seeds=tuple(args.join or ()))
     return 0
 
