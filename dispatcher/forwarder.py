@@ -128,7 +128,7 @@ class Forwarder:
                 if code == grpc.StatusCode.FAILED_PRECONDITION and reranks[i] < 3:
                     # The matcher no longer owns the value: re-rank on a fresh table (below).
                     reranks[i] += 1
-                    stale.append(i)
+                    stale.append((i, member))
                 elif code == grpc.StatusCode.ABORTED:
                     # The matcher is fine but could not write to the store: try another, blame none.
                     store_failed = True
@@ -143,10 +143,11 @@ class Forwarder:
                 retry.append(i)
             for member in blamed:  # one failure per failed call, not one per message it carried
                 self.cluster.mark_down(member)
-            if stale:  # one table pull for the whole round, however many messages it concerns
-                await self.cluster.pull_table()
+            if stale:  # one table pull for the whole round, however many messages it concerns,
+                # from a matcher that refused: it has adopted a newer table than ours
+                await self.cluster.pull_table(stale[0][1])
                 now = time.monotonic()
-                for i in stale:
+                for i, _ in stale:
                     ranked[i] = self.cluster.ranked_candidates(messages[i].point, now)
                     attempt[i] = 0
             for (member, dim, why), n in failed.items():

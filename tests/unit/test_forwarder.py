@@ -15,6 +15,8 @@ from bluedove.segments import equal_partition
 from bluedove.settings import DispatcherSettings
 from bluedove.space import Dimension, Space
 from bluedove.v1 import matcher_pb2 as pb
+import inspect
+
 from dispatcher.cluster import ClusterView, MemberHealth
 from dispatcher.forwarder import Forwarder
 
@@ -30,6 +32,7 @@ class FakeCluster:
         self.answers = answers  # member -> exceptions to raise, one per call, then success
         self.calls: list[tuple[str, int]] = []
         self.pulls = 0
+        self.pulled_from: list[str] = []
         self.down: list[str] = []
         self.charged: list[tuple[int, str]] = []  # failovers counted at the next candidate
         self.table = type("T", (), {"epoch": 1})()
@@ -37,8 +40,9 @@ class FakeCluster:
     def ranked_candidates(self, point, now):
         return [(2, "m3"), (0, "m1")] if self.pulls else [(0, "m1"), (1, "m2")]
 
-    async def pull_table(self):
+    async def pull_table(self, member):  # ClusterView.pull_table's signature
         self.pulls += 1
+        self.pulled_from.append(member)
 
     def mark_down(self, member):
         self.down.append(member)
@@ -63,6 +67,13 @@ class FakeCluster:
         return Stub()
 
 
+def test_the_fake_pulls_with_the_real_signature():
+    """The fake stands in for ClusterView: a call that fits the fake must fit the real one."""
+    def names(fn):
+        return list(inspect.signature(fn).parameters)
+    assert names(FakeCluster.pull_table) == names(ClusterView.pull_table)
+
+
 def messages(n):
     return [pb.ForwardMessage(id=f"m{i}", point=[1, 2, 3]) for i in range(n)]
 
@@ -78,7 +89,7 @@ async def test_stale_table_is_pulled_once_for_the_whole_batch_then_reranked():
     c = FakeCluster({"m1": [rpc_error(grpc.StatusCode.FAILED_PRECONDITION)]})
     fwd = Forwarder(DispatcherSettings(), c)
     await fwd.publish(messages(100))
-    assert c.pulls == 1  # not once per message
+    assert c.pulls == 1 and c.pulled_from == ["m1"]  # not once per message; from the matcher that refused
     assert c.calls == [("m1", 100), ("m3", 100)]  # the new table's owner, not the old next candidate
     assert c.down == [] and fwd.failovers == 100
     assert c.charged == []  # re-ranked, and ranking counts the new first choice itself
