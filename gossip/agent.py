@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from gossip.state import Envelope, Node
+from gossip.state import ALIVE, STATUS_NAMES, Envelope, Node
 from gossip.transport import Transport
 
 log = logging.getLogger("bluedove.gossip")
@@ -21,6 +21,7 @@ class GossipAgent:
         # Called after every round, so the owner can publish its load and act on changes.
         self.on_round: list[Callable[[], None]] = []
         self._task: asyncio.Task | None = None
+        self._seen: dict[str, tuple[int, int]] = {}  # member -> (generation, status) last logged
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -36,8 +37,22 @@ class GossipAgent:
     def round(self) -> None:
         for out in self.node.tick(self.clock()):
             self.transport.send(out.addr, out.envelope)
+        self._log_changes()
         for fn in self.on_round:
             fn()
+
+    def _log_changes(self) -> None:
+        """One line per member whose status changed in our view since the last round: how a
+        suspicion or a death came about is the first thing an operator asks."""
+        for m in self.node.members.values():
+            now = (m.generation, m.status)
+            before = self._seen.get(m.id)
+            if before == now or m.id == self.node.id:
+                continue
+            self._seen[m.id] = now
+            if before is not None or m.status != ALIVE:
+                log.warning("gossip %s: %s %s is %s (generation %d, incarnation %d)", self.node.id, m.role, m.id,
+                            STATUS_NAMES[m.status], m.generation, m.incarnation)
 
     async def _run(self) -> None:
         interval = self.node.config.interval_s
