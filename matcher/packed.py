@@ -124,6 +124,13 @@ def str_order(lo: np.ndarray, hi: np.ndarray, capacity: int) -> np.ndarray:
     return np.concatenate(out)
 
 
+def warm_up() -> None:
+    """Compile (or load from the cache) the walk now, on a two-box tree. A first compile holds
+    the GIL for a second or more; a matcher does it before it joins the gossip, where a
+    process that stops answering for that long is suspected and may be declared dead."""
+    PackedTree(np.arange(2), np.zeros((2, 2)), np.ones((2, 2))).query(np.full((1, 2), 0.5))
+
+
 def compiled(fn):
     """`fn` compiled without the GIL, its machine code cached on disk: beside this file, else
     in the user's cache directory (`NUMBA_CACHE_DIR` chooses). With no writable place for it

@@ -30,6 +30,7 @@ from matcher.decisions import serving_ready
 from matcher.handoff import export, load_from_owners
 from matcher.health import READY_SERVICE, publish_health
 from matcher.membership import Membership
+from matcher.packed import warm_up
 from matcher.queues import MatcherQueue, Part
 from matcher.sets_owner import SetsOwner
 from matcher.stats import WindowStats
@@ -77,7 +78,10 @@ class Matcher:
         self.queue = MatcherQueue(k, lambda i: self.sets.sets[i], self.store, self.executor, self.stats,
                                   self.s.batch_max, self.deliver_mode)
         self.queue.start()
-        # Gossip first: liveness does not wait for a long catalogue load (Forward answers
+        # The index walk compiled before we join: a compile holds the GIL long enough for the
+        # other members to suspect a process that has just joined.
+        await self.run_index(warm_up)
+        # Gossip next: liveness does not wait for a long catalogue load (Forward answers
         # UNAVAILABLE meanwhile, and dispatchers try another candidate).
         self.membership.start(self.advertise, self.table)
         async with self._table_lock:
