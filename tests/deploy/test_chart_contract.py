@@ -52,7 +52,7 @@ def test_the_dispatcher_and_autoscaler_args_are_the_contracts():
         "dispatcher", "--id", "$(POD_NAME)", "--host", "0.0.0.0", "--http-port", "8080", "--grpc-port", "50051",
         "--gossip-port", "7002", "--advertise", "$(POD_IP):7002", "--store", STORE, "--peers-dns", PEERS_DNS]
     assert container(r.get("Deployment", "bluedove-autoscaler"))["args"] == [
-        "autoscaler", "--statefulset", "bluedove-matcher", "--store", STORE,
+        "autoscaler", "--statefulset", "bluedove-matcher", "--namespace", "$(POD_NAMESPACE)", "--store", STORE,
         "--min-matchers", "2", "--max-matchers", "8"]
 
 
