@@ -1,0 +1,153 @@
+"""The chart's own commands make a working cluster: rendered by Helm, run as local processes.
+
+The chart is rendered with the real Helm engine; each workload's container command, args
+and env are taken from the render and started as they are (tests/deploy/chart_pods.py says
+what stands in for the kubelet and the cluster's DNS). The store is the embedded
+redis-server, given as `externalRedis.url`; the autoscaler talks to kmock, an in-memory
+Kubernetes API server holding the matcher StatefulSet.
+
+What must hold:
+- the rendered matcher, dispatcher and autoscaler commands form a cluster that boots itself
+  on an empty store, and matches exactly (a brute-force oracle on random subscriptions);
+- a rolling restart of the matcher StatefulSet (highest ordinal first, one pod at a time,
+  SIGTERM with the chart's grace period, the next pod only once the restarted one is ready
+  again) under steady publishing loses no accepted message and delivers none twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import time
+
+import grpc
+import httpx
+import pytest
+import yaml
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from bluedove.space import Space
+from tests.deploy.chart_pods import PodNetwork, workloads
+from tests.deploy.chart import NAMESPACE, render
+from tests.integration.cluster_checks import EXACT, publish_steadily, random_workload
+from tests.integration.helpers import compare, drain, new_queue, oracle
+from tests.integration.test_kubernetes_backend import NS, STATEFULSETS, STS, apiserver  # noqa: F401
+
+pytestmark = [pytest.mark.timeout(420),
+              pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")]
+
+MATCHERS = 3
+
+
+async def ready(address: str, service: str) -> bool:
+    try:
+        async with grpc.aio.insecure_channel(address) as ch:
+            r = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service), timeout=1)
+        return r.status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.aio.AioRpcError:
+        return False
+
+
+async def wait_for(what: str, check, net: PodNetwork, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for p in net.pods.values():
+            if p.proc is not None and not p.alive() and p.workload.kind != "Job":
+                pytest.fail(f"{p.name} exited ({p.proc.returncode}) while waiting for {what}:\n{net.tail(p)}")
+        if await check():
+            return
+        await asyncio.sleep(0.2)
+    logs = "\n".join(f"--- {p.name}\n{net.tail(p, 1500)}" for p in net.pods.values())
+    pytest.fail(f"not within {timeout_s}s: {what}\n{logs}")
+
+
+@pytest.fixture
+async def chart_cluster(tmp_path, redis_clean_url, apiserver):
+    """The chart rendered for 3 matchers, 1 dispatcher and the autoscaler; its pods started,
+    and stopped afterwards. The autoscaler is held at 3 matchers (min = max): it runs, reads
+    the StatefulSet's scale from the API server, and has nothing to change."""
+    k, server = apiserver
+    k.objects[STATEFULSETS, NS, STS].raw["spec"]["replicas"] = MATCHERS
+    values = {
+        "externalRedis": {"url": redis_clean_url},
+        "redis": {"enabled": False},
+        "dispatcher": {"replicas": 1},
+        "autoscaler": {"enabled": True, "minMatchers": MATCHERS, "maxMatchers": MATCHERS},
+    }
+    manifests = render(values).objects
+    net = PodNetwork(manifests, NAMESPACE, tmp_path, subnet=random.randrange(64, 250))
+    loads = workloads(manifests)
+    sts = loads[STS]
+    assert sts.replicas is None, "with the autoscaler on, the chart leaves the replicas to it"
+    assert (sts.kind, NS) == ("StatefulSet", NAMESPACE)
+    matchers = [net.add_pod(sts, f"{sts.name}-{i}") for i in range(MATCHERS)]
+    dispatcher = net.add_pod(loads["bluedove-dispatcher"], "bluedove-dispatcher-7c9d5-x1k2q")
+    scaler = net.add_pod(loads["bluedove-autoscaler"], "bluedove-autoscaler-5f6b7-p9z8w")
+    kubeconfig = tmp_path / "kubeconfig"  # outside a cluster the autoscaler reads one
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "kmock",
+        "clusters": [{"name": "kmock", "cluster": {"server": f"http://127.0.0.1:{server.port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "u"}}]}))
+    try:
+        for p in [*matchers, dispatcher]:
+            net.start(p)
+        net.start(scaler, {"KUBECONFIG": str(kubeconfig), "HOME": str(tmp_path)})
+        yield net, sts, matchers, dispatcher, scaler, k
+    finally:
+        await asyncio.to_thread(net.stop_all)
+
+
+def container_port(pod, name: str) -> int:
+    return next(p["containerPort"] for p in pod.workload.container["ports"] if p["name"] == name)
+
+
+async def test_the_charts_commands_make_a_cluster_that_matches_exactly_and_survives_a_rolling_restart(
+        chart_cluster):
+    net, sts, matchers, dispatcher, scaler, k = chart_cluster
+    grpc_port = container_port(matchers[0], "grpc")
+    url = f"http://{dispatcher.ip}:{container_port(dispatcher, 'http')}"
+
+    async def all_ready() -> bool:
+        oks = [await ready(f"{m.ip}:{grpc_port}", "bluedove.ready") for m in matchers]
+        if not all(oks):
+            return False
+        async with httpx.AsyncClient(timeout=2) as c:
+            try:
+                return (await c.get(f"{url}/readyz")).status_code == 200
+            except httpx.TransportError:
+                return False
+
+    await wait_for("every matcher ready and the dispatcher ready", all_ready, net, 90)
+    scale_reads = [r for r in k if r.url.path.endswith(f"/statefulsets/{STS}/scale")]
+    assert scale_reads and scaler.alive(), f"the autoscaler did not reach the API server:\n{net.tail(scaler)}"
+
+    async with httpx.AsyncClient(base_url=url, timeout=10) as c:
+        cluster = (await c.get("/v1/cluster")).json()
+    owners = {m["id"] for m in cluster["members"] if m.get("role", "matcher") == "matcher" and not m["idle"]}
+    assert owners == {m.name for m in matchers}, cluster
+
+    # Exactness through the chart's dispatcher, against the brute-force oracle.
+    rng = random.Random(13)
+    space = Space.from_json(cluster["space"])
+    with httpx.Client(base_url=url, timeout=30) as api:
+        queues = dict(new_queue(api) for _ in range(20))
+    subs, messages, got = await random_workload(url, queues, rng, n_subs=600, n_messages=600)
+    assert compare(oracle(space, subs, messages), got) == EXACT
+
+    # A rolling restart under steady publishing, as the StatefulSet controller does it.
+    grace = sts.pod_spec["terminationGracePeriodSeconds"]
+    steady: dict = {}
+    refused: list = []
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        publishing = asyncio.create_task(publish_steadily(client, rng, "roll", 600, 25, steady, refused))
+        for m in reversed(matchers):
+            code = await asyncio.to_thread(net.terminate, m, grace + 5)
+            assert code == 0, f"{m.name} did not leave cleanly on SIGTERM ({code}):\n{net.tail(m)}"
+            net.start(m)
+            await wait_for(f"{m.name} ready again", lambda m=m: ready(f"{m.ip}:{grpc_port}", "bluedove.ready"),
+                           net, 90)
+        await publishing
+        got = await drain(client, queues)
+    assert compare(oracle(space, subs, steady), got) == EXACT
