@@ -212,6 +212,11 @@ class Membership:
                 if await self._publish(old, new, "merge",
                                        f"{m.s.id} leaves; segments merged into {', '.join(sorted(grown(old, new)))}"):
                     break
+                # Another change got in first. A leaving member's rounds adopt nothing, so take
+                # the stored table now and plan the next merge on it, not on the one that lost.
+                raw = await m.store.get_table()
+                if raw:
+                    await m.apply_table(SegmentTable.from_json(raw))
             except Exception as exc:  # noqa: BLE001 - a taker failed; try again with a fresh table
                 log.warning("leave hand-off failed (%r); retrying", exc)
                 await asyncio.sleep(m.s.leave_retry_s)
