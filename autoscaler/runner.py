@@ -32,22 +32,35 @@ class Autoscaler:
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
+        # The heartbeat has its own task: a step may take long (a scale-in drains a matcher
+        # first, up to its drain timeout), and the cluster must not see the autoscaler as off.
+        beat = asyncio.get_running_loop().create_task(self._heartbeat(stop))
+        try:
+            while not stop.is_set():
+                try:
+                    await self.step(time.monotonic())
+                except Exception:
+                    log.exception("autoscaler step failed")
+                if await _stopped(stop, self.interval_s):
+                    break
+        finally:
+            beat.cancel()
+            for ch in self._channels.values():
+                await ch.close()
+
+    async def _heartbeat(self, stop: asyncio.Event) -> None:
+        """Say in the store that we run, with our limits, every interval (/v1/cluster shows it)."""
         while not stop.is_set():
             try:
-                await self.step(time.monotonic())
+                await self.store.put_autoscaler({"enabled": True, "min": self.config.min_matchers,
+                                                 "max": self.config.max_matchers, "backend": self.backend.name},
+                                                ttl_s=max(5, int(self.interval_s * 5)))
             except Exception:
-                log.exception("autoscaler step failed")
-            try:
-                await asyncio.wait_for(stop.wait(), self.interval_s)
-            except asyncio.TimeoutError:
-                pass
-        for ch in self._channels.values():
-            await ch.close()
+                log.exception("autoscaler heartbeat failed")
+            if await _stopped(stop, self.interval_s):
+                return
 
     async def step(self, now: float) -> Decision | None:
-        await self.store.put_autoscaler({"enabled": True, "min": self.config.min_matchers,
-                                         "max": self.config.max_matchers, "backend": self.backend.name},
-                                        ttl_s=max(5, int(self.interval_s * 5)))
         sample = await self.sample(now)
         if sample is None:
             return None
@@ -95,3 +108,12 @@ class Autoscaler:
             ch = self._channels[addr] = grpc.aio.insecure_channel(addr)
         return await pb_grpc.MatcherStub(ch).Report(pb.ReportRequest(), timeout=2.0)
 
+
+
+async def _stopped(stop: asyncio.Event, within_s: float) -> bool:
+    """Wait up to `within_s` for `stop`; True if it was set."""
+    try:
+        await asyncio.wait_for(stop.wait(), within_s)
+        return True
+    except asyncio.TimeoutError:
+        return False
