@@ -28,7 +28,7 @@ from bluedove.v1 import gossip_pb2_grpc as gossip_grpc
 from gossip.agent import GossipAgent
 from gossip.config import GossipConfig
 from gossip.grpc_transport import GossipServicer, GrpcTransport
-from gossip.peers import resolve_peers
+from gossip.peers import DnsSeeds
 from gossip.state import DISPATCHER, Node
 
 log = logging.getLogger("bluedove.dispatcher")
@@ -62,9 +62,7 @@ class GossipMember:
         self.server: grpc.aio.Server | None = None
         self.port = 0
         self.on_change: list[Callable[[], None]] = []
-        self._dns: list[str] = []
-        self._owners: list[str] = []  # the table's member addresses
-        self._dns_at = float("-inf")
+        self.seeds: DnsSeeds | None = None
         self._resolving: asyncio.Task | None = None
 
     async def start(self, table: SegmentTable | None) -> None:
@@ -74,10 +72,9 @@ class GossipMember:
         await self.server.start()
         addr = advertised(self.s, self.port)
         self.node = Node(self.s.id, addr, time.time_ns(), self.config, role=DISPATCHER)
-        if self.s.peers_dns:
-            self._dns = await asyncio.to_thread(resolve_peers, self.s.peers_dns)
-            self._dns_at = time.monotonic()
+        self.seeds = DnsSeeds(self.node, self.s.peers_dns, self.joins, DNS_RETRY_S)
         self.reseed(table)
+        self._resolving = asyncio.get_running_loop().create_task(self.seeds.run())
         if table is not None:
             self.offer(table)
         self.agent = GossipAgent(self.node, self.transport)
@@ -105,10 +102,7 @@ class GossipMember:
 
     def reseed(self, table: SegmentTable | None = None) -> None:
         """Seeds from `table`'s members (else the last table's), the joins and the DNS name."""
-        if table is not None:
-            self._owners = list(table.members.values())
-        seeds = [*self._owners, *self.joins, *self._dns]
-        self.node.seeds = tuple(dict.fromkeys(a for a in seeds if a and a != self.node.addr))
+        self.seeds.reseed(None if table is None else [*table.members.values(), *self.joins])
 
     # -- driven by the agent ------------------------------------------------------------------
     def _receive(self, env) -> None:
@@ -117,18 +111,7 @@ class GossipMember:
             self._changed()
 
     def _after_round(self) -> None:
-        if not self.node.peers() and self.s.peers_dns and self._resolving is None \
-                and time.monotonic() - self._dns_at >= DNS_RETRY_S:
-            self._resolving = asyncio.get_running_loop().create_task(self._resolve())
         self._changed()
-
-    async def _resolve(self) -> None:
-        try:
-            self._dns = await asyncio.to_thread(resolve_peers, self.s.peers_dns)
-            self.reseed()
-        finally:
-            self._dns_at = time.monotonic()
-            self._resolving = None
 
     def _changed(self) -> None:
         for fn in self.on_change:

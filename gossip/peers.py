@@ -9,9 +9,12 @@ caller resolves again later.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import socket
 
 DEFAULT_PORT = 7001
+log = logging.getLogger("bluedove.gossip")
 
 
 class PeersSpecError(ValueError):
@@ -53,3 +56,40 @@ def resolve_peers(spec: str, default_port: int = DEFAULT_PORT, resolver=socket.g
     except (socket.gaierror, UnicodeError):
         return []
     return sorted({format_address(info[4][0], port) for info in infos})
+
+
+def heard_from_peer(node) -> bool:
+    """Some other live member has been heard from (not merely expected from the table)."""
+    return any(e.generation > 0 and not e.gone for i, e in node.members.items() if i != node.id)
+
+
+class DnsSeeds:
+    """A gossip node's seeds: fixed addresses (the table's members, `--join`) and what a
+    `--peers-dns` name resolves to, resolved again every `retry_s` while the node has heard
+    from no other member (the first pods of a StatefulSet start before DNS lists them)."""
+
+    def __init__(self, node, spec: str = "", fixed=(), retry_s: float = 1.0, resolver=resolve_peers) -> None:
+        self.node = node
+        self.spec = spec
+        self.retry_s = retry_s
+        self.resolver = resolver
+        self.fixed: tuple[str, ...] = tuple(fixed)
+        self.found: list[str] = []
+        self.reseed()
+
+    def reseed(self, fixed=None) -> None:
+        """Set the node's seeds, with new fixed addresses if given; never the node's own."""
+        if fixed is not None:
+            self.fixed = tuple(fixed)
+        self.node.seeds = tuple(dict.fromkeys(a for a in [*self.fixed, *self.found] if a and a != self.node.addr))
+
+    async def run(self) -> None:
+        while self.spec:
+            if not heard_from_peer(self.node):
+                try:
+                    self.found = await asyncio.to_thread(self.resolver, self.spec)
+                except Exception:  # noqa: BLE001 - a resolver failure is like no answer: try again
+                    log.exception("resolving --peers-dns %s failed", self.spec)
+                    self.found = []
+                self.reseed()
+            await asyncio.sleep(self.retry_s)

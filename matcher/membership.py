@@ -34,7 +34,7 @@ from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from gossip.agent import GossipAgent
 from gossip.config import GossipConfig
 from gossip.grpc_transport import GossipServicer, GrpcTransport
-from gossip.peers import resolve_peers
+from gossip.peers import DnsSeeds
 from gossip.state import ALIVE, DEAD, LEFT, STATUS_NAMES, Node
 from matcher.decisions import Adopt, Join, Refuse, Stuck, Takeover, next_change, note_left
 
@@ -67,7 +67,7 @@ class Membership:
         self.extra_seeds = seeds
         self.peers_dns = peers_dns  # NAME[:PORT] whose addresses are seeds too (gossip/peers.py)
         self.dns_retry_s = dns_retry_s
-        self._static_seeds: tuple[str, ...] = ()
+        self.seeds: DnsSeeds | None = None
         self._dns_task: asyncio.Task | None = None
         self.node: Node | None = None
         self.transport = GrpcTransport(timeout_s=config.probe_timeout_s)
@@ -85,38 +85,20 @@ class Membership:
     def start(self, addr: str, table: SegmentTable) -> None:
         # Seeds: the table's members (an owner without an address yet is expected by id
         # alone), --join's, and, while no peer is known, what --peers-dns resolves to.
-        self._static_seeds = tuple(dict.fromkeys(
-            a for a in [*table.members.values(), *self.extra_seeds] if a and a != addr))
-        self.node = Node(self.m.s.id, addr, self.m.generation, self.config, self._static_seeds)
+        self.node = Node(self.m.s.id, addr, self.m.generation, self.config)
+        self.seeds = DnsSeeds(self.node, self.peers_dns, [*table.members.values(), *self.extra_seeds],
+                              self.dns_retry_s)
         self.node.expect({i: a for i, a in table.members.items() if i != self.m.s.id}, time.monotonic())
         self.node.offer_table(table.epoch, json.dumps(table.to_json()))
         self.agent = GossipAgent(self.node, self.transport)
         self.agent.on_round.append(self._after_round)
         self.agent.start()
         if self.peers_dns:
-            self._dns_task = asyncio.get_running_loop().create_task(self._resolve_seeds())
+            self._dns_task = asyncio.get_running_loop().create_task(self.seeds.run())
 
     def epoch(self) -> int:
         """The newest table epoch gossip carries (0 before gossip starts)."""
         return self.node.epoch if self.node is not None else 0
-
-    def peer_known(self) -> bool:
-        """Some other member has been heard from (not merely expected from the table)."""
-        return any(e.generation > 0 for i, e in self.node.members.items() if i != self.node.id)
-
-    async def _resolve_seeds(self) -> None:
-        """Resolve --peers-dns into seeds now, and again every `dns_retry_s` while no peer is
-        known (the first pods of a StatefulSet start before DNS lists them)."""
-        while True:
-            if not self.peer_known():
-                try:
-                    found = await asyncio.to_thread(resolve_peers, self.peers_dns)
-                except Exception:  # noqa: BLE001 - a resolver failure is like no answer: try again
-                    log.exception("resolving --peers-dns %s failed", self.peers_dns)
-                    found = []
-                self.node.seeds = tuple(dict.fromkeys(
-                    [*self._static_seeds, *(a for a in found if a != self.node.addr)]))
-            await asyncio.sleep(self.dns_retry_s)
 
     async def stop(self) -> None:
         if self._dns_task:

@@ -11,6 +11,7 @@ from bluedove.segments import equal_partition
 from bluedove.settings import DispatcherSettings
 from bluedove.space import default_space
 from dispatcher.cluster import ClusterView
+from gossip.peers import DnsSeeds
 from gossip.state import DEAD, DISPATCHER, MemberState, Node
 
 
@@ -21,7 +22,7 @@ def table(epoch: int, n: int = 3):
 def view_with_node() -> tuple[ClusterView, Node]:
     view = ClusterView(DispatcherSettings(id="d1"), store=None)
     node = view.member.node = Node("d1", "ad1", 10, rng=random.Random(1), role=DISPATCHER)
-    view.member.reseed()
+    view.member.seeds = DnsSeeds(node)
     return view, node
 
 
@@ -58,5 +59,6 @@ def test_members_are_split_by_role_and_keep_their_gossip_status():
 def test_seeds_are_the_tables_members_and_the_joins_never_ourselves():
     view = ClusterView(DispatcherSettings(id="d1"), store=None, seeds=("j1:7002", "ad1"))
     view.member.node = Node("d1", "ad1", 10, role=DISPATCHER)
+    view.member.seeds = DnsSeeds(view.member.node, fixed=view.member.joins)
     view.member.reseed(table(5))
     assert view.member.node.seeds == ("a1", "a2", "a3", "j1:7002")

@@ -47,3 +47,32 @@ def test_a_name_that_does_not_resolve_gives_no_seeds_yet():
     def resolver(*_a, **_k):
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
     assert resolve_peers("bluedove-matcher-headless.nowhere.svc", resolver=resolver) == []
+
+
+async def test_dns_seeds_resolve_again_until_a_peer_is_heard_from_and_never_seed_ourselves():
+    """The name is resolved every round while the node has heard from nobody (a StatefulSet's
+    first pods start before DNS lists them), and no more once a peer has spoken."""
+    import asyncio
+
+    from gossip.peers import DnsSeeds
+    from gossip.state import MemberState, Node
+
+    answers = [[], ["10.0.0.1:7001"], ["10.0.0.1:7001", "10.0.0.2:7001"]]
+    calls = []
+
+    def resolver(spec):
+        calls.append(spec)
+        return answers[min(len(calls) - 1, len(answers) - 1)]
+
+    node = Node("m1", "10.0.0.1:7001", 1)
+    seeds = DnsSeeds(node, "svc:7001", fixed=["join:7001", ""], retry_s=0.01, resolver=resolver)
+    assert node.seeds == ("join:7001",)
+    task = asyncio.create_task(seeds.run())
+    while len(calls) < 3:
+        await asyncio.sleep(0.01)
+    assert node.seeds == ("join:7001", "10.0.0.2:7001")  # our own address is never a seed
+    node.members["m2"] = MemberState("m2", "10.0.0.2:7001", generation=5)  # heard from
+    n = len(calls)
+    await asyncio.sleep(0.1)
+    task.cancel()
+    assert len(calls) <= n + 1  # at most the round already under way
