@@ -130,7 +130,7 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
 
 
 def _cmd_dispatcher(args: argparse.Namespace) -> int:
-    from bluedove.bootstrap import SpaceMismatch
+    from bluedove.bootstrap import BootError, SpaceMismatch, check_address
     from bluedove.cli.boot import dispatcher_space
     from bluedove.settings import DispatcherSettings, from_env
     from bluedove.space import SpaceError
@@ -143,10 +143,11 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
                         peers_dns=args.peers_dns)
     checks = [("--advertise (BLUEDOVE_ADVERTISE)", settings.advertise), *(("--join", j) for j in args.join or ())]
     for flag, value in checks:
-        host, sep, port = value.rpartition(":")
-        if value and not (sep and host and port.isdigit() and 0 < int(port) < 65536):
-            print(f"bluedove dispatcher: {flag} {value!r}: expected HOST:PORT", file=sys.stderr)
-            return 2
+        try:
+            if value:
+                check_address(value, f"{flag} ")
+        except BootError as exc:
+            return _usage("dispatcher", str(exc))
     if not 0 <= settings.gossip_port < 65536:
         print(f"bluedove dispatcher: --gossip-port (BLUEDOVE_GOSSIP_PORT) {settings.gossip_port}: "
               "expected 0 to 65535", file=sys.stderr)
