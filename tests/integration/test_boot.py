@@ -228,8 +228,10 @@ def test_a_cluster_started_by_hand_serves(redis_clean_url, space_files, procs):
     wait_for("/readyz", lambda: api.get("/readyz").status_code == 200, procs=procs)
     table = stored(url)
     assert table.members == {"m1": a1, "m2": f"127.0.0.1:{p2}"}, "each owner registers its own address"
-    for addr in table.members.values():
-        assert health(addr, "") == SERVING and health(addr, "bluedove.ready") == SERVING
+    for addr in table.members.values():  # /readyz needs one usable matcher; the other may still be loading
+        wait_for(f"{addr} serving and ready",
+                 lambda addr=addr: health(addr, "") == SERVING and health(addr, "bluedove.ready") == SERVING,
+                 procs=procs)
 
     sub = api.post("/v1/subscriptions", json={"predicates": {"a": [60, 70]}})
     assert sub.status_code == 201, sub.text
