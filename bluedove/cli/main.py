@@ -239,11 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from bluedove.cli.autoscaler_cmd import add_command as add_autoscaler
     from bluedove.cli.boot import add_command as add_init
+    from bluedove.cli.export_cmd import add_command as add_export
     from bluedove.cli.pubsub import add_commands
 
     add_init(sub)  # init: the first segment table
     add_autoscaler(sub)  # autoscaler (Kubernetes)
     add_commands(sub)  # subscribe, publish, poll
+    add_export(sub)  # export catalogue: Parquet for offline jobs
     add_plugin_commands(sub)  # demo, bench, sim: the lab, when installed
     return p
 
