@@ -146,7 +146,8 @@ class Sampler:
             size = self._size
             while buf and size < self.rotate_bytes:
                 ts, point = buf.popleft()
-                line = f'{{"ts":{ts!r},"point":{json.dumps([float(v) for v in point])}}}\n'
+                # The values are finite floats (validated), whose repr is JSON: ~4x cheaper than json.dumps.
+                line = f'{{"ts":{ts!r},"point":[{",".join(map(repr, point))}]}}\n'
                 lines.append(line)
                 size += len(line)
             self._file.write("".join(lines))

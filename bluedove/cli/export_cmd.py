@@ -77,8 +77,6 @@ def _prepare_out(path: str) -> Path:
         probe = out / ".write-test"
         probe.write_text("")
         probe.unlink()
-        for old in (out / "subscriptions").glob("part-*.parquet"):  # an earlier export's
-            old.unlink()
     except OSError as exc:
         raise ExportError(f"--out {path}: not writable: {exc.strerror or exc}") from None
     return out
@@ -136,6 +134,8 @@ def _export_store(url: str, flag: str, out: Path, file_rows: int, group_rows: in
             raise ExportError(f"{flag}: no segment table in the store at {url} (no cluster has run on it)")
         space = SegmentTable.from_json(json.loads(raw)).space
         (out / "space.json").write_text(json.dumps(space.to_json()))
+        for old in (out / "subscriptions").glob("part-*.parquet"):  # an earlier export's, replaced
+            old.unlink()
         return write_parquet(_rows(r, space), space, out / "subscriptions", file_rows, group_rows)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise ExportError(f"{flag}: the store at {url} is unreachable: {exc}") from None

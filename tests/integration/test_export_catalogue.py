@@ -107,6 +107,9 @@ def test_export_from_store_writes_every_row_once(redis_clean_url, tmp_path):
     assert r.returncode == 0, r.stderr
     rows, files = read_export(out)
     assert len(files) == 1 and len(rows) == len(subs)
+    # A failed export (a store that does not answer) leaves the earlier one as it was.
+    r = export("--store", f"redis://127.0.0.1:{free_port()}/0", "--out", str(out))
+    assert r.returncode == 2 and read_export(out)[0] == rows, r.stderr
 
 
 def test_export_of_an_empty_catalogue_has_the_schema(redis_clean_url, tmp_path):
