@@ -128,6 +128,14 @@ class DispatcherSettings:
     max_wait_s: float = 20.0
     # Where subscriptions are sent and which matchers a message may go to (partitioning.py).
     partition: str = MPARTITION
+    # -- the message sample (dispatcher/sampler.py): points of published messages for offline jobs --
+    # The fraction of published messages sampled (0 = off, 1 = all), and the folder they go to.
+    sample_rate: float = 0.0
+    sample_dir: str = ""
+    # A new sample file after this many seconds or megabytes; the newest sample_keep files are kept.
+    sample_rotate_s: float = 300.0
+    sample_rotate_mb: float = 64.0
+    sample_keep: int = 48
 
     def __post_init__(self) -> None:
         check_mode(self.partition, "partition (--partition, BLUEDOVE_PARTITION)")

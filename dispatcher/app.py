@@ -25,6 +25,7 @@ from dispatcher.errors import HTTP_HEADERS, STORE_ERRORS, as_api_error, http_sta
 from dispatcher.forwarder import Forwarder
 from dispatcher.metrics import Metrics
 from dispatcher.routes import cluster, messages, queues, subscriptions
+from dispatcher.sampler import Sampler
 
 log = logging.getLogger("bluedove.dispatcher")
 
@@ -42,11 +43,16 @@ class Dispatcher:
         self.cluster = ClusterView(settings, self.store, seeds)
         self.forwarder = Forwarder(settings, self.cluster)
         self.metrics = Metrics()
+        self.sampler = None if settings.sample_rate <= 0 else Sampler(
+            settings.sample_rate, settings.sample_dir, settings.id, space, settings.sample_rotate_s,
+            settings.sample_rotate_mb, settings.sample_keep, self.metrics.sampled, self.metrics.sample_dropped)
         # Set when the process is told to exit, so long-polls answer at once.
         self.closing = asyncio.Event()
         self._heartbeat: asyncio.Task | None = None
 
     async def start(self, address: str) -> None:
+        if self.sampler is not None:
+            self.sampler.start()
         await self.cluster.start()
         self._heartbeat = asyncio.get_running_loop().create_task(self._register(address))
 
@@ -55,6 +61,8 @@ class Dispatcher:
             self._heartbeat.cancel()
         await self.cluster.stop()
         await self.store.close()
+        if self.sampler is not None:  # the last samples written, the file renamed whole
+            await asyncio.to_thread(self.sampler.stop)
 
     async def _register(self, address: str) -> None:
         while True:

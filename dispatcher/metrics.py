@@ -26,6 +26,10 @@ class Metrics:
         self.events = Gauge("bluedove_cluster_events", "Cluster events since the store was created "
                             "(takeover, split, merge, scale_out, scale_in)", ["action"], registry=r)
         self.matchers = Gauge("bluedove_cluster_matchers", "Matchers owning segments in the table", registry=r)
+        self.sampled = Counter("bluedove_sampled_messages", "Published messages written to the message sample",
+                               registry=r)
+        self.sample_dropped = Counter("bluedove_sample_dropped", "Samples dropped: the sample's buffer was full",
+                                      registry=r)
         self.gossip_bytes = Gauge("bluedove_matcher_gossip_bytes_sent",
                                   "Gossip bytes a matcher sent since it started", ["matcher"], registry=r)
 

@@ -191,6 +191,8 @@ async def publish_parsed(d, parsed: list) -> list[str]:
         raise
     d.metrics.publish_seconds.observe(time.perf_counter() - t0)
     d.metrics.published.inc(len(msgs))
+    if d.sampler is not None:
+        d.sampler.offer(now, parsed)
     return [m.id for m in msgs]
 
 

@@ -26,12 +26,15 @@ def _cmd_up(args: argparse.Namespace) -> int:
     try:  # the space is checked before anything starts
         cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
                                grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store,
-                               space_file=args.space, policy=args.policy, partition=args.partition)
+                               space_file=args.space, policy=args.policy, partition=args.partition,
+                               sample_rate=args.sample_rate)
     except SpaceError as exc:
         where = "" if str(exc).startswith(str(args.space)) else f"{args.space}: "
         print(f"bluedove up: --space {where}{exc}", file=sys.stderr)
         return 2
     partition = cluster.partition  # the flag, else BLUEDOVE_PARTITION, else mpartition
+    if not 0 <= args.sample_rate <= 1:
+        return _usage("up", f"--sample-rate {args.sample_rate}: expected a fraction from 0 to 1")
     if args.autoscale and partition != MPARTITION:
         print(f"bluedove up: --autoscale needs --partition mpartition (the autoscaler splits and merges "
               f"mPartition's segments; {partition} is a fixed-size baseline)", file=sys.stderr)
@@ -86,6 +89,8 @@ def _print_endpoints(cluster) -> None:
     print(f"cluster     {cluster.url}/v1/cluster", flush=True)
     print(f"metrics     {cluster.url}/metrics", flush=True)
     print(f"store       {cluster.store_url}", flush=True)
+    if cluster.sample_rate > 0:
+        print(f"samples     {cluster.sample_dir}  (rate {cluster.sample_rate:g})", flush=True)
     for c in cluster.children:
         print(f"  {c.role:<10} {c.name:<4} pid {c.pid}  log {c.log_path}", flush=True)
     print("ready; Ctrl-C stops every process", flush=True)
@@ -137,10 +142,21 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     from dispatcher.server import serve
     from gossip.peers import PeersSpecError, parse_spec
 
-    settings = from_env(DispatcherSettings, id=args.id, host=args.host, http_port=args.http_port,
-                        grpc_port=args.grpc_port, store_url=args.store, policy=args.policy,
-                        partition=args.partition, gossip_port=args.gossip_port, advertise=args.advertise,
-                        peers_dns=args.peers_dns)
+    from dispatcher.sampler import check_sample_settings
+
+    try:
+        settings = from_env(DispatcherSettings, id=args.id, host=args.host, http_port=args.http_port,
+                            grpc_port=args.grpc_port, store_url=args.store, policy=args.policy,
+                            partition=args.partition, gossip_port=args.gossip_port, advertise=args.advertise,
+                            peers_dns=args.peers_dns, sample_rate=args.sample_rate, sample_dir=args.sample_dir,
+                            sample_rotate_s=args.sample_rotate_s, sample_rotate_mb=args.sample_rotate_mb,
+                            sample_keep=args.sample_keep)
+    except ValueError as exc:  # a BLUEDOVE_* variable that is not of its setting's type
+        return _usage("dispatcher", str(exc))
+    problem = check_sample_settings(settings.sample_rate, settings.sample_dir, settings.sample_rotate_s,
+                                    settings.sample_rotate_mb, settings.sample_keep)
+    if problem:
+        return _usage("dispatcher", problem)
     checks = [("--advertise (BLUEDOVE_ADVERTISE)", settings.advertise), *(("--join", j) for j in args.join or ())]
     for flag, value in checks:
         try:
@@ -175,6 +191,22 @@ def _usage(cmd: str, message: str) -> int:
     return 2
 
 
+def add_sample_flags(d: argparse.ArgumentParser) -> None:
+    """The message sample's flags (dispatcher/sampler.py; env BLUEDOVE_SAMPLE_*)."""
+    d.add_argument("--sample-rate", type=float, default=None, metavar="F",
+                   help="the fraction of published messages whose point and time are written to --sample-dir "
+                        "(0 = off, the default; 1 = all)")
+    d.add_argument("--sample-dir", default=None, metavar="DIR",
+                   help="where the sample goes: DIR/<id>/messages-<UTC start>-<seq>.jsonl and DIR/space.json "
+                        "(required when --sample-rate is above 0)")
+    d.add_argument("--sample-rotate-s", type=float, default=None, metavar="S",
+                   help="a new sample file after S seconds (default 300)")
+    d.add_argument("--sample-rotate-mb", type=float, default=None, metavar="M",
+                   help="a new sample file after M megabytes (default 64)")
+    d.add_argument("--sample-keep", type=int, default=None, metavar="N",
+                   help="sample files kept, the oldest deleted (default 48)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bluedove", description="An elastic attribute-based publish/subscribe service.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -186,6 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="add matchers when saturated and remove them when idle (local processes)")
     up.add_argument("--min-matchers", type=int, default=None, help="with --autoscale (default 1)")
     up.add_argument("--max-matchers", type=int, default=None, help="with --autoscale (default 8)")
+    up.add_argument("--sample-rate", type=float, default=0.0, metavar="F",
+                    help="the dispatchers sample this fraction of published messages into DATA_DIR/samples "
+                         "(0 = off, the default)")
     up.set_defaults(func=_cmd_up)
 
     m = sub.add_parser("matcher", help="run one matcher (`up` starts them; docs/operations.md starts them by hand)")
@@ -235,15 +270,18 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--peers-dns", default=None, metavar="NAME[:PORT]",
                    help="gossip seeds: every address NAME resolves to (default port 7001), re-resolved "
                         "while no peer is known")
+    add_sample_flags(d)
     d.set_defaults(func=_cmd_dispatcher)
 
     from bluedove.cli.autoscaler_cmd import add_command as add_autoscaler
     from bluedove.cli.boot import add_command as add_init
+    from bluedove.cli.export_cmd import add_command as add_export
     from bluedove.cli.pubsub import add_commands
 
     add_init(sub)  # init: the first segment table
     add_autoscaler(sub)  # autoscaler (Kubernetes)
     add_commands(sub)  # subscribe, publish, poll
+    add_export(sub)  # export catalogue: Parquet for offline jobs
     add_plugin_commands(sub)  # demo, bench, sim: the lab, when installed
     return p
 

@@ -81,7 +81,8 @@ class LocalCluster:
                  data_dir: str | Path = ".bluedove", store: str | None = None, space_file: str | None = None,
                  policy: str = "adaptive", host: str = "127.0.0.1", restart: bool = True,
                  matcher_env: dict | None = None, quiet: bool = False, deliver: str = "store",
-                 partition: str | None = None, matcher_ids: list[str] | None = None) -> None:
+                 partition: str | None = None, matcher_ids: list[str] | None = None,
+                 sample_rate: float = 0.0, sample_dir: str | Path | None = None) -> None:
         self.n_matchers = matchers
         # The matchers' ids (None: m1..mN); a test names them as a StatefulSet names its pods.
         self.matcher_ids = matcher_ids
@@ -99,6 +100,9 @@ class LocalCluster:
         self.deliver = deliver  # "store", or "count": matchers match without writing (benchmarks)
         # Every matcher and dispatcher gets the same mode (None: BLUEDOVE_PARTITION, else mpartition).
         self.partition = from_env(DispatcherSettings, partition=partition).partition
+        # The dispatchers' message sample (0 = off), by default in DATA_DIR/samples.
+        self.sample_rate = sample_rate
+        self.sample_dir = Path(sample_dir) if sample_dir else self.data_dir / "samples"
         self.redis: RedisServer | None = None
         self.children: list[Child] = []
         self.table: SegmentTable | None = None
@@ -146,7 +150,7 @@ class LocalCluster:
                     "dispatcher", "--id", d, "--host", self.host, "--http-port", str(self.http_port),
                     "--grpc-port", str(self.grpc_port), "--gossip-port", str(free_port()),
                     "--store", self.store_url, "--policy", self.policy, "--partition", self.partition,
-                    *space_args,
+                    *space_args, *self._sample_args(),
                 ], logs / f"{d}.log"))
             for c in self.children:
                 c.start()
@@ -156,6 +160,11 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def _sample_args(self) -> list[str]:
+        if self.sample_rate <= 0:
+            return []
+        return ["--sample-rate", repr(float(self.sample_rate)), "--sample-dir", str(self.sample_dir.resolve())]
 
     def _space_args(self) -> list[str]:
         path = self.data_dir / "space.json"

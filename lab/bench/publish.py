@@ -95,26 +95,89 @@ def add_parser(sub) -> None:
     add_phase_flags(p, 32, "concurrent calls per mode")
     p.add_argument("--batch", type=int, default=100,
                    help="messages per REST batch and per PublishStream call (default 100)")
+    p.add_argument("--modes", default=",".join(MODES), help=f"the modes measured, in turn (default {','.join(MODES)})")
+    p.add_argument("--sample-rate", type=float, default=0.0, metavar="F",
+                   help="the dispatchers sample this fraction of messages (dispatcher --sample-rate; default 0, off)")
+    p.add_argument("--compare-sample-rates", default=None, metavar="F,F,…",
+                   help="the sample's cost: a cluster per rate, the rates alternating, --repeat rounds; "
+                        "the median msg/s of each rate and its ratio to the first rate")
+    p.add_argument("--repeat", type=int, default=3, help="rounds of --compare-sample-rates (default 3)")
     add_output_flags(p)
     p.set_defaults(func=run_publish_bench)
 
 
-def run_publish_bench(args: argparse.Namespace) -> int:
-    w = workload_or_none(args)
-    if w is None:
-        return 2
+def _modes_or_none(args: argparse.Namespace) -> list[str] | None:
+    modes = [m for m in args.modes.split(",") if m]
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        print(f"bench publish: --modes {args.modes}: expected some of {','.join(MODES)}", file=sys.stderr)
+        return None
+    return modes
+
+
+def _run_modes(args: argparse.Namespace, w, modes: list[str]) -> dict:
     names = list(w.space.names)
     with stage(args, w) as st:
         pids = {"redis": st.redis.proc.pid, **{c.name: c.pid for c in st.cluster.children}}
-        load_start = list(os.getloadavg())
-        modes = {m: _measure(m, args, st.cluster, pids, names) for m in MODES}
-    single = max(modes["rest_single"]["msgs_per_s"], 1)
+        return {m: _measure(m, args, st.cluster, pids, names) for m in modes}
+
+
+def compare_sample_rates(args: argparse.Namespace, w, modes: list[str]) -> int:
+    """Each round runs a cluster per rate, in turn; medians over the rounds, ratios to the first rate."""
+    try:
+        rates = [float(r) for r in args.compare_sample_rates.split(",")]
+        if not rates or not all(0 <= r <= 1 for r in rates) or args.repeat < 1:
+            raise ValueError
+    except ValueError:
+        print(f"bench publish: --compare-sample-rates {args.compare_sample_rates} (--repeat {args.repeat}): "
+              "expected fractions from 0 to 1, and 1 round or more", file=sys.stderr)
+        return 2
+    runs: dict[float, list[dict]] = {r: [] for r in rates}
+    load_start = list(os.getloadavg())
+    for _ in range(args.repeat):
+        for r in rates:
+            args.sample_rate = r
+            runs[r].append(_run_modes(args, w, modes))
+    medians = {r: {m: float(np.median([run[m]["msgs_per_s"] for run in rs])) for m in modes} for r, rs in runs.items()}
+    base = medians[rates[0]]
+    result = {"kind": "publish", "compare": "sample_rate", "workload": w.name, "subscriptions": w.n_subs,
+              "matchers": args.matchers, "publishers": args.publishers, "duration": args.duration,
+              "repeat": args.repeat, "cpus": os.cpu_count(), "load_avg_start": load_start,
+              "load_avg_end": list(os.getloadavg()),
+              "runs": {str(r): [{m: v[m]["msgs_per_s"] for m in modes} for v in rs] for r, rs in runs.items()},
+              "median_msgs_per_s": {str(r): v for r, v in medians.items()},
+              "ratio": {str(r): {m: round(v[m] / max(base[m], 1), 3) for m in modes} for r, v in medians.items()}}
+    ok = all(v["messages"] > 0 and not v["errors"] for rs in runs.values() for run in rs for v in run.values())
+    result["ok"] = ok
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for r in rates:
+            print(f"sample rate {r:<6g} " + "  ".join(
+                f"{m} {medians[r][m]:>8,.0f} msg/s ({result['ratio'][str(r)][m]:.3f}x)" for m in modes))
+    return 0 if ok else 1
+
+
+def run_publish_bench(args: argparse.Namespace) -> int:
+    w = workload_or_none(args)
+    modes_list = _modes_or_none(args)
+    if w is None or modes_list is None:
+        return 2
+    if args.compare_sample_rates:
+        return compare_sample_rates(args, w, modes_list)
+    if not 0 <= args.sample_rate <= 1:
+        print(f"bench publish: --sample-rate {args.sample_rate}: expected a fraction from 0 to 1", file=sys.stderr)
+        return 2
+    load_start = list(os.getloadavg())
+    modes = _run_modes(args, w, modes_list)
+    single = max(modes["rest_single"]["msgs_per_s"], 1) if "rest_single" in modes else None
     result = {
         "kind": "publish", "workload": w.name, "subscriptions": w.n_subs, "matchers": args.matchers,
         "dispatchers": args.dispatchers, "publishers": args.publishers, "connections": args.connections,
-        "batch": args.batch, "stream_len": STREAM_LEN, "batch_calls": BATCH_CALLS, "seed": args.seed, "cpus": os.cpu_count(),
+        "batch": args.batch, "sample_rate": args.sample_rate, "stream_len": STREAM_LEN, "batch_calls": BATCH_CALLS,
+        "seed": args.seed, "cpus": os.cpu_count(),
         "load_avg_start": load_start, "load_avg_end": list(os.getloadavg()), "modes": modes,
-        "ratio_vs_single": {m: round(v["msgs_per_s"] / single, 2) for m, v in modes.items()},
+        "ratio_vs_single": {m: round(v["msgs_per_s"] / single, 2) for m, v in modes.items()} if single else None,
     }
     # Every id distinct ("duplicate ids" error otherwise); calls answered after the window
     # have ids but are not counted.
@@ -125,7 +188,8 @@ def run_publish_bench(args: argparse.Namespace) -> int:
     else:
         for m, v in modes.items():
             cpu = ", ".join(f"{k} {x:.0f}%" for k, x in v["cpu_pct"].items())
-            print(f"{m:<12} {v['msgs_per_s']:>8,} msg/s  ({result['ratio_vs_single'][m]}x single)  cpu: {cpu}")
+            vs = f"  ({result['ratio_vs_single'][m]}x single)" if single else ""
+            print(f"{m:<12} {v['msgs_per_s']:>8,} msg/s{vs}  cpu: {cpu}")
     if not ok:
         print(f"bench publish: a mode failed or lost ids: {modes}", file=sys.stderr)
         return 1

@@ -87,8 +87,10 @@ def stage(args: argparse.Namespace, w: Workload) -> Iterator[Stage]:
             t0 = time.monotonic()
             queues, sub_ids = asyncio.run(load_workload(srv.url, w))
             load_s = time.monotonic() - t0
+            # The dispatchers' message sample (bench publish --sample-rate), into the temporary folder.
             cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=0, data_dir=tmp,
-                                   store=srv.url, quiet=True, restart=False)
+                                   store=srv.url, quiet=True, restart=False,
+                                   sample_rate=getattr(args, "sample_rate", 0.0))
             cluster.start(timeout_s=300)
             try:
                 yield Stage(cluster, srv, queues, sub_ids, load_s)

@@ -66,6 +66,15 @@ def test_bench_publish_smoke():
     assert out["ratio_vs_single"]["rest_single"] == 1.0 and out["ok"] is True
 
 
+def test_bench_publish_compares_sample_rates_smoke():
+    """Two rates, one round, one mode: a cluster each, medians and ratios to the first rate."""
+    out = bench("publish", "--modes", "rest_batch", "--batch", "20", "--compare-sample-rates", "0,1", "--repeat", "1")
+    assert out["compare"] == "sample_rate" and out["repeat"] == 1 and out["ok"] is True
+    assert set(out["runs"]) == {"0.0", "1.0"} and all(len(r) == 1 for r in out["runs"].values())
+    assert out["median_msgs_per_s"]["1.0"]["rest_batch"] == out["runs"]["1.0"][0]["rest_batch"] > 0
+    assert out["ratio"]["0.0"]["rest_batch"] == 1.0 and out["ratio"]["1.0"]["rest_batch"] > 0
+
+
 def test_bench_e2e_runs_every_system_on_the_same_subscriptions_smoke():
     r = subprocess.run([sys.executable, "-m", "bluedove", "bench", "e2e", "--workload", "sparse", "--subs", "400",
                         "--matchers", "2", "--partition", "mpartition,p2p", "--partition", "full-replication",

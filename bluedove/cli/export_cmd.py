@@ -1,0 +1,196 @@
+"""`bluedove export catalogue`: the subscription catalogue as Parquet files, for offline jobs
+(the skew statistics of `bluedove seed`).
+
+The catalogue is read in HSCAN pages and written one row group at a time, so memory holds one
+row group, never the whole catalogue. Columns: `id`, `queue`, and `lows`/`highs`, the
+subscription's bounds in the space's dimension order (a wildcard is the dimension's range),
+as the matchers index them. OUT/space.json is the stored table's space.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from bluedove.model import build_subscription
+from bluedove.segments import SegmentTable
+from bluedove.space import Space
+
+ROW_GROUP_ROWS = 100_000  # the most rows of one Parquet row group
+FILE_ROWS = 1_000_000  # rows per part file
+SCAN_COUNT = 10_000  # the HSCAN page size asked for
+
+
+class ExportError(Exception):
+    """Bad input; the message starts with the flag it is about (exit 2)."""
+
+
+def add_command(sub) -> None:
+    p = sub.add_parser("export", help="write the catalogue out for offline jobs (Parquet)")
+    what = p.add_subparsers(dest="what", required=True)
+    c = what.add_parser("catalogue", help="every subscription as Parquet: id, queue, lows, highs",
+                        description="Write OUT/subscriptions/part-NNNNN.parquet (id, queue, lows, highs: the bounds "
+                                    "in the space's dimension order, a wildcard being the dimension's range) and "
+                                    "OUT/space.json. Part files of an earlier export in OUT are replaced.")
+    src = c.add_mutually_exclusive_group(required=True)
+    src.add_argument("--data-dir", default=None, metavar="DIR",
+                     help="a stopped local cluster's data dir (`bluedove up --data-dir`): its store is started "
+                          "privately for the export, then stopped")
+    src.add_argument("--store", default=None, metavar="URL", help="redis://host:port/db of a store (a running cluster's)")
+    c.add_argument("--out", required=True, metavar="OUT", help="the folder to write")
+    c.add_argument("--rows-per-file", type=int, default=FILE_ROWS, metavar="N",
+                   help=f"rows per part file (default {FILE_ROWS:,})")
+    c.add_argument("--row-group-rows", type=int, default=ROW_GROUP_ROWS, metavar="N",
+                   help=f"rows per Parquet row group, at most {ROW_GROUP_ROWS:,} (the default)")
+    c.set_defaults(func=_cmd_export_catalogue)
+
+
+def _cmd_export_catalogue(args: argparse.Namespace) -> int:
+    t0 = time.monotonic()
+    try:
+        if args.rows_per_file < 1:
+            raise ExportError(f"--rows-per-file {args.rows_per_file}: expected 1 or more")
+        if not 1 <= args.row_group_rows <= ROW_GROUP_ROWS:
+            raise ExportError(f"--row-group-rows {args.row_group_rows}: expected 1 to {ROW_GROUP_ROWS}")
+        out = _prepare_out(args.out)
+        if args.data_dir is not None:
+            rows, files = _export_data_dir(Path(args.data_dir), out, args.rows_per_file, args.row_group_rows)
+        else:
+            rows, files = _export_store(args.store, "--store", out, args.rows_per_file, args.row_group_rows)
+    except ExportError as exc:
+        print(f"bluedove export catalogue: {exc}", file=sys.stderr)
+        return 2
+    print(f"exported {rows:,} subscriptions to {out / 'subscriptions'} in {files} file(s), "
+          f"{time.monotonic() - t0:.1f} s", flush=True)
+    return 0
+
+
+def _prepare_out(path: str) -> Path:
+    out = Path(path)
+    try:
+        (out / "subscriptions").mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise ExportError(f"--out {path}: not writable: {exc.strerror or exc}") from None
+    return out
+
+
+def running_store_port(redis_dir: Path) -> int | None:
+    """The port of a redis-server running on `redis_dir`'s files (a cluster that is up), or None.
+    Read from /proc: redis-server works in its --dir and titles itself `redis-server HOST:PORT`."""
+    want = str(redis_dir.resolve())
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if (proc / "comm").read_text().strip() != "redis-server" or os.readlink(proc / "cwd") != want:
+                continue
+            title = (proc / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        port = title.rsplit(":", 1)[-1].split()[0] if ":" in title else ""
+        return int(port) if port.isdigit() else 0
+    return None
+
+
+def _export_data_dir(data_dir: Path, out: Path, file_rows: int, group_rows: int) -> tuple[int, int]:
+    from bluedove.store.server import RedisServer
+
+    redis_dir = data_dir / "redis"
+    if not data_dir.is_dir():
+        raise ExportError(f"--data-dir {data_dir}: no such folder")
+    if not (redis_dir / "appendonlydir").is_dir() and not (redis_dir / "appendonly.aof").is_file():
+        raise ExportError(f"--data-dir {data_dir}: no store there (expected {redis_dir}, as `bluedove up "
+                          f"--data-dir {data_dir}` makes)")
+    port = running_store_port(redis_dir)
+    if port is not None:
+        raise ExportError(f"--data-dir {data_dir}: its store is running (a cluster is up); export from it with "
+                          f"--store redis://127.0.0.1:{port or 'PORT'}/0")
+    try:
+        server = RedisServer(redis_dir).start()
+    except RuntimeError as exc:
+        raise ExportError(f"--data-dir {data_dir}: could not start its store: {exc}") from None
+    try:
+        return _export_store(server.url, f"--data-dir {data_dir}", out, file_rows, group_rows)
+    finally:
+        server.stop()
+
+
+def _export_store(url: str, flag: str, out: Path, file_rows: int, group_rows: int) -> tuple[int, int]:
+    import redis
+
+    try:
+        r = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=5, socket_timeout=60)
+    except ValueError as exc:  # not a redis URL
+        raise ExportError(f"--store {url}: {exc}") from None
+    try:
+        raw = r.get("bd:table")
+        if raw is None:
+            raise ExportError(f"{flag}: no segment table in the store at {url} (no cluster has run on it)")
+        space = SegmentTable.from_json(json.loads(raw)).space
+        (out / "space.json").write_text(json.dumps(space.to_json()))
+        for old in (out / "subscriptions").glob("part-*.parquet"):  # an earlier export's, replaced
+            old.unlink()
+        return write_parquet(_rows(r, space), space, out / "subscriptions", file_rows, group_rows)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise ExportError(f"{flag}: the store at {url} is unreachable: {exc}") from None
+    except OSError as exc:
+        raise ExportError(f"--out {out}: {exc.strerror or exc}") from None
+    finally:
+        r.close()
+
+
+def _rows(r, space: Space) -> Iterator[tuple[str, str, tuple[float, ...], tuple[float, ...]]]:
+    """(id, queue, lows, highs) of every stored subscription, read in HSCAN pages."""
+    for _, text in r.hscan_iter("bd:subs", count=SCAN_COUNT):
+        data = json.loads(text)
+        sub = build_subscription(data["id"], data["queue"], data["predicates"], space)
+        yield sub.id, sub.queue, sub.lows, sub.highs
+
+
+def write_parquet(rows: Iterator[tuple], space: Space, folder: Path, file_rows: int,
+                  group_rows: int) -> tuple[int, int]:
+    """`rows` into folder/part-00000.parquet, … ; returns (rows, files). One row group in memory."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("id", pa.string()), ("queue", pa.string()),
+                        ("lows", pa.list_(pa.float64())), ("highs", pa.list_(pa.float64()))],
+                       metadata={"space": json.dumps(space.to_json())})
+    total = files = in_file = 0
+    writer = None
+    cols: tuple[list, list, list, list] = ([], [], [], [])
+
+    def flush() -> None:
+        nonlocal writer, files, in_file
+        if writer is None:
+            writer = pq.ParquetWriter(folder / f"part-{files:05d}.parquet", schema)
+            files += 1
+        writer.write_table(pa.table([pa.array(c, t) for c, t in zip(cols, schema.types)], schema=schema),
+                           row_group_size=group_rows)
+        in_file += len(cols[0])
+        for c in cols:
+            c.clear()
+        if in_file >= file_rows:
+            writer.close()
+            writer, in_file = None, 0
+
+    try:
+        for row in rows:
+            for c, v in zip(cols, row):
+                c.append(v)
+            total += 1
+            if len(cols[0]) >= min(group_rows, file_rows - in_file):
+                flush()
+        if cols[0] or files == 0:  # the rest; an empty catalogue still gets one file with the schema
+            flush()
+    finally:
+        if writer is not None:
+            writer.close()
+    return total, files
+
