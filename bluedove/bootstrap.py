@@ -107,7 +107,8 @@ def initial_table(space: Space, members: dict[str, str], seed: dict | None = Non
 
 async def ensure_table(store, space: Space, members: dict[str, str], seed: dict | None = None,
                        given_from: str = "--space") -> tuple[SegmentTable, bool]:
-    """The stored table, written first if there is none: (table, True if we wrote it).
+    """The stored table, written first if there is none: (table, True if we wrote it); the
+    seed it was laid out by, if any, is stored beside it.
 
     Compare-and-set from "no table": of any number of racers exactly one writes, and every one
     returns the stored table. Raises SpaceMismatch if the stored table's space differs."""
@@ -116,6 +117,8 @@ async def ensure_table(store, space: Space, members: dict[str, str], seed: dict 
         raw = await store.get_table()
         if raw is None:
             if await store.put_table_if(0, proposed.to_json()):
+                if seed is not None:
+                    await store.put_seed(seed)
                 return proposed, True
             continue  # another racer wrote first: read theirs
         table = SegmentTable.from_json(raw)

@@ -16,20 +16,30 @@ from bluedove.local.flags import PARTITION_HELP, add_cluster_flags
 from bluedove.partitioning import MODES, MPARTITION
 
 COMMAND_GROUP = "bluedove.commands"
+SEED_HELP = ("a partition seed (JSON, docs/operations.md \"Seeds\"): the first table's boundaries and which "
+             "matcher owns which segment of each dimension (default: equal widths); ignored when the store "
+             "already holds a table")
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    from bluedove.bootstrap import SpaceMismatch
+    from bluedove.bootstrap import BootError, SpaceMismatch, initial_table, load_seed, numbered_members
     from bluedove.local.cluster import LocalCluster
     from bluedove.space import SpaceError
 
-    try:  # the space is checked before anything starts
+    try:  # the space and the seed are checked before anything starts
+        seed = load_seed(args.seed) if args.seed else None
         cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
                                grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store,
-                               space_file=args.space, policy=args.policy, partition=args.partition)
+                               space_file=args.space, policy=args.policy, partition=args.partition, seed=seed)
+        if seed is not None:
+            initial_table(cluster.space, numbered_members(args.matchers), seed)
     except SpaceError as exc:
         where = "" if str(exc).startswith(str(args.space)) else f"{args.space}: "
         print(f"bluedove up: --space {where}{exc}", file=sys.stderr)
+        return 2
+    except BootError as exc:
+        print(f"bluedove up: --seed {args.seed}: {exc}" if not str(exc).startswith("--seed") else f"bluedove up: {exc}",
+              file=sys.stderr)
         return 2
     partition = cluster.partition  # the flag, else BLUEDOVE_PARTITION, else mpartition
     if args.autoscale and partition != MPARTITION:
@@ -186,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="add matchers when saturated and remove them when idle (local processes)")
     up.add_argument("--min-matchers", type=int, default=None, help="with --autoscale (default 1)")
     up.add_argument("--max-matchers", type=int, default=None, help="with --autoscale (default 8)")
+    up.add_argument("--seed", default=None, metavar="FILE", help=SEED_HELP)
     up.set_defaults(func=_cmd_up)
 
     m = sub.add_parser("matcher", help="run one matcher (`up` starts them; docs/operations.md starts them by hand)")
