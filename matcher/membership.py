@@ -281,7 +281,9 @@ class Membership:
         before = old.segments_of(taker)
         for i, (lo, hi) in grown(old, new).get(taker, {}).items():
             was = before.get(i)
-            added = [(lo, hi)] if was is None else [(lo, was[0]), (was[1], hi)]
+            # The new range minus the old one: below and above it (a re-seed may move a range
+            # clear of the old one, so clip each part to the new range).
+            added = [(lo, hi)] if was is None else [(lo, min(hi, was[0])), (max(lo, was[1]), hi)]
             for a, b in added:
                 if not a < b:
                     continue
