@@ -102,7 +102,7 @@ def _print_endpoints(cluster) -> None:
 
 
 def _cmd_matcher(args: argparse.Namespace) -> int:
-    from bluedove.bootstrap import BootError, SpaceMismatch, check_address, parse_members
+    from bluedove.bootstrap import BootError, SpaceMismatch, check_address, initial_table, load_seed, parse_members
     from bluedove.settings import MatcherSettings, from_env
     from bluedove.space import SpaceError, load_space
     from gossip.peers import PeersSpecError, parse_spec
@@ -111,7 +111,7 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
     settings = from_env(MatcherSettings, id=args.id, host=args.host, port=args.port, store_url=args.store,
                         leave_on_sigterm=True if args.leave_on_sigterm else None, partition=args.partition,
                         space_file=args.space, advertise=args.advertise, peers_dns=args.peers_dns,
-                        boot_members=args.boot_members)
+                        boot_members=args.boot_members, seed_file=args.seed)
     if args.join and settings.partition != MPARTITION:
         return _usage("matcher", f"--join needs --partition mpartition (a joining matcher is given a split of "
                                  f"mPartition's segments; {settings.partition} is a fixed-size baseline)")
@@ -123,6 +123,16 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
             parse_members(settings.boot_members, "--boot-members")
             if not space:
                 raise BootError("--boot-members needs --space (they make the first table, which needs the space)")
+        seed = None
+        if settings.seed_file:
+            if not space:
+                raise BootError("--seed needs --space (it lays out the first table, which needs the space)")
+            seed = load_seed(settings.seed_file)
+            try:
+                initial_table(space, parse_members(settings.boot_members, "--boot-members") if settings.boot_members
+                              else {settings.id: ""}, seed)
+            except BootError as exc:
+                raise BootError(f"--seed {settings.seed_file}: {exc}") from exc
         if settings.peers_dns:
             parse_spec(settings.peers_dns)
     except SpaceError as exc:
@@ -133,7 +143,7 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
     except BootError as exc:
         return _usage("matcher", str(exc))
     try:
-        asyncio.run(serve(settings, deliver=args.deliver, seeds=tuple(args.join or ()), space=space))
+        asyncio.run(serve(settings, deliver=args.deliver, seeds=tuple(args.join or ()), space=space, seed=seed))
     except SpaceMismatch as exc:
         return _usage("matcher", str(exc))
     return 0
@@ -221,6 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--boot-members", default=None, metavar="ID[=HOST:PORT],…",
                    help="with --space: the owners of the first table if this matcher writes it (default: "
                         "itself alone; env BLUEDOVE_BOOT_MEMBERS)")
+    m.add_argument("--seed", default=None, metavar="FILE",
+                   help="with --space: a partition seed (JSON) laying out the first table if this matcher "
+                        "writes it (an empty store), as `bluedove init --seed` does; matcher j of the seed is "
+                        "the j-th of --boot-members (BLUEDOVE_SEED_FILE)")
     m.add_argument("--peers-dns", default=None, metavar="NAME[:PORT]",
                    help="gossip seeds: every address NAME resolves to (port default 7001), resolved again "
                         "while no peer is known; with --join and the table's members (env BLUEDOVE_PEERS_DNS)")
