@@ -208,6 +208,33 @@ class Membership:
             return pb.LeaveReply(ok=False, reason=f"hand-off not done in {timeout_s:.0f} s", epoch=m.table.epoch)
         return pb.LeaveReply(ok=True, epoch=m.table.epoch)
 
+    async def propose(self, new: SegmentTable, reason: str) -> pb.ProposeReply:
+        """A re-seed: publish `new` (the next epoch of our table, same members and addresses,
+        another layout) with the hand-off of every change, unless something else is under way."""
+        m, old = self.m, self.m.table
+
+        def refuse(why: str) -> pb.ProposeReply:
+            log.warning("proposed table (epoch %d) refused: %s", new.epoch, why)
+            return pb.ProposeReply(ok=False, reason=why, epoch=old.epoch if old else 0)
+
+        if old is None or not m.ready:
+            return refuse("this matcher is still loading its subscriptions")
+        if self._busy or self.leaving:
+            return refuse("another table change is under way; try again")
+        if new.epoch != old.epoch + 1:
+            return refuse(f"the table is epoch {new.epoch}, not the next of this matcher's epoch {old.epoch}")
+        if new.space != old.space:
+            return refuse("the table is over another space")
+        if new.members != old.members:
+            return refuse(f"the table's members {dict(new.members)} are not the current ones {dict(old.members)}")
+        self._busy = True
+        try:
+            if not await self._publish(old, new, "reseed", reason):
+                return refuse("another table change got in first; try again on the new table")
+        finally:
+            self._busy = False
+        return pb.ProposeReply(ok=True, epoch=new.epoch)
+
     def announce_leave(self) -> None:
         """Tell gossip we are gone on purpose (status left), so nobody suspects or takes over."""
         if self.node is not None and self.node.me.status != LEFT:

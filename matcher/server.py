@@ -338,6 +338,13 @@ class MatcherServicer(pb_grpc.MatcherServicer):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "matcher is starting")
         return await self.m.leave()
 
+    async def ProposeTable(self, request, context):
+        try:
+            table = SegmentTable.from_json(json.loads(request.table_json))
+        except (ValueError, KeyError, TypeError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"table_json: {exc}")
+        return await self.m.membership.propose(table, request.reason or "a table proposed")
+
     async def Match(self, request, context):
         return await self.m.match(request, context)
 
