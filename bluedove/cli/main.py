@@ -265,8 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
     from bluedove.cli.autoscaler_cmd import add_command as add_autoscaler
     from bluedove.cli.boot import add_command as add_init
     from bluedove.cli.pubsub import add_commands
+    from bluedove.cli.seed import add_command as add_seed
 
     add_init(sub)  # init: the first segment table
+    add_seed(sub)  # seed: re-lay out a running cluster by a partition seed
     add_autoscaler(sub)  # autoscaler (Kubernetes)
     add_commands(sub)  # subscribe, publish, poll
     add_plugin_commands(sub)  # demo, bench, sim: the lab, when installed
