@@ -38,6 +38,10 @@ class Seed:
     placement: tuple[tuple[int, ...], ...]  # placement[j][i]: matcher j's segment index on dimension i
     histograms: tuple[Histogram | None, ...]  # per dimension
 
+    def split_point(self, dim: int, lo: float, hi: float) -> float | None:
+        """`seed_split_point` of this seed: the split planner's hint (segments.SplitHints)."""
+        return seed_split_point(self, dim, lo, hi)
+
 
 def _finite(v) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)

@@ -26,6 +26,7 @@ from typing import Protocol
 import grpc
 
 from bluedove.forwarding import LoadReport
+from bluedove.seeding import Seed, parse_seed
 from bluedove.segments import SegmentTable, grown, merge_out, plan_split, split
 from bluedove.settings import MatcherSettings
 from bluedove.store import Store
@@ -164,9 +165,19 @@ class Membership:
     async def _join(self, member: str) -> None:
         old = self.m.table
         loads = await self._loads(old)
-        at, why = plan_split(old, loads)
+        at, why = plan_split(old, loads, await self._stored_seed(old))
         new = split(old, member, self.node.members[member].addr, at)
         await self._publish(old, new, "split", f"{member} joined and takes part of the busiest segments: {why}")
+
+    async def _stored_seed(self, table: SegmentTable) -> Seed | None:
+        """The seed the cluster was last laid out by, for where a split cuts; None if there is
+        none or it does not fit the space (then the split does without)."""
+        try:
+            raw = await self.m.store.get_seed()
+            return parse_seed(raw, table.space, None) if raw is not None else None
+        except ValueError as exc:  # a SeedError, or a stored value that is not JSON
+            log.warning("the stored seed is not used for the split: %s", exc)
+            return None
 
     async def leave(self) -> pb.LeaveReply:
         """Hand every segment of ours to an adjacent owner, then stop taking part.
