@@ -203,3 +203,17 @@ def test_the_split_point_is_inside_the_range_and_halves_its_load(loads, lo, widt
         return
     assert lo < cut < hi
     assert load(lo, cut) == pytest.approx(load(lo, hi) / 2, rel=1e-6, abs=1e-9)
+
+
+def test_takeover_split_and_hand_off_bookkeeping_work_on_a_per_dimension_permutation():
+    """merge_out, split and grown see each dimension on its own: on a seeded table, where
+    owner order differs per dimension, every member still owns one contiguous range each."""
+    from bluedove.segments import grown, merge_out, split
+
+    t = seeded_table(SPACE, MEMBERS, seed_v1())  # x0: m2 m3 m1; x1: m1 m3 m2
+    gone = merge_out(t, {"m3"})
+    assert gone.owners == (("m2", "m1"), ("m1", "m2")) and gone.cuts == ((0.0, 700.0), (-1.0, 0.25))
+    assert grown(t, gone) == {"m2": {0: (0.0, 700.0)}, "m1": {1: (-1.0, 0.25)}}
+    joined = split(gone, "m4", "d:4", {0: ("m1", 800.0), 1: ("m2", 0.5)})
+    assert joined.segments_of("m4") == {0: (800.0, 1000.0), 1: (0.5, 1.0)}
+    assert joined.segments_of("m1") == {0: (700.0, 800.0), 1: (-1.0, 0.25)}
