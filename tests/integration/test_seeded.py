@@ -113,12 +113,19 @@ def test_up_with_a_bad_seed_names_the_field_and_starts_nothing(tmp_path):
     seed_file = tmp_path / "seed.json"
     seed_file.write_text(json.dumps(bad))
     data = tmp_path / "data"
-    proc = subprocess.run([sys.executable, "-m", "bluedove", "up", "--matchers", "4", "--seed", str(seed_file),
-                           "--http-port", "0", "--grpc-port", "0", "--data-dir", str(data)],
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2, proc.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "bluedove", "up", "--matchers", "4", "--seed", str(seed_file),
+                             "--http-port", "0", "--grpc-port", "0", "--data-dir", str(data)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        # The seed was taken and a cluster started: SIGTERM makes `up` stop all it started.
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+        raise AssertionError("`up` accepted a seed that places segment 3 of x2 twice") from None
+    assert proc.returncode == 2, stderr
     says = f"bluedove up: --seed {seed_file}: seed.placement[3].segments.x2: segment 3 is already placed on matcher 0"
-    assert says in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert says in stderr and "Traceback" not in stderr, stderr
     assert not data.exists()  # refused before the store or any process started
 
 
