@@ -222,11 +222,20 @@ def reseeded(table: SegmentTable, seed) -> SegmentTable:
     return seeded_table(table.space, table.members, seed, table.epoch + 1)
 
 
-def seed_split_point(seed: Seed | None, dim: int | str, lo: float, hi: float) -> float | None:
+def seed_split_point(seed: Seed | dict | None, dim: int | str, lo: float, hi: float) -> float | None:
     """Where the seed's histogram load inside [lo, hi) halves (load spread evenly within a
-    bucket), strictly inside (lo, hi); None without a histogram or any load there."""
+    bucket), strictly inside (lo, hi); None without a histogram or any load there. `seed` is a
+    parsed Seed, or a seed's JSON that names its space."""
     if seed is None:
         return None
+    if isinstance(seed, dict):
+        if "space" not in seed:
+            raise SeedError("seed.space: needed to read the seed without a cluster's space")
+        try:
+            space = Space.from_json(seed["space"])
+        except Exception as exc:  # noqa: BLE001 - any malformed space is reported the same way
+            raise SeedError(f"seed.space: not a space ({exc})") from exc
+        seed = parse_seed(seed, space, None)
     if isinstance(dim, str):
         if dim not in seed.names:
             raise SeedError(f"seed_split_point: no dimension {dim!r} (the seed's are {', '.join(seed.names)})")

@@ -181,6 +181,7 @@ def test_the_split_point_halves_the_histogram_load_inside_the_range():
     assert seed_split_point(s, 0, 750, 1000) is None  # no load there
     assert seed_split_point(s, 1, -1, 1) is None  # no histogram on x1
     assert seed_split_point(None, 0, 0, 1000) is None
+    assert seed_split_point(seed_v1(), "x0", 0, 1000) == seed_split_point(s, 0, 0, 1000)  # the JSON itself
     with pytest.raises(SeedError, match="no dimension 'y'"):
         seed_split_point(s, "y", 0, 1)
 
