@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import re
 from dataclasses import replace
 from pathlib import Path
 
+from bluedove.seeding import SeedError, seeded_table
 from bluedove.segments import SegmentTable, equal_partition
 from bluedove.space import Space
 
@@ -82,48 +82,33 @@ def numbered_members(n: int, flag: str = "--matchers") -> dict[str, str]:
 
 
 # -- the table -----------------------------------------------------------------------------
-def load_seed(path: str | Path) -> dict:
-    """Read a seed file (`{"cuts": [[…] per dimension]}`); checked by `initial_table`."""
+def load_seed(path: str | Path, flag: str = "--seed") -> dict:
+    """Read a seed file (bluedove/seeding.py: the version 1 form or `{"cuts": …}`); checked
+    against the space and members by `initial_table`."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
-        raise BootError(f"--seed {path}: {exc}") from exc
+        raise BootError(f"{flag} {path}: {exc}") from exc
     return data
 
 
 def initial_table(space: Space, members: dict[str, str], seed: dict | None = None) -> SegmentTable:
-    """Epoch 1: every dimension cut into len(members) segments, member j owning segment j on
-    each. Equal widths, or the seed's interior cuts (N-1 per dimension, rising, inside the range)."""
+    """Epoch 1: every dimension cut into len(members) segments. Equal widths, member j owning
+    segment j on each; or as the seed says (its boundaries and placement: bluedove/seeding.py)."""
     if not members:
         raise BootError("a segment table needs at least one matcher")
     if seed is None:
         return equal_partition(space, members, epoch=1)
-    n = len(members)
-    if not isinstance(seed, dict) or set(seed) != {"cuts"} or not isinstance(seed["cuts"], list):
-        raise BootError('seed: expected {"cuts": [[c1, ..., c_N-1] for each dimension]}')
-    cuts = seed["cuts"]
-    if len(cuts) != space.k:
-        raise BootError(f"seed.cuts: {len(cuts)} lists for a space of {space.k} dimensions "
-                        f"({', '.join(space.names)})")
-    out = []
-    for i, (d, c) in enumerate(zip(space.dimensions, cuts)):
-        where = f"seed.cuts[{i}] ({d.name})"
-        if not isinstance(c, list) or len(c) != n - 1:
-            raise BootError(f"{where}: expected {n - 1} interior cuts for {n} matchers, got {c!r}")
-        for v in c:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise BootError(f"{where}: {v!r} is not a finite number")
-        bounds = [d.min, *map(float, c), d.max]
-        if any(not a < b for a, b in zip(bounds, bounds[1:])):
-            raise BootError(f"{where}: cuts must rise strictly inside ({d.min:g}, {d.max:g}), got {c}")
-        out.append(tuple([d.min, *map(float, c)]))
-    ids = tuple(members)
-    return SegmentTable(1, space, dict(members), tuple(out), tuple(ids for _ in space.dimensions))
+    try:
+        return seeded_table(space, members, seed, epoch=1)
+    except SeedError as exc:
+        raise BootError(str(exc)) from exc
 
 
 async def ensure_table(store, space: Space, members: dict[str, str], seed: dict | None = None,
                        given_from: str = "--space") -> tuple[SegmentTable, bool]:
-    """The stored table, written first if there is none: (table, True if we wrote it).
+    """The stored table, written first if there is none: (table, True if we wrote it); the
+    seed it was laid out by, if any, is stored beside it.
 
     Compare-and-set from "no table": of any number of racers exactly one writes, and every one
     returns the stored table. Raises SpaceMismatch if the stored table's space differs."""
@@ -132,6 +117,8 @@ async def ensure_table(store, space: Space, members: dict[str, str], seed: dict 
         raw = await store.get_table()
         if raw is None:
             if await store.put_table_if(0, proposed.to_json()):
+                if seed is not None:
+                    await store.put_seed(seed)
                 return proposed, True
             continue  # another racer wrote first: read theirs
         table = SegmentTable.from_json(raw)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from typing import Protocol
 
 from bluedove.forwarding import LoadReport
 from bluedove.space import Space
@@ -236,13 +237,22 @@ def hottest(table: SegmentTable, dim: int, loads: dict[str, list[LoadReport]]) -
     return max(owners, key=key)
 
 
-def plan_split(table: SegmentTable, loads: dict[str, list[LoadReport]]) -> tuple[dict[int, tuple[str, float]], str]:
+class SplitHints(Protocol):
+    """Where a range's load halves by earlier statistics (a partition seed's histograms,
+    `bluedove.seeding.Seed`); None when they do not say."""
+
+    def split_point(self, dim: int, lo: float, hi: float) -> float | None: ...
+
+
+def plan_split(table: SegmentTable, loads: dict[str, list[LoadReport]],
+               seed: SplitHints | None = None) -> tuple[dict[int, tuple[str, float]], str]:
     """Where a joining matcher takes its segments (the BlueDove paper §III-C: a new matcher
     takes half of a loaded matcher's segments): for every dimension, (owner to split, value
     to cut at) — `split`'s `at` — and a sentence saying why.
 
-    The hottest segment is cut where its load halves (the owner's `split_at`), not blindly
-    at the midpoint; the midpoint only when the owner saw too few messages to tell."""
+    The hottest segment is cut where its load halves: by the owner's live load (`split_at`)
+    first; when the owner saw too few messages to tell, by the seed the cluster was laid out
+    by (its histogram inside the range); only without either, at the midpoint."""
     at: dict[int, tuple[str, float]] = {}
     why = []
     names = table.space.names
@@ -252,7 +262,9 @@ def plan_split(table: SegmentTable, loads: dict[str, list[LoadReport]]) -> tuple
         ld = loads.get(owner, [LoadReport()] * table.space.k)[i]
         cut, how = ld.split_at, "load median"
         if not (lo < cut < hi):
-            cut, how = lo + (hi - lo) / 2, "midpoint"
+            cut, how = (seed.split_point(i, lo, hi) if seed is not None else None), "seed histogram"
+            if cut is None or not (lo < cut < hi):
+                cut, how = lo + (hi - lo) / 2, "midpoint"
         at[i] = (owner, cut)
         why.append(f"{names[i]}: {owner} (busy {ld.busy:.2f}) at {cut:.6g} ({how})")
     return at, "; ".join(why)

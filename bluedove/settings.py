@@ -29,6 +29,8 @@ class MatcherSettings:
     space_file: str = ""
     # The first table's owners, `ID[=HOST:PORT],…`, if we write it; "" = ourselves alone.
     boot_members: str = ""
+    # A partition seed file (bluedove/seeding.py) laying out that first table; "" = equal widths.
+    seed_file: str = ""
     # Gossip seeds from DNS: every address `NAME[:PORT]` resolves to (a headless Service).
     peers_dns: str = ""
     # While no peer is known, the DNS name is resolved again this often.

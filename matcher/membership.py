@@ -26,6 +26,7 @@ from typing import Protocol
 import grpc
 
 from bluedove.forwarding import LoadReport
+from bluedove.seeding import Seed, parse_seed
 from bluedove.segments import SegmentTable, grown, merge_out, plan_split, split
 from bluedove.settings import MatcherSettings
 from bluedove.store import Store
@@ -164,9 +165,19 @@ class Membership:
     async def _join(self, member: str) -> None:
         old = self.m.table
         loads = await self._loads(old)
-        at, why = plan_split(old, loads)
+        at, why = plan_split(old, loads, await self._stored_seed(old))
         new = split(old, member, self.node.members[member].addr, at)
         await self._publish(old, new, "split", f"{member} joined and takes part of the busiest segments: {why}")
+
+    async def _stored_seed(self, table: SegmentTable) -> Seed | None:
+        """The seed the cluster was last laid out by, for where a split cuts; None if there is
+        none or it does not fit the space (then the split does without)."""
+        try:
+            raw = await self.m.store.get_seed()
+            return parse_seed(raw, table.space, None) if raw is not None else None
+        except ValueError as exc:  # a SeedError, or a stored value that is not JSON
+            log.warning("the stored seed is not used for the split: %s", exc)
+            return None
 
     async def leave(self) -> pb.LeaveReply:
         """Hand every segment of ours to an adjacent owner, then stop taking part.
@@ -207,6 +218,33 @@ class Membership:
         else:
             return pb.LeaveReply(ok=False, reason=f"hand-off not done in {timeout_s:.0f} s", epoch=m.table.epoch)
         return pb.LeaveReply(ok=True, epoch=m.table.epoch)
+
+    async def propose(self, new: SegmentTable, reason: str) -> pb.ProposeReply:
+        """A re-seed: publish `new` (the next epoch of our table, same members and addresses,
+        another layout) with the hand-off of every change, unless something else is under way."""
+        m, old = self.m, self.m.table
+
+        def refuse(why: str) -> pb.ProposeReply:
+            log.warning("proposed table (epoch %d) refused: %s", new.epoch, why)
+            return pb.ProposeReply(ok=False, reason=why, epoch=old.epoch if old else 0)
+
+        if old is None or not m.ready:
+            return refuse("this matcher is still loading its subscriptions")
+        if self._busy or self.leaving:
+            return refuse("another table change is under way; try again")
+        if new.epoch != old.epoch + 1:
+            return refuse(f"the table is epoch {new.epoch}, not the next of this matcher's epoch {old.epoch}")
+        if new.space != old.space:
+            return refuse("the table is over another space")
+        if new.members != old.members:
+            return refuse(f"the table's members {dict(new.members)} are not the current ones {dict(old.members)}")
+        self._busy = True
+        try:
+            if not await self._publish(old, new, "reseed", reason):
+                return refuse("another table change got in first; try again on the new table")
+        finally:
+            self._busy = False
+        return pb.ProposeReply(ok=True, epoch=new.epoch)
 
     def announce_leave(self) -> None:
         """Tell gossip we are gone on purpose (status left), so nobody suspects or takes over."""
@@ -281,7 +319,9 @@ class Membership:
         before = old.segments_of(taker)
         for i, (lo, hi) in grown(old, new).get(taker, {}).items():
             was = before.get(i)
-            added = [(lo, hi)] if was is None else [(lo, was[0]), (was[1], hi)]
+            # The new range minus the old one: below and above it (a re-seed may move a range
+            # clear of the old one, so clip each part to the new range).
+            added = [(lo, hi)] if was is None else [(lo, min(hi, was[0])), (max(lo, was[1]), hi)]
             for a, b in added:
                 if not a < b:
                     continue

@@ -42,10 +42,12 @@ class Matcher:
     """State of one matcher: the table, the sets, the queues, and the catalogue tail."""
 
     def __init__(self, settings: MatcherSettings, store: Store, deliver: str = "store",
-                 gossip: GossipConfig | None = None, seeds: tuple[str, ...] = (), space: Space | None = None) -> None:
+                 gossip: GossipConfig | None = None, seeds: tuple[str, ...] = (), space: Space | None = None,
+                 seed: dict | None = None) -> None:
         self.s = settings
         self.store = store
         self.space = space  # given: propose the first table on an empty store, refuse another space
+        self.seed = seed  # with the space: the first table's layout (bluedove/seeding.py)
         self.advertise = settings.advertise or f"{settings.host}:{settings.port}"
         self.newest_epoch = 0  # the newest table epoch seen, in the store or through gossip
         self.generation = time.time_ns()
@@ -99,7 +101,7 @@ class Matcher:
         if self.space is not None:
             members = (parse_members(self.s.boot_members, "--boot-members") if self.s.boot_members
                        else {self.s.id: self.advertise})
-            table, created = await ensure_table(self.store, self.space, members,
+            table, created = await ensure_table(self.store, self.space, members, self.seed,
                                                 given_from=f"--space {self.s.space_file}")
             if created:
                 log.warning("matcher %s wrote the first segment table: owners %s", self.s.id, ", ".join(members))
@@ -336,6 +338,13 @@ class MatcherServicer(pb_grpc.MatcherServicer):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "matcher is starting")
         return await self.m.leave()
 
+    async def ProposeTable(self, request, context):
+        try:
+            table = SegmentTable.from_json(json.loads(request.table_json))
+        except (ValueError, KeyError, TypeError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"table_json: {exc}")
+        return await self.m.membership.propose(table, request.reason or "a table proposed")
+
     async def Match(self, request, context):
         return await self.m.match(request, context)
 
@@ -356,11 +365,11 @@ def _within(inner: dict[int, tuple[float, float]], outer: dict[int, tuple[float,
 
 
 async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[str, ...] = (),
-                space: Space | None = None) -> None:
+                space: Space | None = None, seed: dict | None = None) -> None:
     """Run a matcher until a signal (or a leave) stops it. Raises SpaceMismatch when the stored
     table's space is not `space`."""
     store = Store(settings.store_url, StoreLimits(dedup_window_s=settings.dedup_window_s))
-    m = Matcher(settings, store, deliver, from_env(GossipConfig), seeds, space)
+    m = Matcher(settings, store, deliver, from_env(GossipConfig), seeds, space, seed)
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
                                       ("grpc.so_reuseport", 0)])
     pb_grpc.add_MatcherServicer_to_server(MatcherServicer(m), server)

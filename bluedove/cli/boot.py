@@ -27,8 +27,8 @@ def add_command(sub) -> None:
                      help="N owners m1..mN, none with an address yet (default 1)")
     who.add_argument("--members", default=None, metavar="ID[=HOST:PORT],…", help=MEMBERS_HELP)
     p.add_argument("--seed", default=None, metavar="FILE",
-                   help='JSON {"cuts": [[c1, …, c_N-1] for each dimension]}: the interior boundaries of the N '
-                        "segments of each dimension (default: equal widths)")
+                   help="a partition seed (JSON, docs/operations.md \"Seeds\"): each dimension's boundaries and "
+                        "which owner holds which segment (default: equal widths, owner j holding segment j)")
     p.set_defaults(func=_cmd_init)
 
 

@@ -16,21 +16,31 @@ from bluedove.local.flags import PARTITION_HELP, add_cluster_flags
 from bluedove.partitioning import MODES, MPARTITION
 
 COMMAND_GROUP = "bluedove.commands"
+SEED_HELP = ("a partition seed (JSON, docs/operations.md \"Seeds\"): the first table's boundaries and which "
+             "matcher owns which segment of each dimension (default: equal widths); ignored when the store "
+             "already holds a table")
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    from bluedove.bootstrap import SpaceMismatch
+    from bluedove.bootstrap import BootError, SpaceMismatch, initial_table, load_seed, numbered_members
     from bluedove.local.cluster import LocalCluster
     from bluedove.space import SpaceError
 
-    try:  # the space is checked before anything starts
+    try:  # the space and the seed are checked before anything starts
+        seed = load_seed(args.seed) if args.seed else None
         cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
                                grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store,
                                space_file=args.space, policy=args.policy, partition=args.partition,
-                               sample_rate=args.sample_rate)
+                               sample_rate=args.sample_rate, seed=seed)
+        if seed is not None:
+            initial_table(cluster.space, numbered_members(args.matchers), seed)
     except SpaceError as exc:
         where = "" if str(exc).startswith(str(args.space)) else f"{args.space}: "
         print(f"bluedove up: --space {where}{exc}", file=sys.stderr)
+        return 2
+    except BootError as exc:
+        print(f"bluedove up: --seed {args.seed}: {exc}" if not str(exc).startswith("--seed") else f"bluedove up: {exc}",
+              file=sys.stderr)
         return 2
     partition = cluster.partition  # the flag, else BLUEDOVE_PARTITION, else mpartition
     if not 0 <= args.sample_rate <= 1:
@@ -97,7 +107,7 @@ def _print_endpoints(cluster) -> None:
 
 
 def _cmd_matcher(args: argparse.Namespace) -> int:
-    from bluedove.bootstrap import BootError, SpaceMismatch, check_address, parse_members
+    from bluedove.bootstrap import BootError, SpaceMismatch, check_address, initial_table, load_seed, parse_members
     from bluedove.settings import MatcherSettings, from_env
     from bluedove.space import SpaceError, load_space
     from gossip.peers import PeersSpecError, parse_spec
@@ -106,7 +116,7 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
     settings = from_env(MatcherSettings, id=args.id, host=args.host, port=args.port, store_url=args.store,
                         leave_on_sigterm=True if args.leave_on_sigterm else None, partition=args.partition,
                         space_file=args.space, advertise=args.advertise, peers_dns=args.peers_dns,
-                        boot_members=args.boot_members)
+                        boot_members=args.boot_members, seed_file=args.seed)
     if args.join and settings.partition != MPARTITION:
         return _usage("matcher", f"--join needs --partition mpartition (a joining matcher is given a split of "
                                  f"mPartition's segments; {settings.partition} is a fixed-size baseline)")
@@ -118,6 +128,16 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
             parse_members(settings.boot_members, "--boot-members")
             if not space:
                 raise BootError("--boot-members needs --space (they make the first table, which needs the space)")
+        seed = None
+        if settings.seed_file:
+            if not space:
+                raise BootError("--seed needs --space (it lays out the first table, which needs the space)")
+            seed = load_seed(settings.seed_file)
+            try:
+                initial_table(space, parse_members(settings.boot_members, "--boot-members") if settings.boot_members
+                              else {settings.id: ""}, seed)
+            except BootError as exc:
+                raise BootError(f"--seed {settings.seed_file}: {exc}") from exc
         if settings.peers_dns:
             parse_spec(settings.peers_dns)
     except SpaceError as exc:
@@ -128,7 +148,7 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
     except BootError as exc:
         return _usage("matcher", str(exc))
     try:
-        asyncio.run(serve(settings, deliver=args.deliver, seeds=tuple(args.join or ()), space=space))
+        asyncio.run(serve(settings, deliver=args.deliver, seeds=tuple(args.join or ()), space=space, seed=seed))
     except SpaceMismatch as exc:
         return _usage("matcher", str(exc))
     return 0
@@ -221,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--sample-rate", type=float, default=0.0, metavar="F",
                     help="the dispatchers sample this fraction of published messages into DATA_DIR/samples "
                          "(0 = off, the default)")
+    up.add_argument("--seed", default=None, metavar="FILE", help=SEED_HELP)
     up.set_defaults(func=_cmd_up)
 
     m = sub.add_parser("matcher", help="run one matcher (`up` starts them; docs/operations.md starts them by hand)")
@@ -245,6 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--boot-members", default=None, metavar="ID[=HOST:PORT],…",
                    help="with --space: the owners of the first table if this matcher writes it (default: "
                         "itself alone; env BLUEDOVE_BOOT_MEMBERS)")
+    m.add_argument("--seed", default=None, metavar="FILE",
+                   help="with --space: a partition seed (JSON) laying out the first table if this matcher "
+                        "writes it (an empty store), as `bluedove init --seed` does; matcher j of the seed is "
+                        "the j-th of --boot-members (BLUEDOVE_SEED_FILE)")
     m.add_argument("--peers-dns", default=None, metavar="NAME[:PORT]",
                    help="gossip seeds: every address NAME resolves to (port default 7001), resolved again "
                         "while no peer is known; with --join and the table's members (env BLUEDOVE_PEERS_DNS)")
@@ -277,8 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
     from bluedove.cli.boot import add_command as add_init
     from bluedove.cli.export_cmd import add_command as add_export
     from bluedove.cli.pubsub import add_commands
+    from bluedove.cli.seed import add_command as add_seed
 
     add_init(sub)  # init: the first segment table
+    add_seed(sub)  # seed: re-lay out a running cluster by a partition seed
     add_autoscaler(sub)  # autoscaler (Kubernetes)
     add_commands(sub)  # subscribe, publish, poll
     add_export(sub)  # export catalogue: Parquet for offline jobs

@@ -82,10 +82,12 @@ class LocalCluster:
                  policy: str = "adaptive", host: str = "127.0.0.1", restart: bool = True,
                  matcher_env: dict | None = None, quiet: bool = False, deliver: str = "store",
                  partition: str | None = None, matcher_ids: list[str] | None = None,
-                 sample_rate: float = 0.0, sample_dir: str | Path | None = None) -> None:
+                 sample_rate: float = 0.0, sample_dir: str | Path | None = None,
+                 seed: dict | None = None) -> None:
         self.n_matchers = matchers
         # The matchers' ids (None: m1..mN); a test names them as a StatefulSet names its pods.
         self.matcher_ids = matcher_ids
+        self.seed = seed  # the first table's layout (bluedove/seeding.py); None: equal widths
         self.n_dispatchers = dispatchers
         self.http_port = http_port or free_port()
         self.grpc_port = grpc_port or free_port()  # one port for every dispatcher
@@ -182,7 +184,7 @@ class LocalCluster:
         async def run() -> tuple[SegmentTable, bool]:
             store = Store(self.store_url)
             try:
-                return await ensure_table(store, self.space, members, given_from="--space")
+                return await ensure_table(store, self.space, members, self.seed, given_from="--space")
             finally:
                 await store.close()
 

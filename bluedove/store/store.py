@@ -310,6 +310,15 @@ class Store:
         """Store `table` only if the stored one is still at `expected_epoch` (0: none stored)."""
         return bool(await self._put_table_if(keys=["bd:table"], args=[expected_epoch, json.dumps(table)]))
 
+    async def put_seed(self, seed: dict) -> None:
+        """The partition seed the table was last laid out by (bluedove/seeding.py); the split
+        planner reads it for where a range's load halves."""
+        await self.r.set("bd:seed", json.dumps(seed))
+
+    async def get_seed(self) -> dict | None:
+        raw = await self.r.get("bd:seed")
+        return json.loads(raw) if raw else None
+
     async def add_event(self, event: dict, keep: int = 200) -> None:
         """Append to the bounded log of cluster events (takeovers, scaling decisions)."""
         async with self.r.pipeline(transaction=True) as p:

@@ -176,6 +176,24 @@ class LeaveReply(_message.Message):
     epoch: int
     def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
+class ProposeRequest(_message.Message):
+    __slots__ = ("table_json", "reason")
+    TABLE_JSON_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    table_json: str
+    reason: str
+    def __init__(self, table_json: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ProposeReply(_message.Message):
+    __slots__ = ("ok", "reason", "epoch")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    reason: str
+    epoch: int
+    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+
 class PrepareReply(_message.Message):
     __slots__ = ("epoch", "subs")
     EPOCH_FIELD_NUMBER: _ClassVar[int]

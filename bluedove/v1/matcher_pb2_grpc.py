@@ -79,6 +79,11 @@ class MatcherStub:
                 request_serializer=bluedove_dot_v1_dot_matcher__pb2.ForwardRequest.SerializeToString,
                 response_deserializer=bluedove_dot_v1_dot_matcher__pb2.MatchReply.FromString,
                 _registered_method=True)
+        self.ProposeTable = channel.unary_unary(
+                '/bluedove.v1.Matcher/ProposeTable',
+                request_serializer=bluedove_dot_v1_dot_matcher__pb2.ProposeRequest.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_matcher__pb2.ProposeReply.FromString,
+                _registered_method=True)
 
 
 class MatcherServicer:
@@ -153,6 +158,17 @@ class MatcherServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ProposeTable(self, request, context):
+        """Re-seed: make the given table (the next epoch of ours, with the same members and
+        addresses, laid out anew) the cluster's, through the hand-off of every table change:
+        the takers load first (Prepare), then the epoch is stored by compare-and-set and every
+        owner adopts it. Answers when done; refused, with a reason, when the table is not based
+        on this matcher's current epoch, changes the members, or another change is under way.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MatcherServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -200,6 +216,11 @@ def add_MatcherServicer_to_server(servicer, server):
                     servicer.Match,
                     request_deserializer=bluedove_dot_v1_dot_matcher__pb2.ForwardRequest.FromString,
                     response_serializer=bluedove_dot_v1_dot_matcher__pb2.MatchReply.SerializeToString,
+            ),
+            'ProposeTable': grpc.unary_unary_rpc_method_handler(
+                    servicer.ProposeTable,
+                    request_deserializer=bluedove_dot_v1_dot_matcher__pb2.ProposeRequest.FromString,
+                    response_serializer=bluedove_dot_v1_dot_matcher__pb2.ProposeReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -445,6 +466,33 @@ class Matcher:
             '/bluedove.v1.Matcher/Match',
             bluedove_dot_v1_dot_matcher__pb2.ForwardRequest.SerializeToString,
             bluedove_dot_v1_dot_matcher__pb2.MatchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProposeTable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bluedove.v1.Matcher/ProposeTable',
+            bluedove_dot_v1_dot_matcher__pb2.ProposeRequest.SerializeToString,
+            bluedove_dot_v1_dot_matcher__pb2.ProposeReply.FromString,
             options,
             channel_credentials,
             insecure,

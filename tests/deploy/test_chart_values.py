@@ -182,3 +182,58 @@ def test_the_cli_accepts_the_rendered_args():
             filled = [a.replace(var, value) for a in filled]
         parser.parse_args(filled)  # SystemExit(2) with argparse's message on a bad flag
 
+
+
+SEED = {"version": 1, "matchers": 2,
+        "dimensions": {d: {"boundaries": [0, 300, 1000]} for d in ("x0", "x1", "x2", "x3")},
+        "placement": [{"matcher": 0, "segments": {"x0": 1, "x1": 0, "x2": 0, "x3": 0}},
+                      {"matcher": 1, "segments": {"x0": 0, "x1": 1, "x2": 1, "x3": 1}}]}
+
+
+def test_a_seed_reaches_the_matchers_as_a_mounted_file_and_lays_out_the_first_table(tmp_path):
+    """The value `seed` becomes a ConfigMap mounted into matchers and passed as --seed; the file
+    it renders is one `bluedove.seeding` reads into the table the seed describes. Without it,
+    nothing of it is rendered; a change of seed alone rolls no pod (the store keeps its table)."""
+    import json
+
+    import yaml
+
+    from bluedove.bootstrap import initial_table
+    from bluedove.space import Space
+
+    values = load_values(CHART / "ci" / "autoscaling-off-values.yaml") | {"seed": SEED}
+    values["matcher"] = {**values.get("matcher", {}), "bootMembers": True, "replicas": 2}
+    r = render(values)
+    cm = r.get("ConfigMap", "bluedove-seed")
+    assert json.loads(cm["data"]["seed.json"]) == SEED
+    pod = r.get("StatefulSet", "bluedove-matcher")["spec"]["template"]
+    c = pod["spec"]["containers"][0]
+    seed_file = c["args"][c["args"].index("--seed") + 1]
+    [mount] = [m for m in c["volumeMounts"] if m["name"] == "seed"]
+    assert seed_file == f"{mount['mountPath']}/seed.json"
+    assert {"name": "seed", "configMap": {"name": "bluedove-seed"}} in pod["spec"]["volumes"]
+    space = Space.from_json(yaml.safe_load(r.get("ConfigMap", "bluedove-space")["data"]["space.yaml"]))
+    table = initial_table(space, {"bluedove-matcher-0": "", "bluedove-matcher-1": ""},
+                          json.loads(cm["data"]["seed.json"]))
+    assert table.owners[0] == ("bluedove-matcher-1", "bluedove-matcher-0")
+
+    other = {**SEED, "created": "later"}
+    annotations = pod["metadata"].get("annotations", {})
+    assert render(values | {"seed": other}).get("StatefulSet", "bluedove-matcher")["spec"]["template"][
+        "metadata"].get("annotations", {}) == annotations
+    plain = render(load_values(CHART / "ci" / "autoscaling-off-values.yaml"))
+    assert plain.find("ConfigMap", "bluedove-seed") is None
+    args = plain.get("StatefulSet", "bluedove-matcher")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--seed" not in args
+
+
+@pytest.mark.parametrize("matcher, part", [
+    ({"bootMembers": False, "replicas": 2}, "seed needs matcher.bootMembers=true"),
+    ({"bootMembers": True, "replicas": 3}, "seed.matchers (2) differs from matcher.replicas (3)"),
+])
+def test_a_seed_that_cannot_place_its_matchers_is_refused(matcher, part):
+    values = load_values(CHART / "ci" / "autoscaling-off-values.yaml") | {"seed": SEED}
+    values["matcher"] = {**values.get("matcher", {}), **matcher}
+    with pytest.raises(helm.HelmRenderError) as e:
+        render(values)
+    assert part in str(e.value)

@@ -184,6 +184,38 @@ def test_init_a_matcher_and_up_write_the_same_table(redis_clean_url, space_files
     assert segments(stored(by_init)) == segments(t) == segments(stored(by_up))
 
 
+def test_init_and_a_matcher_lay_out_the_first_table_by_a_seed_and_store_it(redis_clean_url, space_files, procs,
+                                                                            tmp_path):
+    """`init --seed` and `matcher --seed` (on an empty store) write the seed's table — matcher
+    j of the seed is the j-th member, at its own segment index per dimension — and keep the
+    seed in the store; a seed that does not fit the members stops the matcher with exit 2."""
+    space, _ = space_files
+    seed = {"version": 1, "matchers": 2, "dimensions": {"a": {"boundaries": [0, 30, 100]},
+                                                       "b": {"boundaries": [0, 90, 100]}},
+            "placement": [{"matcher": 0, "segments": {"a": 1, "b": 0}}, {"matcher": 1, "segments": {"a": 0, "b": 1}}]}
+    (tmp_path / "seed.json").write_text(json.dumps(seed))
+    by_init, by_matcher = db(redis_clean_url, 4), db(redis_clean_url, 5)
+    r = init("--store", by_init, "--space", space, "--members", "m1,m2", "--seed", str(tmp_path / "seed.json"))
+    assert r.returncode == 0, r.stderr
+    t = stored(by_init)
+    assert t.cuts == ((0.0, 30.0), (0.0, 90.0)) and t.owners == (("m2", "m1"), ("m1", "m2"))
+    one = redis.Redis.from_url(by_init)
+    try:
+        assert json.loads(one.get("bd:seed")) == seed
+    finally:
+        one.close()
+    bad = subprocess.run([*BLUEDOVE, "matcher", "--id", "m1", "--port", str(free_port()), "--store", by_matcher,
+                          "--space", space, "--seed", str(tmp_path / "seed.json")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2, bad.stderr  # alone, it is one member; the seed places two
+    assert "--seed " in bad.stderr and "seed.matchers: 2 matchers, but the cluster has 1" in bad.stderr, bad.stderr
+    assert stored(by_matcher) is None, "a refused seed must write nothing"
+    procs.start("m1", "matcher", "--id", "m1", "--port", str(free_port()), "--store", by_matcher, "--space", space,
+                "--boot-members", "m1,m2", "--seed", str(tmp_path / "seed.json"))
+    t2 = wait_for("the matcher's seeded table", lambda: stored(by_matcher), procs=procs)
+    assert segments(t2) == segments(t)
+
+
 async def test_concurrent_ensure_table_calls_agree_on_one_table(make_store, tmp_path):
     space = load_space(None)
     for attempt in range(20):

@@ -131,6 +131,13 @@ The space ConfigMap (key space.yaml, mounted at /etc/bluedove/).
 {{- end -}}
 
 {{/*
+The seed ConfigMap (key seed.json, mounted at /etc/bluedove-seed/ in matchers), when .Values.seed is set.
+*/}}
+{{- define "bluedove.seed.fullname" -}}
+{{- printf "%s-seed" (include "bluedove.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
 The bluedove image: repository:tag, the tag defaulting to the chart's appVersion.
 */}}
 {{- define "bluedove.image" -}}

@@ -41,6 +41,12 @@ the render fails once, listing them all, each with what to set.
 {{- if and $v.dispatcher.ingress.tls.enabled (not $v.dispatcher.ingress.tls.secretName) -}}
 {{- $errs = append $errs "dispatcher.ingress.tls.enabled needs dispatcher.ingress.tls.secretName (a kubernetes.io/tls Secret for the host)" -}}
 {{- end -}}
+{{- if and $v.seed (not $v.matcher.bootMembers) -}}
+{{- $errs = append $errs "seed needs matcher.bootMembers=true: the seed places its matchers on the first matcher.replicas pods, which must be the first table's owners" -}}
+{{- end -}}
+{{- if and $v.seed $v.seed.matchers (ne (int $v.seed.matchers) (int $v.matcher.replicas)) -}}
+{{- $errs = append $errs (printf "seed.matchers (%v) differs from matcher.replicas (%v): the seed places one matcher per pod" $v.seed.matchers $v.matcher.replicas) -}}
+{{- end -}}
 {{- range $i, $d := $v.space.dimensions -}}
 {{- if not (lt (float64 $d.min) (float64 $d.max)) -}}
 {{- $errs = append $errs (printf "space.dimensions[%d] (%s): min %v is not below max %v" $i $d.name $d.min $d.max) -}}

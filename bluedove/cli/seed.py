@@ -1,0 +1,201 @@
+"""`bluedove seed`: re-lay out a running cluster by a partition seed, with no restart.
+
+`--from FILE --apply --store URL` reads the stored table, builds the seed's next epoch of it
+(the same members in order: matcher j of the seed is the table's j-th member), hands it to a
+live owner (`ProposeTable`: the takers load first, then the epoch is stored and adopted), waits
+until the store shows it, stores the seed (the split planner reads its histograms) and prints
+each matcher's ranges before and after. Without --apply it only prints what would change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable
+
+import grpc
+
+from bluedove.bootstrap import BootError, load_seed
+from bluedove.seeding import SeedError, reseeded
+from bluedove.segments import SegmentTable
+from bluedove.v1 import matcher_pb2 as pb
+from bluedove.v1 import matcher_pb2_grpc as pb_grpc
+
+RETRY_S = 0.5  # between proposals refused because another change was under way
+
+
+def add_command(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("seed", help="re-lay out a running cluster by a partition seed (no restart)",
+                       description="Lay out the running cluster's segment table as a seed file says: its "
+                                   "boundaries and which matcher owns which segment of each dimension. The "
+                                   "change goes through the usual hand-off: no restart, no message lost.")
+    p.add_argument("--from", dest="from_file", metavar="FILE", default=None,
+                   help="the seed file (JSON, docs/operations.md \"Seeds\")")
+    p.add_argument("--apply", action="store_true",
+                   help="apply it to the cluster of --store (without: print what would change)")
+    p.add_argument("--store", default=None, help="redis://host:port/db of the running cluster")
+    p.add_argument("--apply-timeout", type=float, default=120.0, metavar="S",
+                   help="give up applying after S seconds (default 120)")
+    p.set_defaults(func=_cmd_seed)
+    return p
+
+
+def _cmd_seed(args: argparse.Namespace) -> int:
+    if not args.from_file:
+        return _usage("--from FILE is required (the seed to apply)")
+    if not args.store:
+        return _usage("--store is required (the running cluster's store)")
+    if not args.apply_timeout > 0:
+        return _usage(f"--apply-timeout {args.apply_timeout}: must be above 0")
+    if not args.apply:
+        return plan_seed_file(args.store, args.from_file)
+    return apply_seed_file(args.store, args.from_file, args.apply_timeout)
+
+
+def _usage(message: str) -> int:
+    print(f"bluedove seed: {message}", file=sys.stderr)
+    return 2
+
+
+def _err(message: str) -> None:
+    print(f"bluedove seed: {message}", file=sys.stderr)
+
+
+def describe_change(old: SegmentTable, new: SegmentTable) -> list[str]:
+    """One line per matcher: its range on every dimension, before -> after."""
+    names = old.space.names
+    out = [f"epoch {old.epoch} -> {new.epoch}"]
+    for m in old.members:
+        before, after = old.segments_of(m), new.segments_of(m)
+        parts = []
+        for i, name in enumerate(names):
+            b, a = before.get(i), after.get(i)
+            fmt = (lambda r: "none" if r is None else f"[{r[0]:.6g}, {r[1]:.6g})")
+            parts.append(f"{name} {fmt(b)}" + ("" if a == b else f" -> {fmt(a)}"))
+        out.append(f"  {m}: " + ", ".join(parts))
+    return out
+
+
+async def _stored(store) -> SegmentTable | None:
+    raw = await store.get_table()
+    return SegmentTable.from_json(raw) if raw else None
+
+
+def _plan(store_url: str, seed_path: str, err: Callable[[str], None]):
+    """(seed, stored table, its re-seed) or an exit code."""
+    from bluedove.store import Store
+
+    try:
+        seed = load_seed(seed_path, "--from")
+    except BootError as exc:
+        err(str(exc))
+        return 2
+
+    async def read() -> SegmentTable | None:
+        store = Store(store_url)
+        try:
+            return await _stored(store)
+        finally:
+            await store.close()
+
+    try:
+        old = asyncio.run(read())
+    except OSError as exc:  # redis unreachable (redis' ConnectionError is one)
+        err(f"--store {store_url}: {exc}")
+        return 2
+    if old is None:
+        err(f"--store {store_url}: no segment table there (is a cluster running on it?)")
+        return 2
+    try:
+        return seed, old, reseeded(old, seed)
+    except SeedError as exc:
+        err(f"--from {seed_path}: {exc}")
+        return 2
+
+
+def plan_seed_file(store_url: str, seed_path: str, say: Callable[[str], None] = print) -> int:
+    """Print what applying the seed would change; change nothing."""
+    planned = _plan(store_url, seed_path, _err)
+    if isinstance(planned, int):
+        return planned
+    _, old, new = planned
+    for line in describe_change(old, new):
+        say(line)
+    say("not applied (add --apply)")
+    return 0
+
+
+def apply_seed_file(store_url: str, seed_path: str, timeout_s: float, say: Callable[[str], None] = print,
+                    err: Callable[[str], None] = _err) -> int:
+    """Re-seed the cluster of `store_url` by the seed file: 0 once the store holds the new
+    table (and the seed), 2 for bad input (the seed, the store, no table), 1 when no owner
+    took the table within `timeout_s` (each refusal is said)."""
+    planned = _plan(store_url, seed_path, err)
+    if isinstance(planned, int):
+        return planned
+    seed, old, new = planned
+    return asyncio.run(_apply(store_url, seed_path, seed, old, new, timeout_s, say, err))
+
+
+async def _apply(store_url, seed_path, seed, old, new, timeout_s, say, err) -> int:
+    from bluedove.store import Store
+
+    store = Store(store_url)
+    deadline = time.monotonic() + timeout_s
+    reason = f"re-seeded from {seed_path}"
+    said: set[str] = set()
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                err(f"not applied within --apply-timeout {timeout_s:g} s")
+                return 1
+            applied, why = await _propose(new, reason, left)
+            if applied:
+                break
+            if why not in said:
+                say(f"not yet: {why}")
+                said.add(why)
+            await asyncio.sleep(RETRY_S)
+            # Another change may have got in first: re-seed the table as it is now.
+            current = await _stored(store)
+            if current is not None and current.epoch >= new.epoch:
+                if current.members != old.members:
+                    err(f"the cluster's members changed meanwhile ({', '.join(current.members)}): "
+                        "the seed places the old ones; make a seed for the new members")
+                    return 1
+                old, new = current, reseeded(current, seed)
+        while (current := await _stored(store)) is None or current.epoch < new.epoch:
+            if time.monotonic() > deadline:
+                err(f"epoch {new.epoch} not in the store within --apply-timeout {timeout_s:g} s")
+                return 1
+            await asyncio.sleep(0.1)
+        await store.put_seed(seed)
+    finally:
+        await store.close()
+    for line in describe_change(old, current):
+        say(line)
+    say(f"applied: epoch {current.epoch}")
+    return 0
+
+
+async def _propose(new: SegmentTable, reason: str, timeout_s: float) -> tuple[bool, str]:
+    """Hand the table to the first owner that answers: (applied, why not)."""
+    why = "no owner has an address"
+    req = pb.ProposeRequest(table_json=json.dumps(new.to_json()), reason=reason)
+    for m, addr in new.members.items():
+        if not addr:
+            continue
+        try:
+            async with grpc.aio.insecure_channel(addr) as ch:
+                r = await pb_grpc.MatcherStub(ch).ProposeTable(req, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            why = f"{m} at {addr}: {exc.code().name} {exc.details()}"
+            continue
+        if r.ok:
+            return True, ""
+        return False, f"{m}: {r.reason}"
+    return False, why
