@@ -1,10 +1,15 @@
-"""`bluedove seed`: re-lay out a running cluster by a partition seed, with no restart.
+"""`bluedove seed`: compute a partition seed with the Spark job, and lay out a cluster by one.
 
-`--from FILE --apply --store URL` reads the stored table, builds the seed's next epoch of it
-(the same members in order: matcher j of the seed is the table's j-th member), hands it to a
-live owner (`ProposeTable`: the takers load first, then the epoch is stored and adopted), waits
-until the store shows it, stores the seed (the split planner reads its histograms) and prints
-each matcher's ranges before and after. Without --apply it only prints what would change.
+- `--subscriptions PATH [--messages PATH] --matchers N --out FILE` runs the skew-statistics job
+  (spark/skew_stats.py, docs/spark.md) on a local SparkSession (`local[*]`), or on `--master URL`.
+- `--from FILE --apply --store URL` re-lays out a running cluster by a seed with no restart: it
+  reads the stored table, builds the seed's next epoch of it (the same members in order: matcher
+  j of the seed is the table's j-th member), hands it to a live owner (`ProposeTable`: the takers
+  load first, then the epoch is stored and adopted), waits until the store shows it, stores the
+  seed (the split planner reads its histograms) and prints each matcher's ranges before and
+  after. Without --apply it only prints what would change.
+- `--subscriptions … --apply --store URL` does both: the job (N defaults to the running
+  cluster's matchers), then the apply of what it wrote.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -28,24 +34,34 @@ RETRY_S = 0.5  # between proposals refused because another change was under way
 
 
 def add_command(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("seed", help="re-lay out a running cluster by a partition seed (no restart)",
-                       description="Lay out the running cluster's segment table as a seed file says: its "
-                                   "boundaries and which matcher owns which segment of each dimension. The "
-                                   "change goes through the usual hand-off: no restart, no message lost.")
+    from spark.job import add_arguments  # the job's flags (no Spark imported until it runs)
+
+    p = sub.add_parser("seed", help="compute a partition seed with Spark, or lay out a running cluster by one",
+                       description="With --subscriptions: run the skew-statistics job (docs/spark.md) and write a "
+                                   "seed. With --from FILE --apply: lay out the running cluster's segment table as "
+                                   "the seed says (its boundaries and which matcher owns which segment of each "
+                                   "dimension) through the usual hand-off: no restart, no message lost.")
     p.add_argument("--from", dest="from_file", metavar="FILE", default=None,
-                   help="the seed file (JSON, docs/operations.md \"Seeds\")")
+                   help="a seed file to apply (JSON, docs/spark.md)")
     p.add_argument("--apply", action="store_true",
                    help="apply it to the cluster of --store (without: print what would change)")
     p.add_argument("--store", default=None, help="redis://host:port/db of the running cluster")
     p.add_argument("--apply-timeout", type=float, default=120.0, metavar="S",
                    help="give up applying after S seconds (default 120)")
+    p.add_argument("--master", default=None, metavar="URL",
+                   help="with --subscriptions: the Spark master (default local[*], this machine's cores)")
+    add_arguments(p, required=False)
     p.set_defaults(func=_cmd_seed)
     return p
 
 
 def _cmd_seed(args: argparse.Namespace) -> int:
+    if args.subscriptions:
+        if args.from_file:
+            return _usage("--from and --subscriptions: give a seed file to apply, or the job's inputs, not both")
+        return _job(args)
     if not args.from_file:
-        return _usage("--from FILE is required (the seed to apply)")
+        return _usage("--from FILE (a seed to apply) or --subscriptions PATH (to compute one) is required")
     if not args.store:
         return _usage("--store is required (the running cluster's store)")
     if not args.apply_timeout > 0:
@@ -53,6 +69,67 @@ def _cmd_seed(args: argparse.Namespace) -> int:
     if not args.apply:
         return plan_seed_file(args.store, args.from_file)
     return apply_seed_file(args.store, args.from_file, args.apply_timeout)
+
+
+def _job(args: argparse.Namespace) -> int:
+    """Run the job; then, with --apply, apply the seed it wrote."""
+    if args.apply and not args.store:
+        return _usage("--apply needs --store (the running cluster's store)")
+    if args.matchers is None:
+        if not args.store:
+            return _usage("--matchers N is required (or --store URL of a running cluster to take N from)")
+        planned = _stored_members(args.store)
+        if isinstance(planned, str):
+            return _usage(planned)
+        args.matchers = planned
+    from spark.job import job_from_args
+
+    try:
+        job = job_from_args(args)
+    except (OSError, ValueError) as exc:
+        return _usage(str(exc))
+    try:
+        from pyspark.sql import SparkSession
+
+        from spark.skew_stats import run
+    except ImportError as exc:
+        return _usage(f"the job needs the spark extra: pip install 'bluedove[spark]' ({exc})")
+    master = args.master or "local[*]"
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # never resolve the machine's own name
+    spark = (SparkSession.builder.master(master).appName("bluedove-seed")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        run(spark, job, say=lambda line: print(line, flush=True))
+    except Exception as exc:  # noqa: BLE001 - unreadable inputs surface as Spark's AnalysisException
+        print(f"bluedove seed: the job failed: {str(exc).splitlines()[0] if str(exc) else repr(exc)}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    if not args.apply:
+        return 0
+    return apply_seed_file(args.store, args.out, args.apply_timeout)
+
+
+def _stored_members(store_url: str) -> int | str:
+    """The running cluster's matcher count, or why it cannot be read."""
+    from bluedove.store import Store
+
+    async def read() -> SegmentTable | None:
+        store = Store(store_url)
+        try:
+            return await _stored(store)
+        finally:
+            await store.close()
+
+    try:
+        table = asyncio.run(read())
+    except OSError as exc:
+        return f"--store {store_url}: {exc}"
+    if table is None:
+        return f"--store {store_url}: no segment table there to take --matchers from"
+    return len(table.members)
 
 
 def _usage(message: str) -> int:

@@ -72,15 +72,17 @@ def _stored(cluster: LocalCluster) -> int:
 
 
 def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: str, data_dir: Path, space_file: str,
-               bodies: list[bytes], subscribe: Callable | None, step: Callable, say: Callable) -> dict:
+               bodies: list[bytes], subscribe: Callable | None, step: Callable, say: Callable,
+               partition_seed: dict | None = None) -> dict:
     """Start a cluster of `system` on the shared store, create the subscriptions through REST with
     `subscribe(url, w)` if given (else its matchers load them from the catalogue), step the
-    rate until saturation with `step`, stop the cluster. The system's figures."""
+    rate until saturation with `step`, stop the cluster. The system's figures. A store with no
+    table gets its first one laid out by `partition_seed` (docs/spark.md) if given."""
     policy = args.policy if system == MPARTITION else (args.baseline_policy or args.policy)
     t0 = time.monotonic()
     cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=0, data_dir=data_dir,
                            store=store_url, space_file=space_file, policy=policy, quiet=True, restart=False,
-                           deliver=args.deliver, partition=system)
+                           deliver=args.deliver, partition=system, seed=partition_seed)
     cluster.start(timeout_s=300)
     start_s = time.monotonic() - t0
     try:

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from bluedove.workloads.paper import paper
-from spark.skew_stats import DEFAULT_COST, Job, read_space, run
+from spark.job import DEFAULT_COST, Job, read_space
+from spark.skew_stats import run
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 4

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark import placement as P
-from spark.skew_stats import DEFAULT_COST
+from spark.job import DEFAULT_COST
 
 ROOT = Path(__file__).resolve().parents[2]
 
