@@ -240,7 +240,9 @@ class Membership:
             return refuse(f"the table's members {dict(new.members)} are not the current ones {dict(old.members)}")
         self._busy = True
         try:
-            if not await self._publish(old, new, "reseed", reason):
+            # From the catalogue: every owner may both gain and lose ranges, so none is a
+            # steady source, and a taker keeps its old range (`prepare`) until the grace ends.
+            if not await self._publish(old, new, "reseed", reason, from_owners=False):
                 return refuse("another table change got in first; try again on the new table")
         finally:
             self._busy = False
@@ -256,14 +258,16 @@ class Membership:
         e = self.node.members.get(member)
         return float(sum(e.subs)) if e else 0.0
 
-    async def _publish(self, old: SegmentTable, new: SegmentTable, action: str, reason: str) -> bool:
+    async def _publish(self, old: SegmentTable, new: SegmentTable, action: str, reason: str,
+                       from_owners: bool = True) -> bool:
         """The hand-off of docs/design.md: takers load first; then the epoch is stored
         (compare-and-set) and every owner adopts it; shrunk owners keep their old part for a
         grace period. Returns False when another change got in first (we adopt that one)."""
         takers = grown(old, new)
         log.warning("%s: epoch %d -> %d (%s)", action, old.epoch, new.epoch, reason)
         t0 = time.monotonic()
-        await asyncio.gather(*(self._prepare(t, new, adopt=False, sources=self._sources(old, new, t))
+        await asyncio.gather(*(self._prepare(t, new, adopt=False,
+                                             sources=self._sources(old, new, t) if from_owners else ())
                                for t in takers))
         prepared_s = time.monotonic() - t0
         if not await self.m.store.put_table_if(old.epoch, new.to_json()):
@@ -313,11 +317,13 @@ class Membership:
 
     def _sources(self, old: SegmentTable, new: SegmentTable, taker: str) -> list[pb.Source]:
         """Where `taker` fetches each range it gains: the single live old owner of that range
-        (a split's or a leave's); none (the catalogue) when an owner is dead or there are
-        several."""
+        (a split's or a leave's); none (the catalogue) when an owner is dead, there are
+        several, or the owner takes ranges in this change too (a re-seed): its Prepare swaps
+        its sets while we fetch, so its export could miss rows of the range."""
         out = []
         before = old.segments_of(taker)
-        for i, (lo, hi) in grown(old, new).get(taker, {}).items():
+        takers = grown(old, new)
+        for i, (lo, hi) in takers.get(taker, {}).items():
             was = before.get(i)
             # The new range minus the old one: below and above it (a re-seed may move a range
             # clear of the old one, so clip each part to the new range).
@@ -329,7 +335,7 @@ class Membership:
                 src = next(iter(owners)) if len(owners) == 1 else None
                 e = self.node.members.get(src) if src else None
                 if e is None or e.status == DEAD or (e.status != ALIVE and src != self.m.s.id) \
-                        or not old.members[src]:
+                        or not old.members[src] or src in takers:
                     return []
                 out.append(pb.Source(dimension=i, member=src, address=old.members[src], low=a, high=b))
         return out

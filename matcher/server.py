@@ -162,7 +162,8 @@ class Matcher:
         given as `sources`, else from the catalogue); with `adopt`, also take it as our table
         (after it is published)."""
         async with self._table_lock:
-            if not _within(held(self.s.partition, new, self.s.id), self.sets.segments):
+            mine = held(self.s.partition, new, self.s.id)
+            if not _within(mine, self.sets.segments):
                 loaded = False
                 if sources:
                     try:
@@ -171,7 +172,9 @@ class Matcher:
                     except Exception as exc:  # noqa: BLE001 - an old owner failed: the catalogue has it all
                         log.warning("hand-off from the old owners failed (%r); loading from the catalogue", exc)
                 if not loaded:
-                    await self.owner.load_catalogue(new)
+                    # Keep what we hold too until the table is adopted and the grace is over: a
+                    # re-seed may move our range away while messages of the old one are queued.
+                    await self.owner.load_catalogue(new, _hull(self.sets.segments, mine))
         if adopt:
             await self.apply_table(new)
         return pb.PrepareReply(epoch=new.epoch, subs=self.sets.counts())
@@ -357,6 +360,12 @@ async def _leave_or_stop(m: Matcher) -> None:
     if not reply.ok:
         log.warning("matcher %s could not hand off (%s); exiting", m.s.id, reply.reason)
         m.stopping.set()
+
+
+def _hull(a: dict[int, tuple[float, float]], b: dict[int, tuple[float, float]]) -> dict[int, tuple[float, float]]:
+    """Per dimension, the smallest range holding both `a`'s and `b`'s."""
+    return {i: (min(r[0] for r in rs), max(r[1] for r in rs))
+            for i in set(a) | set(b) for rs in [[x[i] for x in (a, b) if i in x]]}
 
 
 def _within(inner: dict[int, tuple[float, float]], outer: dict[int, tuple[float, float]]) -> bool:

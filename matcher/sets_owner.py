@@ -52,23 +52,27 @@ class SetsOwner:
         """Empty sets for `table` until the first load: the queue and the RPCs find sets at once."""
         self.sets = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s, self.s.partition)
 
-    async def rebuild(self, table: SegmentTable, fill: Fill, since: list[str], uses_old: bool = False) -> Rebuilt:
+    async def rebuild(self, table: SegmentTable, fill: Fill, since: list[str], uses_old: bool = False,
+                      widen: dict[int, tuple[float, float]] | None = None) -> Rebuilt:
         """Build sets for `table` with `fill`, replay the log from the oldest of `since` (the
         positions the filled rows are current to), and swap them in. When `fill` copies rows of
         the old sets (`uses_old`), the log lock is held throughout, so those stay at our log
         position, which counts among `since`. Adds and removes are idempotent: replaying what
         a set already has changes nothing."""
         if not uses_old:
-            new, build_s = await self._fill(table, fill)
+            new, build_s = await self._fill(table, fill, widen)
             async with self.log_lock:
                 return await self._replay_and_swap(new, table, since, build_s)
         async with self.log_lock:
             new, build_s = await self._fill(table, fill)
             return await self._replay_and_swap(new, table, [self.log_pos, *since], build_s)
 
-    async def _fill(self, table: SegmentTable, fill: Fill) -> tuple[SubscriptionSets, float]:
+    async def _fill(self, table: SegmentTable, fill: Fill,
+                    widen: dict[int, tuple[float, float]] | None = None) -> tuple[SubscriptionSets, float]:
         t0 = time.monotonic()
         new = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s, self.s.partition)
+        if widen:  # hold these ranges instead of the table's (a superset of them)
+            new.segments = dict(widen)
         old = self.sets
         if old is not None:
             new.carry_removals(old)
@@ -87,8 +91,9 @@ class SetsOwner:
         self.sets, self.log_pos = new, max(pos, self.log_pos, key=log_order)
         return Rebuilt(build_s, replayed, time.monotonic() - t0)
 
-    async def load_catalogue(self, table: SegmentTable) -> Rebuilt:
-        """Rebuild for `table`'s segments from a catalogue snapshot plus the log since."""
+    async def load_catalogue(self, table: SegmentTable, widen: dict[int, tuple[float, float]] | None = None) -> Rebuilt:
+        """Rebuild for `table`'s segments (or the wider `widen`) from a catalogue snapshot plus
+        the log since."""
         if not held(self.s.partition, table, self.s.id):
             # We own nothing: no need to read the catalogue, only to follow it.
             pos, raws = await self.store.catalogue_position(), []
@@ -99,7 +104,7 @@ class SetsOwner:
             if raws:
                 sets.add_rows(*rows_from_catalogue(raws, table.space))
 
-        return await self.rebuild(table, fill, [pos])
+        return await self.rebuild(table, fill, [pos], widen=widen)
 
     async def export(self, dim: int, low: float, high: float) -> tuple[str, list, list, np.ndarray, np.ndarray]:
         """The log position and the rows of dimension `dim`'s set overlapping [low, high)."""
