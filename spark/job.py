@@ -52,15 +52,17 @@ def read_space(path: str) -> list[tuple[str, float, float]]:
     return dims
 
 
-def read_cost(path: str) -> dict:
-    """The `rtree` terms of a `bluedove sim calibrate` model file (or a bare {"terms": …})."""
+def read_cost(path: str, regime: str = "rtree") -> dict:
+    """A regime's terms from a `bluedove sim calibrate` model file (or a bare {"terms": …}):
+    `rtree`, our matcher, or `per_dimension`, the paper's per-dimension index."""
     with open(path) as f:
         data = json.load(f)
-    terms = data.get("rtree", data).get("terms")
+    if regime not in data and "terms" not in data:
+        raise ValueError(f"--cost-model {path}: no regime {regime!r} in it (it has {', '.join(data)})")
+    terms = data.get(regime, data).get("terms")
     if not isinstance(terms, dict) or not {"one", "searched"} <= set(terms):
-        raise ValueError(f"--cost-model {path}: expected the rtree terms one, searched, matches")
+        raise ValueError(f"--cost-model {path}: expected the {regime} terms one, searched, matches")
     return {t: float(terms.get(t, 0.0)) for t in DEFAULT_COST}
-
 
 
 def parser(prog: str = "skew_stats.py") -> argparse.ArgumentParser:
@@ -87,6 +89,8 @@ def add_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--headroom", type=float, default=0.25,
                    help="capacity of a matcher above the mean load, for the risk (default 0.25)")
     p.add_argument("--z", type=float, default=1.645, help="z of the effective size mu + z*sigma (default 1.645)")
+    p.add_argument("--regime", default="rtree", choices=("rtree", "per_dimension"),
+                   help="with --cost-model: whose cost terms (default rtree, our matcher's)")
     p.add_argument("--cost-model", default=None, metavar="FILE",
                    help="a `bluedove sim calibrate` model file (default: the built-in fit)")
 
@@ -103,7 +107,7 @@ def job_from_args(args: argparse.Namespace) -> Job:
     job = Job(subscriptions=args.subscriptions, space=read_space(space_path), matchers=args.matchers, out=args.out,
               messages=args.messages, buckets=args.buckets, window_s=args.window_s, headroom=args.headroom, z=args.z)
     if args.cost_model:
-        job.cost, job.cost_source = read_cost(args.cost_model), args.cost_model
+        job.cost, job.cost_source = read_cost(args.cost_model, args.regime), f"{args.cost_model} ({args.regime})"
     return job
 
 

@@ -29,6 +29,8 @@ from spark import placement as P  # noqa: E402
 from spark import transforms as T  # noqa: E402
 from spark.job import UNIFORM_MESSAGES, Job, job_from_args, parser  # noqa: E402
 
+RISK_HEADROOMS = (0.1, 0.25, 0.5, 1.0)  # capacities the risk is also reported at (mean × 1 + h)
+
 # -- extract -------------------------------------------------------------------------------
 def extract_subscriptions(spark: SparkSession, path: str) -> DataFrame:
     return spark.read.parquet(path).select("lows", "highs")
@@ -169,6 +171,12 @@ def run(spark: SparkSession, job: Job, say=print) -> dict:
     rr = P.round_robin(k, n)
     p_place, p_rr = P.risks(mu, cov, assign, n, capacity), P.risks(mu, cov, rr, n, capacity)
     means, sds = P.matcher_loads(mu, cov, assign, n)
+    curve = []  # the comparison at other capacities, each with the placement made for it
+    for h in RISK_HEADROOMS:
+        c = (1.0 + h) * float(mu.sum()) / n
+        p1 = float(P.risks(mu, cov, P.place(mu, cov, k, n, c, job.z), n, c).max())
+        p2 = float(P.risks(mu, cov, rr, n, c).max())
+        curve.append({"headroom": h, "placement": p1, "round_robin": p2, "gain": P.gain(p1, p2)})
     seed = {
         "version": 1,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -183,7 +191,7 @@ def run(spark: SparkSession, job: Job, say=print) -> dict:
                       for j in range(n)],
         "risk": {"placement": float(p_place.max()), "round_robin": float(p_rr.max()),
                  "gain": P.gain(float(p_place.max()), float(p_rr.max())), "capacity": capacity,
-                 "headroom": job.headroom, "z": job.z,
+                 "headroom": job.headroom, "z": job.z, "by_headroom": curve,
                  "per_matcher": [{"matcher": j, "mean": float(means[j]), "sd": float(sds[j]),
                                   "risk": float(p_place[j]), "round_robin_risk": float(p_rr[j])} for j in range(n)],
                  "method": "first-fit decreasing by effective size mu + z*sigma, then pairwise swaps; risk "

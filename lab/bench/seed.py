@@ -51,6 +51,9 @@ def add_parser(sub) -> None:
                    help="the job's time window (default: 900 for traffic's day, 60 otherwise)")
     p.add_argument("--buckets", type=int, default=1024)
     p.add_argument("--model", default=str(MODEL), help="cost model of `bluedove sim calibrate` (default docs/sim/model.json)")
+    p.add_argument("--regime", default="rtree", choices=("rtree", "per_dimension"),
+                   help="cost model regime of the job and the simulator: rtree (our matcher, default) or "
+                        "per_dimension (the paper's per-dimension index)")
     p.add_argument("--no-sim", action="store_true", help="skip the simulator's saturation search")
     p.add_argument("--job-only", action="store_true", help="only the job: its wall time and risk")
     p.add_argument("--e2e", action="store_true", help="also the saturation rate of real local clusters")
@@ -90,7 +93,7 @@ def write_inputs(folder: Path, w, points: np.ndarray, ts: np.ndarray) -> tuple[P
     return folder / "subscriptions", folder / "samples"
 
 
-def run_job(folder: Path, w, n: int, window_s: float, buckets: int, say) -> tuple[dict, float]:
+def run_job(folder: Path, w, n: int, window_s: float, buckets: int, cost: dict, say) -> tuple[dict, float]:
     """The real job on a local[*] SparkSession; (seed, wall seconds of the job alone)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -105,7 +108,7 @@ def run_job(folder: Path, w, n: int, window_s: float, buckets: int, say) -> tupl
     try:
         job = Job(subscriptions=str(folder / "subscriptions"), space=read_space(str(folder / "space.json")),
                   matchers=n, messages=str(folder / "samples"), window_s=window_s, buckets=buckets,
-                  out=str(folder / "seed.json"))
+                  out=str(folder / "seed.json"), cost=cost)
         t0 = time.perf_counter()
         seed = run(spark, job, say=say)
         return seed, time.perf_counter() - t0
@@ -142,7 +145,7 @@ def run_seed(args: argparse.Namespace) -> int:
     say = (lambda *a: print(*a, file=sys.stderr, flush=True))
     window_s = args.window_s or (900.0 if "timestamp" in w.space.names else 60.0)
     n = args.matchers
-    result: dict = {"workload": w.name, "kind": "seed", "matchers": n, "subscriptions": w.n_subs,
+    result: dict = {"workload": w.name, "kind": "seed", "regime": args.regime, "matchers": n, "subscriptions": w.n_subs,
                     "sampled": args.sample, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                     "cores": mp.cpu_count(), "seed": args.seed}
     with tempfile.TemporaryDirectory(prefix="bluedove-seed-") as tmp:
@@ -151,9 +154,11 @@ def run_seed(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         write_inputs(folder, w, points, sample_times(w, points))
         say(f"seed: inputs written in {time.perf_counter() - t0:.1f} s; running the job")
-        seed, job_s = run_job(folder, w, n, window_s, args.buckets, say)
+        from spark.job import read_cost
+
+        seed, job_s = run_job(folder, w, n, window_s, args.buckets, read_cost(args.model, args.regime), say)
         result["job_s"] = round(job_s, 1)
-        result["risk"] = {k: seed["risk"][k] for k in ("placement", "round_robin", "gain", "capacity")}
+        result["risk"] = {k: seed["risk"][k] for k in ("placement", "round_robin", "gain", "capacity", "by_headroom")}
         result["boundaries"] = {d: [round(b, 6) for b in v["boundaries"]] for d, v in seed["dimensions"].items()}
         result["placement"] = seed["placement"]
         if not args.job_only:
@@ -165,7 +170,7 @@ def run_seed(args: argparse.Namespace) -> int:
 
 
 def _score(args, w, seed: dict, n: int, say) -> dict:
-    model = Models.load(args.model).get("rtree")
+    model = Models.load(args.model).get(args.regime)
     pool = Pool.of(w, w.sample(args.eval, np.random.default_rng([args.seed, 12])))
     out: dict = {"balance": {}, "sim_msgs_per_s": {}}
     for name, layout in layouts(w, seed, n).items():
@@ -214,6 +219,10 @@ def _print(r: dict) -> None:
     risk = r["risk"]
     print(f"risk P(V > C): placement {risk['placement']:.4g}, round robin {risk['round_robin']:.4g}, "
           f"gain {risk['gain'] if risk['gain'] is None else round(risk['gain'], 3)}")
+    for row in risk["by_headroom"]:
+        g = row["gain"]
+        print(f"  capacity mean x {1 + row['headroom']:.2f}: placement {row['placement']:.4g}, "
+              f"round robin {row['round_robin']:.4g}, gain {g if g is None else round(g, 3)}")
     for name, b in r.get("balance", {}).items():
         sim = r.get("sim_msgs_per_s", {}).get(name)
         print(f"{name:7} load max/mean {b['max_over_mean']}" + (f", simulator {sim:,} msg/s" if sim else ""))

@@ -88,6 +88,8 @@ def test_spark_submit_writes_an_equal_load_seed_that_matches_a_numpy_oracle(tmp_
         assert sorted(r["segments"][name] for r in seed["placement"]) == list(range(N))
     risk = seed["risk"]
     assert 0.0 <= risk["placement"] <= risk["round_robin"] <= 1.0 and risk["capacity"] > 0
+    assert [r["headroom"] for r in risk["by_headroom"]] == [0.1, 0.25, 0.5, 1.0]
+    assert all(r["placement"] <= r["round_robin"] for r in risk["by_headroom"])
 
 
 def test_without_a_sample_messages_are_taken_as_uniform(spark, tmp_path):

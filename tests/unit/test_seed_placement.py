@@ -122,3 +122,16 @@ def test_hot_spots_are_the_densest_runs_by_share():
 def test_the_jobs_cost_terms_are_the_simulators_calibrated_model():
     model = json.loads((ROOT / "docs" / "sim" / "model.json").read_text())["rtree"]["terms"]
     assert DEFAULT_COST == {t: model[t] for t in DEFAULT_COST}
+
+
+def test_the_job_reads_either_regime_of_a_calibrated_model_and_names_a_missing_one(tmp_path):
+    from spark.job import read_cost
+
+    path = ROOT / "docs" / "sim" / "model.json"
+    model = json.loads(path.read_text())
+    assert read_cost(str(path), "per_dimension") == {t: model["per_dimension"]["terms"].get(t, 0.0)
+                                                     for t in DEFAULT_COST}
+    other = tmp_path / "m.json"
+    other.write_text(json.dumps({"rtree": model["rtree"]}))
+    with pytest.raises(ValueError, match="no regime 'per_dimension'"):
+        read_cost(str(other), "per_dimension")
