@@ -112,8 +112,8 @@ def _job(args: argparse.Namespace) -> int:
     return apply_seed_file(args.store, args.out, args.apply_timeout)
 
 
-def _stored_members(store_url: str) -> int | str:
-    """The running cluster's matcher count, or why it cannot be read."""
+def read_table(store_url: str) -> SegmentTable | None:
+    """The stored table of `store_url` (None if there is none); OSError if Redis is unreachable."""
     from bluedove.store import Store
 
     async def read() -> SegmentTable | None:
@@ -123,8 +123,13 @@ def _stored_members(store_url: str) -> int | str:
         finally:
             await store.close()
 
+    return asyncio.run(read())
+
+
+def _stored_members(store_url: str) -> int | str:
+    """The running cluster's matcher count, or why it cannot be read."""
     try:
-        table = asyncio.run(read())
+        table = read_table(store_url)
     except OSError as exc:
         return f"--store {store_url}: {exc}"
     if table is None:
@@ -163,23 +168,14 @@ async def _stored(store) -> SegmentTable | None:
 
 def _plan(store_url: str, seed_path: str, err: Callable[[str], None]):
     """(seed, stored table, its re-seed) or an exit code."""
-    from bluedove.store import Store
-
     try:
         seed = load_seed(seed_path, "--from")
     except BootError as exc:
         err(str(exc))
         return 2
 
-    async def read() -> SegmentTable | None:
-        store = Store(store_url)
-        try:
-            return await _stored(store)
-        finally:
-            await store.close()
-
     try:
-        old = asyncio.run(read())
+        old = read_table(store_url)
     except OSError as exc:  # redis unreachable (redis' ConnectionError is one)
         err(f"--store {store_url}: {exc}")
         return 2

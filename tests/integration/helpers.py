@@ -109,3 +109,19 @@ def _received(got: list[tuple[str, dict]]) -> tuple[dict[tuple[str, str], set[st
             dups.append(key)
         seen[key] = set(m["subscriptions"])
     return seen, dups
+
+
+def stop_up(proc, data_dir) -> None:
+    """SIGTERM a `bluedove up` process (SIGKILL after 30 s); then nothing started under
+    `data_dir` may be left running."""
+    import signal
+    import subprocess
+
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+    everything = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
+    assert str(data_dir) not in everything, "a process outlived `bluedove up`"

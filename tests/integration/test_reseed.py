@@ -128,4 +128,4 @@ def test_seed_apply_refuses_bad_input_naming_the_flag(tmp_path, redis_clean_url)
     r = seed_cli("--from", str(tmp_path / "missing.json"), "--apply", "--store", redis_clean_url)
     assert r.returncode == 2 and "--from " in r.stderr and "No such file" in r.stderr, r.stderr
     r = seed_cli("--apply", "--store", redis_clean_url)
-    assert r.returncode == 2 and "--from FILE is required" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--from FILE (a seed to apply) or --subscriptions PATH" in r.stderr, r.stderr

@@ -27,7 +27,7 @@ from bluedove.store.server import free_port
 from tests.integration.cluster_checks import (EXACT, gossip_views, match_on_every_candidate, publish_points,
                                               random_point, random_workload)
 from tests.integration.conftest import assert_no_children, start_cluster
-from tests.integration.helpers import compare, drain, new_queue, oracle
+from tests.integration.helpers import compare, drain, new_queue, oracle, stop_up
 
 pytestmark = pytest.mark.integration
 
@@ -97,14 +97,7 @@ def test_up_with_a_seed_lays_out_the_first_table_and_delivers_exactly(tmp_path):
         assert len(expected) > 300  # enough matches that a wrong owner would show
         assert compare(expected, got) == EXACT
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-    everything = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
-    assert str(tmp_path) not in everything, "a process outlived `bluedove up`"
+        stop_up(proc, tmp_path)
 
 
 def test_up_with_a_bad_seed_names_the_field_and_starts_nothing(tmp_path):

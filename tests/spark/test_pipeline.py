@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ from bluedove.store.server import free_port
 from bluedove.workloads.paper import paper
 from tests.integration.cluster_checks import EXACT
 from tests.integration.conftest import assert_no_children, start_cluster
-from tests.integration.helpers import compare, drain, new_queue, oracle
+from tests.integration.helpers import compare, drain, new_queue, oracle, stop_up
 
 pytestmark = pytest.mark.integration
 
@@ -123,11 +122,4 @@ def test_sample_export_spark_submit_and_a_seeded_cluster_deliver_exactly(tmp_pat
         assert len(expected) > 1000  # skewed messages meet skewed subscriptions: many matches
         assert compare(expected, got) == EXACT
     finally:
-        up.send_signal(signal.SIGTERM)
-        try:
-            up.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            up.kill()
-            up.communicate()
-    everything = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
-    assert str(tmp_path) not in everything, "a process outlived the test"
+        stop_up(up, tmp_path)
