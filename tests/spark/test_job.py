@@ -10,31 +10,15 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from bluedove.workloads.paper import paper
+from lab.bench.seed import write_inputs  # the inputs exactly as the bench writes them
 from spark.job import DEFAULT_COST, Job, read_space
 from spark.skew_stats import run
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 4
-
-
-def write_inputs(folder: Path, w, points: np.ndarray, ts: np.ndarray) -> tuple[Path, Path]:
-    """The catalogue export and a dispatcher's sample, as the product writes them."""
-    (folder / "subscriptions").mkdir(parents=True)
-    pq.write_table(pa.table({"id": [f"s{i}" for i in range(w.n_subs)], "queue": [f"q{q}" for q in w.queue_of],
-                             "lows": w.lows.tolist(), "highs": w.highs.tolist()}),
-                   folder / "subscriptions" / "part-00000.parquet")
-    (folder / "space.json").write_text(json.dumps(w.space.to_json()))
-    sample = folder / "samples" / "d1"
-    sample.mkdir(parents=True)
-    with open(sample / "messages-20261124T000000-0.jsonl", "w") as f:
-        for t, p in zip(ts, points):
-            f.write(json.dumps({"ts": float(t), "point": p.tolist()}) + "\n")
-    return folder / "subscriptions", folder / "samples"
 
 
 def _hist(seed: dict, w, points: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
