@@ -14,6 +14,7 @@ from autoscaler.backends import Backend
 from autoscaler.policy import Decision, LoadSample, ScalingConfig, plan
 from bluedove.forwarding import LoadReport
 from bluedove.store import Store
+from bluedove.store.series import put_gauges
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
@@ -69,6 +70,7 @@ class Autoscaler:
         self.history = [s for s in self.history if s.at >= horizon]
         members = await asyncio.to_thread(self.backend.current)
         d = plan(self.history, members, now, self.last_change_at, self.config)
+        await self._record(sample, d)
         if d.action == "hold":
             return d
         self.last_change_at = now
@@ -81,6 +83,16 @@ class Autoscaler:
             "matchers": d.target,
         })
         return d
+
+    async def _record(self, sample: LoadSample, d: Decision) -> None:
+        """This step in the cluster's time series (/v1/stats): the value acted on, the
+        thresholds, the target."""
+        try:
+            await put_gauges(self.store, {"autoscaler_input": round(sample.busy, 4),
+                                          "autoscaler_out": self.config.out_busy,
+                                          "autoscaler_in": self.config.in_busy, "matchers_desired": d.target})
+        except Exception as exc:  # noqa: BLE001 - the series is not worth a step
+            log.warning("could not record the autoscaler's step: %r", exc)
 
     async def sample(self, now: float) -> LoadSample | None:
         """Demand Σ λ/μ and queued messages over the table's owners (from their Report RPC)."""

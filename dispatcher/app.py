@@ -24,8 +24,9 @@ from dispatcher.cluster import ClusterView
 from dispatcher.errors import HTTP_HEADERS, STORE_ERRORS, as_api_error, http_status
 from dispatcher.forwarder import Forwarder
 from dispatcher.metrics import Metrics
-from dispatcher.routes import cluster, messages, queues, subscriptions
+from dispatcher.routes import cluster, messages, queues, stats, subscriptions
 from dispatcher.sampler import Sampler
+from dispatcher.series import DispatcherSeries
 
 log = logging.getLogger("bluedove.dispatcher")
 
@@ -49,16 +50,19 @@ class Dispatcher:
         # Set when the process is told to exit, so long-polls answer at once.
         self.closing = asyncio.Event()
         self._heartbeat: asyncio.Task | None = None
+        self.series = DispatcherSeries(self)  # its part of the last hour in the store (/v1/stats)
 
     async def start(self, address: str) -> None:
         if self.sampler is not None:
             self.sampler.start()
         await self.cluster.start()
+        self.series.start()
         self._heartbeat = asyncio.get_running_loop().create_task(self._register(address))
 
     async def stop(self) -> None:
         if self._heartbeat:
             self._heartbeat.cancel()
+        await self.series.stop()
         await self.cluster.stop()
         await self.store.close()
         if self.sampler is not None:  # the last samples written, the file renamed whole
@@ -169,7 +173,7 @@ def create_app(settings: DispatcherSettings, space: Space, address: str = "",
         log.error("unhandled error on %s %s: %r", request.method, request.url.path, exc)
         return error_response(ApiError(500, "internal", "the dispatcher failed on this request"))
 
-    for r in (queues.router, subscriptions.router, messages.router, cluster.router):
+    for r in (queues.router, subscriptions.router, messages.router, cluster.router, stats.router):
         app.include_router(r)
     app.add_middleware(queues.HotRoutes)  # poll and ack without FastAPI's per-request layers
     return app

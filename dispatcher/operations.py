@@ -16,6 +16,7 @@ from bluedove.errors import ApiError, not_found, unauthorized
 from bluedove.model import build_subscription, parse_batch, parse_message, parse_subscription_request
 from bluedove.store.store import BadToken, LimitExceeded, QueueMissing, first_invalid_receipt, new_id
 from bluedove.v1 import matcher_pb2 as pb
+from dispatcher.stats_view import member_stats
 from gossip.state import DISPATCHER, MATCHER
 
 # How long one store read of a Listen stream blocks before it looks at its queue again.
@@ -52,7 +53,7 @@ async def readiness(d) -> list[str]:
     return problems
 
 
-def _member_view(view, table, m: str, now: float) -> dict:
+def _member_view(view, table, m: str, now: float, extra: dict) -> dict:
     names = table.space.names
     segs = table.segments_of(m)
     g = view.gossip.get(m)
@@ -68,9 +69,12 @@ def _member_view(view, table, m: str, now: float) -> dict:
         "segments": {names[i]: [lo, hi] for i, (lo, hi) in sorted(segs.items())},
         "subscriptions": {names[i]: view.reports[(m, i)].subs for i in range(len(names)) if (m, i) in view.reports},
         "load": {
-            names[i]: {"lambda": round(r.lam, 3), "mu": round(r.mu, 3), "q": r.q, "matched": r.matched_total}
+            names[i]: {"lambda": round(r.lam, 3), "mu": round(r.mu, 3), "q": r.q, "matched": r.matched_total,
+                       "congestion": round(r.lam / r.mu, 6) if r.mu > 0 else None}
             for i in range(len(names)) if (r := view.reports.get((m, i))) is not None
         },
+        "cpu": extra.get("cpu"),  # from the matcher's stats entry in the store (matcher/series.py)
+        "rss_bytes": extra.get("rss_bytes"),
     }
 
 
@@ -95,7 +99,8 @@ async def cluster_view(d) -> dict:
     view = d.cluster
     table = view.table
     now = time.monotonic()
-    members = [_member_view(view, table, m, now) for m in view.known()] if table is not None else []
+    extra = await member_stats(d) if table is not None else {}
+    members = [_member_view(view, table, m, now, extra.get(m, {})) for m in view.known()] if table is not None else []
     return {
         "epoch": table.epoch if table else 0,
         "space": d.space.to_json(),
@@ -189,7 +194,9 @@ async def publish_parsed(d, parsed: list) -> list[str]:
     except Exception:
         d.metrics.publish_failures.inc(len(msgs))
         raise
-    d.metrics.publish_seconds.observe(time.perf_counter() - t0)
+    took = time.perf_counter() - t0
+    d.metrics.publish_seconds.observe(took)
+    d.series.on_publish(parsed, took)
     d.metrics.published.inc(len(msgs))
     if d.sampler is not None:
         d.sampler.offer(now, parsed)

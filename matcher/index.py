@@ -205,6 +205,19 @@ class SubscriptionSet:
                 out[i] = groups
         return out
 
+    def coverage(self, dim: int, values: Sequence[float]) -> list[int]:
+        """For each value, how many subscriptions' ranges on `dim` hold it (low <= v < high)."""
+        n = len(self._boxes)
+        if not n or not len(values):
+            return [0] * len(values)
+        boxes = np.frombuffer(b"".join(self._boxes.values()), dtype=np.float64).reshape(n, 2 * self._tk)
+        col = int(np.flatnonzero(self._order == dim)[0]) if self.k >= 2 else 0
+        lows = np.sort(boxes[:, col])
+        highs = np.sort(boxes[:, self._tk + col])  # nextafter(high, -inf): v <= it means v < high
+        v = np.asarray(values, dtype=np.float64)
+        # lows <= v, minus highs < v (ranges that ended before v; lows <= highs)
+        return (np.searchsorted(lows, v, side="right") - np.searchsorted(highs, v, side="left")).tolist()
+
     def export(self, dim: int, low: float, high: float) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
         """The subscriptions whose range on `dim` overlaps [low, high): (ids, queues, lows,
         highs) in the caller's dimension order, as `add_many` takes them (a hand-off)."""

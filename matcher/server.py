@@ -32,6 +32,7 @@ from matcher.health import READY_SERVICE, publish_health
 from matcher.membership import Membership
 from matcher.packed import warm_up
 from matcher.queues import MatcherQueue, Part
+from matcher.series import run_series
 from matcher.sets_owner import SetsOwner
 from matcher.stats import WindowStats
 
@@ -91,7 +92,7 @@ class Matcher:
         self.ready = True
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self.owner.follow()), loop.create_task(self._watch_stored_table()),
-                       loop.create_task(self._trim())]
+                       loop.create_task(self._trim()), loop.create_task(run_series(self))]
         log.info("matcher %s ready: %s subscriptions per dimension", self.s.id, self.sets.counts())
 
     async def _boot_table(self) -> SegmentTable:

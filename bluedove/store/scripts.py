@@ -81,7 +81,8 @@ return {nfresh, written}
 # caller checked the token itself). A wrong digest (or a queue gone) returns false, so the token
 # check costs no round trip of its own. Deliveries whose visibility timeout passed come first
 # (following XAUTOCLAIM's cursor, which looks at a bounded number of pending entries per call),
-# then new ones (XREADGROUP, never blocking here). Returns {n, '{"messages":[...]}'}: each stored
+# then new ones (XREADGROUP, never blocking here). Returns {n, '{"messages":[...]}', r}, r of the
+# n handed out again after their visibility timeout (redeliveries): each stored
 # message object gains "subscriptions" and "receipt", spliced as text. One string, because
 # handing the entries back as Lua tables cost redis-server ~14 µs of CPU per delivery, more than
 # reading them (docs/benchmarks.md, "Delivery"). Entries deleted meanwhile (nil in XAUTOCLAIM's
@@ -125,13 +126,14 @@ for _ = 1, 16 do
   end
   if cursor == '0-0' or got >= n then break end
 end
+local reclaimed = got
 if got < n then
   local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', n - got, 'STREAMS', KEYS[1], '>')
   if type(r) == 'table' then
     for _, e in ipairs(r[1][2]) do add(e) end
   end
 end
-return {got, '{"messages":[' .. table.concat(out) .. ']}'}
+return {got, '{"messages":[' .. table.concat(out) .. ']}', reclaimed}
 """
 
 # Ack: remove deliveries from the pending list and the stream in one call. KEYS: the queue's

@@ -107,6 +107,8 @@ class Store:
         self._put_table_if = self.r.register_script(scripts.PUT_TABLE_IF)
         self._poll = self.r.register_script(scripts.POLL)
         self._ack = self.r.register_script(scripts.ACK)
+        # Deliveries this process handed out again after their visibility timeout (the series).
+        self.redelivered = 0
 
     async def close(self) -> None:
         await self.r.aclose()
@@ -264,7 +266,8 @@ class Store:
             res = await self._poll(keys=keys, args=args)
             if res is None:
                 raise BadToken(queue)
-            n, body = res
+            n, body, again = res
+            self.redelivered += int(again)
             left = deadline - time.monotonic()
             if n or left <= 0 or (stop is not None and stop.is_set()):
                 return int(n), body
@@ -320,7 +323,9 @@ class Store:
         return json.loads(raw) if raw else None
 
     async def add_event(self, event: dict, keep: int = 200) -> None:
-        """Append to the bounded log of cluster events (takeovers, scaling decisions)."""
+        """Append to the bounded log of cluster events (takeovers, scaling decisions). Every
+        event carries "t", when it happened in Unix seconds (set here unless the writer did)."""
+        event = {"t": round(time.time(), 3), **event}
         async with self.r.pipeline(transaction=True) as p:
             p.lpush("bd:events", json.dumps(event))
             p.ltrim("bd:events", 0, keep - 1)

@@ -1,0 +1,130 @@
+"""GET /v1/stats on a real cluster (redis-server, matcher and dispatcher processes): the per-second
+series add up to what was sent, the density matches the subscriptions made, the queue depth
+follows polls, a takeover is an event with its time; and /v1/cluster's CPU, RSS and congestion.
+With `bluedove up --autoscale`, the autoscaler's series are there."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from bluedove import timeseries as ts
+from bluedove.space import default_space
+from tests.integration.cluster_checks import publish_steadily, subscribe_random
+from tests.integration.conftest import assert_no_children, start_cluster
+from tests.integration.helpers import oracle
+
+pytestmark = pytest.mark.integration
+
+
+def wait_stats(api: httpx.Client, since: float, cond, limit_s: float = 20.0) -> dict:
+    """/v1/stats?since= until `cond` holds of it (AssertionError with the last one if it never does)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        r = api.get("/v1/stats", params={"since": since})
+        assert r.status_code == 200, r.text
+        s = r.json()
+        if cond(s) or time.monotonic() > deadline:
+            assert cond(s), s
+            return s
+        time.sleep(0.5)
+
+
+def total(values: list) -> float:
+    return sum(v for v in values if v is not None)
+
+
+def covering(subs: dict, name: str, lo: float, hi: float) -> list[int]:
+    """The oracle of subscription density: per bin, subscriptions whose range on `name` holds
+    the bin's centre (a dimension left out is the whole range; bounds clipped to it)."""
+    out = []
+    for c in ts.bin_centres(lo, hi):
+        out.append(sum(1 for _, preds in subs.values()
+                       if name not in preds or (preds[name][0] <= c < preds[name][1])))
+    return out
+
+
+def test_stats_add_up_to_what_was_sent_and_show_a_takeover(tmp_path):
+    cluster = start_cluster(tmp_path, matchers=3)
+    try:
+        rng = random.Random(17)
+        with httpx.Client(base_url=cluster.url, timeout=30) as api:
+            queues, subs = subscribe_random(api, rng, 4, 60)
+            start = time.time()
+            messages: dict = {}
+            refused: list = []
+
+            async def publish() -> None:
+                async with httpx.AsyncClient(base_url=cluster.url, timeout=30) as client:
+                    await publish_steadily(client, rng, "s", 300, 60, messages, refused)
+
+            asyncio.run(publish())
+            sent = len(messages)
+            deliveries = len(oracle(default_space(), subs, messages))
+            # Every second after the last message settled: the sums are exactly what was sent
+            # and stored (a missing or doubled flush, or a count in the wrong place, fails here).
+            s = wait_stats(api, start - 1, lambda s: total(s["series"]["published"]) == sent
+                           and total(s["series"]["delivered"]) == deliveries, limit_s=15)
+            series = s["series"]
+            n = len(series["t"])
+            assert all(len(v) == n for v in series.values()), {k: len(v) for k, v in series.items()}
+            assert series["t"] == list(range(series["t"][0], series["t"][0] + n))  # one entry per second
+            assert series["t"][0] > start - 1 and series["t"][-1] <= s["now"] - 1
+            busy = [i for i, p in enumerate(series["published"]) if p]
+            assert len(busy) >= 4, series["published"]  # ~5 s at 60/s: spread over the seconds
+            for i in busy:  # a second with messages has their latency
+                assert 0 < series["latency_p50_s"][i] <= series["latency_p99_s"][i] < 30, series
+            assert series["matchers_actual"][-1] == 3
+            assert total(series["redelivered"]) == 0
+            assert s["step_s"] == 1 and s["window_s"] == 3600
+
+            # Density: subscriptions per bin centre are exactly the oracle's (each centre counted
+            # by its one owner); recent messages are where they were published.
+            for dim in default_space().dimensions:
+                d = s["density"][dim.name]
+                assert (d["lo"], d["hi"], d["bins"]) == (0, 1000, 64)
+                assert d["subscriptions"] == covering(subs, dim.name, dim.min, dim.max), dim.name
+                col = np.array([[p[default_space().index(dim.name)]] for p in messages.values()])
+                hit = {j for j, c in enumerate(ts.bin_counts(col, np.array([0.0]), np.array([1000.0]))[0]) if c}
+                assert {j for j, v in enumerate(d["messages"]) if v > 0} <= hit
+                assert sum(d["messages"]) > 0
+
+            # Queue depth: nothing polled yet, so every delivery is undelivered; then half of one
+            # queue polled and not acked is unacked.
+            wait_stats(api, time.time() - 3, lambda s: deliveries in s["series"]["undelivered"])
+            q, headers = next(iter(queues.items()))
+            got = api.get(f"/v1/queues/{q}/messages", params={"max": 1000, "wait": 0}, headers=headers).json()
+            polled = len(got["messages"])
+            assert polled > 0
+            wait_stats(api, time.time() - 3, lambda s: polled in s["series"]["unacked"]
+                       and deliveries - polled in s["series"]["undelivered"])
+
+            # /v1/cluster: each matcher's CPU, RSS and congestion per dimension.
+            for m in api.get("/v1/cluster").json()["members"]:
+                assert 0 <= m["cpu"] < 2 and m["rss_bytes"] > 10_000_000, m
+                for load in m["load"].values():
+                    assert load["congestion"] is None or load["congestion"] == pytest.approx(
+                        load["lambda"] / load["mu"], abs=2e-3), load
+
+            # A takeover is an event with its time, after the kill.
+            killed = time.time()
+            os.kill(cluster.child("m2").pid, signal.SIGKILL)
+            s = wait_stats(api, killed - 5, lambda s: any(e["action"] == "takeover" for e in s["events"]), limit_s=40)
+            [event] = [e for e in s["events"] if e["action"] == "takeover"]
+            assert killed < event["t"] < time.time() and "m2 declared dead" in event["reason"]
+            assert event["matchers"] == 2
+            wait_stats(api, time.time(), lambda s: s["series"]["matchers_actual"][-1:] == [2])
+
+            # Bad `since`: 422 naming it.
+            r = api.get("/v1/stats", params={"since": "yesterday"})
+            assert r.status_code == 422 and r.json()["error"]["field"] == "since", r.text
+    finally:
+        cluster.stop()
+    assert_no_children(cluster)
