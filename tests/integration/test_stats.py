@@ -128,3 +128,30 @@ def test_stats_add_up_to_what_was_sent_and_show_a_takeover(tmp_path):
     finally:
         cluster.stop()
     assert_no_children(cluster)
+
+
+def test_up_autoscale_records_the_autoscalers_input_thresholds_and_target(tmp_path):
+    """One matcher under a minimum of two: the autoscaler scales out (its target 2 in the
+    series, an event with its time), the table then has 2 owners (matchers_actual)."""
+    from tests.integration.test_autoscale import run_up, stop
+
+    start = time.time()
+    proc, port = run_up(tmp_path, "--matchers", "1", "--min-matchers", "2", "--max-matchers", "3")
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as api:
+            def scaled(s: dict) -> bool:
+                series = s["series"]
+                return 2 in series["matchers_desired"] and series["matchers_actual"][-1:] == [2] \
+                    and any(v is not None for v in series["autoscaler_input"])
+
+            s = wait_stats(api, start - 1, scaled, limit_s=60)
+            series = s["series"]
+            # The thresholds are the policy's defaults (autoscaler/policy.py, ScalingConfig).
+            assert {v for v in series["autoscaler_out"] if v is not None} == {0.8}
+            assert {v for v in series["autoscaler_in"] if v is not None} == {0.25}
+            assert all(v >= 0 for v in series["autoscaler_input"] if v is not None)
+            [out] = [e for e in s["events"] if e["action"] == "scale_out"]
+            assert start < out["t"] < s["now"] and out["matchers"] == 2 and "below the minimum 2" in out["reason"]
+            assert [e["t"] for e in s["events"]] == sorted(e["t"] for e in s["events"])  # oldest first
+    finally:
+        stop(proc)
