@@ -2,7 +2,7 @@
 
 # FastAPI routes and exception handlers, registered by decorators
 http_error, validation_error, internal_error  # dispatcher/app.py
-get_space, get_cluster, dashboard, healthz, readyz  # dispatcher/routes/cluster.py
+get_space, get_cluster, dashboard, dashboard_asset, healthz, readyz  # dispatcher/routes/cluster.py
 get_stats  # dispatcher/routes/stats.py
 # gRPC servicer methods, called by the generated stubs' names
 GetSpace  # dispatcher/grpc_api.py
