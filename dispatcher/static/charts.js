@@ -52,7 +52,7 @@ function svgEl(tag, attrs, text) {
 function niceMax(v) {
   if (!(v > 0)) return 1;
   const p = Math.pow(10, Math.floor(Math.log10(v)));
-  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+  for (const m of [1, 2, 4, 6, 8, 10]) if (m * p >= v) return m * p;  // quarters stay round
   return 10 * p;
 }
 

@@ -105,7 +105,11 @@ async function getJSON(path) {
 // -- render ---------------------------------------------------------------------------------
 function renderCharts() {
   const t1 = state.serverNow ?? (state.lastT ?? Date.now() / 1000);
-  const t0 = t1 - state.windowS;
+  // A young cluster's charts start where its data does (at least a minute shown).
+  const ser = state.series;
+  const first = ser.t.findIndex((_, i) => SERIES_KEYS.some(k => ser[k][i] !== null));
+  const since = first < 0 ? t1 : ser.t[first];
+  const t0 = Math.max(t1 - state.windowS, Math.min(since - 5, t1 - 60));
   for (const spec of CHARTS) {
     const svg = document.querySelector(`svg[data-chart="${spec.name}"]`);
     drawChart(svg, spec, state.series, t0, t1, state.events);
