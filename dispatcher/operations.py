@@ -99,8 +99,10 @@ async def cluster_view(d) -> dict:
     view = d.cluster
     table = view.table
     now = time.monotonic()
-    extra = await member_stats(d) if table is not None else {}
-    members = [_member_view(view, table, m, now, extra.get(m, {})) for m in view.known()] if table is not None else []
+    members = []
+    if table is not None:
+        extra = await member_stats(d)  # CPU and RSS, from the matchers' stats entries
+        members = [_member_view(view, table, m, now, extra.get(m, {})) for m in view.known()]
     return {
         "epoch": table.epoch if table else 0,
         "space": d.space.to_json(),
