@@ -13,5 +13,7 @@ per_dimension  # lab/sim/costmodel.py Models
 span_s  # lab/sim/engine.py RunResult
 # pytest reads a module's marks from this name
 pytestmark
+# pytest hooks, called by name
+pytest_collection_modifyitems  # tests/browser/conftest.py
 # shlex reads it while it splits (split on blanks, not on shell words' punctuation)
 whitespace_split  # tests/deploy/test_dockerfile.py

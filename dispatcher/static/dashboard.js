@@ -182,8 +182,9 @@ function renderMembers(c) {
     r.cells.congestion.style.color = textOn(f.cong);
     r.cells.congestion.title = Object.entries(m.load || {}).map(([d, l]) =>
       `${d}: λ ${fmt(l.lambda)}/s μ ${fmt(l.mu)}/s q ${l.q} λ/μ ${l.congestion ?? "–"}`).join("\n");
-    setText(r.cells.cpu, m.cpu === null || m.cpu === undefined ? "–" : `${(100 * m.cpu).toFixed(0)}%`);
-    setText(r.cells.rss, m.rss_bytes ? `${(m.rss_bytes / 1048576).toFixed(0)} MiB` : "–");
+    const live = m.status !== "dead";  // a dead matcher's last CPU and RSS are stale
+    setText(r.cells.cpu, !live || m.cpu === null || m.cpu === undefined ? "–" : `${(100 * m.cpu).toFixed(0)}%`);
+    setText(r.cells.rss, live && m.rss_bytes ? `${(m.rss_bytes / 1048576).toFixed(0)} MiB` : "–");
     if (body.children[idx] !== r.tr) body.insertBefore(r.tr, body.children[idx] || null);
   });
   for (const [id, r] of rows) if (!seen.has(id)) { r.tr.remove(); rows.delete(id); }

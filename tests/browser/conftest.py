@@ -43,3 +43,11 @@ def artifacts() -> Path:
 
 def recorded(name: str) -> dict:
     return json.loads((DATA / name).read_text())
+
+
+def pytest_collection_modifyitems(items):
+    """The browser tests run last: Playwright's sync API keeps an event loop running in this
+    thread from the first browser test to the end of the session (pytest-playwright's session
+    fixtures), and asyncio.run() — which other tests' clusters call — refuses to run beside it."""
+    here = Path(__file__).resolve().parent
+    items.sort(key=lambda item: Path(str(item.path)).resolve().is_relative_to(here))

@@ -121,6 +121,8 @@ def test_charts_markers_strips_table_and_log_from_a_recorded_cluster(page, artif
             assert row.locator('[data-col="rss"]').text_content() == f"{m['rss_bytes'] / 1048576:.0f} MiB"
             congestion = sum(x["congestion"] for x in m["load"].values())
             assert row.locator('[data-col="congestion"]').text_content() == f"{congestion:.3f}"
+        elif m["status"] == "dead":  # its last CPU and RSS are stale: not shown
+            assert [row.locator(f'[data-col="{c}"]').text_content() for c in ("cpu", "rss")] == ["–", "–"]
     assert page.locator('#members tr[data-matcher="m2"] [data-col="status"]').text_content() == "dead (idle)"
 
     # The log: newest first, with the reasons.
