@@ -2,7 +2,7 @@
 
 # FastAPI routes and exception handlers, registered by decorators
 http_error, validation_error, internal_error  # dispatcher/app.py
-get_space, get_cluster, dashboard, healthz, readyz  # dispatcher/routes/cluster.py
+get_space, get_cluster, dashboard, dashboard_asset, healthz, readyz  # dispatcher/routes/cluster.py
 get_stats  # dispatcher/routes/stats.py
 # gRPC servicer methods, called by the generated stubs' names
 GetSpace  # dispatcher/grpc_api.py
@@ -13,5 +13,7 @@ per_dimension  # lab/sim/costmodel.py Models
 span_s  # lab/sim/engine.py RunResult
 # pytest reads a module's marks from this name
 pytestmark
+# pytest hooks, called by name
+pytest_collection_modifyitems  # tests/browser/conftest.py
 # shlex reads it while it splits (split on blanks, not on shell words' punctuation)
 whitespace_split  # tests/deploy/test_dockerfile.py

@@ -25,15 +25,28 @@ async def get_cluster(request: Request):
     return await ops.cluster_view(state(request))
 
 
+# The dashboard's files (dispatcher/static, shipped in the package): only these are served.
+DASHBOARD_ASSETS = {"dashboard.js": "text/javascript", "charts.js": "text/javascript", "dashboard.css": "text/css"}
+
+
 @functools.cache
-def dashboard_page() -> str:
-    return (Path(__file__).resolve().parent.parent / "static" / "dashboard.html").read_text(encoding="utf-8")
+def static_file(name: str) -> str:
+    return (Path(__file__).resolve().parent.parent / "static" / name).read_text(encoding="utf-8")
 
 
 @router.get("/dashboard", response_class=HTMLResponse)
 async def dashboard():
-    """The live cluster page: it reads GET /v1/cluster once a second."""
-    return HTMLResponse(dashboard_page())
+    """The live cluster page: it reads GET /v1/cluster and GET /v1/stats once a second."""
+    return HTMLResponse(static_file("dashboard.html"))
+
+
+@router.get("/dashboard/{name}", include_in_schema=False)
+async def dashboard_asset(name: str):
+    """The page's script and style."""
+    if name not in DASHBOARD_ASSETS:
+        return JSONResponse({"error": {"code": "not_found", "message": f"no dashboard file {name}", "field": "name"}},
+                            status_code=404)
+    return Response(static_file(name), media_type=DASHBOARD_ASSETS[name])
 
 
 @router.get("/healthz")

@@ -26,22 +26,30 @@ def store(cluster):
 
 
 def test_dashboard_is_the_live_cluster_page(api):
+    """The page and its files come from the dispatcher (tests/browser runs it in Chromium)."""
     r = api.get("/dashboard")
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/html")
-    page = r.text
-    # It reads the cluster view (relative URL: works behind a path prefix too) every second,
-    # and only fields /v1/cluster has.
-    assert 'fetch("v1/cluster"' in page and "setTimeout(tick, 1000)" in page
-    cluster = api.get("/v1/cluster").json()
-    member = cluster["members"][0]
-    for key in ("epoch", "policy", "dispatchers", "autoscaler"):
-        assert f"c.{key}" in page and key in cluster
-    for key in ("segments", "subscriptions", "load", "status", "address", "idle"):
-        assert f"m.{key}" in page and key in member
-    assert {"lambda", "mu", "q"} <= set(member["load"]["x0"]) and "l.lambda" in page and "l.mu" in page
+    files = {"dashboard.js": "text/javascript", "charts.js": "text/javascript", "dashboard.css": "text/css"}
+    code = ""
+    for name, kind in files.items():
+        # Relative URLs: the page works behind a path prefix too.
+        assert f'"dashboard/{name}"' in r.text, name
+        f = api.get(f"/dashboard/{name}")
+        assert f.status_code == 200 and f.headers["content-type"].startswith(kind), (name, f.status_code)
+        code += f.text
+    # Only the listed files are served (no path into the package).
+    for other in ("dashboard.html.bak", "..%2Fapp.py", "x.js"):
+        assert api.get(f"/dashboard/{other}").status_code == 404, other
+    # It reads the cluster view and the series, relative, every second, and only fields they have.
+    assert 'getJSON("v1/cluster")' in code and "getJSON(`v1/stats?since=${since}`)" in code
+    assert "PERIOD_MS = 1000" in code
+    member = api.get("/v1/cluster").json()["members"][0]
+    for key in ("segments", "subscriptions", "load", "status", "idle", "cpu", "rss_bytes"):
+        assert f"m.{key}" in code and key in member, key
+    assert {"lambda", "mu", "q", "congestion"} <= set(member["load"]["x0"])
     # Text from the store is never parsed as HTML.
-    assert "innerHTML" not in page
+    assert "innerHTML" not in code + r.text and "insertAdjacentHTML" not in code
 
 
 SUFFIXES = [":s", ":subs", ":x", " ", "\u00e9", "a" * 200]
