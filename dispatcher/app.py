@@ -49,16 +49,20 @@ class Dispatcher:
         # Set when the process is told to exit, so long-polls answer at once.
         self.closing = asyncio.Event()
         self._heartbeat: asyncio.Task | None = None
+        self._metrics_tick: asyncio.Task | None = None
 
     async def start(self, address: str) -> None:
         if self.sampler is not None:
             self.sampler.start()
         await self.cluster.start()
         self._heartbeat = asyncio.get_running_loop().create_task(self._register(address))
+        self._metrics_tick = asyncio.get_running_loop().create_task(self.metrics.run(lambda: self.forwarder.failovers))
 
     async def stop(self) -> None:
-        if self._heartbeat:
-            self._heartbeat.cancel()
+        for task in (self._heartbeat, self._metrics_tick):
+            if task:
+                task.cancel()
+        self.metrics.close()
         await self.cluster.stop()
         await self.store.close()
         if self.sampler is not None:  # the last samples written, the file renamed whole
