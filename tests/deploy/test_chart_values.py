@@ -143,13 +143,14 @@ def test_the_service_monitors_scrape_dispatchers_matchers_and_the_autoscaler():
 
 
 def test_dashboards_render_only_from_files_that_exist(tmp_path):
-    """The chart ships no dashboard yet: enabled, it renders none; a file under dashboards/
-    (a copy of the chart here) becomes a ConfigMap labelled for the Grafana sidecar."""
+    """Enabled, the chart renders one ConfigMap per file of dashboards/ (it ships bluedove.json;
+    tests/deploy/test_grafana.py checks its content): a file added there (to a copy of the chart
+    here) becomes one more, labelled for the Grafana sidecar."""
     on = {"grafana": {"dashboards": {"enabled": True}}}
-    assert [o for o in render(on).objects if "grafana_dashboard" in o["metadata"]["labels"]] == []
+    shipped = [o["metadata"]["name"] for o in render(on).objects if "grafana_dashboard" in o["metadata"]["labels"]]
+    assert shipped == ["bluedove-dashboard-bluedove"]
     chart = tmp_path / "bluedove"
     shutil.copytree(CHART, chart)
-    (chart / "dashboards").mkdir(exist_ok=True)
     (chart / "dashboards" / "cluster.json").write_text('{"title": "BlueDove"}\n')
     cm = render(on, chart=chart).get("ConfigMap", "bluedove-dashboard-cluster")
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
