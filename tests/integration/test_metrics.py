@@ -5,6 +5,10 @@ over many scrapes never decreases and ends equal to what was published."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import signal
 import shutil
 import subprocess
 import sys
@@ -17,7 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from autoscaler.local import AutoscalerThread
 from autoscaler.policy import ScalingConfig
+from bluedove.local.cluster import LocalCluster
+from bluedove.store.server import free_port
 from tests.integration.conftest import assert_no_children, start_cluster
+from tests.integration.helpers import stop_up
 from tests.metrics_doc import documented, family_name
 
 pytestmark = pytest.mark.integration
@@ -145,3 +152,61 @@ def test_matcher_metrics_port_out_of_range_is_a_usage_error():
                           "redis://127.0.0.1:1/0", "--metrics-port", "70000"], capture_output=True, text=True,
                          timeout=60)
     assert run.returncode == 2 and "--metrics-port" in run.stderr, run.stderr
+
+
+def test_up_prints_every_metrics_address_and_records_them_for_prometheus(tmp_path):
+    """`bluedove up --autoscale`: each matcher's line and the autoscaler's line give a /metrics
+    address that answers with that role's build info; DATA_DIR/metrics/targets.json lists the
+    same addresses in file_sd form (a missing or wrong address fails)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "bluedove", "up", "--matchers", "2", "--autoscale",
+                             "--min-matchers", "2", "--max-matchers", "2", "--http-port", str(port),
+                             "--grpc-port", "0", "--data-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("ready"):
+                break
+        out = "".join(lines)
+        matchers = re.findall(r"matcher +(m\d) .* metrics (http://\S+/metrics)", out)
+        assert [m for m, _ in matchers] == ["m1", "m2"], out
+        (scaler,) = re.findall(r"autoscaler .* metrics (http://\S+/metrics)", out)
+        roles = {url: "matcher" for _, url in matchers} | {scaler: "autoscaler", f"http://127.0.0.1:{port}/metrics":
+                                                             "dispatcher"}
+        for url, role in roles.items():
+            info = families(scrape(url))["bluedove_build_info"].samples
+            assert [s.labels["role"] for s in info] == [role], (url, info)
+        groups = json.loads((tmp_path / "metrics" / "targets.json").read_text())
+        listed = {(g["labels"]["role"], t) for g in groups for t in g["targets"]}
+        assert listed == {(role, url.split("/")[2]) for url, role in roles.items()}, (listed, roles)
+    finally:
+        stop_up(proc, tmp_path)
+
+
+def test_a_killed_dispatcher_keeps_its_counts_and_leaves_the_live_gauges(tmp_path):
+    """SIGKILL one of three dispatchers: what it counted stays in the sum (the published total
+    does not fall back), the supervisor drops its live gauges' file (else its memory would be
+    summed forever), and its restart counts on from there. (30 publishes on fresh connections
+    reach all three dispatchers but with odds of about 1 in 200,000.)"""
+    c = LocalCluster(matchers=1, dispatchers=3, http_port=0, data_dir=tmp_path, quiet=True, restart=True).start()
+    try:
+        with httpx.Client(base_url=c.url, timeout=10, limits=httpx.Limits(max_keepalive_connections=0)) as api:
+            for _ in range(30):
+                assert api.post("/v1/messages", json={"attributes": POINT}).status_code == 202
+            time.sleep(1.5)  # every dispatcher has ticked its process figures into the files
+            victim = c.child("d2")
+            pid = victim.pid
+            assert list(c.metrics_dir.glob(f"gauge_livesum_{pid}.db")), sorted(os.listdir(c.metrics_dir))
+            os.kill(pid, signal.SIGKILL)
+            victim.proc.wait(10)
+            assert c.check() == [f"dispatcher d2 died (signal {signal.SIGKILL}); restarted (restart #1)"]
+            assert not list(c.metrics_dir.glob(f"gauge_livesum_{pid}.db")), "the dead one's live gauges remain"
+            for _ in range(30):
+                assert api.post("/v1/messages", json={"attributes": POINT}).status_code == 202
+            for _ in range(30):
+                assert _published(scrape(f"{c.url}/metrics")) == 60
+    finally:
+        c.stop()
+        assert_no_children(c)
