@@ -7,14 +7,18 @@ import asyncio
 import threading
 
 from autoscaler.backends import LocalBackend
+from autoscaler.metrics import autoscaler_registry
 from autoscaler.policy import ScalingConfig
 from autoscaler.runner import Autoscaler
 from bluedove.store import Store
+from bluedove.telemetry import bound_port, serve_metrics
 
 
 class AutoscalerThread:
-    def __init__(self, cluster, config: ScalingConfig, interval_s: float = 1.0) -> None:
+    def __init__(self, cluster, config: ScalingConfig, interval_s: float = 1.0,
+                 metrics_port: int | None = None) -> None:
         self.cluster = cluster
+        self.metrics_port = metrics_port  # /metrics on the cluster's host (0: a free port; None: none)
         self.config = config
         self.interval_s = interval_s
         self.autoscaler: Autoscaler | None = None
@@ -41,8 +45,14 @@ class AutoscalerThread:
         self._stop = asyncio.Event()
         store = Store(self.cluster.store_url)
         self.autoscaler = Autoscaler(LocalBackend(self.cluster), store, self.config, self.interval_s)
+        server = None
+        if self.metrics_port is not None:
+            server = await serve_metrics(self.cluster.host, self.metrics_port, autoscaler_registry(self.autoscaler))
+            self.metrics_port = bound_port(server)
         self._ready.set()
         try:
             await self.autoscaler.run(self._stop)
         finally:
+            if server is not None:
+                server.close()
             await store.close()

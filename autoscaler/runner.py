@@ -31,6 +31,11 @@ class Autoscaler:
         self.history: list[LoadSample] = []
         self.last_change_at: float | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
+        # What the last step saw and chose, and decisions by action (autoscaler/metrics.py).
+        self.last_sample: LoadSample | None = None
+        self.members: int | None = None
+        self.desired: int | None = None
+        self.decisions: dict[str, int] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
         # The heartbeat has its own task: a step may take long (a scale-in drains a matcher
@@ -70,6 +75,8 @@ class Autoscaler:
         self.history = [s for s in self.history if s.at >= horizon]
         members = await asyncio.to_thread(self.backend.current)
         d = plan(self.history, members, now, self.last_change_at, self.config)
+        self.last_sample, self.members, self.desired = sample, members, d.target
+        self.decisions[d.action] = self.decisions.get(d.action, 0) + 1
         await self._record(sample, d)
         if d.action == "hold":
             return d

@@ -33,6 +33,8 @@ class MatcherSettings:
     seed_file: str = ""
     # Gossip seeds from DNS: every address `NAME[:PORT]` resolves to (a headless Service).
     peers_dns: str = ""
+    # Prometheus /metrics on this port of `host` (docs/metrics.md); 0 = none.
+    metrics_port: int = 0
     # While no peer is known, the DNS name is resolved again this often.
     peers_dns_retry_s: float = 1.0
     # The window λ and μ are averaged over (the BlueDove paper's w).

@@ -50,6 +50,7 @@ class Dispatcher:
         # Set when the process is told to exit, so long-polls answer at once.
         self.closing = asyncio.Event()
         self._heartbeat: asyncio.Task | None = None
+        self._metrics_tick: asyncio.Task | None = None
         self.series = DispatcherSeries(self)  # its part of the last hour in the store (/v1/stats)
 
     async def start(self, address: str) -> None:
@@ -58,11 +59,14 @@ class Dispatcher:
         await self.cluster.start()
         self.series.start()
         self._heartbeat = asyncio.get_running_loop().create_task(self._register(address))
+        self._metrics_tick = asyncio.get_running_loop().create_task(self.metrics.run(lambda: self.forwarder.failovers))
 
     async def stop(self) -> None:
-        if self._heartbeat:
-            self._heartbeat.cancel()
+        for task in (self._heartbeat, self._metrics_tick):
+            if task:
+                task.cancel()
         await self.series.stop()
+        self.metrics.close()
         await self.cluster.stop()
         await self.store.close()
         if self.sampler is not None:  # the last samples written, the file renamed whole

@@ -23,7 +23,7 @@ import numpy as np
 
 from bluedove.store import Store
 from matcher.index import SubscriptionSet
-from matcher.stats import ValueSample, WindowStats
+from matcher.stats import Totals, ValueSample, WindowStats
 
 
 def json_strings(items: list[str]) -> str:
@@ -76,6 +76,7 @@ class MatcherQueue:
         self.executor = executor
         self.stats = stats
         self.samples = [ValueSample() for _ in range(k)]  # where inside each segment the work lies
+        self.totals = Totals(k)  # matches, deliveries and batches since start (matcher/metrics.py)
         self.batch_max = batch_max
         self.deliver_mode = deliver  # "store" (normal) or "count" (benchmarks: match only)
         # Batches matched and not yet stored: while one batch's store call is under way the
@@ -188,9 +189,12 @@ class MatcherQueue:
             counts = [sum(map(len, m.values())) if m else 0 for m in g]
             matched.append(sum(counts))
             done[p.dim] = done.get(p.dim, 0) + len(p.ids)
+            self.totals.matches[p.dim] += matched[-1]
+            self.totals.deliveries[p.dim] += sum(map(len, g))
             self.samples[p.dim].add(p.points[:, p.dim], np.array(counts, dtype=np.float64))
         for dim, n in done.items():
             self.stats[dim].processed(n, busy.get(dim, 0.0), now)
+        self.totals.batch(sum(done.values()), result.delivered)
         pos = 0
         for r in batch:
             m = sum(matched[pos:pos + len(r.parts)])

@@ -21,6 +21,7 @@ from bluedove.settings import MatcherSettings, from_env
 from bluedove.space import Space
 from bluedove.store import Store
 from bluedove.store.store import StoreLimits, wait_ready
+from bluedove.telemetry import serve_metrics
 from bluedove.v1 import gossip_pb2_grpc
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
@@ -30,6 +31,7 @@ from matcher.decisions import serving_ready
 from matcher.handoff import export, load_from_owners
 from matcher.health import READY_SERVICE, publish_health
 from matcher.membership import Membership
+from matcher.metrics import matcher_registry
 from matcher.packed import warm_up
 from matcher.queues import MatcherQueue, Part
 from matcher.series import run_series
@@ -406,6 +408,8 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
     publisher = None
+    metrics = await serve_metrics(settings.host, settings.metrics_port, matcher_registry(m)) \
+        if settings.metrics_port else None
     try:
         # A signal while waiting for a table (or loading) stops at once.
         starting = loop.create_task(m.start())
@@ -423,6 +427,8 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
     finally:
         if publisher is not None:
             publisher.cancel()
+        if metrics is not None:
+            metrics.close()
         await server.stop(grace=2.0)
         await m.stop()
         await store.close()

@@ -60,6 +60,28 @@ class WindowStats:
         return arrived / span, self._last_mu
 
 
+# Upper bounds of the batch-size histogram (messages per batch; the last is +Inf).
+BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+
+
+class Totals:
+    """Since the matcher started: per dimension, subscription matches found and deliveries
+    asked of the store; deliveries the store wrote (fewer: a message seen before writes
+    nothing again); batches by size. Read by matcher/metrics.py."""
+
+    def __init__(self, k: int) -> None:
+        self.matches = [0] * k
+        self.deliveries = [0] * k
+        self.written = 0
+        self.batches = [0] * (len(BATCH_BOUNDS) + 1)  # per bound, then above the last
+        self.batch_messages = 0
+
+    def batch(self, n: int, written: int) -> None:
+        self.written += written
+        self.batch_messages += n
+        self.batches[next((i for i, b in enumerate(BATCH_BOUNDS) if n <= b), len(BATCH_BOUNDS))] += 1
+
+
 # Per-message matching work in units of one match: the fixed cost of a message is about that
 # of 25 matches (bluedove sim calibrate: ~20 µs per message against ~0.8 µs per match).
 MESSAGE_WORK = 25.0

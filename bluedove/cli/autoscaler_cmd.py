@@ -9,6 +9,7 @@ import signal
 import sys
 
 DRAIN_TIMEOUT_ENV = "BLUEDOVE_DRAIN_TIMEOUT_S"
+METRICS_PORT_ENV = "BLUEDOVE_METRICS_PORT"
 
 
 def add_command(sub) -> None:
@@ -25,6 +26,10 @@ def add_command(sub) -> None:
                    help="scale-in drains first: the matcher whose pod goes next leaves (hands its segments off) "
                         f"and the replicas go down only once the stored table no longer lists it; at most this "
                         f"long (default {DRAIN_TIMEOUT_ENV}, else 120), else the replicas stay")
+    a.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve Prometheus /metrics on this port (docs/metrics.md; default BLUEDOVE_METRICS_PORT, "
+                        "else 0 = none)")
+    a.add_argument("--metrics-host", default="0.0.0.0", metavar="HOST", help="the address /metrics listens on")
     a.set_defaults(func=run)
 
 
@@ -63,6 +68,14 @@ def run(args: argparse.Namespace) -> int:
     if not drain_timeout_s > 0:
         print(f"bluedove autoscaler: {flag}: expected a number of seconds above 0", file=sys.stderr)
         return 2
+    metrics_port = args.metrics_port
+    if metrics_port is None:
+        raw = os.environ.get(METRICS_PORT_ENV, "0")
+        metrics_port = int(raw) if raw.isdigit() else -1
+    if not 0 <= metrics_port < 65536:
+        flag = "--metrics-port" if args.metrics_port is not None else METRICS_PORT_ENV
+        print(f"bluedove autoscaler: {flag}: expected a port from 0 to 65535", file=sys.stderr)
+        return 2
     namespace = args.namespace or pod_namespace() or "default"
     try:
         backend = KubernetesBackend(args.statefulset, namespace, drain_timeout_s=drain_timeout_s)
@@ -72,15 +85,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"autoscaler  {backend.target}: {replicas} replicas; keeping {config.min_matchers} to "
           f"{config.max_matchers} matchers", flush=True)
-    asyncio.run(_serve(backend, args.store, config))
+    asyncio.run(_serve(backend, args.store, config, args.metrics_host, metrics_port))
     print("autoscaler stopped", flush=True)
     return 0
 
 
-async def _serve(backend, store_url: str, config) -> None:
+async def _serve(backend, store_url: str, config, metrics_host: str, metrics_port: int) -> None:
     from autoscaler.drain import MatcherDrainer
+    from autoscaler.metrics import autoscaler_registry
     from autoscaler.runner import Autoscaler
     from bluedove.store import Store
+    from bluedove.telemetry import bound_port, serve_metrics
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -88,7 +103,14 @@ async def _serve(backend, store_url: str, config) -> None:
         loop.add_signal_handler(sig, stop.set)
     store = Store(store_url)
     backend.drainer = MatcherDrainer(store, loop)  # the backend runs in worker threads, the store on this loop
+    scaler = Autoscaler(backend, store, config)
+    server = None
+    if metrics_port:
+        server = await serve_metrics(metrics_host, metrics_port, autoscaler_registry(scaler))
+        print(f"metrics     http://{metrics_host}:{bound_port(server)}/metrics", flush=True)
     try:
-        await Autoscaler(backend, store, config).run(stop)
+        await scaler.run(stop)
     finally:
+        if server is not None:
+            server.close()
         await store.close()

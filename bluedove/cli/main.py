@@ -75,8 +75,11 @@ def _cmd_up(args: argparse.Namespace) -> int:
         from bluedove.settings import from_env
 
         config = from_env(ScalingConfig, min_matchers=args.min_matchers, max_matchers=args.max_matchers)
-        scaler = AutoscalerThread(cluster, config).start()
-        print(f"autoscaler  local processes, {config.min_matchers} to {config.max_matchers} matchers", flush=True)
+        scaler = AutoscalerThread(cluster, config, metrics_port=0).start()
+        print(f"autoscaler  local processes, {config.min_matchers} to {config.max_matchers} matchers; metrics "
+              f"http://{cluster.host}:{scaler.metrics_port}/metrics", flush=True)
+        cluster.extra_targets["autoscaler"] = f"{cluster.host}:{scaler.metrics_port}"
+        cluster.write_targets()
     _print_endpoints(cluster)
     try:
         while not stopping:
@@ -97,12 +100,13 @@ def _print_endpoints(cluster) -> None:
     print(f"gRPC API    {cluster.grpc_address}", flush=True)
     print(f"dashboard   {cluster.url}/dashboard", flush=True)
     print(f"cluster     {cluster.url}/v1/cluster", flush=True)
-    print(f"metrics     {cluster.url}/metrics", flush=True)
+    print(f"metrics     {cluster.url}/metrics (dispatchers); every /metrics for Prometheus' file_sd: "
+          f"{cluster.data_dir / 'metrics' / 'targets.json'}", flush=True)
     print(f"store       {cluster.store_url}", flush=True)
     if cluster.sample_rate > 0:
         print(f"samples     {cluster.sample_dir}  (rate {cluster.sample_rate:g})", flush=True)
     for c in cluster.children:
-        print(f"  {c.role:<10} {c.name:<4} pid {c.pid}  log {c.log_path}", flush=True)
+        print(f"  {c.role:<10} {c.name:<4} pid {c.pid}  log {c.log_path}  metrics {cluster.metrics_url(c)}", flush=True)
     print("ready; Ctrl-C stops every process", flush=True)
 
 
@@ -116,7 +120,9 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
     settings = from_env(MatcherSettings, id=args.id, host=args.host, port=args.port, store_url=args.store,
                         leave_on_sigterm=True if args.leave_on_sigterm else None, partition=args.partition,
                         space_file=args.space, advertise=args.advertise, peers_dns=args.peers_dns,
-                        boot_members=args.boot_members, seed_file=args.seed)
+                        boot_members=args.boot_members, seed_file=args.seed, metrics_port=args.metrics_port)
+    if not 0 <= settings.metrics_port < 65536:
+        return _usage("matcher", f"--metrics-port (BLUEDOVE_METRICS_PORT) {settings.metrics_port}: expected 0 to 65535")
     if args.join and settings.partition != MPARTITION:
         return _usage("matcher", f"--join needs --partition mpartition (a joining matcher is given a split of "
                                  f"mPartition's segments; {settings.partition} is a fixed-size baseline)")
@@ -273,6 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--peers-dns", default=None, metavar="NAME[:PORT]",
                    help="gossip seeds: every address NAME resolves to (port default 7001), resolved again "
                         "while no peer is known; with --join and the table's members (env BLUEDOVE_PEERS_DNS)")
+    m.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve Prometheus /metrics on this port of --host (docs/metrics.md; default "
+                        "BLUEDOVE_METRICS_PORT, else 0 = none)")
     m.set_defaults(func=_cmd_matcher)
 
     d = sub.add_parser("dispatcher", help="run one dispatcher (`up` starts them; docs/operations.md starts them by hand)")

@@ -26,7 +26,10 @@ from bluedove.segments import SegmentTable
 from bluedove.settings import DispatcherSettings, from_env
 from bluedove.space import Space, load_space
 from bluedove.store import Store
+from prometheus_client.multiprocess import mark_process_dead
+
 from bluedove.store.server import RedisServer, free_port
+from bluedove.telemetry import MULTIPROC_ENV
 
 
 def bluedove_command() -> list[str]:
@@ -109,6 +112,11 @@ class LocalCluster:
         self.children: list[Child] = []
         self.table: SegmentTable | None = None
         self.addresses: dict[str, str] = {}  # matcher name -> gRPC address
+        self.metrics_ports: dict[str, int] = {}  # matcher name -> its /metrics port
+        # The dispatchers' shared Prometheus files (prometheus_client's multiprocess mode:
+        # they share a port, so whichever answers a scrape sums them all; docs/metrics.md).
+        self.metrics_dir = self.data_dir / "metrics" / "dispatchers"
+        self.extra_targets: dict[str, str] = {}  # role -> host:port of another /metrics
 
     @property
     def url(self) -> str:
@@ -130,6 +138,8 @@ class LocalCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         logs = self.data_dir / "logs"
         logs.mkdir(exist_ok=True)
+        shutil.rmtree(self.metrics_dir, ignore_errors=True)  # counters of an earlier run would add up
+        self.metrics_dir.mkdir(parents=True)
         try:
             if self.store_url is None:
                 self.redis = RedisServer(self.data_dir / "redis").start()
@@ -142,9 +152,11 @@ class LocalCluster:
                 port = address.rsplit(":", 1)[1]
                 # A matcher beyond the owners joins by split: it meets them at their new addresses.
                 joins = [] if m in self.table.members else [x for a in owners for x in ("--join", a)]
+                self.metrics_ports[m] = free_port()
                 self.children.append(Child("matcher", m, cmd + [
                     "matcher", "--id", m, "--host", self.host, "--port", port, "--store", self.store_url,
                     "--deliver", self.deliver, "--partition", self.partition, *space_args, *joins,
+                    "--metrics-port", str(self.metrics_ports[m]),
                 ], logs / f"{m}.log", extra_env=self.matcher_env))
             for j in range(self.n_dispatchers):
                 d = f"d{j + 1}"
@@ -153,15 +165,34 @@ class LocalCluster:
                     "--grpc-port", str(self.grpc_port), "--gossip-port", str(free_port()),
                     "--store", self.store_url, "--policy", self.policy, "--partition", self.partition,
                     *space_args, *self._sample_args(),
-                ], logs / f"{d}.log"))
+                ], logs / f"{d}.log", extra_env={MULTIPROC_ENV: str(self.metrics_dir.resolve())}))
             for c in self.children:
                 c.start()
+            self.write_targets()
             self.wait_ready(timeout_s)
             self.table = self._stored_table()  # with the addresses the matchers registered
         except BaseException:
             self.stop()
             raise
         return self
+
+    def metrics_url(self, c: Child) -> str:
+        """Where a child's Prometheus metrics are (dispatchers: the port they share)."""
+        if c.role == "matcher":
+            return f"http://{self.host}:{self.metrics_ports[c.name]}/metrics"
+        return f"{self.url}/metrics"
+
+    def write_targets(self) -> Path:
+        """DATA_DIR/metrics/targets.json: every /metrics address, in Prometheus' file_sd format
+        (`file_sd_configs`), labelled by role; `extra_targets` adds others (the autoscaler's)."""
+        extra = self.extra_targets
+        groups = [{"targets": [f"{self.host}:{self.http_port}"], "labels": {"role": "dispatcher"}}]
+        groups += [{"targets": [f"{self.host}:{p}"], "labels": {"role": "matcher", "matcher": m}}
+                   for m, p in self.metrics_ports.items()]
+        groups += [{"targets": [a], "labels": {"role": role}} for role, a in extra.items()]
+        path = self.data_dir / "metrics" / "targets.json"
+        path.write_text(json.dumps(groups, indent=1))
+        return path
 
     def _sample_args(self) -> list[str]:
         if self.sample_rate <= 0:
@@ -243,6 +274,8 @@ class LocalCluster:
         events = []
         for c in self.children:
             if c.proc is not None and not c.alive():
+                if c.role == "dispatcher":  # its live gauges leave the sums; its counters stay
+                    mark_process_dead(c.proc.pid, str(self.metrics_dir))
                 code = c.proc.returncode
                 how = f"signal {-code}" if code < 0 else f"exit code {code}"
                 if code == 0 and c.role == "matcher":  # it left (handed its segments off): done
@@ -270,15 +303,18 @@ class LocalCluster:
         taken = [int(c.name[1:]) for c in self.children if c.role == "matcher"]
         name = f"m{max(taken, default=0) + 1}"
         port = free_port()
+        self.metrics_ports[name] = free_port()
         seeds = [a for c in self.matchers() if (a := self.addresses.get(c.name))]
         args = bluedove_command() + ["matcher", "--id", name, "--host", self.host, "--port", str(port),
                                      "--store", self.store_url, "--deliver", self.deliver,
+                                     "--metrics-port", str(self.metrics_ports[name]),
                                      *(x for a in seeds for x in ("--join", a)),
                                      *(extra_args or [])]
         child = Child("matcher", name, args, self.data_dir / "logs" / f"{name}.log", extra_env=self.matcher_env)
         self.addresses[name] = f"{self.host}:{port}"
         self.children.append(child)
         child.start()
+        self.write_targets()
         return child
 
     def remove_matcher(self, name: str, timeout_s: float = 60.0) -> str:

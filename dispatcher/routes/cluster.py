@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from dispatcher import operations as ops
 from dispatcher.deps import state
@@ -66,5 +66,5 @@ async def readyz(request: Request):
 @router.get("/metrics")
 async def metrics(request: Request):
     d = state(request)
-    d.metrics.refresh(d.cluster, d.forwarder.failovers, await d.store.event_counts())
-    return Response(generate_latest(d.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    body = d.metrics.render(d.cluster, d.forwarder.failovers, await d.store.event_counts())
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

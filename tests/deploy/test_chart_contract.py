@@ -40,7 +40,8 @@ def test_the_matcher_args_are_the_contracts():
     assert c["args"] == [
         "matcher", "--id", "$(POD_NAME)", "--host", "0.0.0.0", "--port", "7001",
         "--advertise", f"$(POD_NAME).{HEADLESS}.$(POD_NAMESPACE).svc:7001", "--store", STORE,
-        "--space", "/etc/bluedove/space.yaml", "--peers-dns", PEERS_DNS, "--leave-on-sigterm"]
+        "--space", "/etc/bluedove/space.yaml", "--peers-dns", PEERS_DNS, "--leave-on-sigterm",
+        "--metrics-port", "9100"]
     env = env_of(c)
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"  # pod id = pod name
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
@@ -53,7 +54,7 @@ def test_the_dispatcher_and_autoscaler_args_are_the_contracts():
         "--gossip-port", "7002", "--advertise", "$(POD_IP):7002", "--store", STORE, "--peers-dns", PEERS_DNS]
     assert container(r.get("Deployment", "bluedove-autoscaler"))["args"] == [
         "autoscaler", "--statefulset", "bluedove-matcher", "--namespace", "$(POD_NAMESPACE)", "--store", STORE,
-        "--min-matchers", "2", "--max-matchers", "8"]
+        "--min-matchers", "2", "--max-matchers", "8", "--metrics-port", "9101"]
 
 
 def test_the_statefulset_its_headless_service_and_port_agree():
@@ -64,8 +65,10 @@ def test_the_statefulset_its_headless_service_and_port_agree():
     assert sts["spec"]["podManagementPolicy"] == "Parallel"
     assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
     assert svc["spec"]["selector"].items() <= sts["spec"]["template"]["metadata"]["labels"].items()
-    [port] = svc["spec"]["ports"]
-    [cport] = container(sts)["ports"]
+    port, metrics = svc["spec"]["ports"]
+    cport, cmetrics = container(sts)["ports"]
+    assert (metrics["name"], metrics["port"], metrics["targetPort"]) == ("metrics", 9100, cmetrics["name"])
+    assert cmetrics["containerPort"] == 9100
     assert (port["name"], port["port"], port["targetPort"]) == ("grpc", 7001, cport["name"])
     assert cport["containerPort"] == 7001
     args = container(sts)["args"]

@@ -104,32 +104,53 @@ def test_network_policies_allow_what_each_component_needs():
                 for rule in r.get("NetworkPolicy", name)["spec"]["ingress"]]
 
     assert ingress("bluedove-dispatcher") == [([], [8080, 50051]), (["dispatcher", "matcher"], [7002])]
-    assert ingress("bluedove-matcher") == [(["autoscaler", "dispatcher", "matcher"], [7001])]
+    assert ingress("bluedove-matcher") == [(["autoscaler", "dispatcher", "matcher"], [7001]), ([], [9100])]
     assert ingress("bluedove-redis") == [(["autoscaler", "dispatcher", "matcher"], [6379])]
-    assert ingress("bluedove-autoscaler") == []
+    assert ingress("bluedove-autoscaler") == [([], [9101])]  # Prometheus only
     egress = {p["port"] for rule in r.get("NetworkPolicy", "bluedove-matcher")["spec"]["egress"] for p in rule["ports"]}
     assert egress == {53, 7001, 7002, 6379}
     assert render().find("NetworkPolicy", "bluedove-matcher") is None  # off by default
 
 
-def test_the_service_monitor_scrapes_the_dispatchers_metrics():
+def test_the_service_monitors_scrape_dispatchers_matchers_and_the_autoscaler():
+    """Each ServiceMonitor selects its component's Service by labels and names a port that
+    Service has, whose target is a container port of that component's pods serving /metrics
+    (the matchers' and the autoscaler's given by --metrics-port)."""
     r = render({"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}})
-    sm = r.get("ServiceMonitor", "bluedove-dispatcher")
-    assert sm["metadata"]["labels"]["release"] == "prom"
-    assert sm["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}]
-    svc = r.get("Service", "bluedove-dispatcher")
-    assert "http" in {p["name"] for p in svc["spec"]["ports"]}
-    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    pods = {"dispatcher": r.get("Deployment", "bluedove-dispatcher"), "matcher": r.get("StatefulSet", "bluedove-matcher"),
+            "autoscaler": r.get("Deployment", "bluedove-autoscaler")}
+    services = {"dispatcher": "bluedove-dispatcher", "matcher": "bluedove-matcher-headless",
+                "autoscaler": "bluedove-autoscaler"}
+    for component, port in (("dispatcher", "http"), ("matcher", "metrics"), ("autoscaler", "metrics")):
+        sm = r.get("ServiceMonitor", f"bluedove-{component}")
+        assert sm["metadata"]["labels"]["release"] == "prom"
+        assert sm["spec"]["endpoints"] == [{"port": port, "path": "/metrics", "interval": "30s",
+                                            "scrapeTimeout": "10s"}]
+        svc = r.get("Service", services[component])
+        by_name = {p["name"]: p for p in svc["spec"]["ports"]}
+        assert port in by_name, (component, by_name)
+        assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+        container = pods[component]["spec"]["template"]["spec"]["containers"][0]
+        target = {p["name"]: p["containerPort"] for p in container["ports"]}[by_name[port]["targetPort"]]
+        if component != "dispatcher":
+            args = container["args"]
+            assert args[args.index("--metrics-port") + 1] == str(target), (component, args)
+    off = render({"metrics": {"serviceMonitor": {"enabled": True, "matchers": False, "autoscaler": False}}})
+    assert off.find("ServiceMonitor", "bluedove-matcher") is None
+    assert off.find("ServiceMonitor", "bluedove-autoscaler") is None
+    assert render({"autoscaler": {"enabled": False}, "metrics": {"serviceMonitor": {"enabled": True}}}).find(
+        "ServiceMonitor", "bluedove-autoscaler") is None
 
 
 def test_dashboards_render_only_from_files_that_exist(tmp_path):
-    """The chart ships no dashboard yet: enabled, it renders none; a file under dashboards/
-    (a copy of the chart here) becomes a ConfigMap labelled for the Grafana sidecar."""
+    """Enabled, the chart renders one ConfigMap per file of dashboards/ (it ships bluedove.json;
+    tests/deploy/test_grafana.py checks its content): a file added there (to a copy of the chart
+    here) becomes one more, labelled for the Grafana sidecar."""
     on = {"grafana": {"dashboards": {"enabled": True}}}
-    assert [o for o in render(on).objects if "grafana_dashboard" in o["metadata"]["labels"]] == []
+    shipped = [o["metadata"]["name"] for o in render(on).objects if "grafana_dashboard" in o["metadata"]["labels"]]
+    assert shipped == ["bluedove-dashboard-bluedove"]
     chart = tmp_path / "bluedove"
     shutil.copytree(CHART, chart)
-    (chart / "dashboards").mkdir(exist_ok=True)
     (chart / "dashboards" / "cluster.json").write_text('{"title": "BlueDove"}\n')
     cm = render(on, chart=chart).get("ConfigMap", "bluedove-dashboard-cluster")
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"

@@ -211,7 +211,7 @@ def test_openapi_and_ops_endpoints(api):
     assert api.get("/healthz").status_code == 200
     assert api.get("/readyz").json()["status"] == "ready"
     metrics = api.get("/metrics").text
-    assert "bluedove_messages_published" in metrics and "bluedove_forward_failovers " in metrics
+    assert "bluedove_messages_published_total " in metrics and "bluedove_forward_failovers_total " in metrics
     assert api.get("/openapi.json").status_code == 200
     space = api.get("/v1/space").json()
     assert [d["name"] for d in space["dimensions"]] == ["x0", "x1", "x2", "x3"]

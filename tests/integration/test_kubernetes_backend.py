@@ -16,8 +16,10 @@ import kmock
 import pytest
 import yaml
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from autoscaler.kubernetes import SCALE_PATCH, KubernetesBackend, KubernetesBackendError
+from bluedove.store.server import free_port
 from tests.deploy.chart import render
 from tests.integration.conftest import assert_no_children, start_cluster
 
@@ -351,14 +353,18 @@ async def test_the_autoscaler_command_scales_the_statefulset_of_a_real_cluster(a
     env.update(KUBECONFIG=str(kubeconfig), HOME=str(tmp_path))
     # Two real matchers report their loads; the StatefulSet says 2 replicas; the minimum is 3.
     cluster = await asyncio.to_thread(start_cluster, tmp_path / "cluster", matchers=2)
+    metrics_port = free_port()
     proc = None
     try:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bluedove", "autoscaler", "--statefulset", STS, "--namespace", NS,
             "--store", cluster.store_url, "--min-matchers", "3", "--max-matchers", "6",
+            "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1",
             env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         first = await asyncio.wait_for(proc.stdout.readline(), 30)
         assert first.decode().strip() == f"autoscaler  statefulset {NS}/{STS}: 2 replicas; keeping 3 to 6 matchers"
+        second = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert second.decode().strip() == f"metrics     http://127.0.0.1:{metrics_port}/metrics"
         deadline = time.monotonic() + 20
         while replicas_stored(k) != 3 and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
@@ -371,6 +377,16 @@ async def test_the_autoscaler_command_scales_the_statefulset_of_a_real_cluster(a
         assert (event["action"], event["matchers"]) == ("scale_out", 3)
         assert event["reason"] == (f"2 matchers, below the minimum 3; kubernetes: statefulset {NS}/{STS} "
                                    "set to 3 replicas (2 pods running)")
+        # Its /metrics (docs/metrics.md): the decision counted, the matchers it wants and sees.
+        async with httpx.AsyncClient(timeout=10) as http:
+            text = (await http.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+        fams = {f.name: f for f in text_string_to_metric_families(text)}
+        decisions = {s.labels["action"]: s.value for s in fams["bluedove_autoscaler_decisions"].samples
+                     if s.name.endswith("_total")}
+        assert decisions["scale_out"] >= 1, decisions
+        assert fams["bluedove_autoscaler_actual_matchers"].samples[0].value == 2
+        assert fams["bluedove_autoscaler_min_matchers"].samples[0].value == 3
+        assert [s.labels["role"] for s in fams["bluedove_build_info"].samples] == ["autoscaler"]
     finally:
         out, err = await terminate(proc) if proc is not None else (b"", b"")
         await asyncio.to_thread(cluster.stop)

@@ -1,0 +1,54 @@
+"""The autoscaler's Prometheus metrics (docs/metrics.md): what its last step saw and chose,
+read from the Autoscaler when a scrape comes (on its event loop, bluedove/telemetry.py)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from bluedove.telemetry import process_registry
+
+# Every action the policy may answer (autoscaler/policy.py Decision.action): a bounded label.
+ACTIONS = ("hold", "scale_out", "scale_in")
+
+
+class AutoscalerCollector(Collector):
+    def __init__(self, autoscaler) -> None:
+        self.a = autoscaler
+
+    def collect(self):
+        a, c = self.a, self.a.config
+        for name, help_, value in (
+                ("bluedove_autoscaler_scale_out_busy_ratio", "Threshold: busy (λ/μ per matcher) above it for the "
+                 "whole window scales out", c.out_busy),
+                ("bluedove_autoscaler_scale_in_busy_ratio", "Threshold: busy below it for the long window scales in",
+                 c.in_busy),
+                ("bluedove_autoscaler_target_busy_ratio", "The busy a scale-out aims at", c.target_busy),
+                ("bluedove_autoscaler_min_matchers", "Fewest matchers it keeps", c.min_matchers),
+                ("bluedove_autoscaler_max_matchers", "Most matchers it starts", c.max_matchers)):
+            yield GaugeMetricFamily(name, help_, value=value)
+        s = a.last_sample
+        if s is not None:
+            yield GaugeMetricFamily("bluedove_autoscaler_busy_ratio", "The input it acts on: Σλ/μ over the "
+                                    "owners' dimensions, per matcher, at the last sample", value=s.busy)
+            yield GaugeMetricFamily("bluedove_autoscaler_queued_messages", "Messages queued in the matchers at the "
+                                    "last sample", value=s.queued)
+            yield GaugeMetricFamily("bluedove_autoscaler_actual_matchers", "Owners of segments that answered the "
+                                    "last sample", value=s.matchers)
+        if a.members is not None:
+            yield GaugeMetricFamily("bluedove_autoscaler_running_matchers", "Matchers its backend runs "
+                                    "(processes, or StatefulSet replicas)", value=a.members)
+        if a.desired is not None:
+            yield GaugeMetricFamily("bluedove_autoscaler_desired_matchers", "Matchers its last decision wants",
+                                    value=a.desired)
+        d = CounterMetricFamily("bluedove_autoscaler_decisions", "Decisions since start, by action", labels=["action"])
+        for action in ACTIONS:
+            d.add_metric([action], a.decisions.get(action, 0))
+        yield d
+
+
+def autoscaler_registry(autoscaler) -> CollectorRegistry:
+    r = process_registry("autoscaler")
+    r.register(AutoscalerCollector(autoscaler))
+    return r

@@ -1,0 +1,80 @@
+"""The pieces of the metrics on their own: a lone dispatcher's exposition (no multiprocess
+files, as on Kubernetes) parses, passes promtool and holds every dispatcher metric of
+docs/metrics.md; failovers count once each; the matcher's batch-size tally; the small /metrics
+server answers 404 to anything but GET /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from bluedove.telemetry import MULTIPROC_ENV, BuildInfo, serve_metrics
+from dispatcher.metrics import Metrics
+from matcher.stats import BATCH_BOUNDS, Totals
+from tests.metrics_doc import documented, family_name
+
+pytestmark = pytest.mark.integration
+
+
+def values(text: str, family: str) -> dict[tuple, float]:
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    return {tuple(sorted(s.labels.items())): s.value for s in fams[family].samples
+            if not s.name.endswith("_created")}
+
+
+def test_a_lone_dispatcher_exposes_every_documented_metric_and_counts_failovers_once(monkeypatch):
+    monkeypatch.delenv(MULTIPROC_ENV, raising=False)
+    m = Metrics()
+    assert m.multiprocess_dir is None
+    m.published.inc(3)
+    m.tick(2)
+    m.tick(2)  # the same forwarder count again: nothing more
+    cluster = SimpleNamespace(table=SimpleNamespace(members={"m1": "a", "m2": "b"}))
+    text = m.render(cluster, 5, {"split": 2}).decode()
+    assert values(text, "bluedove_forward_failovers") == {(): 5}
+    assert values(text, "bluedove_messages_published") == {(): 3}
+    assert values(text, "bluedove_cluster_events") == {(("action", "split"),): 2}
+    assert values(text, "bluedove_cluster_matchers") == {(): 2}
+    fams = {f.name for f in text_string_to_metric_families(text)}
+    want = {family_name(n, t) for n, (t, owners) in documented().items() if "dispatcher" in owners}
+    assert want <= fams, want - fams
+    run = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_totals_file_each_batch_under_its_bucket():
+    t = Totals(2)
+    for n in (1, 3, 1024, 5000):
+        t.batch(n, written=2)
+    assert t.written == 8 and t.batch_messages == 1 + 3 + 1024 + 5000
+    expect = [0] * (len(BATCH_BOUNDS) + 1)
+    expect[BATCH_BOUNDS.index(1)] += 1
+    expect[BATCH_BOUNDS.index(4)] += 1  # 3 goes under the bound 4
+    expect[BATCH_BOUNDS.index(1024)] += 1
+    expect[-1] += 1  # above the last bound
+    assert t.batches == expect
+
+
+@pytest.mark.parametrize("request_line, status", [
+    (b"GET /metrics HTTP/1.1", b"200"), (b"GET /metrics?x=1 HTTP/1.1", b"200"),
+    (b"GET / HTTP/1.1", b"404"), (b"POST /metrics HTTP/1.1", b"404"),
+])
+async def test_the_metrics_server_answers_only_get_metrics(request_line, status):
+    r = CollectorRegistry()
+    r.register(BuildInfo("matcher"))
+    server = await serve_metrics("127.0.0.1", 0, r)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(request_line + b"\r\nHost: x\r\n\r\n")
+        answer = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+        assert answer.split(b" ", 2)[1] == status, answer
+        assert (b'role="matcher"' in answer) == (status == b"200")
+    finally:
+        server.close()
