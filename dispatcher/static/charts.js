@@ -21,10 +21,11 @@ function eventStyle(action) {
   return EVENT_STYLE[action] || {colour: OI.grey, dash: "1 2", short: () => String(action)};
 }
 
-// Load (λ/μ) to colour: a viridis-like sequential scale (colour-blind safe, monotone in
-// lightness), saturating at 1 (a congestion element); black or white text by lightness.
-const LOAD_STOPS = [[0, [253, 231, 37]], [0.25, [94, 201, 98]], [0.5, [33, 145, 140]],
-                    [0.75, [59, 82, 139]], [1, [68, 1, 84]]];
+// Load (λ/μ) to colour: ColorBrewer's YlGnBu sequential scale (colour-blind safe, monotone in
+// lightness: an idle segment is pale, a hot one dark), saturating at 1 (a congestion element);
+// black or white text by lightness.
+const LOAD_STOPS = [[0, [255, 255, 217]], [0.25, [199, 233, 180]], [0.5, [65, 182, 196]],
+                    [0.75, [34, 94, 168]], [1, [8, 29, 88]]];
 function loadColour(x) {
   if (x === null || x === undefined || !Number.isFinite(x)) return "#d9d9d9";
   const v = Math.max(0, Math.min(1, x));
@@ -36,10 +37,10 @@ function loadColour(x) {
       return `rgb(${ca.map((c, k) => Math.round(c + f * (cb[k] - c))).join(",")})`;
     }
   }
-  return "rgb(68,1,84)";
+  return "rgb(8,29,88)";
 }
 function textOn(x) {
-  return x !== null && x !== undefined && Number.isFinite(x) && x > 0.45 ? "#fff" : "#000";
+  return x !== null && x !== undefined && Number.isFinite(x) && x > 0.6 ? "#fff" : "#000";
 }
 
 function svgEl(tag, attrs, text) {
