@@ -11,7 +11,7 @@ from autoscaler.metrics import autoscaler_registry
 from autoscaler.policy import ScalingConfig
 from autoscaler.runner import Autoscaler
 from bluedove.store import Store
-from bluedove.telemetry import bound_port, serve_metrics
+from bluedove.telemetry import serve_metrics
 
 
 class AutoscalerThread:
@@ -48,11 +48,11 @@ class AutoscalerThread:
         server = None
         if self.metrics_port is not None:
             server = await serve_metrics(self.cluster.host, self.metrics_port, autoscaler_registry(self.autoscaler))
-            self.metrics_port = bound_port(server)
+            self.metrics_port = server.port
         self._ready.set()
         try:
             await self.autoscaler.run(self._stop)
         finally:
             if server is not None:
-                server.close()
+                await server.close()
             await store.close()

@@ -1,14 +1,18 @@
 """What every process's Prometheus exposition shares: `bluedove_build_info`, the process
-collector, a registry's text, and a small /metrics HTTP server on the process's event loop
+collector, a registry's text, and a /metrics HTTP server on the process's event loop
 (matchers and the autoscaler; dispatchers answer /metrics in their own app). docs/metrics.md
 lists every metric."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import platform
+import socket
 from importlib.metadata import PackageNotFoundError, version
 
+import uvicorn
+from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -52,30 +56,52 @@ def exposition(registry: CollectorRegistry) -> bytes:
     return generate_latest(registry)
 
 
-async def serve_metrics(host: str, port: int, registry: CollectorRegistry) -> asyncio.Server:
-    """`GET /metrics` on host:port (0: a free port; see `server.sockets`), answered on this event
-    loop, so collectors read the process's state on the thread that changes it. Anything else
-    gets 404; a request that is not HTTP is dropped."""
+class MetricsBindError(Exception):
+    """The metrics port cannot be had (taken, or not ours to bind): one line saying which."""
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+
+class MetricsServer:
+    """`GET /metrics` on host:port (0: a free port, see `port`), served by uvicorn on this event
+    loop, so collectors read the process's state on the thread that changes it. The socket is
+    bound in the constructor: a port already taken raises MetricsBindError there, before anything
+    else starts.
+    The process keeps its own signal handlers (uvicorn's are not installed)."""
+
+    def __init__(self, host: str, port: int, registry: CollectorRegistry) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            method, path, *_ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
-            if method == "GET" and path.split("?", 1)[0] == "/metrics":
-                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, exposition(registry)
-            else:
-                status, ctype, body = "404 Not Found", "text/plain; charset=utf-8", b"only GET /metrics here\n"
-            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                         "Connection: close\r\n\r\n".encode("latin-1") + body)
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ValueError,
-                ConnectionError):
-            pass
-        finally:
-            writer.close()
+            self.sock = socket.create_server((host, port))  # SO_REUSEADDR on POSIX, never SO_REUSEPORT
+        except OSError as exc:
+            raise MetricsBindError(f"cannot serve /metrics on {host}:{port}: {exc.strerror or exc}") from None
+        self.port: int = self.sock.getsockname()[1]
+        app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
 
-    return await asyncio.start_server(handle, host, port, reuse_address=True)
+        @app.get("/metrics")
+        async def metrics() -> Response:  # async: runs on the loop, not in a worker thread
+            return Response(exposition(registry), media_type=CONTENT_TYPE_LATEST)
+
+        self._server = _LoopServer(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False))
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> "MetricsServer":
+        self._task = asyncio.get_running_loop().create_task(self._server.serve(sockets=[self.sock]))
+        while not self._server.started:
+            if self._task.done():  # failed before serving: its error
+                self._task.result()
+            await asyncio.sleep(0.01)
+        return self
+
+    async def close(self) -> None:
+        self._server.should_exit = True
+        if self._task is not None:
+            await self._task
+        self.sock.close()
 
 
-def bound_port(server: asyncio.Server) -> int:
-    return server.sockets[0].getsockname()[1]
+class _LoopServer(uvicorn.Server):
+    def capture_signals(self):  # noqa: D102 - the process's own handlers stay in place
+        return contextlib.nullcontext()
+
+
+async def serve_metrics(host: str, port: int, registry: CollectorRegistry) -> MetricsServer:
+    """A started MetricsServer; MetricsBindError when the port cannot be had."""
+    return await MetricsServer(host, port, registry).start()

@@ -21,7 +21,7 @@ from bluedove.settings import MatcherSettings, from_env
 from bluedove.space import Space
 from bluedove.store import Store
 from bluedove.store.store import StoreLimits, wait_ready
-from bluedove.telemetry import serve_metrics
+from bluedove.telemetry import MetricsServer
 from bluedove.v1 import gossip_pb2_grpc
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
@@ -382,6 +382,8 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
     table's space is not `space`."""
     store = Store(settings.store_url, StoreLimits(dedup_window_s=settings.dedup_window_s))
     m = Matcher(settings, store, deliver, from_env(GossipConfig), seeds, space, seed)
+    # Bound first: a metrics port taken ends the start (MetricsBindError) before anything runs.
+    metrics = MetricsServer(settings.host, settings.metrics_port, matcher_registry(m)) if settings.metrics_port else None
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
                                       ("grpc.so_reuseport", 0)])
     pb_grpc.add_MatcherServicer_to_server(MatcherServicer(m), server)
@@ -408,8 +410,8 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
     publisher = None
-    metrics = await serve_metrics(settings.host, settings.metrics_port, matcher_registry(m)) \
-        if settings.metrics_port else None
+    if metrics is not None:
+        await metrics.start()
     try:
         # A signal while waiting for a table (or loading) stops at once.
         starting = loop.create_task(m.start())
@@ -428,7 +430,7 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
         if publisher is not None:
             publisher.cancel()
         if metrics is not None:
-            metrics.close()
+            await metrics.close()
         await server.stop(grace=2.0)
         await m.stop()
         await store.close()

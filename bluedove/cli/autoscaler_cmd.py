@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from autoscaler.policy import ScalingConfig
     from bluedove.partitioning import MPARTITION
     from bluedove.settings import DispatcherSettings, from_env
+    from bluedove.telemetry import MetricsBindError
 
     partition = from_env(DispatcherSettings).partition
     if partition != MPARTITION:
@@ -85,7 +86,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"autoscaler  {backend.target}: {replicas} replicas; keeping {config.min_matchers} to "
           f"{config.max_matchers} matchers", flush=True)
-    asyncio.run(_serve(backend, args.store, config, args.metrics_host, metrics_port))
+    try:
+        asyncio.run(_serve(backend, args.store, config, args.metrics_host, metrics_port))
+    except MetricsBindError as exc:
+        print(f"bluedove autoscaler: --metrics-port {metrics_port}: {exc}", file=sys.stderr)
+        return 2
     print("autoscaler stopped", flush=True)
     return 0
 
@@ -95,7 +100,7 @@ async def _serve(backend, store_url: str, config, metrics_host: str, metrics_por
     from autoscaler.metrics import autoscaler_registry
     from autoscaler.runner import Autoscaler
     from bluedove.store import Store
-    from bluedove.telemetry import bound_port, serve_metrics
+    from bluedove.telemetry import serve_metrics
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -107,10 +112,10 @@ async def _serve(backend, store_url: str, config, metrics_host: str, metrics_por
     server = None
     if metrics_port:
         server = await serve_metrics(metrics_host, metrics_port, autoscaler_registry(scaler))
-        print(f"metrics     http://{metrics_host}:{bound_port(server)}/metrics", flush=True)
+        print(f"metrics     http://{metrics_host}:{server.port}/metrics", flush=True)
     try:
         await scaler.run(stop)
     finally:
         if server is not None:
-            server.close()
+            await server.close()
         await store.close()

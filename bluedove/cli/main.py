@@ -114,6 +114,7 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
     from bluedove.bootstrap import BootError, SpaceMismatch, check_address, initial_table, load_seed, parse_members
     from bluedove.settings import MatcherSettings, from_env
     from bluedove.space import SpaceError, load_space
+    from bluedove.telemetry import MetricsBindError
     from gossip.peers import PeersSpecError, parse_spec
     from matcher.server import serve
 
@@ -157,6 +158,8 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
         asyncio.run(serve(settings, deliver=args.deliver, seeds=tuple(args.join or ()), space=space, seed=seed))
     except SpaceMismatch as exc:
         return _usage("matcher", str(exc))
+    except MetricsBindError as exc:
+        return _usage("matcher", f"--metrics-port {settings.metrics_port}: {exc}")
     return 0
 
 

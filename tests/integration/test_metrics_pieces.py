@@ -1,19 +1,23 @@
 """The pieces of the metrics on their own: a lone dispatcher's exposition (no multiprocess
 files, as on Kubernetes) parses, passes promtool and holds every dispatcher metric of
-docs/metrics.md; failovers count once each; the matcher's batch-size tally; the small /metrics
-server answers 404 to anything but GET /metrics."""
+docs/metrics.md; failovers count once each; the matcher's batch-size tally; the /metrics server
+answers nothing but GET /metrics, and a metrics port already taken is refused in one line, by
+the server and by the matcher's command (exit 2, naming --metrics-port), before it starts."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from bluedove.telemetry import MULTIPROC_ENV, BuildInfo, serve_metrics
+from bluedove.store.server import free_port
+from bluedove.telemetry import MULTIPROC_ENV, BuildInfo, MetricsBindError, serve_metrics
 from dispatcher.metrics import Metrics
 from matcher.stats import BATCH_BOUNDS, Totals
 from tests.metrics_doc import documented, family_name
@@ -62,19 +66,32 @@ def test_totals_file_each_batch_under_its_bucket():
 
 @pytest.mark.parametrize("request_line, status", [
     (b"GET /metrics HTTP/1.1", b"200"), (b"GET /metrics?x=1 HTTP/1.1", b"200"),
-    (b"GET / HTTP/1.1", b"404"), (b"POST /metrics HTTP/1.1", b"404"),
+    (b"GET / HTTP/1.1", b"404"), (b"POST /metrics HTTP/1.1", b"405"),
 ])
 async def test_the_metrics_server_answers_only_get_metrics(request_line, status):
     r = CollectorRegistry()
     r.register(BuildInfo("matcher"))
     server = await serve_metrics("127.0.0.1", 0, r)
     try:
-        port = server.sockets[0].getsockname()[1]
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(request_line + b"\r\nHost: x\r\n\r\n")
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(request_line + b"\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
         answer = await asyncio.wait_for(reader.read(), 5)
         writer.close()
         assert answer.split(b" ", 2)[1] == status, answer
         assert (b'role="matcher"' in answer) == (status == b"200")
     finally:
-        server.close()
+        await server.close()
+
+
+def test_a_metrics_port_taken_is_refused_in_one_line_before_the_matcher_starts():
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(MetricsBindError, match=f"127.0.0.1:{port}"):
+            asyncio.run(serve_metrics("127.0.0.1", port, CollectorRegistry()))
+        # The store's address leads nowhere: a matcher that went past the metrics port would
+        # wait there instead of exiting.
+        r = subprocess.run([sys.executable, "-m", "bluedove", "matcher", "--id", "m1", "--port", str(free_port()),
+                            "--store", f"redis://127.0.0.1:{free_port()}/0", "--metrics-port", str(port)],
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert f"--metrics-port {port}" in r.stderr and "Traceback" not in r.stderr, r.stderr
