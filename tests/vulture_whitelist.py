@@ -17,3 +17,5 @@ pytestmark
 pytest_collection_modifyitems  # tests/browser/conftest.py
 # shlex reads it while it splits (split on blanks, not on shell words' punctuation)
 whitespace_split  # tests/deploy/test_dockerfile.py
+# uvicorn.Server reads them: its exit flag, and the hook overridden to keep the process's signal handlers
+should_exit, capture_signals  # bluedove/telemetry.py
