@@ -14,7 +14,8 @@ import time
 import numpy as np
 
 from bluedove import timeseries as ts
-from bluedove.store.series import Recorder, put_density, queue_depth, take_depth_turn
+from bluedove.store.series import (Recorder, depth_pause_s, hold_depth_turn, put_density, queue_depth,
+                                   take_depth_turn)
 
 log = logging.getLogger("bluedove.dispatcher")
 
@@ -94,11 +95,16 @@ class DispatcherSeries:
             log.warning("could not write the message density: %r", exc)
 
     async def _sample_depth(self) -> None:
-        """Every DEPTH_EVERY_S, if no other dispatcher has this turn: the queue depth gauges."""
+        """Every DEPTH_EVERY_S, if no other dispatcher has this turn: the queue depth gauges. A
+        sample reads every queue; after a long one, no dispatcher samples for 20 times as long."""
         try:
             if not await take_depth_turn(self.d.store, self.d.s.id):
                 return
+            t0 = time.monotonic()
             undelivered, unacked = await queue_depth(self.d.store)
+            pause = depth_pause_s(time.monotonic() - t0)
+            if pause > DEPTH_EVERY_S:  # many queues: sample less often, so it stays cheap
+                await hold_depth_turn(self.d.store, self.d.s.id, pause)
             self.rec.set("undelivered", undelivered)
             self.rec.set("unacked", unacked)
         except asyncio.CancelledError:

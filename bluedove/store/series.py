@@ -30,6 +30,8 @@ log = logging.getLogger("bluedove.series")
 DENSITY_TTL_S = 10
 MATCHER_STATS_MAX_AGE_S = 60.0
 DEPTH_LOCK_S = 4
+# The most of a sampler's time queue depth sampling may take (its interval grows with its cost).
+DEPTH_SHARE = 0.05
 
 
 def ts_key(t: int) -> str:
@@ -185,6 +187,18 @@ async def read_matcher_stats(store: Store, now: float | None = None,
 async def take_depth_turn(store: Store, who: str) -> bool:
     """True if `who` samples queue depth this turn (one process per DEPTH_LOCK_S)."""
     return bool(await store.r.set("bd:depth:lock", who, nx=True, ex=DEPTH_LOCK_S))
+
+
+def depth_pause_s(took_s: float) -> int:
+    """How long no process samples queue depth after a sample that took `took_s`: at least a
+    turn, and long enough that sampling keeps under DEPTH_SHARE of the sampler's time (one
+    sample reads every queue: about 1 s for 40,000 queues, docs/design.md)."""
+    return max(DEPTH_LOCK_S, math.ceil(took_s / DEPTH_SHARE))
+
+
+async def hold_depth_turn(store: Store, who: str, seconds: int) -> None:
+    """Keep the turn `who` holds for `seconds` from now (no one samples meanwhile)."""
+    await store.r.set("bd:depth:lock", who, ex=seconds)
 
 
 async def queue_depth(store: Store, chunk: int = 1000) -> tuple[int, int]:

@@ -11,8 +11,9 @@ import time
 import pytest
 
 from bluedove import timeseries as ts
-from bluedove.store.series import (Recorder, put_density, put_gauges, put_matcher_stats, queue_depth,
-                                   read_density, read_matcher_stats, read_records, take_depth_turn, ts_key)
+from bluedove.store.series import (Recorder, depth_pause_s, hold_depth_turn, put_density, put_gauges,
+                                   put_matcher_stats, queue_depth, read_density, read_matcher_stats,
+                                   read_records, take_depth_turn, ts_key)
 from bluedove.store.store import StoreLimits
 from tests.integration.store_fixtures import message
 
@@ -91,6 +92,16 @@ async def test_queue_depth_counts_never_handed_out_and_unacked_deliveries(make_s
 
 async def test_one_depth_sampler_per_turn(store):
     assert await take_depth_turn(store, "d1")
+    assert not await take_depth_turn(store, "d2")
+
+
+async def test_a_costly_depth_sample_holds_the_turn_twenty_times_as_long(store):
+    """A sample of many queues (2.5 s: about 100,000 queues) keeps every dispatcher from the next
+    one for 50 s, so sampling stays under 5 % of one dispatcher's time; a cheap one, a turn."""
+    assert depth_pause_s(0.02) == 4 and depth_pause_s(2.5) == 50
+    assert await take_depth_turn(store, "d1")
+    await hold_depth_turn(store, "d1", depth_pause_s(2.5))
+    assert 45 <= await store.r.ttl("bd:depth:lock") <= 50
     assert not await take_depth_turn(store, "d2")
 
 
