@@ -258,9 +258,16 @@ def test_a_cluster_started_by_hand_serves(redis_clean_url, space_files, procs):
     procs.start("d1", "dispatcher", "--id", "d1", "--http-port", str(http), "--grpc-port", "0", "--store", url)
     api = httpx.Client(base_url=f"http://127.0.0.1:{http}", timeout=30)
     wait_for("/readyz", lambda: api.get("/readyz").status_code == 200, procs=procs)
-    table = stored(url)
-    assert table.members == {"m1": a1, "m2": f"127.0.0.1:{p2}"}, "each owner registers its own address"
-    for addr in table.members.values():  # /readyz needs one usable matcher; the other may still be loading
+    # `init` wrote the owners without addresses; each matcher registers its own as it starts,
+    # which may come after the dispatcher is ready (it needs a table and the store, not them).
+    want = {"m1": a1, "m2": f"127.0.0.1:{p2}"}
+    table = wait_for("each owner registering its own address", lambda: (t := stored(url)).members == want and t,
+                     procs=procs)
+    # The dispatcher may have adopted init's table, without addresses (it answers 503 then): it
+    # serves once it holds the registered one.
+    wait_for("the dispatcher's view naming both addresses",
+             lambda: {m["id"]: m["address"] for m in api.get("/v1/cluster").json()["members"]} == want, procs=procs)
+    for addr in table.members.values():  # registered, but a matcher may still be loading
         wait_for(f"{addr} serving and ready",
                  lambda addr=addr: health(addr, "") == SERVING and health(addr, "bluedove.ready") == SERVING,
                  procs=procs)
