@@ -91,7 +91,6 @@ class MatcherQueue:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._finishing: set[asyncio.Task] = set()
-        self.delivered_total = 0  # deliveries written to queues since the start (the time series)
 
     def __len__(self) -> int:
         return sum(self._queued)
@@ -229,5 +228,4 @@ class MatcherQueue:
         if not messages:
             return BatchResult()
         fresh, written = await self.store.deliver(messages, deliveries)
-        self.delivered_total += written
         return BatchResult(delivered=written, fresh=fresh)

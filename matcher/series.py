@@ -57,11 +57,11 @@ def coverage(m) -> dict[str, dict[str, int]]:
 async def run_series(m) -> None:
     """The matcher's recorder and stats entry, until cancelled (`m` a started matcher.server.Matcher)."""
     rec = Recorder(m.store, zero=(ts.DELIVERED,))
-    seen = m.queue.delivered_total
+    seen = m.queue.totals.written
 
     def sample(now: float) -> None:
         nonlocal seen
-        total = m.queue.delivered_total
+        total = m.queue.totals.written
         rec.add(ts.DELIVERED, total - seen, now - 1)
         seen = total
 
