@@ -159,8 +159,8 @@ async def get_subscription(d, sub_id: str, token: str | None) -> dict:
     queue = await d.store.queue_for_token(token)
     if queue is None:
         raise unauthorized()
-    sub = await d.store.get_subscription(sub_id)
-    if sub is None or sub["queue"] != queue:
+    sub = await d.store.get_subscription(sub_id, queue)
+    if sub is None:
         raise not_found("subscription")
     return sub
 

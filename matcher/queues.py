@@ -45,10 +45,10 @@ class Part:
     bodies: list[bytes]
     points: np.ndarray  # one row per message, every dimension
     ttls: list[int]  # dedup mark lifetime per message (s)
-    # Per message: the publisher chose the id (dedup it for the whole window, matched or not).
-    # An id the dispatcher made is marked only when the message has deliveries: the mark only
-    # stops the dispatcher's own retry from writing them twice, and a message that matches
-    # nothing here matches nothing on its other candidates either. None: mark every message.
+    # Per message: the publisher chose the id (the message gets a mark of its own for the whole
+    # window, matched or not: publishing it again writes nothing). An id the dispatcher made
+    # needs only its deliveries' marks, which stop the dispatcher's own retry from writing
+    # them twice. None: every id is the publisher's.
     client_ids: list[bool] | None = None
 
 
@@ -216,16 +216,18 @@ class MatcherQueue:
             return BatchResult()
         messages: list[tuple[str, bytes, int]] = []
         deliveries: list[tuple[str, int, str]] = []
+        marks: list[bool] = []
         for p, g in zip(parts, groups):
             client_ids = p.client_ids or [True] * len(p.ids)
             for mid, body, ttl, found, client in zip(p.ids, p.bodies, p.ttls, g, client_ids):
                 if not found and not client:
-                    continue  # nothing to write twice: no dedup mark needed (a Redis call saved)
+                    continue  # nothing to write, nothing to remember
                 i = len(messages)
                 messages.append((mid, body, ttl))  # bytes go to Redis as they are
+                marks.append(client)
                 for queue, subs in found.items():
                     deliveries.append((queue, i, json_strings(subs)))
         if not messages:
             return BatchResult()
-        fresh, written = await self.store.deliver(messages, deliveries)
+        fresh, written = await self.store.deliver(messages, deliveries, marks)
         return BatchResult(delivered=written, fresh=fresh)

@@ -22,6 +22,7 @@ from bluedove.partitioning import held
 from bluedove.segments import SegmentTable
 from bluedove.settings import MatcherSettings
 from bluedove.store import Store
+from bluedove.store.keys import CATALOG_SHARDS, pos_max, pos_min, pos_of, pos_with
 from matcher.catalog import SubscriptionSets, rows_from_catalogue
 
 log = logging.getLogger("bluedove.matcher")
@@ -43,7 +44,7 @@ class SetsOwner:
         self.store = store
         self.run_index = run_index
         self.sets: SubscriptionSets | None = None
-        self.log_pos = "0-0"
+        self.log_pos = "0-0"  # one stream id per catalogue shard (bluedove/store/keys.py)
         # The catalogue tail and a reload must not interleave: one swaps the sets and the
         # log position together, the other applies changes after that position.
         self.log_lock = asyncio.Lock()
@@ -82,13 +83,15 @@ class SetsOwner:
     async def _replay_and_swap(self, new: SubscriptionSets, table: SegmentTable, since: list[str],
                                build_s: float) -> Rebuilt:
         t0 = time.monotonic()
-        pos = min(since, key=log_order)
+        pos = pos_min(since)
         replayed = 0
-        while changes := await self.store.catalogue_changes(pos):
+        while True:
+            pos, changes = await self.store.catalogue_changes(pos)
+            if not changes:
+                break
             await self.run_index(applier(new, changes, table))
-            pos = changes[-1][0]
             replayed += len(changes)
-        self.sets, self.log_pos = new, max(pos, self.log_pos, key=log_order)
+        self.sets, self.log_pos = new, pos_max([pos, self.log_pos])
         return Rebuilt(build_s, replayed, time.monotonic() - t0)
 
     async def load_catalogue(self, table: SegmentTable, widen: dict[int, tuple[float, float]] | None = None) -> Rebuilt:
@@ -114,37 +117,35 @@ class SetsOwner:
         return pos, ids, queues, lows, highs
 
     async def follow(self) -> None:
-        """Tail the catalogue log into the current sets, forever."""
+        """Tail every shard of the catalogue log into the current sets, forever: one task per
+        shard, each waiting on its own log."""
+        await asyncio.gather(*(self._follow_shard(shard) for shard in range(CATALOG_SHARDS)))
+
+    async def _follow_shard(self, shard: int) -> None:
         while True:
             try:
-                pos = self.log_pos
-                changes = await self.store.catalogue_changes(pos, block_ms=self.s.catalog_block_ms)
-                if not changes:
+                after = pos_of(self.log_pos, shard)
+                entries = await self.store.catalogue_tail(shard, after, self.s.catalog_block_ms)
+                if not entries:
                     continue
                 async with self.log_lock:
-                    if self.log_pos != pos:  # a reload swapped the sets meanwhile: read again
+                    if pos_of(self.log_pos, shard) != after:  # a reload swapped the sets meanwhile: read again
                         continue
-                    await self.run_index(applier(self.sets, changes, self.sets.table))
-                    self.log_pos = changes[-1][0]
+                    await self.run_index(applier(self.sets, [f for _, f in entries], self.sets.table))
+                    self.log_pos = pos_with(self.log_pos, shard, entries[-1][0])
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("catalogue tail failed; retrying")
+                log.exception("catalogue tail of shard %d failed; retrying", shard)
                 await asyncio.sleep(self.s.catalog_retry_s)
 
 
-def applier(sets: SubscriptionSets, changes, table: SegmentTable) -> Callable[[], None]:
+def applier(sets: SubscriptionSets, changes: list[dict], table: SegmentTable) -> Callable[[], None]:
     """Catalogue log changes as one job for the index thread."""
     def apply() -> None:
-        for _, f in changes:
+        for f in changes:
             if f["op"] == "add":
                 sets.add_subscription(Subscription.from_json(json.loads(f["sub"]), table.space))
             else:
                 sets.remove(f["id"])
     return apply
-
-
-def log_order(pos: str) -> tuple[int, int]:
-    """A Redis stream id ("ms-seq") as a sortable pair."""
-    ms, _, seq = pos.partition("-")
-    return int(ms), int(seq or 0)

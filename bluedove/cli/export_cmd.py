@@ -20,6 +20,8 @@ from pathlib import Path
 from bluedove.model import build_subscription
 from bluedove.segments import SegmentTable
 from bluedove.space import Space
+from bluedove.store import keys as K
+from bluedove.store.client import sync_client
 
 ROW_GROUP_ROWS = 100_000  # the most rows of one Parquet row group
 FILE_ROWS = 1_000_000  # rows per part file
@@ -125,11 +127,11 @@ def _export_store(url: str, flag: str, out: Path, file_rows: int, group_rows: in
     import redis
 
     try:
-        r = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=5, socket_timeout=60)
+        r = sync_client(url, socket_connect_timeout=5, socket_timeout=60)
     except ValueError as exc:  # not a redis URL
         raise ExportError(f"--store {url}: {exc}") from None
     try:
-        raw = r.get("bd:table")
+        raw = r.get(K.TABLE)
         if raw is None:
             raise ExportError(f"{flag}: no segment table in the store at {url} (no cluster has run on it)")
         space = SegmentTable.from_json(json.loads(raw)).space
@@ -147,10 +149,11 @@ def _export_store(url: str, flag: str, out: Path, file_rows: int, group_rows: in
 
 def _rows(r, space: Space) -> Iterator[tuple[str, str, tuple[float, ...], tuple[float, ...]]]:
     """(id, queue, lows, highs) of every stored subscription, read in HSCAN pages."""
-    for _, text in r.hscan_iter("bd:subs", count=SCAN_COUNT):
-        data = json.loads(text)
-        sub = build_subscription(data["id"], data["queue"], data["predicates"], space)
-        yield sub.id, sub.queue, sub.lows, sub.highs
+    for shard in range(K.CATALOG_SHARDS):
+        for _, text in r.hscan_iter(K.catalog_hash(shard), count=SCAN_COUNT):
+            data = json.loads(text)
+            sub = build_subscription(data["id"], data["queue"], data["predicates"], space)
+            yield sub.id, sub.queue, sub.lows, sub.highs
 
 
 def write_parquet(rows: Iterator[tuple], space: Space, folder: Path, file_rows: int,

@@ -1,79 +1,73 @@
-"""Lua scripts that make each catalogue change and each delivery batch one atomic step.
+"""Lua scripts that make each catalogue change and each delivery write one atomic step.
 
-Key layout (prefix `bd:`):
-  bd:q:<queue>        hash   token (sha256 hex), created
-  bd:tok:<sha256>     string the queue a token belongs to
-  bd:q:<queue>:subs   set    subscription ids of the queue
-  bd:q:<queue>:s      stream deliveries; consumer group `g`
-  bd:subs             hash   subscription id -> catalogue JSON (system of record)
-  bd:catlog           stream catalogue changes (op add|remove, id, sub) for matchers to tail
-  bd:dd:<message id>  string dedup mark of a published message, expires after the window
-  bd:table            string the segment table JSON
+Every key a script touches is passed in KEYS, and a call's keys share one hash tag, so each
+call is one slot's: the same scripts run on one server and on a Redis Cluster. The key
+layout is bluedove/store/keys.py's.
 """
 
-# KEYS: none (single Redis). ARGV: sub id, queue, catalogue json, max subs per queue, log maxlen
+# KEYS: the shard's catalogue hash, the shard's log, the queue's subscription set, the
+# queue's gone mark. ARGV: sub id, catalogue json, max subs per queue, log maxlen.
+# Returns the log id; GONE if the queue was deleted, LIMIT if it is full.
 ADD_SUBSCRIPTION = """
-local qkey = 'bd:q:' .. ARGV[2]
-if redis.call('EXISTS', qkey) == 0 then return {err = 'NOQUEUE'} end
-local skey = qkey .. ':subs'
-if redis.call('SCARD', skey) >= tonumber(ARGV[4]) then return {err = 'LIMIT'} end
-redis.call('HSET', 'bd:subs', ARGV[1], ARGV[3])
-redis.call('SADD', skey, ARGV[1])
-return redis.call('XADD', 'bd:catlog', 'MAXLEN', '~', ARGV[5], '*', 'op', 'add', 'id', ARGV[1], 'sub', ARGV[3])
+if redis.call('EXISTS', KEYS[4]) == 1 then return {err = 'GONE'} end
+if redis.call('SCARD', KEYS[3]) >= tonumber(ARGV[3]) then return {err = 'LIMIT'} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[1])
+return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*', 'op', 'add', 'id', ARGV[1], 'sub', ARGV[2])
 """
 
-# ARGV: sub id, queue, log maxlen. Returns the log id, or false if no such subscription of that queue.
+# KEYS: the queue's subscription set, the shard's catalogue hash, the shard's log.
+# ARGV: sub id, log maxlen. Returns the log id, or false if the queue has no such subscription.
 REMOVE_SUBSCRIPTION = """
-local skey = 'bd:q:' .. ARGV[2] .. ':subs'
-if redis.call('SREM', skey, ARGV[1]) == 0 then return false end
-redis.call('HDEL', 'bd:subs', ARGV[1])
-return redis.call('XADD', 'bd:catlog', 'MAXLEN', '~', ARGV[3], '*', 'op', 'remove', 'id', ARGV[1])
+if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return false end
+redis.call('HDEL', KEYS[2], ARGV[1])
+return redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'op', 'remove', 'id', ARGV[1])
 """
 
-# ARGV: queue, log maxlen. Deletes the queue, its stream and its subscriptions; returns
-# {last log id or '', sub ids...}.
-DELETE_QUEUE = """
-local qkey = 'bd:q:' .. ARGV[1]
-local skey = qkey .. ':subs'
-local ids = redis.call('SMEMBERS', skey)
-local digest = redis.call('HGET', qkey, 'token')
-if digest then redis.call('DEL', 'bd:tok:' .. digest) end
+# The catalogue's half of deleting a queue: mark it gone (no subscription can be added to it
+# from now on), then remove and log every subscription it had. KEYS: the queue's subscription
+# set, its gone mark, the shard's catalogue hash, the shard's log. ARGV: gone mark ttl s, log
+# maxlen. Returns {last log id or '', sub ids...}.
+DELETE_QUEUE_SUBSCRIPTIONS = """
+redis.call('SET', KEYS[2], '1', 'EX', ARGV[1])
+local ids = redis.call('SMEMBERS', KEYS[1])
 local last = ''
 for _, id in ipairs(ids) do
-  redis.call('HDEL', 'bd:subs', id)
-  last = redis.call('XADD', 'bd:catlog', 'MAXLEN', '~', ARGV[2], '*', 'op', 'remove', 'id', id)
+  redis.call('HDEL', KEYS[3], id)
+  last = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[2], '*', 'op', 'remove', 'id', id)
 end
-redis.call('DEL', qkey, skey, qkey .. ':s')
+redis.call('DEL', KEYS[1])
 local out = {last}
 for _, id in ipairs(ids) do out[#out + 1] = id end
 return out
 """
 
-# One matcher batch. ARGV: n messages, then n triples (message id, message json, dedup ttl s),
-# then triples (queue, message index 1..n, subscriptions json). A message whose dedup mark is
-# already set was delivered before (a retry or a republished id): none of its deliveries
-# are written again. The script is atomic, so a message's deliveries are all stored or none.
-# XADD NOMKSTREAM: a delivery to a queue deleted meanwhile is dropped, not resurrected.
+# The deliveries of a batch that fall in one slot (on one server: all of them). KEYS: for each
+# delivery j, the queue's stream and its dedup mark for the message (KEYS[2j-1], KEYS[2j]).
+# ARGV: n messages, then n pairs (message json, dedup ttl s), then per delivery j (message
+# index 1..n, subscriptions json). A delivery whose mark is already set was written before
+# (a retry, after a crash between two slots' writes or a lost answer): it is not written
+# again, so each call is idempotent on its own. XADD NOMKSTREAM: a delivery to a queue
+# deleted meanwhile is dropped, not resurrected. Returns {written, index of each message
+# with a delivery new here...}.
 DELIVER = """
 local n = tonumber(ARGV[1])
-local fresh = {}
-local nfresh = 0
-for i = 1, n do
-  if redis.call('SET', 'bd:dd:' .. ARGV[3 * i - 1], '1', 'NX', 'EX', ARGV[3 * i + 1]) then
-    fresh[i] = true
-    nfresh = nfresh + 1
-  end
-end
+local base = 2 * n + 2
 local written = 0
-for j = 2 + 3 * n, #ARGV, 3 do
-  local mi = tonumber(ARGV[j + 1])
-  if fresh[mi] then
-    if redis.call('XADD', 'bd:q:' .. ARGV[j] .. ':s', 'NOMKSTREAM', '*', 'm', ARGV[3 * mi], 's', ARGV[j + 2]) then
+local new = {}
+for j = 1, #KEYS / 2 do
+  local at = base + 2 * (j - 1)
+  local mi = tonumber(ARGV[at])
+  if redis.call('SET', KEYS[2 * j], '1', 'NX', 'EX', ARGV[2 * mi + 1]) then
+    if redis.call('XADD', KEYS[2 * j - 1], 'NOMKSTREAM', '*', 'm', ARGV[2 * mi], 's', ARGV[at + 1]) then
       written = written + 1
+      new[mi] = true
     end
   end
 end
-return {nfresh, written}
+local out = {written}
+for mi in pairs(new) do out[#out + 1] = mi end
+return out
 """
 
 # A queue's next deliveries in one step, as the REST body. KEYS: the queue's stream, the

@@ -4,8 +4,8 @@ Keys (prefix `bd:`):
   bd:ts:<unix second>   hash    that second's record (bluedove/timeseries.py): counts added
                                 by every process (HINCRBY), gauges set (HSET); expires after
                                 KEY_TTL_S
-  bd:density:<disp id>  string  a dispatcher's recent message rate per density bin, JSON
-                                {dim: [64 rates]}; expires unless refreshed
+  bd:density            hash    dispatcher id -> its recent message rate per density bin,
+                                JSON {t, rates: {dim: [64 rates]}}; dropped at read when stale
   bd:mstats             hash    matcher id -> its latest stats JSON {t, cpu, rss_bytes,
                                 coverage: {dim: {bin: subscriptions}}}; stale ones dropped at read
   bd:depth:lock         string  who samples queue depth now (SET NX EX): one dispatcher at a time
@@ -22,11 +22,13 @@ import math
 import time
 from collections.abc import Callable, Mapping
 
+from bluedove.store import keys as K
 from bluedove.store.store import GROUP, Store
 from bluedove.timeseries import KEY_TTL_S
 
 log = logging.getLogger("bluedove.series")
 
+DENSITY = "bd:density"
 DENSITY_TTL_S = 10
 MATCHER_STATS_MAX_AGE_S = 60.0
 DEPTH_LOCK_S = 4
@@ -148,14 +150,23 @@ async def read_records(store: Store, seconds: list[int]) -> list[dict[str, str]]
 
 # -- density -----------------------------------------------------------------------------------
 async def put_density(store: Store, disp_id: str, rates: Mapping[str, list[float]]) -> None:
-    await store.r.set(f"bd:density:{disp_id}", json.dumps(rates), ex=DENSITY_TTL_S)
+    await store.r.hset(DENSITY, disp_id, json.dumps({"t": time.time(), "rates": rates}))
 
 
-async def read_density(store: Store) -> list[dict[str, list[float]]]:
-    """Every live dispatcher's message density entry."""
-    keys = [k async for k in store.r.scan_iter("bd:density:*", count=100)]
-    vals = await store.r.mget(keys) if keys else []
-    return [json.loads(v) for v in vals if v]
+async def read_density(store: Store, now: float | None = None) -> list[dict[str, list[float]]]:
+    """Every live dispatcher's message density entry (those not refreshed within
+    DENSITY_TTL_S are deleted)."""
+    now = time.time() if now is None else now
+    out, stale = [], []
+    for disp_id, raw in (await store.r.hgetall(DENSITY)).items():
+        entry = json.loads(raw)
+        if now - float(entry.get("t", 0)) > DENSITY_TTL_S:
+            stale.append(disp_id)
+        else:
+            out.append(entry["rates"])
+    if stale:
+        await store.r.hdel(DENSITY, *stale)
+    return out
 
 
 async def put_matcher_stats(store: Store, matcher_id: str, entry: dict) -> None:
@@ -205,7 +216,7 @@ async def queue_depth(store: Store, chunk: int = 1000) -> tuple[int, int]:
     """(undelivered, unacked) summed over every queue: deliveries never handed out, and those
     handed out and not acked. An ack deletes its entry (XDEL), so a stream holds exactly the
     pending entries and those never read: undelivered = XLEN - pending (Redis 6.2 has no
-    group lag). A SCAN of the keyspace and two commands per queue."""
+    group lag). A walk of the set of queues and two commands per queue."""
     undelivered = unacked = 0
     keys: list[str] = []
 
@@ -225,8 +236,8 @@ async def queue_depth(store: Store, chunk: int = 1000) -> tuple[int, int]:
             a += pending
         return u, a
 
-    async for k in store.r.scan_iter("bd:q:*:s", count=1000, _type="stream"):
-        keys.append(k)
+    async for queue in store.r.sscan_iter(K.QUEUES, count=1000):
+        keys.append(K.queue_stream(queue))
         if len(keys) >= chunk:
             u, a = await count(keys)
             undelivered, unacked, keys = undelivered + u, unacked + a, []

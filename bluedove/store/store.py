@@ -1,7 +1,9 @@
 """Async access to the Redis store: queues and tokens, the catalogue, deliveries, the table.
 
-Every operation that changes several keys is one Lua script (bluedove/store/scripts.py),
-so a failed request leaves nothing half-done.
+One server or a Redis Cluster (bluedove/store/client.py), by the same code. Every change of
+several keys of one slot is one Lua script (bluedove/store/scripts.py); the key layout, and
+which keys share a slot, is bluedove/store/keys.py's. Where a change spans slots (a delivery
+batch on a cluster, deleting a queue), each slot's step is atomic and safe to repeat.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ import hiredis
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from bluedove.store import keys as K
 from bluedove.store import scripts
+from bluedove.store.batch import Call, Runner, group_deliveries
+from bluedove.store.client import async_client, wait_settings
 
 GROUP = "g"
 CONSUMER = "c"
@@ -97,12 +102,12 @@ class Store:
         self.limits = limits or StoreLimits()
         # redis-py's pool refuses connection 101 by default ("Too many connections"), and each
         # long-poll holds one while it blocks: the cap must cover every poll a dispatcher serves.
-        plain = {"connection_class": PackedConnection} if url.startswith("redis://") else {}  # TLS, unix: as given
-        self.r = aioredis.from_url(url, decode_responses=True, health_check_interval=30, max_connections=10_000,
-                                   **plain)
+        self.r = async_client(url, connection_class=PackedConnection, health_check_interval=30,
+                              max_connections=10_000)
+        self.runner = Runner(self.r, *wait_settings(url))
         self._add_sub = self.r.register_script(scripts.ADD_SUBSCRIPTION)
         self._remove_sub = self.r.register_script(scripts.REMOVE_SUBSCRIPTION)
-        self._delete_queue = self.r.register_script(scripts.DELETE_QUEUE)
+        self._delete_subs = self.r.register_script(scripts.DELETE_QUEUE_SUBSCRIPTIONS)
         self._deliver = self.r.register_script(scripts.DELIVER)
         self._put_table_if = self.r.register_script(scripts.PUT_TABLE_IF)
         self._poll = self.r.register_script(scripts.POLL)
@@ -119,33 +124,28 @@ class Store:
     # -- queues ----------------------------------------------------------------------------
     async def create_queue(self) -> tuple[str, str]:
         """A new queue and its token (shown once; only its hash is kept)."""
-        queue, token = new_id(), new_token()
-        digest = hash_token(token)
-        async with self.r.pipeline(transaction=True) as p:
-            p.hset(f"bd:q:{queue}", mapping={"token": digest, "created": time.time()})
-            p.set(f"bd:tok:{digest}", queue)
-            p.xgroup_create(f"bd:q:{queue}:s", GROUP, id="0", mkstream=True)
-            await p.execute()
-        return queue, token
+        return (await self.create_queues(1))[0]
 
     async def create_queues(self, n: int, chunk: int = 1000) -> list[tuple[str, str]]:
-        """`n` new queues with their tokens, pipelined (bulk loads: benchmarks, imports)."""
+        """`n` new queues with their tokens, pipelined. Not one transaction (the keys live in
+        different slots): a failure part way leaves at most a queue nobody has the token of."""
         out: list[tuple[str, str]] = []
         for start in range(0, n, chunk):
             made = [(new_id(), new_token()) for _ in range(min(chunk, n - start))]
             async with self.r.pipeline(transaction=False) as p:
                 for queue, token in made:
                     digest = hash_token(token)
-                    p.hset(f"bd:q:{queue}", mapping={"token": digest, "created": time.time()})
-                    p.set(f"bd:tok:{digest}", queue)
-                    p.xgroup_create(f"bd:q:{queue}:s", GROUP, id="0", mkstream=True)
+                    p.hset(K.queue_hash(queue), mapping={"token": digest, "created": time.time()})
+                    p.xgroup_create(K.queue_stream(queue), GROUP, id="0", mkstream=True)
+                    p.set(K.token_key(digest), queue)
+                p.sadd(K.QUEUES, *(q for q, _ in made))
                 await p.execute()
             out += made
         return out
 
     async def check_token(self, queue: str, token: str | None) -> bool:
         """Constant-time check of a queue token; False alike for a missing queue or token."""
-        stored = await self.r.hget(f"bd:q:{queue}", "token") if valid_queue_id(queue) else None
+        stored = await self.r.hget(K.queue_hash(queue), "token") if valid_queue_id(queue) else None
         given = hash_token(token or "")
         ok = hmac.compare_digest(stored or _DUMMY_DIGEST, given)
         return ok and stored is not None and token is not None
@@ -154,48 +154,80 @@ class Store:
         """The queue a token opens, or None (looked up by the token's hash)."""
         if not token:
             return None
-        return await self.r.get(f"bd:tok:{hash_token(token)}")
+        return await self.r.get(K.token_key(hash_token(token)))
 
     async def delete_queue(self, queue: str) -> list[str]:
-        """Delete a queue, its deliveries and subscriptions; returns the removed subscription ids."""
-        out = await self._delete_queue(args=[queue, self.limits.catalog_log_maxlen])
-        return list(out[1:])
+        """Delete a queue, its deliveries and subscriptions; returns the removed subscription ids.
+
+        Two steps, each atomic: the catalogue's (the queue is marked gone, so no subscription
+        can be added to it any more, and its subscriptions are removed), then the queue's own
+        keys. If the second fails, the queue is left with no subscriptions and cannot gain any;
+        deleting it again finishes the job. Its dedup marks expire on their own."""
+        out = await self.runner.run([Call(self._delete_subs, [K.queue_subs(queue), K.queue_gone(queue),
+                                                              K.catalog_hash(K.shard_of(queue)),
+                                                              K.catalog_log(K.shard_of(queue))],
+                                          [K.GONE_TTL_S, self.limits.catalog_log_maxlen])])
+        digest = await self.r.hget(K.queue_hash(queue), "token")
+        async with self.r.pipeline(transaction=False) as p:
+            p.delete(K.queue_hash(queue))
+            p.delete(K.queue_stream(queue))
+            if digest:
+                p.delete(K.token_key(digest))
+            p.srem(K.QUEUES, queue)
+            await p.execute()
+        return list(out[0][1:])
 
     # -- catalogue -------------------------------------------------------------------------
+    def _add_call(self, sub: dict, limit: int) -> Call:
+        queue = sub["queue"]
+        shard = K.shard_of(queue)
+        return Call(self._add_sub, [K.catalog_hash(shard), K.catalog_log(shard), K.queue_subs(queue),
+                                    K.queue_gone(queue)],
+                    [sub["id"], json.dumps(sub), limit, self.limits.catalog_log_maxlen])
+
     async def add_subscription(self, sub_json: dict) -> str:
         """Store a subscription (system of record) and log it; returns the catalogue log id."""
+        if not await self.r.exists(K.queue_hash(sub_json["queue"])):
+            raise QueueMissing(sub_json["queue"])
         try:
-            return await self._add_sub(args=[
-                sub_json["id"], sub_json["queue"], json.dumps(sub_json),
-                self.limits.max_subscriptions_per_queue, self.limits.catalog_log_maxlen,
-            ])
+            return (await self.runner.run([self._add_call(sub_json, self.limits.max_subscriptions_per_queue)]))[0]
         except ResponseError as exc:
-            if "NOQUEUE" in str(exc):
+            if "GONE" in str(exc):
                 raise QueueMissing(sub_json["queue"]) from None
             if "LIMIT" in str(exc):
                 raise LimitExceeded(self.limits.max_subscriptions_per_queue) from None
             raise
 
     async def add_subscriptions(self, subs: list[dict], chunk: int = 1000) -> int:
-        """Store many subscriptions, each one atomic as in `add_subscription` (no limit
-        checks beyond its own), pipelined in chunks. Raises ResponseError if one was refused
-        (the rest of its chunk is stored, later chunks are not). Returns how many were given."""
+        """Store many subscriptions, each one atomic as in `add_subscription`, pipelined in
+        chunks. QueueMissing, and nothing stored, if a queue does not exist; ResponseError if
+        one was refused (the rest of its chunk is stored, later chunks are not). Returns how
+        many were given."""
+        queues = list({s["queue"]: None for s in subs})
+        async with self.r.pipeline(transaction=False) as p:
+            for q in queues:
+                p.exists(K.queue_hash(q))
+            missing = [q for q, n in zip(queues, await p.execute()) if not n]
+        if missing:
+            raise QueueMissing(missing[0])
         for start in range(0, len(subs), chunk):
-            async with self.r.pipeline(transaction=False) as p:
-                for sub in subs[start:start + chunk]:
-                    await self._add_sub(args=[sub["id"], sub["queue"], json.dumps(sub),
-                                              self.limits.max_subscriptions_per_queue,
-                                              self.limits.catalog_log_maxlen], client=p)
-                await p.execute()
+            await self.runner.run([self._add_call(s, self.limits.max_subscriptions_per_queue)
+                                   for s in subs[start:start + chunk]])
         return len(subs)
 
-    async def get_subscription(self, sub_id: str) -> dict | None:
-        raw = await self.r.hget("bd:subs", sub_id)
-        return json.loads(raw) if raw else None
+    async def get_subscription(self, sub_id: str, queue: str) -> dict | None:
+        """Subscription `sub_id` of `queue`, or None."""
+        raw = await self.r.hget(K.catalog_hash(K.shard_of(queue)), sub_id)
+        sub = json.loads(raw) if raw else None
+        return sub if sub is not None and sub.get("queue") == queue else None
 
     async def remove_subscription(self, sub_id: str, queue: str) -> str | None:
         """Remove a subscription of `queue`; returns the log id, or None if there was none."""
-        return await self._remove_sub(args=[sub_id, queue, self.limits.catalog_log_maxlen])
+        shard = K.shard_of(queue)
+        out = await self.runner.run([Call(self._remove_sub, [K.queue_subs(queue), K.catalog_hash(shard),
+                                                             K.catalog_log(shard)],
+                                          [sub_id, self.limits.catalog_log_maxlen])])
+        return out[0]
 
     async def catalogue_snapshot(self) -> tuple[str, list[dict]]:
         """(log position, every subscription): replay the log after the position to stay current.
@@ -210,35 +242,86 @@ class Store:
         """`catalogue_snapshot` with each subscription left as its JSON text (a matcher
         parses tens of thousands at once, far faster than one by one)."""
         pos = await self.catalogue_position()
-        raws = [raw async for _, raw in self.r.hscan_iter("bd:subs", count=10_000)]
+        raws = []
+        for shard in range(K.CATALOG_SHARDS):
+            raws += [raw async for _, raw in self.r.hscan_iter(K.catalog_hash(shard), count=10_000)]
         return pos, raws
 
     async def catalogue_position(self) -> str:
-        """The newest catalogue log id ("0-0" when empty): where a reader that needs nothing
-        older starts."""
-        last = await self.r.xrevrange("bd:catlog", count=1)
-        return last[0][0] if last else "0-0"
+        """The newest entry of every shard's log (bluedove/store/keys.py): where a reader that
+        needs nothing older starts."""
+        async with self.r.pipeline(transaction=False) as p:
+            for shard in range(K.CATALOG_SHARDS):
+                p.xrevrange(K.catalog_log(shard), count=1)
+            lasts = await p.execute()
+        return K.join_pos([last[0][0] if last else "0-0" for last in lasts])
 
-    async def catalogue_changes(self, after: str, block_ms: int | None = None, count: int = 1000) -> list[tuple[str, dict]]:
-        """Log entries after `after`: [(log id, {op, id, sub?})]; blocks up to block_ms if none."""
-        res = await self.r.xread({"bd:catlog": after}, count=count, block=block_ms)
-        if not res:
-            return []
-        return [(eid, fields) for eid, fields in res[0][1]]
+    async def catalogue_changes(self, after: str, count: int = 1000) -> tuple[str, list[dict]]:
+        """(the position after them, the changes after `after` [{op, id, sub?}]), up to `count`
+        of each shard, without waiting. Changes of one subscription are in its queue's shard,
+        in order; changes of different shards are independent."""
+        ids = K.parse_pos(after)
+        async with self.r.pipeline(transaction=False) as p:
+            for shard, after_id in enumerate(ids):
+                p.xread({K.catalog_log(shard): after_id}, count=count)
+            res = await p.execute()
+        changes: list[dict] = []
+        for shard, got in enumerate(res):
+            if got:
+                entries = got[0][1]
+                ids[shard] = entries[-1][0]
+                changes += [fields for _, fields in entries]
+        return K.join_pos(ids), changes
+
+    async def catalogue_tail(self, shard: int, after_id: str, block_ms: int | None = None,
+                             count: int = 1000) -> list[tuple[str, dict]]:
+        """One shard's log entries after `after_id` [(entry id, {op, id, sub?})], waiting up
+        to `block_ms` for the first (None: not at all)."""
+        res = await self.r.xread({K.catalog_log(shard): after_id}, count=count, block=block_ms)
+        return list(res[0][1]) if res else []
 
     # -- deliveries ------------------------------------------------------------------------
-    async def deliver(self, messages: list[tuple], deliveries: list[tuple[str, int, str]]) -> tuple[int, int]:
-        """Write one batch atomically: messages [(id, json[, dedup ttl s])], deliveries
-        [(queue, index, subs json)]. A message's dedup mark lasts its ttl, by default the
-        dedup window. Returns (messages new to the dedup window, deliveries written).
-        """
-        args: list = [len(messages)]
-        for mid, body, *ttl in messages:
-            args += [mid, body, int(ttl[0]) if ttl else self.limits.dedup_window_s]
-        for queue, idx, subs in deliveries:
-            args += [queue, idx + 1, subs]
-        fresh, written = await self._deliver(args=args)
-        return int(fresh), int(written)
+    async def deliver(self, messages: list[tuple], deliveries: list[tuple[str, int, str]],
+                      marks: list[bool] | None = None) -> tuple[int, int]:
+        """Write one batch: messages [(id, json[, dedup ttl s])], deliveries [(queue, index, subs
+        json)]. Returns (messages new to the dedup window, deliveries written).
+
+        Each delivery carries a dedup mark for (queue, message) that lasts the message's ttl
+        (by default the dedup window), so writing the same batch again, whole or after a
+        failure part way, writes none twice. The messages of `marks` (default: all) are
+        publisher-chosen ids: once a batch is written, each gets a mark of its own, and
+        publishing it again within the window writes nothing, even to a queue that has
+        subscribed since. The batch is one atomic call on one server; on a cluster, one per
+        slot (docs/design.md, "The store on a Redis Cluster")."""
+        ttls = [int(m[2]) if len(m) > 2 else self.limits.dedup_window_s for m in messages]
+        mids = [m[0] for m in messages]
+        marked = [i for i in range(len(messages)) if marks is None or marks[i]]
+        seen: set[int] = set()
+        if marked:
+            async with self.r.pipeline(transaction=False) as p:
+                for i in marked:
+                    p.exists(K.message_mark(mids[i]))
+                seen = {i for i, n in zip(marked, await p.execute()) if n}
+        groups = group_deliveries(deliveries, mids, seen, self.runner.slot_of_queue)
+        calls = []
+        for g in groups.values():
+            args: list = [len(g.messages)]
+            for i in g.messages:
+                args += (messages[i][1], ttls[i])
+            calls.append(Call(self._deliver, g.keys, args + g.pairs))
+        written = 0
+        new = {i for i in marked if i not in seen}
+        if calls:
+            for g, (n, *local) in zip(groups.values(), await self.runner.run(calls, wait=True)):
+                written += int(n)
+                new.update(g.messages[int(li) - 1] for li in local)
+        fresh = [i for i in marked if i not in seen]
+        if fresh:
+            async with self.r.pipeline(transaction=False) as p:
+                for i in fresh:
+                    p.set(K.message_mark(mids[i]), "1", ex=ttls[i])
+                await p.execute()
+        return len({mids[i] for i in new}), written
 
     async def poll(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None = None,
                    token: str | None = None) -> list[dict]:
@@ -257,8 +340,8 @@ class Store:
         shutting-down dispatcher answers its waiting pollers instead of holding them."""
         if token is not None and not valid_queue_id(queue):
             raise BadToken(queue)
-        key = f"bd:q:{queue}:s"
-        keys = [key, f"bd:q:{queue}"]
+        key = K.queue_stream(queue)
+        keys = [key, K.queue_hash(queue)]
         args = [GROUP, CONSUMER, int(self.limits.visibility_timeout_s * 1000), max_n,
                 "" if token is None else hash_token(token)]
         deadline = time.monotonic() + wait_s
@@ -285,14 +368,14 @@ class Store:
             return 0
         if token is not None and not valid_queue_id(queue):
             raise BadToken(queue)
-        acked = await self._ack(keys=[f"bd:q:{queue}:s", f"bd:q:{queue}"],
+        acked = await self._ack(keys=[K.queue_stream(queue), K.queue_hash(queue)],
                                 args=[GROUP, "" if token is None else hash_token(token), *receipts])
         if acked is None:
             raise BadToken(queue)
         return int(acked)
 
     async def queue_depth(self, queue: str) -> int:
-        return int(await self.r.xlen(f"bd:q:{queue}:s"))
+        return int(await self.r.xlen(K.queue_stream(queue)))
 
     async def backlog(self, queues: list[str], chunk: int = 2000) -> int:
         """`queue_depth` summed over many queues, pipelined in chunks."""
@@ -300,67 +383,75 @@ class Store:
         for start in range(0, len(queues), chunk):
             async with self.r.pipeline(transaction=False) as p:
                 for q in queues[start:start + chunk]:
-                    p.xlen(f"bd:q:{q}:s")
+                    p.xlen(K.queue_stream(q))
                 total += sum(int(n) for n in await p.execute())
         return total
 
     # -- cluster state ---------------------------------------------------------------------
     async def get_table(self) -> dict | None:
-        raw = await self.r.get("bd:table")
+        raw = await self.r.get(K.TABLE)
         return json.loads(raw) if raw else None
 
     async def put_table_if(self, expected_epoch: int, table: dict) -> bool:
         """Store `table` only if the stored one is still at `expected_epoch` (0: none stored)."""
-        return bool(await self._put_table_if(keys=["bd:table"], args=[expected_epoch, json.dumps(table)]))
+        return bool(await self._put_table_if(keys=[K.TABLE], args=[expected_epoch, json.dumps(table)]))
 
     async def put_seed(self, seed: dict) -> None:
         """The partition seed the table was last laid out by (bluedove/seeding.py); the split
         planner reads it for where a range's load halves."""
-        await self.r.set("bd:seed", json.dumps(seed))
+        await self.r.set(K.SEED, json.dumps(seed))
 
     async def get_seed(self) -> dict | None:
-        raw = await self.r.get("bd:seed")
+        raw = await self.r.get(K.SEED)
         return json.loads(raw) if raw else None
 
     async def add_event(self, event: dict, keep: int = 200) -> None:
         """Append to the bounded log of cluster events (takeovers, scaling decisions). Every
         event carries "t", when it happened in Unix seconds (set here unless the writer did)."""
         event = {"t": round(time.time(), 3), **event}
-        async with self.r.pipeline(transaction=True) as p:
-            p.lpush("bd:events", json.dumps(event))
-            p.ltrim("bd:events", 0, keep - 1)
-            p.hincrby("bd:events:count", event.get("action", "other"), 1)
+        async with self.r.pipeline(transaction=True) as p:  # both keys share the tag {ev}
+            p.lpush(K.EVENTS, json.dumps(event))
+            p.ltrim(K.EVENTS, 0, keep - 1)
+            p.hincrby(K.EVENT_COUNTS, event.get("action", "other"), 1)
             await p.execute()
 
     async def event_counts(self) -> dict[str, int]:
         """Events per action since the store was created (the log above is bounded; this is not)."""
-        return {k: int(v) for k, v in (await self.r.hgetall("bd:events:count")).items()}
+        return {k: int(v) for k, v in (await self.r.hgetall(K.EVENT_COUNTS)).items()}
 
     async def put_autoscaler(self, state: dict, ttl_s: int) -> None:
         """The running autoscaler's settings; they expire if it stops refreshing them."""
-        await self.r.set("bd:autoscaler", json.dumps(state), ex=ttl_s)
+        await self.r.set(K.AUTOSCALER, json.dumps(state), ex=ttl_s)
 
     async def get_autoscaler(self) -> dict | None:
-        raw = await self.r.get("bd:autoscaler")
+        raw = await self.r.get(K.AUTOSCALER)
         return json.loads(raw) if raw else None
 
     async def events(self, limit: int = 50) -> list[dict]:
         """The newest `limit` events, oldest first."""
-        return [json.loads(e) for e in reversed(await self.r.lrange("bd:events", 0, limit - 1))]
+        return [json.loads(e) for e in reversed(await self.r.lrange(K.EVENTS, 0, limit - 1))]
 
     async def register_dispatcher(self, disp_id: str, address: str, ttl_s: int = 10, epoch: int = 0,
                                   adopted_at: float | None = None) -> None:
         """A dispatcher's heartbeat: its address, the table epoch it uses and when (Unix time) it
-        adopted that table; it expires unless refreshed within `ttl_s`."""
-        entry = {"id": disp_id, "address": address, "epoch": epoch, "adopted_at": adopted_at}
-        await self.r.set(f"bd:disp:{disp_id}", json.dumps(entry), ex=ttl_s)
+        adopted that table; it is dropped unless refreshed within `ttl_s`."""
+        entry = {"id": disp_id, "address": address, "epoch": epoch, "adopted_at": adopted_at,
+                 "expires": time.time() + ttl_s}
+        await self.r.hset(K.DISPATCHERS, disp_id, json.dumps(entry))
 
     async def dispatchers(self) -> list[dict]:
-        keys = [k async for k in self.r.scan_iter("bd:disp:*", count=100)]
-        if not keys:
-            return []
-        vals = await self.r.mget(keys)
-        return sorted((json.loads(v) for v in vals if v), key=lambda d: d["id"])
+        """The dispatchers whose heartbeat is current (expired ones are deleted here)."""
+        now = time.time()
+        live, stale = [], []
+        for disp_id, raw in (await self.r.hgetall(K.DISPATCHERS)).items():
+            entry = json.loads(raw)
+            if entry.pop("expires", 0) > now:
+                live.append(entry)
+            else:
+                stale.append(disp_id)
+        if stale:
+            await self.r.hdel(K.DISPATCHERS, *stale)
+        return sorted(live, key=lambda d: d["id"])
 
 
 def valid_queue_id(queue: object) -> bool:

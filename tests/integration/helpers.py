@@ -8,6 +8,13 @@ import httpx
 
 from bluedove.model import build_subscription
 from bluedove.space import Space
+from bluedove.store import keys as K
+
+
+def catalogue_size(r) -> tuple[int, int]:
+    """(stored subscriptions, catalogue log entries) over every shard, by a sync client."""
+    return (sum(r.hlen(K.catalog_hash(s)) for s in range(K.CATALOG_SHARDS)),
+            sum(r.xlen(K.catalog_log(s)) for s in range(K.CATALOG_SHARDS)))
 
 
 def new_queue(api: httpx.Client) -> tuple[str, dict]:

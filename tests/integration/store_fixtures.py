@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from bluedove.store import keys as K
 from bluedove.store.store import Store
 
 
@@ -26,10 +27,10 @@ async def replay(store: Store, after: str, known: dict[str, dict]) -> dict[str, 
     """Apply every catalogue change after `after` to `known` ({id: sub}), in log order."""
     out = dict(known)
     while True:
-        changes = await store.catalogue_changes(after, count=500)
+        after, changes = await store.catalogue_changes(after, count=500)
         if not changes:
             return out
-        for after, change in changes:
+        for change in changes:
             if change["op"] == "add":
                 out[change["id"]] = json.loads(change["sub"])
             else:
@@ -38,4 +39,7 @@ async def replay(store: Store, after: str, known: dict[str, dict]) -> dict[str, 
 
 
 async def current_catalogue(store: Store) -> dict[str, dict]:
-    return {k: json.loads(v) for k, v in (await store.r.hgetall("bd:subs")).items()}
+    out = {}
+    for shard in range(K.CATALOG_SHARDS):
+        out.update({k: json.loads(v) for k, v in (await store.r.hgetall(K.catalog_hash(shard))).items()})
+    return out

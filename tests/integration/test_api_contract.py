@@ -9,8 +9,9 @@ import time
 import grpc
 import httpx
 import pytest
-import redis
 
+from bluedove.store import keys as K
+from bluedove.store.client import sync_client
 from bluedove.v1 import pubsub_pb2 as pb
 from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 from tests.integration.helpers import new_queue
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def store(cluster):
-    r = redis.Redis.from_url(cluster.store_url, decode_responses=True)
+    r = sync_client(cluster.store_url)
     yield r
     r.close()
 
@@ -145,11 +146,12 @@ def test_an_unforeseen_error_still_answers_in_the_error_shape(api, store):
     """A catalogue entry that is not JSON (it cannot happen through the API) makes the
     dispatcher fail; the answer is a 500 in docs/api.md's error shape, not a text page."""
     q, auth = new_queue(api)
-    store.hset("bd:subs", "audit-broken-entry", "{not json")
+    shard = K.catalog_hash(K.shard_of(q))
+    store.hset(shard, "audit-broken-entry", "{not json")
     try:
         r = api.get("/v1/subscriptions/audit-broken-entry", headers=auth)
     finally:
-        store.hdel("bd:subs", "audit-broken-entry")
+        store.hdel(shard, "audit-broken-entry")
     assert r.status_code == 500
     assert r.headers["content-type"] == "application/json"
     assert r.json()["error"]["code"] == "internal" and r.json()["error"]["message"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import redis
 
-from tests.integration.helpers import new_queue
+from bluedove.store import keys as K
+from bluedove.store.client import sync_client
+from tests.integration.helpers import catalogue_size, new_queue
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +27,7 @@ def error(r, status: int, code: str, field: str | None = "absent"):
 
 @pytest.fixture
 def catalogue(cluster):
-    r = redis.Redis.from_url(cluster.store_url)
+    r = sync_client(cluster.store_url)
     yield r
     r.close()
 
@@ -53,10 +54,10 @@ def test_invalid_subscription_is_422_and_stores_nothing(api, catalogue, body, fi
     q, auth = new_queue(api)
     if isinstance(body, dict) and "queue" not in body:
         body = {"queue": q, **body}
-    before = catalogue.hlen("bd:subs"), catalogue.xlen("bd:catlog"), catalogue.dbsize()
+    before = catalogue_size(catalogue), catalogue.dbsize()
     r = api.post("/v1/subscriptions", json=body, headers=auth)
     error(r, 422, "invalid_subscription", field)
-    assert (catalogue.hlen("bd:subs"), catalogue.xlen("bd:catlog"), catalogue.dbsize()) == before
+    assert (catalogue_size(catalogue), catalogue.dbsize()) == before
 
 
 def test_non_finite_bound_is_422(api):
@@ -194,10 +195,10 @@ def test_ack_body_is_checked(api, body, field):
 
 def test_subscription_limit_per_queue(cluster, api, catalogue):
     q, auth = new_queue(api)
-    catalogue.sadd(f"bd:q:{q}:subs", *[f"fake{i}" for i in range(10_000)])  # fill to the limit cheaply
-    before = catalogue.hlen("bd:subs")
+    catalogue.sadd(K.queue_subs(q), *[f"fake{i}" for i in range(10_000)])  # fill to the limit cheaply
+    before = catalogue_size(catalogue)
     error(api.post("/v1/subscriptions", json={"queue": q, "predicates": {}}, headers=auth), 429, "limit_exceeded")
-    assert catalogue.hlen("bd:subs") == before
+    assert catalogue_size(catalogue) == before
 
 
 def test_unknown_route_and_subscription(api):
@@ -221,9 +222,14 @@ def test_openapi_and_ops_endpoints(api):
 
 
 def test_dedup_marks_last_the_window_for_publisher_ids_only(api, catalogue):
-    """A publisher's id is an idempotency key for the whole window; an id the dispatcher made
-    is only reused by its own failover, so its mark expires far sooner (a smaller store)."""
+    """A publisher's id is an idempotency key for the whole window: the message and each of
+    its deliveries are marked for 10 minutes. An id the dispatcher made is only reused by its
+    own failover: only its deliveries are marked, and far shorter (a smaller store)."""
+    q, auth = new_queue(api)
+    assert api.post("/v1/subscriptions", json={"queue": q, "predicates": {}}, headers=auth).status_code == 201
     mine = api.post("/v1/messages", json={"attributes": GOOD, "id": "keep-me"}).json()["id"]
     made = api.post("/v1/messages", json={"attributes": GOOD}).json()["id"]
-    assert 590 <= catalogue.ttl(f"bd:dd:{mine}") <= 600
-    assert 0 < catalogue.ttl(f"bd:dd:{made}") <= 120
+    assert 590 <= catalogue.ttl(K.message_mark(mine)) <= 600
+    assert 590 <= catalogue.ttl(K.delivery_mark(q, mine)) <= 600
+    assert catalogue.exists(K.message_mark(made)) == 0
+    assert 0 < catalogue.ttl(K.delivery_mark(q, made)) <= 120

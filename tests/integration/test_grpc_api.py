@@ -9,13 +9,14 @@ import time
 import grpc
 import httpx
 import pytest
-import redis
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from bluedove.store.client import sync_client
 from bluedove.v1 import pubsub_pb2 as pb
 from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 from tests.integration.conftest import assert_no_children, start_cluster
+from tests.integration.helpers import catalogue_size
 
 pytestmark = pytest.mark.integration
 ATTRS = {"x0": 120.5, "x1": 7, "x2": 3.25, "x3": 999}
@@ -142,7 +143,7 @@ def check(err: grpc.RpcError, status: grpc.StatusCode, code: str, field: str | N
 
 @pytest.fixture(scope="module")
 def catalogue(cluster):
-    r = redis.Redis.from_url(cluster.store_url)
+    r = sync_client(cluster.store_url)
     yield r
     r.close()
 
@@ -164,10 +165,10 @@ BAD_SUBSCRIBE = [
 @pytest.mark.parametrize("preds,field", BAD_SUBSCRIBE)
 def test_invalid_subscription_is_invalid_argument_and_stores_nothing(stub, catalogue, queue, preds, field):
     q, token = queue
-    before = catalogue.hlen("bd:subs"), catalogue.xlen("bd:catlog")
+    before = catalogue_size(catalogue)
     req = pb.SubscribeRequest(queue=q, predicates={k: pb.Range(low=lo, high=hi) for k, (lo, hi) in preds.items()})
     check(rpc_error(stub.Subscribe, req, metadata=md(token)), grpc.StatusCode.INVALID_ARGUMENT, "invalid_subscription", field)
-    assert (catalogue.hlen("bd:subs"), catalogue.xlen("bd:catlog")) == before
+    assert catalogue_size(catalogue) == before
 
 
 BAD_MESSAGES = [

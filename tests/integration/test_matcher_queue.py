@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
+from bluedove.store import keys as K
 from bluedove.store.store import Store
 from matcher.index import SubscriptionSet
 from matcher.queues import MatcherQueue, Part
@@ -33,7 +34,7 @@ class GatedStore(Store):
         self.calls = 0
         self.fail_next = False
 
-    async def deliver(self, messages, deliveries):
+    async def deliver(self, messages, deliveries, marks=None):
         self.calls += 1
         self.running += 1
         self.most = max(self.most, self.running)
@@ -42,7 +43,7 @@ class GatedStore(Store):
             if self.fail_next:
                 self.fail_next = False
                 raise ConnectionError("store down")
-            return await super().deliver(messages, deliveries)
+            return await super().deliver(messages, deliveries, marks)
         finally:
             self.running -= 1
 
@@ -161,12 +162,13 @@ async def test_a_dispatcher_made_id_is_marked_only_when_it_has_deliveries(setup)
         p.client_ids = [False] * len(p.ids)
     res = await dq.submit(none + some)
     assert res.matched == 2 and res.fresh == 2 and res.delivered == 2
-    assert await store.r.exists("bd:dd:m0", "bd:dd:m1") == 0  # nothing to dedup, no mark
-    assert await store.r.exists("bd:dd:m10", "bd:dd:m11") == 2
+    q0 = queues[0][0]
+    marks = [K.message_mark(m) for m in ("m0", "m1", "m10", "m11")] + [K.delivery_mark(q0, m) for m in ("m10", "m11")]
+    assert [await store.r.exists(k) for k in marks] == [0, 0, 0, 0, 1, 1]  # only the deliveries' marks
     # A publisher's own id is marked for the whole window even when it matches nothing.
     chosen = request(1, 20, 1500.0)
     chosen[0].client_ids = [True]
-    assert (await dq.submit(chosen)).fresh == 1 and await store.r.exists("bd:dd:m20") == 1
+    assert (await dq.submit(chosen)).fresh == 1 and await store.r.exists(K.message_mark("m20")) == 1
     # The retry of a marked message writes nothing again.
     assert (await dq.submit(some)).fresh == 0
     assert await store.queue_depth(queues[0][0]) == 2

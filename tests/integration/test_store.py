@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from bluedove.store import keys as K
 from bluedove.store.store import LimitExceeded, QueueMissing, StoreLimits, hash_token, valid_receipt
 from tests.integration.store_fixtures import current_catalogue, replay, stream_order, sub_json
 
@@ -52,7 +53,7 @@ async def test_bad_credentials_are_rejected_alike(store, which):
 
 async def test_only_the_tokens_hash_is_stored(store):
     queue, token = await store.create_queue()
-    assert await store.r.hget(f"bd:q:{queue}", "token") == hash_token(token)
+    assert await store.r.hget(K.queue_hash(queue), "token") == hash_token(token)
     for key in [k async for k in store.r.scan_iter("*")]:
         assert token not in key
         kind = await store.r.type(key)
@@ -80,14 +81,16 @@ async def test_add_get_and_remove_a_subscription(store):
     s = sub_json("s1", queue, {"x0": [1.5, 2], "x3": [0, 1000]})
     log_id = await store.add_subscription(s)
     assert valid_receipt(log_id)  # a stream id
-    assert await store.get_subscription("s1") == s
+    assert await store.get_subscription("s1", queue) == s
+    other, _ = await store.create_queue()
+    assert await store.get_subscription("s1", other) is None  # asked of another queue: none
     removed = await store.remove_subscription("s1", queue)
     assert removed is not None and stream_order(removed) > stream_order(log_id)
-    assert await store.get_subscription("s1") is None
+    assert await store.get_subscription("s1", queue) is None
 
 
 async def test_unknown_subscription_is_none(store):
-    assert await store.get_subscription("nope") is None
+    assert await store.get_subscription("nope", "some-queue") is None
 
 
 async def test_removing_twice_or_from_another_queue_removes_nothing(store):
@@ -95,17 +98,17 @@ async def test_removing_twice_or_from_another_queue_removes_nothing(store):
     other, _ = await store.create_queue()
     await store.add_subscription(sub_json("s1", queue))
     assert await store.remove_subscription("s1", other) is None
-    assert await store.get_subscription("s1") is not None  # a wrong queue cannot remove it
+    assert await store.get_subscription("s1", queue) is not None  # a wrong queue cannot remove it
     assert await store.remove_subscription("s1", queue) is not None
     assert await store.remove_subscription("s1", queue) is None
-    assert [c["op"] for _, c in await store.catalogue_changes("0-0")] == ["add", "remove"]
+    assert [c["op"] for c in (await store.catalogue_changes("0-0"))[1]] == ["add", "remove"]
 
 
 async def test_adding_to_a_missing_queue_raises_and_stores_nothing(store):
     with pytest.raises(QueueMissing):
         await store.add_subscription(sub_json("s1", "no-such-queue"))
-    assert await store.get_subscription("s1") is None
-    assert await store.catalogue_changes("0-0") == []
+    assert await store.get_subscription("s1", "no-such-queue") is None
+    assert (await store.catalogue_changes("0-0"))[1] == []
 
 
 async def test_per_queue_limit_raises_and_stores_nothing(make_store):
@@ -116,15 +119,15 @@ async def test_per_queue_limit_raises_and_stores_nothing(make_store):
         await store.add_subscription(sub_json(f"s{j}", queue))
     with pytest.raises(LimitExceeded):
         await store.add_subscription(sub_json("s3", queue))
-    assert await store.get_subscription("s3") is None
-    assert await store.r.scard(f"bd:q:{queue}:subs") == 3
-    assert len(await store.catalogue_changes("0-0")) == 3  # no log entry for the refused one
+    assert await store.get_subscription("s3", queue) is None
+    assert await store.r.scard(K.queue_subs(queue)) == 3
+    assert len((await store.catalogue_changes("0-0"))[1]) == 3  # no log entry for the refused one
     # the limit is per queue
     await store.add_subscription(sub_json("t0", other))
     # and a removal makes room again
     await store.remove_subscription("s0", queue)
     await store.add_subscription(sub_json("s3", queue))
-    assert await store.get_subscription("s3") is not None
+    assert await store.get_subscription("s3", queue) is not None
 
 
 async def test_default_limit_is_ten_thousand_per_queue():
@@ -137,22 +140,29 @@ async def test_catalogue_changes_are_the_log_in_order(store):
     await store.add_subscription(a)
     await store.add_subscription(b)
     await store.remove_subscription("a", queue)
-    changes = await store.catalogue_changes("0-0")
+    shard = K.shard_of(queue)  # a queue's subscriptions are all in its shard's log
+    changes = await store.catalogue_tail(shard, "0-0")
     assert [(c["op"], c["id"]) for _, c in changes] == [("add", "a"), ("add", "b"), ("remove", "a")]
     assert json.loads(changes[1][1]["sub"]) == b
     assert "sub" not in changes[2][1]
     ids = [eid for eid, _ in changes]
     assert ids == sorted(ids, key=stream_order)
     # reading after an entry gives only what follows it
-    assert [c["id"] for _, c in await store.catalogue_changes(ids[0])] == ["b", "a"]
-    assert await store.catalogue_changes(ids[-1]) == []
+    assert [c["id"] for _, c in await store.catalogue_tail(shard, ids[0])] == ["b", "a"]
+    assert await store.catalogue_tail(shard, ids[-1]) == []
+    # all shards at once: the same changes, and a position at the last of them
+    pos, every = await store.catalogue_changes("0-0")
+    assert every == [c for _, c in changes] and K.pos_of(pos, shard) == ids[-1]
+    assert await store.catalogue_changes(pos) == (pos, [])
+    assert await store.catalogue_changes(K.pos_with(pos, shard, ids[0])) == (pos, [c for _, c in changes[1:]])
 
 
 async def test_catalogue_changes_long_polls_for_the_next_change(make_store):
     reader, writer = make_store(), make_store()
     queue, _ = await writer.create_queue()
     pos, _ = await reader.catalogue_snapshot()
-    task = asyncio.create_task(reader.catalogue_changes(pos, block_ms=10_000))
+    shard = K.shard_of(queue)
+    task = asyncio.create_task(reader.catalogue_tail(shard, K.pos_of(pos, shard), block_ms=10_000))
     await asyncio.sleep(0.2)
     assert not task.done()
     await writer.add_subscription(sub_json("s1", queue))
@@ -162,11 +172,12 @@ async def test_catalogue_changes_long_polls_for_the_next_change(make_store):
 
 async def test_catalogue_changes_blocking_times_out_empty(store):
     pos, _ = await store.catalogue_snapshot()
-    assert await store.catalogue_changes(pos, block_ms=100) == []
+    assert await store.catalogue_tail(3, K.pos_of(pos, 3), block_ms=100) == []
 
 
 async def test_snapshot_of_an_empty_catalogue(store):
-    assert await store.catalogue_snapshot() == ("0-0", [])
+    pos, subs = await store.catalogue_snapshot()
+    assert subs == [] and K.parse_pos(pos) == ["0-0"] * K.CATALOG_SHARDS
 
 
 async def test_snapshot_then_replay_gives_the_current_catalogue(store):
@@ -217,7 +228,7 @@ async def test_snapshot_with_changes_racing_it_replays_to_the_exact_catalogue(ma
     ids = {s["id"] for s in subs}
     # the scan saw the 20 changes made after the position, which the log after it holds again
     assert {f"n{j}" for j in range(20)} <= ids and not ids & {f"s{j}" for j in range(20)}
-    assert len(await store.catalogue_changes(pos, count=100)) == 40
+    assert len((await store.catalogue_changes(pos, count=100))[1]) == 40
     store.catalogue_position = position
     known = await replay(store, pos, {s["id"]: s for s in subs})
     assert known == await current_catalogue(store)

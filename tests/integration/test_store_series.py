@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from bluedove.store import keys as K
 from bluedove import timeseries as ts
 from bluedove.store.series import (Recorder, depth_pause_s, hold_depth_turn, put_density, put_gauges,
                                    put_matcher_stats, queue_depth, read_density, read_matcher_stats,
@@ -73,7 +74,8 @@ async def test_density_entries_of_every_dispatcher_expire(store):
     await put_density(store, "d1", {"x0": [1.0, 2.0]})
     await put_density(store, "d2", {"x0": [0.5, 0.0]})
     assert sorted(e["x0"] for e in await read_density(store)) == [[0.5, 0.0], [1.0, 2.0]]
-    assert 0 < await store.r.ttl("bd:density:d1") <= 10
+    assert sorted(await store.r.hkeys("bd:density")) == ["d1", "d2"]
+    assert await read_density(store, now=time.time() + 11) == [] and await store.r.hkeys("bd:density") == []
 
 
 async def test_queue_depth_counts_never_handed_out_and_unacked_deliveries(make_store):

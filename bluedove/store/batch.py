@@ -1,0 +1,116 @@
+"""Many script calls in one round trip, on one server or across a Redis Cluster's nodes, and
+a delivery batch cut into one call per slot.
+
+On one server a delivery batch is one call: the server checks no slots. On a cluster each
+call must keep to one slot, so the batch is cut by the slot of each delivery's queue; the
+calls go out in one pipeline (redis-py sends each node its share at once), each node's
+followed by a WAIT when the store promises replicated writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import NoScriptError
+
+from bluedove.store import keys as K
+
+
+class NotReplicated(Exception):
+    """A write reached its primary but not the replicas the store waits for within the time
+    allowed (Redis WAIT): it is not acknowledged, so the caller retries it."""
+
+
+@dataclass
+class Call:
+    """One script call: the script's text and sha, its keys and args."""
+
+    script: object  # redis-py's Script (its .sha and .script)
+    keys: list
+    args: list
+
+
+@dataclass
+class SlotGroup:
+    """One slot's deliveries of a batch, as a DELIVER call's keys and args."""
+
+    messages: list[int] = field(default_factory=list)  # batch indices, in local order
+    local: dict[int, int] = field(default_factory=dict)  # batch index -> 1-based local index
+    keys: list[str] = field(default_factory=list)
+    pairs: list = field(default_factory=list)  # per delivery: local index, subs json
+
+
+def group_deliveries(deliveries, mids: list[str], skip: set[int], slot_of) -> dict[int, SlotGroup]:
+    """Deliveries [(queue, message index, subs json)] by slot (`slot_of(queue)`; one group
+    when it answers 0 for all), leaving out messages in `skip`."""
+    groups: dict[int, SlotGroup] = {}
+    slots: dict[str, int] = {}
+    for queue, idx, subs in deliveries:
+        if idx in skip:
+            continue
+        slot = slots.get(queue)
+        if slot is None:
+            slot = slots[queue] = slot_of(queue)
+        g = groups.get(slot)
+        if g is None:
+            g = groups[slot] = SlotGroup()
+        li = g.local.get(idx)
+        if li is None:
+            g.messages.append(idx)
+            li = g.local[idx] = len(g.messages)
+        g.keys += (K.queue_stream(queue), K.delivery_mark(queue, mids[idx]))
+        g.pairs += (li, subs)
+    return groups
+
+
+class Runner:
+    """Runs script calls for one client; waits for replicas after writes if asked to."""
+
+    def __init__(self, r, wait_replicas: int = 0, wait_ms: int = 0) -> None:
+        self.r = r
+        self.cluster = isinstance(r, RedisCluster)
+        self.wait_replicas = wait_replicas
+        self.wait_ms = wait_ms
+
+    def slot_of_queue(self, queue: str) -> int:
+        return self.r.keyslot(K.queue_stream(queue)) if self.cluster else 0
+
+    async def run(self, calls: list[Call], wait: bool = False) -> list:
+        """Every call's result, in order; raises the first error. Scripts a server does not
+        know yet (a restarted node, a promoted replica) are loaded and the calls sent again:
+        only idempotent calls may come here. With `wait`, each node touched then waits for the
+        store's replicas (NotReplicated if they do not answer in time)."""
+        for attempt in (0, 1):
+            results = await self._send(calls, wait and self.wait_replicas > 0)
+            if attempt == 0 and any(isinstance(x, NoScriptError) for x in results):
+                for script in {id(c.script): c.script for c in calls}.values():
+                    await self.r.script_load(script.script)
+                continue
+            for x in results:
+                if isinstance(x, Exception):
+                    raise x
+            return results[:len(calls)] if not (wait and self.wait_replicas) else self._checked(calls, results)
+        raise AssertionError("unreachable")
+
+    async def _send(self, calls: list[Call], wait: bool) -> list:
+        async with self.r.pipeline(transaction=False) as p:
+            nodes = {}
+            for c in calls:
+                p.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
+                if wait and c.keys:
+                    node = self.r.get_node_from_key(c.keys[0]) if self.cluster else None
+                    nodes[node.name if node else ""] = node
+            for node in nodes.values():
+                if node is None:
+                    p.execute_command("WAIT", self.wait_replicas, self.wait_ms)
+                else:
+                    p.execute_command("WAIT", self.wait_replicas, self.wait_ms, target_nodes=node)
+            return await p.execute(raise_on_error=False)
+
+    def _checked(self, calls: list[Call], results: list) -> list:
+        acked = results[len(calls):]
+        if any(int(n) < self.wait_replicas for n in acked):
+            raise NotReplicated(f"a write reached {min(map(int, acked))} of the {self.wait_replicas} replicas "
+                                f"waited for within {self.wait_ms} ms")
+        return results[:len(calls)]

@@ -1,0 +1,128 @@
+"""The store's URL to a redis-py client: one server, or a Redis Cluster.
+
+  redis://[user:pass@]host:port/db, rediss://…, unix://…      one server
+  redis+cluster://[user:pass@]host:port[,host:port…][?wait=N&wait_ms=T]
+  rediss+cluster://…                                          a cluster, over TLS
+
+A cluster URL lists startup nodes (any of the cluster's nodes; the client learns the rest).
+`wait=N` makes every delivery write wait until N replicas have it (Redis WAIT) before a
+publish is answered, `wait_ms` at most that long (docs/operations.md, "A Redis Cluster").
+A password may also come from BLUEDOVE_STORE_PASSWORD, used when the URL carries none.
+
+Everything else in the store's code is the same for both kinds of client.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+PASSWORD_ENV = "BLUEDOVE_STORE_PASSWORD"
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+
+
+class StoreUrlError(ValueError):
+    """The store URL cannot be used (says what is wrong with it)."""
+
+
+@dataclass(frozen=True)
+class ClusterUrl:
+    nodes: list[tuple[str, int]]
+    tls: bool
+    username: str | None
+    password: str | None
+    wait_replicas: int
+    wait_ms: int
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
+
+
+def parse_cluster_url(url: str) -> ClusterUrl:
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in CLUSTER_SCHEMES:
+        raise StoreUrlError(f"{url!r}: a cluster URL starts with redis+cluster:// or rediss+cluster://")
+    netloc, _, tail = rest.partition("/")
+    path, _, query = tail.partition("?")
+    if "?" in netloc:
+        netloc, _, query = netloc.partition("?")
+    if path not in ("", "0"):
+        raise StoreUrlError(f"{url!r}: a Redis Cluster has only database 0")
+    userinfo, at, hosts = netloc.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, pw = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(pw) if colon else None
+    nodes = []
+    for part in hosts.split(","):
+        split = urlsplit(f"//{part}")
+        try:
+            port = split.port
+        except ValueError:
+            port = None
+        if not split.hostname or port is None:
+            raise StoreUrlError(f"{url!r}: {part!r} is not host:port")
+        nodes.append((split.hostname, port))
+    params = parse_qs(query, keep_blank_values=True)
+    unknown = sorted(set(params) - {"wait", "wait_ms"})
+    if unknown:
+        raise StoreUrlError(f"{url!r}: unknown option {unknown[0]!r} (known: wait, wait_ms)")
+    try:
+        wait = int(params.get("wait", ["0"])[-1])
+        wait_ms = int(params.get("wait_ms", ["1000"])[-1])
+    except ValueError:
+        raise StoreUrlError(f"{url!r}: wait and wait_ms are whole numbers") from None
+    if wait < 0 or wait_ms < 1:
+        raise StoreUrlError(f"{url!r}: wait must be >= 0 and wait_ms >= 1")
+    return ClusterUrl(nodes, scheme.lower().startswith("rediss"), username,
+                      password if password is not None else os.environ.get(PASSWORD_ENV) or None, wait, wait_ms)
+
+
+def _password_kw(url: str) -> dict[str, Any]:
+    """The environment's password for a one-server URL that has none."""
+    env = os.environ.get(PASSWORD_ENV)
+    return {"password": env} if env and urlsplit(url).password is None else {}
+
+
+def async_client(url: str, connection_class: type | None = None, **kw: Any):
+    """redis.asyncio.Redis or redis.asyncio.RedisCluster for `url` (decode_responses on)."""
+    import redis.asyncio as aioredis
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+    kw.setdefault("decode_responses", True)
+    if not is_cluster_url(url):
+        plain = {"connection_class": connection_class} if connection_class and url.startswith("redis://") else {}
+        return aioredis.from_url(url, **_password_kw(url), **plain, **kw)
+    c = parse_cluster_url(url)
+    extra: dict[str, Any] = {"ssl": True} if c.tls else {}
+    if connection_class and not c.tls:
+        extra["connection_class"] = connection_class
+    return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in c.nodes], username=c.username,
+                        password=c.password, **extra, **kw)
+
+
+def sync_client(url: str, **kw: Any):
+    """redis.Redis or redis.cluster.RedisCluster for `url` (decode_responses on): for tools
+    and tests."""
+    import redis
+    from redis.cluster import ClusterNode, RedisCluster
+
+    kw.setdefault("decode_responses", True)
+    if not is_cluster_url(url):
+        return redis.Redis.from_url(url, **_password_kw(url), **kw)
+    c = parse_cluster_url(url)
+    return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in c.nodes], username=c.username,
+                        password=c.password, ssl=c.tls, **kw)
+
+
+def wait_settings(url: str) -> tuple[int, int]:
+    """(replicas a delivery write waits for, how long at most in ms) by the URL; (0, 0) for
+    one server."""
+    if not is_cluster_url(url):
+        return 0, 0
+    c = parse_cluster_url(url)
+    return c.wait_replicas, c.wait_ms

@@ -1,0 +1,133 @@
+"""Where everything lives in the store: key names, their hash tags, the catalogue's shards and
+the positions in its logs.
+
+Every key is named for Redis Cluster: the keys one atomic step touches share a hash tag (the
+part in braces), so they hash to one slot. On a single server the tags change nothing.
+
+A queue `Q` (tag `{q:Q}`):
+  bd:{q:Q}              hash    token (sha256 hex), created
+  bd:{q:Q}:s            stream  its deliveries; consumer group `g`
+  bd:{q:Q}:dd:<message> string  dedup mark: message <message> was written to Q (expires)
+  bd:tok:<sha256>       string  the queue a token belongs to
+  bd:queues             set     every queue id (queue depth sampling walks it)
+
+The catalogue, in CATALOG_SHARDS shards; a queue's subscriptions all live in the shard
+`shard_of(Q)` (tag `{c:N}`), so that adding one against the queue's limit is one step:
+  bd:{c:N}:subs         hash    subscription id -> catalogue JSON (system of record)
+  bd:{c:N}:log          stream  the shard's changes (op add|remove, id, sub) for matchers to tail
+  bd:{c:N}:qs:Q         set     subscription ids of queue Q
+  bd:{c:N}:gone:Q       string  Q was deleted: no subscription may be added to it (expires)
+
+Published messages, the cluster's state (one key each, so one slot each):
+  bd:dd:<message>       string  a publisher-chosen id was published (expires after the window)
+  bd:table              string  the segment table JSON (compare-and-set by epoch)
+  bd:seed               string  the partition seed the table was laid out by
+  bd:{ev}:log, bd:{ev}:count    list and hash of cluster events
+  bd:autoscaler, bd:disps       the autoscaler's settings; dispatchers' heartbeats
+
+A catalogue log position is one stream id per shard, joined by ","; "0-0" (or "") stands
+for the start of every shard.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+CATALOG_SHARDS = 16
+GONE_TTL_S = 86_400  # queue ids are random and never reused: a day covers any racing add
+
+TABLE = "bd:table"
+SEED = "bd:seed"
+EVENTS = "bd:{ev}:log"
+EVENT_COUNTS = "bd:{ev}:count"
+AUTOSCALER = "bd:autoscaler"
+DISPATCHERS = "bd:disps"
+QUEUES = "bd:queues"
+
+
+# -- queues ----------------------------------------------------------------------------------
+def queue_hash(queue: str) -> str:
+    return f"bd:{{q:{queue}}}"
+
+
+def queue_stream(queue: str) -> str:
+    return f"bd:{{q:{queue}}}:s"
+
+
+def delivery_mark(queue: str, message_id: str) -> str:
+    return f"bd:{{q:{queue}}}:dd:{message_id}"
+
+
+def token_key(digest: str) -> str:
+    return f"bd:tok:{digest}"
+
+
+def message_mark(message_id: str) -> str:
+    return f"bd:dd:{message_id}"
+
+
+# -- the catalogue ---------------------------------------------------------------------------
+def shard_of(queue: str) -> int:
+    """The catalogue shard of a queue's subscriptions (CRC-32: the same in every process)."""
+    return zlib.crc32(queue.encode()) % CATALOG_SHARDS
+
+
+def catalog_hash(shard: int) -> str:
+    return f"bd:{{c:{shard}}}:subs"
+
+
+def catalog_log(shard: int) -> str:
+    return f"bd:{{c:{shard}}}:log"
+
+
+def queue_subs(queue: str) -> str:
+    return f"bd:{{c:{shard_of(queue)}}}:qs:{queue}"
+
+
+def queue_gone(queue: str) -> str:
+    return f"bd:{{c:{shard_of(queue)}}}:gone:{queue}"
+
+
+# -- catalogue log positions -----------------------------------------------------------------
+def _order(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def parse_pos(pos: str) -> list[str]:
+    """A position as one stream id per shard ("0-0" and "" are the start of every shard)."""
+    if pos in ("", "0-0"):
+        return ["0-0"] * CATALOG_SHARDS
+    ids = pos.split(",")
+    if len(ids) != CATALOG_SHARDS:
+        raise ValueError(f"a catalogue position has {CATALOG_SHARDS} stream ids, not {len(ids)}: {pos!r}")
+    for i in ids:
+        _order(i)  # a ValueError if it is not "ms-seq"
+    return ids
+
+
+def join_pos(ids: list[str]) -> str:
+    return ",".join(ids)
+
+
+def pos_min(positions: list[str]) -> str:
+    """Shard by shard, the oldest of `positions`: replaying from it misses none of their changes."""
+    parsed = [parse_pos(p) for p in positions]
+    return join_pos([min(col, key=_order) for col in zip(*parsed)])
+
+
+def pos_max(positions: list[str]) -> str:
+    """Shard by shard, the newest of `positions`."""
+    parsed = [parse_pos(p) for p in positions]
+    return join_pos([max(col, key=_order) for col in zip(*parsed)])
+
+
+def pos_with(pos: str, shard: int, entry_id: str) -> str:
+    """`pos` with shard `shard` moved to `entry_id`."""
+    ids = parse_pos(pos)
+    ids[shard] = entry_id
+    return join_pos(ids)
+
+
+def pos_of(pos: str, shard: int) -> str:
+    return parse_pos(pos)[shard]
