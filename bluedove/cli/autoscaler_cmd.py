@@ -19,7 +19,7 @@ def add_command(sub) -> None:
     a.add_argument("--statefulset", required=True, metavar="NAME", help="the matcher StatefulSet")
     a.add_argument("--namespace", default=None, metavar="NS",
                    help="its namespace (default: the autoscaler pod's own, else 'default')")
-    a.add_argument("--store", required=True, help="redis://host:port/db: the cluster's store")
+    a.add_argument("--store", required=True, help="the cluster's store: redis://host:port/db or redis+cluster://host:port,...")
     a.add_argument("--min-matchers", type=int, default=None, help="default BLUEDOVE_MIN_MATCHERS, else 1")
     a.add_argument("--max-matchers", type=int, default=None, help="default BLUEDOVE_MAX_MATCHERS, else 8")
     a.add_argument("--drain-timeout", type=float, default=None, metavar="SECONDS",

@@ -20,7 +20,7 @@ def add_command(sub) -> None:
                        description="Write the cluster's first segment table (compare-and-set from no table). "
                                    "A store that already holds one over the same space is left as it is (exit 0); "
                                    "one over another space is refused (exit 2).")
-    p.add_argument("--store", required=True, help="redis://host:port/db")
+    p.add_argument("--store", required=True, help="the store: redis://host:port/db, or redis+cluster://host:port,host:port for a Redis Cluster")
     p.add_argument("--space", required=True, metavar="FILE", help="YAML space file (dimensions: name, min, max)")
     who = p.add_mutually_exclusive_group()
     who.add_argument("--matchers", type=int, default=None, metavar="N",

@@ -43,7 +43,7 @@ def add_command(sub) -> None:
     src.add_argument("--data-dir", default=None, metavar="DIR",
                      help="a stopped local cluster's data dir (`bluedove up --data-dir`): its store is started "
                           "privately for the export, then stopped")
-    src.add_argument("--store", default=None, metavar="URL", help="redis://host:port/db of a store (a running cluster's)")
+    src.add_argument("--store", default=None, metavar="URL", help="a store's URL, a running cluster's (redis://host:port/db or redis+cluster://host:port,...)")
     c.add_argument("--out", required=True, metavar="OUT", help="the folder to write")
     c.add_argument("--rows-per-file", type=int, default=FILE_ROWS, metavar="N",
                    help=f"rows per part file (default {FILE_ROWS:,})")

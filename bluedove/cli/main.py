@@ -257,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--id", required=True)
     m.add_argument("--host", default="127.0.0.1")
     m.add_argument("--port", type=int, required=True)
-    m.add_argument("--store", required=True)
+    m.add_argument("--store", required=True, help="the store: redis://host:port/db, or redis+cluster://host:port,host:port for a Redis Cluster")
     m.add_argument("--deliver", choices=("store", "count"), default="store",
                    help="count: match without writing deliveries (benchmarks)")
     m.add_argument("--join", action="append", metavar="HOST:PORT",
@@ -292,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--host", default="127.0.0.1")
     d.add_argument("--http-port", type=int, required=True)
     d.add_argument("--grpc-port", type=int, default=None, help="gRPC API port (default 50051; 0 = any free port)")
-    d.add_argument("--store", required=True)
+    d.add_argument("--store", required=True, help="the store: redis://host:port/db, or redis+cluster://host:port,host:port for a Redis Cluster")
     d.add_argument("--space", default=None, metavar="FILE",
                    help="YAML space file; refused (exit 2) if the stored table's space differs. Without it, "
                         "the stored table's space (waiting for a table)")

@@ -45,7 +45,7 @@ def add_command(sub) -> argparse.ArgumentParser:
                    help="a seed file to apply (JSON, docs/spark.md)")
     p.add_argument("--apply", action="store_true",
                    help="apply it to the cluster of --store (without: print what would change)")
-    p.add_argument("--store", default=None, help="redis://host:port/db of the running cluster")
+    p.add_argument("--store", default=None, help="the running cluster's store (redis://host:port/db or redis+cluster://host:port,...)")
     p.add_argument("--apply-timeout", type=float, default=120.0, metavar="S",
                    help="give up applying after S seconds (default 120)")
     p.add_argument("--master", default=None, metavar="URL",

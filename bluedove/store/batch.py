@@ -97,7 +97,9 @@ class Runner:
         async with self.r.pipeline(transaction=False) as p:
             nodes = {}
             for c in calls:
-                p.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
+                # as a raw command: redis-py's cluster pipeline refuses its evalsha() method,
+                # though it routes EVALSHA by its keys like any keyed command
+                p.execute_command("EVALSHA", c.script.sha, len(c.keys), *c.keys, *c.args)
                 if wait and c.keys:
                     node = self.r.get_node_from_key(c.keys[0]) if self.cluster else None
                     nodes[node.name if node else ""] = node

@@ -89,7 +89,8 @@ def _password_kw(url: str) -> dict[str, Any]:
 
 
 def async_client(url: str, connection_class: type | None = None, **kw: Any):
-    """redis.asyncio.Redis or redis.asyncio.RedisCluster for `url` (decode_responses on)."""
+    """redis.asyncio.Redis or redis.asyncio.RedisCluster for `url` (decode_responses on);
+    `connection_class` for a plain redis:// server's connections."""
     import redis.asyncio as aioredis
     from redis.asyncio.cluster import ClusterNode, RedisCluster
 
@@ -98,9 +99,7 @@ def async_client(url: str, connection_class: type | None = None, **kw: Any):
         plain = {"connection_class": connection_class} if connection_class and url.startswith("redis://") else {}
         return aioredis.from_url(url, **_password_kw(url), **plain, **kw)
     c = parse_cluster_url(url)
-    extra: dict[str, Any] = {"ssl": True} if c.tls else {}
-    if connection_class and not c.tls:
-        extra["connection_class"] = connection_class
+    extra: dict[str, Any] = {"ssl": True} if c.tls else {}  # RedisCluster takes no connection_class
     return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in c.nodes], username=c.username,
                         password=c.password, **extra, **kw)
 
