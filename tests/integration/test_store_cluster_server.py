@@ -10,8 +10,10 @@ import time
 import pytest
 import redis
 from redis.cluster import ClusterNode, RedisCluster
+from redis.crc import key_slot
 
 from bluedove.store.cluster_server import RedisClusterServers, free_cluster_ports
+from tests.conftest import flush_store
 
 pytestmark = pytest.mark.integration
 
@@ -168,3 +170,22 @@ def test_shape_errors_name_the_field(tmp_path):
         RedisClusterServers(tmp_path, primaries=0)
     with pytest.raises(ValueError, match="replicas: -1"):
         RedisClusterServers(tmp_path, replicas=-1)
+
+
+def test_the_session_store_is_the_kind_asked_and_flushes_whole(store_kind, redis_server, redis_clean_url):
+    """`pytest --store-kind single|cluster`: redis_url's scheme follows it, and flush_store (what
+    redis_clean_url does) empties every primary, not only the one a URL names first."""
+    scheme = {"single": "redis://", "cluster": "redis+cluster://"}[store_kind]
+    assert redis_clean_url.startswith(scheme), redis_clean_url
+    ports = redis_server.primaries() if store_kind == "cluster" else [redis_server.port]
+    assert len(ports) == (3 if store_kind == "cluster" else 1)
+    for port in ports:
+        with redis.Redis(port=port) as r:
+            # The key's slot must be this node's on a cluster: the tag of one of its own slots.
+            key = next(k for k in (f"f{i}" for i in range(100000))
+                       if store_kind == "single" or redis_server.primary_of_slot(key_slot(k.encode())) == port)
+            r.set(key, 1)
+    flush_store(redis_server)
+    for port in ports:
+        with redis.Redis(port=port) as r:
+            assert r.dbsize() == 0, f"{port} kept keys after flush_store"
