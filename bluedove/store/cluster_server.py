@@ -229,17 +229,20 @@ class RedisClusterServers:
         return sorted(p for p, role in self._roles().items() if role == "slave")
 
     def primary_of_slot(self, slot: int) -> int:
-        """The port of the primary serving `slot`, as the first node that answers sees it."""
-        for port in self._live():
+        """The port of the running primary that serves `slot`, by its own account: other nodes
+        learn of a failover a moment later. Of two claims (a failed-over primary just restarted),
+        the one with the newer config epoch."""
+        claims = []
+        for port in self.primaries():
             try:
-                ranges = _ask(port, "CLUSTER", "SLOTS")
-            except redis.RedisError:
+                mine = next(line.split() for line in _nodes_lines(port) if "myself" in line.split()[2])
+            except (redis.RedisError, StopIteration):
                 continue
-            for lo, hi, primary, *_ in ranges:
-                if lo <= slot <= hi:
-                    return int(primary[1])
-            raise RuntimeError(f"slot {slot} has no primary (node {port}'s view)")
-        raise RuntimeError("no node of the cluster answers")
+            if any(_in_range(slot, r) for r in mine[8:]):
+                claims.append((int(mine[6]), port))
+        if not claims:
+            raise RuntimeError(f"slot {slot} has no running primary (primaries {self.primaries()})")
+        return max(claims)[1]
 
     # -- failures --------------------------------------------------------------------------
     def kill_node(self, port: int) -> None:
@@ -256,12 +259,21 @@ class RedisClusterServers:
 
     # -- stop ------------------------------------------------------------------------------
     def stop(self, timeout_s: float = 10.0) -> None:
-        """SIGTERM every node at once, then wait for each (SIGKILL past the timeout). Idempotent."""
+        """SIGTERM every node at once, and again every half second: a replica writing its first
+        AOF after a sync refuses a SIGTERM ("Writing initial AOF, can't exit", Redis 6.2) for a
+        moment. SIGKILL past the timeout. Idempotent."""
+        running = [n for n in self.nodes.values() if n.proc is not None and n.proc.poll() is None]
+        deadline = time.monotonic() + timeout_s
+        next_term = 0.0
+        while running and time.monotonic() < deadline:
+            if time.monotonic() >= next_term:
+                for node in running:
+                    node.proc.terminate()
+                next_term = time.monotonic() + 0.5
+            time.sleep(0.02)
+            running = [n for n in running if n.proc.poll() is None]
         for node in self.nodes.values():
-            if node.proc is not None and node.proc.poll() is None:
-                node.proc.terminate()
-        for node in self.nodes.values():
-            node.stop(timeout_s)
+            node.kill()  # the ones still running; forgets the exited ones' processes
 
     def __enter__(self) -> "RedisClusterServers":
         return self.start()
@@ -273,6 +285,14 @@ class RedisClusterServers:
 def _nodes_lines(port: int) -> list[str]:
     raw = _ask(port, "CLUSTER", "NODES")
     return raw.splitlines() if isinstance(raw, str) else []
+
+
+def _in_range(slot: int, field: str) -> bool:
+    """A CLUSTER NODES slot field: "5461", "0-5460" (a slot migrating, "[…]", is not served yet)."""
+    if field.startswith("["):
+        return False
+    lo, _, hi = field.partition("-")
+    return int(lo) <= slot <= int(hi or lo)
 
 
 def _cluster_info(port: int) -> dict[str, str]:
