@@ -116,10 +116,7 @@ class RedisClusterServers:
             if layout:
                 self._start_nodes(layout["ports"], deadline)
             else:
-                for stray in self.data_dir.glob("node-*"):  # of a start that failed: never served
-                    shutil.rmtree(stray, ignore_errors=True)
-                ports = free_cluster_ports(self.n_primaries * (1 + self.n_replicas))
-                self._start_nodes(ports, deadline)
+                ports = self._start_new_nodes(deadline)
                 self._join(ports, deadline)
             self._wait_whole(deadline)
             self.started_primaries = self.primaries()
@@ -129,10 +126,33 @@ class RedisClusterServers:
         except BaseException:
             self.stop()
             if not layout:
-                for made in self.data_dir.glob("node-*"):
-                    shutil.rmtree(made, ignore_errors=True)
+                self._remove_node_dirs()
             raise
         return self
+
+    def _start_new_nodes(self, deadline: float, attempts: int = 3) -> list[int]:
+        """Nodes for a new cluster on free ports; other ports if one was taken between the check
+        and redis-server's bind (by another cluster starting beside this one)."""
+        self._remove_node_dirs()  # of a start that failed: they never served
+        n = self.n_primaries * (1 + self.n_replicas)
+        for _ in range(attempts - 1):
+            ports = free_cluster_ports(n)
+            try:
+                self._start_nodes(ports, deadline)
+                return ports
+            except RuntimeError:
+                if time.monotonic() >= deadline:
+                    raise
+                self.stop()
+                self.nodes = {}
+                self._remove_node_dirs()
+        ports = free_cluster_ports(n)
+        self._start_nodes(ports, deadline)
+        return ports
+
+    def _remove_node_dirs(self) -> None:
+        for made in self.data_dir.glob("node-*"):
+            shutil.rmtree(made, ignore_errors=True)
 
     def _read_layout(self) -> dict | None:
         path = self.data_dir / LAYOUT
