@@ -79,10 +79,13 @@ def test_up_with_a_store_cluster_serves_and_stops(tmp_path):
         ports = [int(p) for group in shown.groups() for p in group.split(", ")]
         assert sorted(startup) == sorted(ports[:3]) and len(ports) == 6, out
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as api:
-            sub = api.post("/v1/subscriptions", json={"predicates": {}}).json()
+            made = api.post("/v1/subscriptions", json={"predicates": {}})
+            assert made.status_code == 201, made.text
+            sub = made.json()
             auth = {"Authorization": f"Bearer {sub['token']}"}
             msg = {"attributes": {"x0": 1, "x1": 2, "x2": 3, "x3": 4}, "payload": "hi", "id": "m1"}
-            assert api.post("/v1/messages", json=msg).status_code in (200, 202)
+            published = api.post("/v1/messages", json=msg)
+            assert published.status_code == 202, published.text
             got, deadline = [], time.monotonic() + 20
             while not got and time.monotonic() < deadline:
                 got = api.get(f"/v1/queues/{sub['queue']}/messages", params={"wait": 2},
