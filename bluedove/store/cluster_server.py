@@ -110,6 +110,8 @@ class RedisClusterServers:
         """Start (or start again, from `cluster.json`) every node and wait until the cluster is
         whole: cluster_state:ok on every node, every primary with its replicas online. On any
         failure every process started is stopped (and a new cluster's directories removed)."""
+        if self._live():
+            raise RuntimeError(f"the cluster in {self.data_dir} is running already (ports {self._live()})")
         deadline = time.monotonic() + timeout_s
         layout = self._read_layout()
         try:

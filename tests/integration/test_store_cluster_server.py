@@ -155,6 +155,9 @@ def test_a_second_start_on_one_directory_keeps_the_data_and_the_shape(tmp_path):
         url = first.url
     with RedisClusterServers(tmp_path, primaries=1, replicas=0) as again:
         assert again.url == url  # the same ports, from cluster.json
+        with pytest.raises(RuntimeError, match="running already"):
+            again.start()  # refused, and the running node is not stopped by the refusal
+        assert again.primaries() == [int(url.rsplit(":", 1)[1])]
         client = cluster_client(again)
         assert client.get("kept") == "yes"  # AOF and nodes.conf brought the node back with its slots
         client.close()
