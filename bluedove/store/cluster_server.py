@@ -205,14 +205,10 @@ class RedisClusterServers:
         return all(i in known and "handshake" not in known[i] for i in ids.values())
 
     def _views(self, ports: list[int]) -> str:
+        """Each node's cluster_state and how many nodes it knows (a node that does not answer: none)."""
         out = []
         for port in ports:
-            try:
-                info = _ask(port, "CLUSTER", "INFO")
-            except redis.RedisError as exc:
-                out.append(f"{port}: {exc}")
-                continue
-            fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+            fields = _cluster_info(port)
             out.append(f"{port}: state {fields.get('cluster_state')}, knows {fields.get('cluster_known_nodes')}")
         return "; ".join(out)
 
