@@ -8,6 +8,10 @@ The store fixtures never talk to a fake Redis: a session starts one real `redis-
 (the one `bluedove up` would use) on a free loopback port the first time a test asks for
 it, and stops it at the end of the session. Tests that need an empty store ask for
 `redis_clean_url`, which flushes it first.
+
+`pytest --store-kind cluster` runs the same tests against a local Redis Cluster instead (3
+primaries with a replica each, bluedove/store/cluster_server.py): `redis_url` is then a
+`redis+cluster://` URL and `redis_clean_url` flushes every primary.
 """
 
 from __future__ import annotations
@@ -17,27 +21,62 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from bluedove.store.cluster_server import RedisClusterServers
 from bluedove.store.server import RedisServer
 
 # -- store -----------------------------------------------------------------------------------
 
+STORE_KINDS = ("single", "cluster")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--store-kind", choices=STORE_KINDS, default="single",
+                     help="the store the tests' redis_url points at: one redis-server (single, the default) "
+                          "or a local Redis Cluster of 3 primaries with a replica each (cluster)")
+
 
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """URL of a real redis-server private to this test session (started on first use)."""
-    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """"single" or "cluster": the session's --store-kind (for a test that holds for one kind only)."""
+    return request.config.getoption("--store-kind")
+
+
+@pytest.fixture(scope="session")
+def redis_server(store_kind: str, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[RedisServer | RedisClusterServers]:
+    """The session's store, started on first use and stopped at the session's end: a RedisServer,
+    or with --store-kind cluster a RedisClusterServers (3 primaries, 1 replica each)."""
+    if store_kind == "cluster":
+        server = RedisClusterServers(tmp_path_factory.mktemp("redis-cluster"), primaries=3, replicas=1)
+    else:
+        server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
     try:
-        yield server.url
+        yield server
     finally:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def redis_url(redis_server: RedisServer | RedisClusterServers) -> str:
+    """URL of the session's store: redis://… (single) or redis+cluster://… (cluster)."""
+    return redis_server.url
+
+
+def flush_store(server: RedisServer | RedisClusterServers) -> None:
+    """FLUSHALL on the server, or on every primary of the cluster now (their replicas follow)."""
+    ports = server.primaries() if isinstance(server, RedisClusterServers) else [server.port]
+    for port in ports:
+        client = redis.Redis(host="127.0.0.1", port=port)
+        try:
+            client.flushall()
+        finally:
+            client.close()
+
+
 @pytest.fixture
-def redis_clean_url(redis_url: str) -> str:
-    """`redis_url`, emptied (FLUSHALL) before the test so tests never see each other's keys."""
-    client = redis.Redis.from_url(redis_url)
-    try:
-        client.flushall()
-    finally:
-        client.close()
+def redis_clean_url(redis_server: RedisServer | RedisClusterServers, redis_url: str) -> str:
+    """`redis_url`, emptied (FLUSHALL on every primary) before the test so tests never see each
+    other's keys."""
+    flush_store(redis_server)
     return redis_url

@@ -15,6 +15,7 @@ span_s  # lab/sim/engine.py RunResult
 pytestmark
 # pytest hooks, called by name
 pytest_collection_modifyitems  # tests/browser/conftest.py
+pytest_addoption  # tests/conftest.py (--store-kind)
 # shlex reads it while it splits (split on blanks, not on shell words' punctuation)
 whitespace_split  # tests/deploy/test_dockerfile.py
 # uvicorn.Server reads them: its exit flag, and the hook overridden to keep the process's signal handlers

@@ -12,7 +12,7 @@ import time
 from importlib.metadata import entry_points
 
 from bluedove.forwarding import POLICIES
-from bluedove.local.flags import PARTITION_HELP, add_cluster_flags
+from bluedove.local.flags import PARTITION_HELP, add_cluster_flags, store_flags_problem
 from bluedove.partitioning import MODES, MPARTITION
 
 COMMAND_GROUP = "bluedove.commands"
@@ -26,12 +26,14 @@ def _cmd_up(args: argparse.Namespace) -> int:
     from bluedove.local.cluster import LocalCluster
     from bluedove.space import SpaceError
 
+    if problem := store_flags_problem(args):
+        return _usage("up", problem)
     try:  # the space and the seed are checked before anything starts
         seed = load_seed(args.seed) if args.seed else None
         cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
                                grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store,
                                space_file=args.space, policy=args.policy, partition=args.partition,
-                               sample_rate=args.sample_rate, seed=seed)
+                               sample_rate=args.sample_rate, seed=seed, store_cluster=args.store_cluster)
         if seed is not None:
             initial_table(cluster.space, numbered_members(args.matchers), seed)
     except SpaceError as exc:
@@ -58,6 +60,10 @@ def _cmd_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     mode = "" if partition == MPARTITION else f" (partition {partition}, a baseline)"
+    if args.store_cluster is not None:
+        mode += f", a Redis Cluster of {args.store_cluster} primaries with a replica each"
+        if args.store_cluster < 3:
+            mode += " (fewer than 3 primaries: a killed primary is not failed over)"
     print(f"starting BlueDove: {args.matchers} matchers, {args.dispatchers} dispatcher(s), data in {args.data_dir}"
           f"{mode}", flush=True)
     try:
@@ -103,6 +109,10 @@ def _print_endpoints(cluster) -> None:
     print(f"metrics     {cluster.url}/metrics (dispatchers); every /metrics for Prometheus' file_sd: "
           f"{cluster.data_dir / 'metrics' / 'targets.json'}", flush=True)
     print(f"store       {cluster.store_url}", flush=True)
+    if cluster.redis_cluster is not None:
+        rc = cluster.redis_cluster
+        print(f"  Redis Cluster: {rc.n_primaries} primaries {rc.primaries()}, their replicas {rc.replicas()}, "
+              f"node timeout {rc.node_timeout_ms} ms, data {rc.data_dir}", flush=True)
     if cluster.sample_rate > 0:
         print(f"samples     {cluster.sample_dir}  (rate {cluster.sample_rate:g})", flush=True)
     for c in cluster.children:

@@ -28,6 +28,7 @@ from bluedove.space import Space, load_space
 from bluedove.store import Store
 from prometheus_client.multiprocess import mark_process_dead
 
+from bluedove.store.cluster_server import RedisClusterServers
 from bluedove.store.server import RedisServer, free_port
 from bluedove.telemetry import MULTIPROC_ENV
 
@@ -86,7 +87,10 @@ class LocalCluster:
                  matcher_env: dict | None = None, quiet: bool = False, deliver: str = "store",
                  partition: str | None = None, matcher_ids: list[str] | None = None,
                  sample_rate: float = 0.0, sample_dir: str | Path | None = None,
-                 seed: dict | None = None) -> None:
+                 seed: dict | None = None, store_cluster: int | None = None) -> None:
+        if store is not None and store_cluster is not None:
+            raise ValueError("store and store_cluster exclude each other: one names a running store, "
+                             "the other starts one")
         self.n_matchers = matchers
         # The matchers' ids (None: m1..mN); a test names them as a StatefulSet names its pods.
         self.matcher_ids = matcher_ids
@@ -96,6 +100,9 @@ class LocalCluster:
         self.grpc_port = grpc_port or free_port()  # one port for every dispatcher
         self.data_dir = Path(data_dir)
         self.store_url = store
+        # None: one private redis-server (DATA_DIR/redis); N: a private Redis Cluster of N primaries
+        # with a replica each (DATA_DIR/redis-cluster). Either only when `store` is None.
+        self.store_cluster = store_cluster
         self.space: Space = load_space(space_file)
         self.policy = policy
         self.host = host
@@ -109,6 +116,7 @@ class LocalCluster:
         self.sample_rate = sample_rate
         self.sample_dir = Path(sample_dir) if sample_dir else self.data_dir / "samples"
         self.redis: RedisServer | None = None
+        self.redis_cluster: RedisClusterServers | None = None
         self.children: list[Child] = []
         self.table: SegmentTable | None = None
         self.addresses: dict[str, str] = {}  # matcher name -> gRPC address
@@ -141,9 +149,7 @@ class LocalCluster:
         shutil.rmtree(self.metrics_dir, ignore_errors=True)  # counters of an earlier run would add up
         self.metrics_dir.mkdir(parents=True)
         try:
-            if self.store_url is None:
-                self.redis = RedisServer(self.data_dir / "redis").start()
-                self.store_url = self.redis.url
+            self.start_store()
             space_args = self._space_args()
             self.addresses = self._init_table()
             cmd = bluedove_command()
@@ -175,6 +181,18 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def start_store(self) -> str:
+        """The store's URL; starts the private one first unless `store` named one (or it runs)."""
+        if self.store_url is None:
+            if self.store_cluster is not None:
+                self.redis_cluster = RedisClusterServers(self.data_dir / "redis-cluster",
+                                                         primaries=self.store_cluster, replicas=1).start()
+                self.store_url = self.redis_cluster.url
+            else:
+                self.redis = RedisServer(self.data_dir / "redis").start()
+                self.store_url = self.redis.url
+        return self.store_url
 
     def metrics_url(self, c: Child) -> str:
         """Where a child's Prometheus metrics are (dispatchers: the port they share)."""
@@ -354,6 +372,9 @@ class LocalCluster:
         if self.redis:
             self.redis.stop()
             self.redis = None
+        if self.redis_cluster:
+            self.redis_cluster.stop()
+            self.redis_cluster = None
 
     def __enter__(self) -> "LocalCluster":
         return self.start()

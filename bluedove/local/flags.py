@@ -16,7 +16,23 @@ def add_cluster_flags(sp: argparse.ArgumentParser, http_port: int, grpc_port: in
     sp.add_argument("--dispatchers", type=int, default=1, help="dispatcher processes sharing the port")
     sp.add_argument("--http-port", type=int, default=http_port, help="REST port (0 = any free port)")
     sp.add_argument("--grpc-port", type=int, default=grpc_port, help="gRPC API port (0 = any free port)")
-    sp.add_argument("--store", default=None, help="redis://host:port/db; default: a private redis-server")
+    sp.add_argument("--store", default=None, help="redis://host:port/db, or redis+cluster://host:port,host:port for a Redis Cluster; "
+                                               "default: a private redis-server")
+    sp.add_argument("--store-cluster", type=int, default=None, metavar="N",
+                    help="instead of one private redis-server, a private Redis Cluster of N primaries with a "
+                         "replica each (DATA_DIR/redis-cluster); a killed primary fails over only if N >= 3")
     sp.add_argument("--space", default=None, help="YAML space file (default: x0..x3 in [0, 1000))")
     sp.add_argument("--policy", choices=POLICIES, default="adaptive", help="forwarding policy")
     sp.add_argument("--partition", choices=MODES, default=None, help=PARTITION_HELP)
+
+
+def store_flags_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the store flags (a usage error, exit 2), or None."""
+    if args.store_cluster is None:
+        return None
+    if args.store is not None:
+        return ("--store and --store-cluster exclude each other: --store names a running store, "
+                "--store-cluster starts one")
+    if args.store_cluster < 1:
+        return f"--store-cluster {args.store_cluster}: expected 1 or more primaries"
+    return None

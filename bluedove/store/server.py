@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -32,11 +33,13 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """Start redis-server in `data_dir` with AOF on (appendfsync everysec), loopback only."""
+    """Start redis-server in `data_dir` with AOF on (appendfsync everysec), loopback only.
+    `extra_args` are more redis-server options, e.g. a cluster node's (cluster_server.py)."""
 
-    def __init__(self, data_dir: str | Path, port: int | None = None) -> None:
+    def __init__(self, data_dir: str | Path, port: int | None = None, extra_args: Sequence[str] = ()) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
+        self.extra_args = list(extra_args)
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -56,6 +59,7 @@ class RedisServer:
             "--maxmemory-policy", "noeviction",
             "--daemonize", "no",
             "--logfile", "redis.log",
+            *self.extra_args,
         ]
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, start_new_session=True)

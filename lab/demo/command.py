@@ -18,6 +18,7 @@ import numpy as np
 from bluedove.client import BlueDoveError
 from bluedove.client.http import AsyncHttpTransport
 from bluedove.local.cluster import LocalCluster
+from bluedove.local.flags import store_flags_problem
 from bluedove.space import SpaceError, load_space
 from bluedove.workloads import traffic
 from lab.demo.fleet import (SETUP_CONCURRENCY, Comparison, DemoError, Ledger, create_drivers, delete_queues,
@@ -204,6 +205,8 @@ def _differences(c: Comparison) -> list[str]:
 
 
 def _check_args(args: argparse.Namespace) -> str | None:
+    if problem := store_flags_problem(args):
+        return problem
     for name in ("matchers", "dispatchers", "drivers"):
         if getattr(args, name) < 1:
             return f"--{name} must be at least 1"
@@ -242,11 +245,13 @@ def run_demo(args: argparse.Namespace) -> int:
         cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
                                grpc_port=args.grpc_port,
                                data_dir=data_dir, store=args.store, space_file=space_file, policy=args.policy,
-                               quiet=True, partition=args.partition)
+                               quiet=True, partition=args.partition, store_cluster=args.store_cluster)
         print(f"starting BlueDove: {args.matchers} matchers, {args.dispatchers} dispatcher(s), data in {data_dir}",
               flush=True)
         cluster.start()
         procs = ([f"redis-server={cluster.redis.proc.pid}"] if cluster.redis else []) + \
+                [f"redis-{port}={node.proc.pid}" for port, node in
+                 (cluster.redis_cluster.nodes.items() if cluster.redis_cluster else [])] + \
                 [f"{c.name}={c.pid}" for c in cluster.children]
         print(f"REST API {cluster.url}  (docs {cluster.url}/docs, dashboard {cluster.url}/dashboard)", flush=True)
         print(f"processes: {' '.join(procs)}", flush=True)
