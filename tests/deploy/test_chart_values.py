@@ -78,7 +78,7 @@ def test_validate_values_reports_every_problem_at_once():
 
 @pytest.mark.parametrize("values, part", [
     ({"externalRedis": {"url": "redis://r:6379/0"}}, "two stores"),
-    ({"redis": {"enabled": False}, "externalRedis": {"url": "http://r"}}, "is not a redis:// or rediss:// URL"),
+    ({"redis": {"enabled": False}, "externalRedis": {"url": "http://r"}}, "is not a store URL: it starts with redis://"),
     ({"matcher": {"bootMembers": True}}, "matcher.bootMembers with autoscaler.enabled"),
     ({"rbac": {"create": False}}, "needs autoscaler.serviceAccount.name"),
     ({"dispatcher": {"hpa": {"minReplicas": 4, "maxReplicas": 3}}}, "dispatcher.hpa.minReplicas (4) is above"),

@@ -17,8 +17,10 @@ the render fails once, listing them all, each with what to set.
 {{- if and $v.externalRedis.existingSecret (not $v.externalRedis.existingSecretKey) -}}
 {{- $errs = append $errs "externalRedis.existingSecret needs externalRedis.existingSecretKey (the key holding the URL)" -}}
 {{- end -}}
-{{- if and $v.externalRedis.url (not (regexMatch "^rediss?://" $v.externalRedis.url)) -}}
-{{- $errs = append $errs (printf "externalRedis.url %q is not a redis:// or rediss:// URL" $v.externalRedis.url) -}}
+{{- $e := $v.externalRedis -}}
+{{- if $e.url -}}
+{{- $url := include "bluedove.storeUrl.parse" $e.url | fromJson -}}
+{{- $errs = concat $errs $url.problems -}}
 {{- end -}}
 {{- if gt (int $v.autoscaler.minMatchers) (int $v.autoscaler.maxMatchers) -}}
 {{- $errs = append $errs (printf "autoscaler.minMatchers (%v) is above autoscaler.maxMatchers (%v)" $v.autoscaler.minMatchers $v.autoscaler.maxMatchers) -}}
