@@ -1,5 +1,5 @@
-"""The chart pointed at an external store: a Redis Cluster's URL, and the render-time checks
-of a URL the pods would refuse when they start."""
+"""The chart pointed at an external store: a Redis Cluster's URL, the password from a Secret
+apart from the URL, and the render-time checks of a URL the pods would refuse when they start."""
 
 from __future__ import annotations
 
@@ -7,6 +7,11 @@ import helm_python as helm
 import pytest
 
 from tests.deploy.chart import render
+
+CLUSTER_URL = "redis+cluster://redis-a.data.example:7000,redis-b.data.example:7001?wait=1"
+PASSWORD_REF = {"name": "bluedove-store-password", "key": "password"}
+STORE_CLIENTS = (("StatefulSet", "bluedove-matcher"), ("Deployment", "bluedove-dispatcher"),
+                 ("Deployment", "bluedove-autoscaler"))
 
 
 def external(**redis) -> dict:
@@ -24,8 +29,51 @@ def containers(r) -> list[tuple[str, dict]]:
     return out
 
 
+def env_of(c: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in c.get("env", [])}
+
+
 def store_arg(c: dict) -> str:
     return c["args"][c["args"].index("--store") + 1]
+
+
+def test_a_cluster_url_and_its_password_secret_reach_every_store_client():
+    """The URL as --store, the password as BLUEDOVE_STORE_PASSWORD from its Secret: in each
+    component that talks to the store, and in no other container (the `helm test` pod asks a
+    dispatcher over HTTP, it has no business with the password)."""
+    r = render(external(url=CLUSTER_URL, passwordSecret="bluedove-store-password"))
+    assert r.find("StatefulSet", "bluedove-redis") is None
+    for kind, name in STORE_CLIENTS:
+        [c] = r.get(kind, name)["spec"]["template"]["spec"]["containers"]
+        assert store_arg(c) == CLUSTER_URL, name
+        env = env_of(c)
+        assert env["BLUEDOVE_STORE_PASSWORD"]["valueFrom"] == {"secretKeyRef": PASSWORD_REF}, name
+        assert "BLUEDOVE_STORE_URL" not in env, name  # the URL is in the values, not a Secret
+    every = containers(r)
+    assert {where for where, _ in every} >= {f"{k}/{n}" for k, n in STORE_CLIENTS} | {"Pod/bluedove-test-connection"}
+    for where, c in every:
+        talks_to_store = "--store" in c.get("args", [])
+        assert ("BLUEDOVE_STORE_PASSWORD" in env_of(c)) == talks_to_store, where
+    assert "its password in Secret bluedove-store-password" in r.notes
+
+
+def test_url_and_password_both_from_secrets_url_first():
+    """existingSecret and passwordSecret together: two env entries, the URL's declared first (the
+    args refer to it as $(BLUEDOVE_STORE_URL), which the kubelet expands only from earlier ones)."""
+    r = render(external(existingSecret="store", existingSecretKey="url", passwordSecret="store-pw"))
+    for kind, name in STORE_CLIENTS:
+        [c] = r.get(kind, name)["spec"]["template"]["spec"]["containers"]
+        assert store_arg(c) == "$(BLUEDOVE_STORE_URL)"
+        names = [e["name"] for e in c["env"]]
+        assert names.index("BLUEDOVE_STORE_URL") < names.index("BLUEDOVE_STORE_PASSWORD"), name
+        assert env_of(c)["BLUEDOVE_STORE_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "store-pw",
+                                                                                     "key": "password"}
+
+
+def test_no_password_env_without_a_password_secret():
+    for values in ({}, external(url="redis+cluster://r:6379")):
+        r = render(values)
+        assert all("BLUEDOVE_STORE_PASSWORD" not in env_of(c) for _, c in containers(r)), values
 
 
 @pytest.mark.parametrize("url", [
@@ -75,3 +123,16 @@ def test_a_refused_url_is_shown_without_its_password():
         render(external(url="redis+cluster://app:s3cr%40t@a:6379,b"))
     assert 'externalRedis.url "redis+cluster://app:***@a:6379,b": node "b"' in str(e.value)
     assert "s3cr" not in str(e.value)
+
+
+@pytest.mark.parametrize("values, part", [
+    (external(url="redis+cluster://:pw@a:6379", passwordSecret="pw"),
+     "externalRedis.url carries a password and externalRedis.passwordSecret is set too"),
+    ({"externalRedis": {"passwordSecret": "pw"}}, "externalRedis.passwordSecret with redis.enabled"),
+    (external(url="redis+cluster://a:6379", passwordSecret="pw", passwordSecretKey=""),
+     "externalRedis.passwordSecret needs externalRedis.passwordSecretKey"),
+])
+def test_password_rules(values, part):
+    with pytest.raises(helm.HelmRenderError) as e:
+        render(values)
+    assert "1 problem(s)" in str(e.value) and part in str(e.value)

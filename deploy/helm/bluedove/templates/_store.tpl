@@ -30,8 +30,11 @@ $(BLUEDOVE_STORE_URL)
 {{- end -}}
 
 {{/*
-The env entry carrying the store URL from externalRedis.existingSecret (nothing otherwise).
-Declared before any entry that refers to it: $(VAR) expands only variables defined earlier.
+The env entries carrying the store URL from externalRedis.existingSecret and the store's
+password from externalRedis.passwordSecret (nothing when neither is set). The URL is declared
+before any entry that refers to it: $(VAR) expands only variables defined earlier. The store
+client uses BLUEDOVE_STORE_PASSWORD when the URL carries no password: so the URL may stay in
+the values (or a ConfigMap) and only the password in a Secret.
 */}}
 {{- define "bluedove.storeEnv" -}}
 {{- $e := .Values.externalRedis -}}
@@ -41,6 +44,13 @@ Declared before any entry that refers to it: $(VAR) expands only variables defin
     secretKeyRef:
       name: {{ $e.existingSecret | quote }}
       key: {{ $e.existingSecretKey | quote }}
+{{- end }}
+{{- if $e.passwordSecret }}
+- name: BLUEDOVE_STORE_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $e.passwordSecret | quote }}
+      key: {{ $e.passwordSecretKey | quote }}
 {{- end }}
 {{- end -}}
 
