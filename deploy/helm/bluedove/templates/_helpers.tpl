@@ -162,8 +162,7 @@ NetworkPolicy pieces. A peer: the pods of one component of this release.
 
 {{/*
 Egress every bluedove component needs: DNS (the headless Service's records), the matchers'
-port, the dispatchers' gossip port, and the store (in-chart Redis, or any address on
-externalRedis.port: its address is not known here).
+port, the dispatchers' gossip port, and the store (bluedove.netpol.storeEgress).
 */}}
 {{- define "bluedove.netpol.commonEgress" -}}
 - ports:
@@ -177,13 +176,5 @@ externalRedis.port: its address is not known here).
     {{- include "bluedove.netpol.peer" (dict "ctx" . "component" "dispatcher") | nindent 4 }}
   ports:
     - {port: 7002, protocol: TCP}
-{{- if .Values.redis.enabled }}
-- to:
-    {{- include "bluedove.netpol.peer" (dict "ctx" . "component" "redis") | nindent 4 }}
-  ports:
-    - {port: 6379, protocol: TCP}
-{{- else }}
-- ports:
-    - {port: {{ .Values.externalRedis.port }}, protocol: TCP}
-{{- end }}
+{{- include "bluedove.netpol.storeEgress" . }}
 {{- end -}}

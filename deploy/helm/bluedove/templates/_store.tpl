@@ -137,3 +137,34 @@ Hosts are DNS names, IPv4 or [IPv6] addresses. The messages show the URL with it
 {{- end -}}
 {{- toJson (dict "problems" $problems "ports" $ports "password" $password) -}}
 {{- end -}}
+
+{{/*
+The ports the NetworkPolicies open towards an external store (any address: it is not known
+here): externalRedis.ports when set (a Redis Cluster's nodes on several ports), else
+externalRedis.port. Gives JSON: a list of ints.
+*/}}
+{{- define "bluedove.externalRedis.ports" -}}
+{{- $ports := list -}}
+{{- range $p := (.Values.externalRedis.ports | default (list .Values.externalRedis.port)) -}}
+{{- $ports = append $ports (int $p) -}}
+{{- end -}}
+{{- toJson (uniq $ports) -}}
+{{- end -}}
+
+{{/*
+Egress to the store: the in-chart Redis pod on 6379, or any address on the external store's
+ports (bluedove.externalRedis.ports).
+*/}}
+{{- define "bluedove.netpol.storeEgress" -}}
+{{- if .Values.redis.enabled }}
+- to:
+    {{- include "bluedove.netpol.peer" (dict "ctx" . "component" "redis") | nindent 4 }}
+  ports:
+    - {port: 6379, protocol: TCP}
+{{- else }}
+- ports:
+    {{- range $p := include "bluedove.externalRedis.ports" . | fromJsonArray }}
+    - {port: {{ int $p }}, protocol: TCP}
+    {{- end }}
+{{- end }}
+{{- end -}}

@@ -30,6 +30,17 @@ the render fails once, listing them all, each with what to set.
 {{- if and $url.password $e.passwordSecret -}}
 {{- $errs = append $errs "externalRedis.url carries a password and externalRedis.passwordSecret is set too: the URL's would be used (keep one; the Secret keeps it out of the values)" -}}
 {{- end -}}
+{{- if and $v.networkPolicy.enabled (not $v.redis.enabled) -}}
+{{- $open := list -}}
+{{- range $p := include "bluedove.externalRedis.ports" . | fromJsonArray -}}
+{{- $open = append $open (int $p) -}}
+{{- end -}}
+{{- range $p := $url.ports -}}
+{{- if not (has (int $p) $open) -}}
+{{- $errs = append $errs (printf "externalRedis.url names port %d, which the NetworkPolicies' egress does not open (it opens %s: add it to externalRedis.ports, or set externalRedis.port)" (int $p) (join ", " $open)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if gt (int $v.autoscaler.minMatchers) (int $v.autoscaler.maxMatchers) -}}
 {{- $errs = append $errs (printf "autoscaler.minMatchers (%v) is above autoscaler.maxMatchers (%v)" $v.autoscaler.minMatchers $v.autoscaler.maxMatchers) -}}
