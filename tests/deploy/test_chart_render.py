@@ -34,7 +34,7 @@ PROFILE_VALUES = [{}] + [load_values(p) for p in PROFILES]
 def test_the_expected_profiles_exist():
     """The ci/ profiles the docs promise (a renamed or lost one would silently drop out of the loops)."""
     assert [p.name for p in PROFILES] == ["autoscaling-off-values.yaml", "external-redis-values.yaml",
-                                          "minimal-values.yaml", "tls-values.yaml"]
+                                          "minimal-values.yaml", "redis-cluster-values.yaml", "tls-values.yaml"]
 
 
 @pytest.mark.parametrize("values", PROFILE_VALUES, ids=PROFILE_IDS)

@@ -12,6 +12,42 @@ from bluedove.cli.main import build_parser
 from tests.deploy.chart import CHART, load_values, render
 
 
+def test_every_value_is_documented_by_an_param_comment():
+    """values.yaml documents each key with a `## @param key.path text` comment above it (on the
+    key itself, or on a map it belongs to when that map is one value, like resources): a key
+    without one, an @param naming no key, or one without text fails, naming it."""
+    import re
+
+    import yaml
+
+    text = (CHART / "values.yaml").read_text()
+    params = dict(re.findall(r"^\s*## @param (\S+)(.*)$", text, re.MULTILINE))
+    values = yaml.safe_load(text)
+
+    def lookup(path):
+        node = values
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    assert [p for p in params if not lookup(p)] == [], "@param naming no key"
+    assert [p for p, doc in params.items() if not doc.strip()] == [], "@param without text"
+
+    def undocumented(node, prefix=""):
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            if path in params:
+                continue
+            if isinstance(value, dict) and value:
+                yield from undocumented(value, f"{path}.")
+            else:
+                yield path
+
+    assert list(undocumented(values)) == []
+
+
 @pytest.mark.parametrize("values, message", [
     ({"matcher": {"replicas": "3"}}, "at '/matcher/replicas': got string, want integer"),
     ({"matcher": {"replica": 3}}, "at '/matcher': additional properties 'replica' not allowed"),
@@ -42,7 +78,7 @@ def test_validate_values_reports_every_problem_at_once():
 
 @pytest.mark.parametrize("values, part", [
     ({"externalRedis": {"url": "redis://r:6379/0"}}, "two stores"),
-    ({"redis": {"enabled": False}, "externalRedis": {"url": "http://r"}}, "is not a redis:// or rediss:// URL"),
+    ({"redis": {"enabled": False}, "externalRedis": {"url": "http://r"}}, "is not a store URL: it starts with redis://"),
     ({"matcher": {"bootMembers": True}}, "matcher.bootMembers with autoscaler.enabled"),
     ({"rbac": {"create": False}}, "needs autoscaler.serviceAccount.name"),
     ({"dispatcher": {"hpa": {"minReplicas": 4, "maxReplicas": 3}}}, "dispatcher.hpa.minReplicas (4) is above"),

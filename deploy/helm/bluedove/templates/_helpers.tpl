@@ -1,6 +1,6 @@
 {{/*
-Names, labels, the image and the store URL shared by every component's templates.
-Validation lives in _validate.tpl, the pod spec pieces in _pod.tpl.
+Names, labels and the image shared by every component's templates. The store URL is in
+_store.tpl, validation in _validate.tpl, the pod spec pieces in _pod.tpl.
 */}}
 
 {{/*
@@ -145,45 +145,6 @@ The bluedove image: repository:tag, the tag defaulting to the chart's appVersion
 {{- end -}}
 
 {{/*
-The store URL when it is known at render time: externalRedis.url, else the in-chart Redis.
-With externalRedis.existingSecret the URL is only known in the pod: see bluedove.storeArg.
-A free-form URL, so a Redis Cluster or a TLS (rediss://) URL fits once the store speaks them.
-*/}}
-{{- define "bluedove.storeUrl" -}}
-{{- if .Values.externalRedis.url -}}
-{{- .Values.externalRedis.url -}}
-{{- else -}}
-{{- printf "redis://%s:6379/0" (include "bluedove.redis.fullname" .) -}}
-{{- end -}}
-{{- end -}}
-
-{{/*
-What follows --store in every component's args: the URL, or $(BLUEDOVE_STORE_URL), which the
-kubelet expands from the env entry bluedove.storeEnv adds when the URL is in a Secret.
-*/}}
-{{- define "bluedove.storeArg" -}}
-{{- if .Values.externalRedis.existingSecret -}}
-$(BLUEDOVE_STORE_URL)
-{{- else -}}
-{{- include "bluedove.storeUrl" . -}}
-{{- end -}}
-{{- end -}}
-
-{{/*
-The env entry carrying the store URL from externalRedis.existingSecret (nothing otherwise).
-Declared before any entry that refers to it: $(VAR) expands only variables defined earlier.
-*/}}
-{{- define "bluedove.storeEnv" -}}
-{{- if .Values.externalRedis.existingSecret }}
-- name: BLUEDOVE_STORE_URL
-  valueFrom:
-    secretKeyRef:
-      name: {{ .Values.externalRedis.existingSecret | quote }}
-      key: {{ .Values.externalRedis.existingSecretKey | quote }}
-{{- end }}
-{{- end -}}
-
-{{/*
 The space ConfigMap's checksum: a pod-template annotation, so a change of space rolls the pods.
 */}}
 {{- define "bluedove.spaceChecksum" -}}
@@ -201,8 +162,7 @@ NetworkPolicy pieces. A peer: the pods of one component of this release.
 
 {{/*
 Egress every bluedove component needs: DNS (the headless Service's records), the matchers'
-port, the dispatchers' gossip port, and the store (in-chart Redis, or any address on
-externalRedis.port: its address is not known here).
+port, the dispatchers' gossip port, and the store (bluedove.netpol.storeEgress).
 */}}
 {{- define "bluedove.netpol.commonEgress" -}}
 - ports:
@@ -216,13 +176,5 @@ externalRedis.port: its address is not known here).
     {{- include "bluedove.netpol.peer" (dict "ctx" . "component" "dispatcher") | nindent 4 }}
   ports:
     - {port: 7002, protocol: TCP}
-{{- if .Values.redis.enabled }}
-- to:
-    {{- include "bluedove.netpol.peer" (dict "ctx" . "component" "redis") | nindent 4 }}
-  ports:
-    - {port: 6379, protocol: TCP}
-{{- else }}
-- ports:
-    - {port: {{ .Values.externalRedis.port }}, protocol: TCP}
-{{- end }}
+{{- include "bluedove.netpol.storeEgress" . }}
 {{- end -}}

@@ -17,8 +17,30 @@ the render fails once, listing them all, each with what to set.
 {{- if and $v.externalRedis.existingSecret (not $v.externalRedis.existingSecretKey) -}}
 {{- $errs = append $errs "externalRedis.existingSecret needs externalRedis.existingSecretKey (the key holding the URL)" -}}
 {{- end -}}
-{{- if and $v.externalRedis.url (not (regexMatch "^rediss?://" $v.externalRedis.url)) -}}
-{{- $errs = append $errs (printf "externalRedis.url %q is not a redis:// or rediss:// URL" $v.externalRedis.url) -}}
+{{- $e := $v.externalRedis -}}
+{{- if and $e.passwordSecret $v.redis.enabled (not $e.url) (not $e.existingSecret) -}}
+{{- $errs = append $errs "externalRedis.passwordSecret with redis.enabled: the in-chart Redis has no password (the password is an external store's: set redis.enabled=false and externalRedis.url or externalRedis.existingSecret)" -}}
+{{- end -}}
+{{- if and $e.passwordSecret (not $e.passwordSecretKey) -}}
+{{- $errs = append $errs "externalRedis.passwordSecret needs externalRedis.passwordSecretKey (the key holding the password)" -}}
+{{- end -}}
+{{- if $e.url -}}
+{{- $url := include "bluedove.storeUrl.parse" $e.url | fromJson -}}
+{{- $errs = concat $errs $url.problems -}}
+{{- if and $url.password $e.passwordSecret -}}
+{{- $errs = append $errs "externalRedis.url carries a password and externalRedis.passwordSecret is set too: the URL's would be used (keep one; the Secret keeps it out of the values)" -}}
+{{- end -}}
+{{- if and $v.networkPolicy.enabled (not $v.redis.enabled) -}}
+{{- $open := list -}}
+{{- range $p := include "bluedove.externalRedis.ports" . | fromJsonArray -}}
+{{- $open = append $open (int $p) -}}
+{{- end -}}
+{{- range $p := $url.ports -}}
+{{- if not (has (int $p) $open) -}}
+{{- $errs = append $errs (printf "externalRedis.url names port %d, which the NetworkPolicies' egress does not open (it opens %s: add it to externalRedis.ports, or set externalRedis.port)" (int $p) (join ", " $open)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if gt (int $v.autoscaler.minMatchers) (int $v.autoscaler.maxMatchers) -}}
 {{- $errs = append $errs (printf "autoscaler.minMatchers (%v) is above autoscaler.maxMatchers (%v)" $v.autoscaler.minMatchers $v.autoscaler.maxMatchers) -}}
