@@ -16,6 +16,7 @@ primaries with a replica each, bluedove/store/cluster_server.py): `redis_url` is
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -33,6 +34,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--store-kind", choices=STORE_KINDS, default="single",
                      help="the store the tests' redis_url points at: one redis-server (single, the default) "
                           "or a local Redis Cluster of 3 primaries with a replica each (cluster)")
+
+
+# The session's --store-kind, for helpers that are not fixtures (tests/integration/conftest.py's
+# start_cluster gives its LocalCluster a store of that kind). In the environment: a conftest
+# module may be imported twice, under two names, each with globals of its own.
+STORE_KIND_ENV = "BLUEDOVE_TEST_STORE_KIND"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ[STORE_KIND_ENV] = config.getoption("--store-kind")
 
 
 @pytest.fixture(scope="session")

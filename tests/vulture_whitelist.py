@@ -20,3 +20,4 @@ pytest_addoption  # tests/conftest.py (--store-kind)
 whitespace_split  # tests/deploy/test_dockerfile.py
 # uvicorn.Server reads them: its exit flag, and the hook overridden to keep the process's signal handlers
 should_exit, capture_signals  # bluedove/telemetry.py
+pytest_configure  # tests/conftest.py (--store-kind for start_cluster, through the environment)

@@ -12,10 +12,15 @@ import pytest
 
 from bluedove.local.cluster import LocalCluster
 from bluedove.store.store import Store, StoreLimits
+from tests.conftest import STORE_KIND_ENV
 
 
 def start_cluster(tmp_path, **kw) -> LocalCluster:
+    """A LocalCluster (4 matchers unless told) on a private store: one redis-server, or with
+    `pytest --store-kind cluster` a Redis Cluster of 3 primaries with a replica each."""
     kw.setdefault("matchers", 4)
+    if os.environ.get(STORE_KIND_ENV) == "cluster" and kw.get("store") is None:
+        kw.setdefault("store_cluster", 3)
     return LocalCluster(http_port=0, data_dir=tmp_path, quiet=True, restart=False, **kw).start()
 
 

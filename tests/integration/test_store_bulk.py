@@ -8,10 +8,10 @@ import asyncio
 import json
 
 import pytest
-import redis.asyncio as aioredis
 
 from bluedove.store import keys as K
-from bluedove.store.store import QueueMissing, BadToken, Store, StoreLimits, deliveries_json
+from bluedove.store.client import async_client
+from bluedove.store.store import BadToken, QueueMissing, Store, StoreLimits, deliveries_json
 
 pytestmark = pytest.mark.integration
 
@@ -97,7 +97,7 @@ async def test_poll_takes_expired_first_then_new_up_to_max_and_skips_deleted(sto
     (q, _), = await store.create_queues(1)
     await store.deliver([(f"m{i}", body(f"m{i}")) for i in range(4)], [(q, i, '["s"]') for i in range(4)])
     first = await store.poll(q, 3, 0)  # m0 m1 m2 handed out
-    r = aioredis.from_url(redis_clean_url, decode_responses=True)
+    r = async_client(redis_clean_url)
     await r.xdel(K.queue_stream(q), first[1]["receipt"])  # m1 deleted while pending
     await r.aclose()
     await store.deliver([("m4", body("m4"))], [(q, 0, '["s"]')])
