@@ -32,6 +32,7 @@ def test_a_crashed_member_is_declared_dead_by_all_within_the_detection_time(n):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # ~2 min of CPU alone; past the suite's 300 s when the machine is shared
 def test_with_5_percent_loss_no_live_member_is_declared_dead_over_10000_rounds():
     deaths, suspicions = simulate.false_deaths(50, rounds=10_000, loss=0.05, seed=11)
     assert deaths == 0, f"{deaths} false deaths ({suspicions} suspicions)"

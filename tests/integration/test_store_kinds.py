@@ -1,0 +1,32 @@
+"""The store and exactness tests once more, against a local Redis Cluster (3 primaries with a
+replica each): `pytest --store-kind cluster` on those files, in a pytest of its own, so that
+the one test command runs both kinds of store. The whole integration suite takes the option
+too (docs/operations.md, "A local Redis Cluster")."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+HERE = Path(__file__).parent
+ON_A_CLUSTER = [
+    "test_store.py", "test_store_deliveries.py", "test_store_bulk.py", "test_store_series.py",
+    "test_matcher_queue.py", "test_exactness.py", "test_takeover.py", "test_api_contract.py",
+]
+
+
+def test_the_store_and_exactness_tests_pass_on_a_redis_cluster(store_kind, tmp_path):
+    if store_kind == "cluster":
+        pytest.skip("this session runs every test on a cluster already")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--store-kind",
+                          "cluster", "--basetemp", str(tmp_path / "t"), *(str(HERE / f) for f in ON_A_CLUSTER)],
+                         cwd=HERE.parent.parent, env=env, capture_output=True, text=True, timeout=900)
+    tail = "\n".join((out.stdout + out.stderr).splitlines()[-40:])
+    assert out.returncode == 0 and " passed" in tail, tail
