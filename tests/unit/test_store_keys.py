@@ -1,0 +1,89 @@
+"""bluedove/store/keys.py and client.py: the keys of one atomic step share a slot; catalogue
+positions, shard by shard; store URLs, one server or a cluster."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from redis.crc import key_slot
+
+from bluedove.store import keys as K
+from bluedove.store.client import StoreUrlError, is_cluster_url, parse_cluster_url, wait_settings
+
+queue_ids = st.text(alphabet="abcdef0123456789", min_size=32, max_size=32)
+
+
+@given(queue_ids, st.text(alphabet="abcxyz0123456789-_.:", min_size=1, max_size=40))
+def test_a_queues_keys_and_its_deliveries_marks_share_one_slot(queue, message_id):
+    slot = key_slot(K.queue_stream(queue).encode())
+    assert key_slot(K.queue_hash(queue).encode()) == slot
+    assert key_slot(K.delivery_mark(queue, message_id).encode()) == slot
+
+
+@given(queue_ids)
+def test_a_queues_catalogue_keys_share_its_shards_slot(queue):
+    shard = K.shard_of(queue)
+    slot = key_slot(K.catalog_hash(shard).encode())
+    assert {key_slot(k.encode()) for k in (K.catalog_log(shard), K.queue_subs(queue), K.queue_gone(queue))} == {slot}
+
+
+def test_the_shard_of_a_queue_is_the_same_in_every_process():
+    # CRC-32, not Python's hash(), which is seeded per process: crc32(b"abc") is 0x352441C2
+    assert K.shard_of("abc") == 0x352441C2 % 16 == 2
+
+
+def test_the_catalogue_shards_are_spread_over_slots():
+    assert len({key_slot(K.catalog_log(s).encode()) for s in range(K.CATALOG_SHARDS)}) == K.CATALOG_SHARDS
+
+
+def test_positions_are_one_stream_id_per_shard():
+    start = K.parse_pos("0-0")
+    assert start == ["0-0"] * K.CATALOG_SHARDS and K.parse_pos("") == start
+    a = K.pos_with("0-0", 3, "5-1")
+    b = K.pos_with(K.pos_with("0-0", 3, "4-9"), 7, "2-0")
+    assert K.pos_of(a, 3) == "5-1" and K.pos_of(a, 7) == "0-0"
+    assert K.pos_min([a, b]) == K.pos_with("0-0", 3, "4-9")  # each shard's oldest
+    assert K.pos_max([a, b]) == K.pos_with(K.pos_with("0-0", 3, "5-1"), 7, "2-0")
+    assert K.pos_max(["0-0"]) == K.join_pos(start)
+    # ids compare as numbers, not text
+    assert K.pos_of(K.pos_max([K.pos_with("0-0", 0, "10-0"), K.pos_with("0-0", 0, "9-5")]), 0) == "10-0"
+
+
+@pytest.mark.parametrize("bad", ["1-0,2-0", ",".join(["x"] * K.CATALOG_SHARDS), "1-0"])
+def test_a_malformed_position_is_refused(bad):
+    with pytest.raises(ValueError):
+        K.parse_pos(bad)
+
+
+def test_cluster_urls():
+    c = parse_cluster_url("redis+cluster://127.0.0.1:7000,127.0.0.1:7001")
+    assert c.nodes == [("127.0.0.1", 7000), ("127.0.0.1", 7001)] and not c.tls
+    assert (c.username, c.password, c.wait_replicas, c.wait_ms) == (None, None, 0, 1000)
+    c = parse_cluster_url("rediss+cluster://u:p%40ss@h1:1/0?wait=1&wait_ms=250")
+    assert c.tls and (c.username, c.password, c.nodes, c.wait_replicas, c.wait_ms) == ("u", "p@ss", [("h1", 1)], 1, 250)
+    assert c.password == "p@ss"
+    assert is_cluster_url("redis+cluster://h:1") and not is_cluster_url("redis://h:1/0")
+    assert wait_settings("redis+cluster://h:1?wait=2") == (2, 1000) and wait_settings("redis://h:1/0") == (0, 0)
+
+
+def test_a_cluster_password_from_the_environment_when_the_url_has_none(monkeypatch):
+    monkeypatch.setenv("BLUEDOVE_STORE_PASSWORD", "from-env")
+    assert parse_cluster_url("redis+cluster://h:1").password == "from-env"
+    assert parse_cluster_url("redis+cluster://:in-url@h:1").password == "in-url"
+
+
+@pytest.mark.parametrize("url,says", [
+    ("redis://h:1", "starts with redis"),
+    ("redis+cluster://h", "is not host:port"),
+    ("redis+cluster://h:1,", "is not host:port"),
+    ("redis+cluster://h:99999", "is not host:port"),
+    ("redis+cluster://h:1/2", "only database 0"),
+    ("redis+cluster://h:1?wiat=1", "unknown option 'wiat'"),
+    ("redis+cluster://h:1?wait=x", "whole numbers"),
+    ("redis+cluster://h:1?wait=-1", "wait must be"),
+    ("redis+cluster://h:1?wait_ms=0", "wait must be"),
+])
+def test_a_bad_cluster_url_says_what_is_wrong(url, says):
+    with pytest.raises(StoreUrlError, match=says):
+        parse_cluster_url(url)
