@@ -14,7 +14,8 @@ from redis.exceptions import ResponseError
 
 from bluedove.errors import ApiError, not_found, unauthorized
 from bluedove.model import build_subscription, parse_batch, parse_message, parse_subscription_request
-from bluedove.store.store import BadToken, LimitExceeded, QueueMissing, first_invalid_receipt, new_id
+from bluedove.store.ids import first_invalid_receipt, new_id
+from bluedove.store.store import BadToken, LimitExceeded, QueueMissing
 from bluedove.v1 import matcher_pb2 as pb
 from dispatcher.stats_view import member_stats
 from gossip.state import DISPATCHER, MATCHER

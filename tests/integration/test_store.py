@@ -9,7 +9,8 @@ import json
 import pytest
 
 from bluedove.store import keys as K
-from bluedove.store.store import LimitExceeded, QueueMissing, StoreLimits, hash_token, valid_receipt
+from bluedove.store.ids import hash_token, valid_receipt
+from bluedove.store.store import LimitExceeded, QueueMissing, StoreLimits
 from tests.integration.store_fixtures import current_catalogue, replay, stream_order, sub_json
 
 pytestmark = pytest.mark.integration

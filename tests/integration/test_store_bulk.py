@@ -11,7 +11,8 @@ import pytest
 
 from bluedove.store import keys as K
 from bluedove.store.client import async_client
-from bluedove.store.store import BadToken, QueueMissing, Store, StoreLimits, deliveries_json
+from bluedove.store.store import BadToken, QueueMissing, Store, StoreLimits
+from bluedove.store.wire import deliveries_json
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from bluedove.store import keys as K
-from bluedove.store.store import QueueMissing, StoreLimits, first_invalid_receipt, valid_receipt
+from bluedove.store.ids import first_invalid_receipt, valid_receipt
+from bluedove.store.store import QueueMissing, StoreLimits
 from tests.integration.store_fixtures import message, sub_json
 
 pytestmark = pytest.mark.integration

@@ -4,7 +4,7 @@ import pytest
 from redis.asyncio.connection import Connection
 from redis.exceptions import DataError
 
-from bluedove.store.store import PackedConnection
+from bluedove.store.wire import PackedConnection
 
 CASES = [
     ("EVALSHA", "ab" * 20, 0, 2, "m1", b'{"id":"m1"}', 120, "q", 1, '["s1"]'),

@@ -1,0 +1,42 @@
+"""What goes over the wire to and from Redis: commands packed in C, and the REST body of
+deliveries spliced from their stored JSON."""
+
+from __future__ import annotations
+
+import json
+
+import hiredis
+import redis.asyncio as aioredis
+
+
+class PackedConnection(aioredis.Connection):
+    """redis-py's asyncio connection with commands packed by hiredis in C, as its sync client
+    does: the same bytes, ~9x cheaper for a matcher's DELIVER call of ~1,700 arguments
+    (5.6 -> 0.6 µs per message). Anything but str, bytes, int and float takes redis-py's path."""
+
+    _PLAIN = frozenset((str, bytes, int, float))
+
+    def pack_command(self, *args):
+        types = set(map(type, args))
+        if not types <= self._PLAIN or type(args[0]) is float:
+            return super().pack_command(*args)
+        if isinstance(args[0], str):  # "SCRIPT LOAD" and the like go as separate words
+            args = (*args[0].encode().split(), *args[1:])
+        elif b" " in args[0]:
+            args = (*args[0].split(), *args[1:])
+        if float in types:  # formatted as redis-py does
+            args = tuple(repr(a) if type(a) is float else a for a in args)
+        return [hiredis.pack_command(args)]
+
+
+def deliveries_json(raw: list[tuple[str, str, str]]) -> bytes:
+    """`{"messages": [...]}` for deliveries [(receipt, message JSON, subscriptions JSON)],
+    spliced from the stored JSON texts (each message object gains its subscriptions and
+    receipt) without decoding them: what the POLL script does in Redis, for the entries a
+    blocking read hands out."""
+    parts = []
+    for eid, message, subs in raw:
+        head = message.rstrip()[:-1].rstrip()  # the object without its closing brace
+        sep = "" if head.endswith("{") else ","
+        parts.append(f'{head}{sep}"subscriptions":{subs},"receipt":{json.dumps(eid)}}}')
+    return ('{"messages":[' + ",".join(parts) + "]}").encode()
