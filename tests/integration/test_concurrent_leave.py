@@ -15,9 +15,9 @@ import json
 import grpc
 import httpx
 import pytest
-import redis
 
 from bluedove.segments import SegmentTable
+from bluedove.store.client import sync_client
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from tests.integration.conftest import assert_no_children, start_cluster
@@ -32,7 +32,7 @@ async def leave(address: str) -> pb.LeaveReply:
 
 
 def stored_table(url: str) -> SegmentTable:
-    r = redis.Redis.from_url(url)
+    r = sync_client(url)
     try:
         return SegmentTable.from_json(json.loads(r.get("bd:table")))
     finally:

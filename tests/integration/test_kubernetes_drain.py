@@ -17,10 +17,10 @@ import time
 import httpx
 import kmock
 import pytest
-import redis
 
 from autoscaler.drain import MatcherDrainer, table_owners
 from bluedove.store import Store
+from bluedove.store.client import sync_client
 from tests.integration.cluster_checks import publish_steadily, subscribe_random
 from tests.integration.conftest import assert_no_children, start_cluster
 from tests.integration.helpers import compare, drain, oracle
@@ -32,7 +32,7 @@ PODS = [f"{STS}-{i}" for i in range(3)]
 
 
 def stored_owners(url: str) -> dict[str, str]:
-    r = redis.Redis.from_url(url)
+    r = sync_client(url)
     try:
         raw = r.get("bd:table")
     finally:
