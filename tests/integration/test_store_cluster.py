@@ -16,6 +16,7 @@ import time
 import urllib.request
 
 import httpx
+import redis
 import pytest
 from redis.crc import key_slot
 
@@ -268,3 +269,88 @@ def test_a_primary_killed_under_steady_publishing(tmp_path, wait):
             c.stop()
             assert_no_children(c)
         servers.stop()
+
+
+def _written(c: LocalCluster) -> float:
+    """Deliveries the matchers have written so far (their Prometheus counters)."""
+    total = 0.0
+    for m in c.matchers():
+        with urllib.request.urlopen(c.metrics_url(m), timeout=5) as resp:
+            total += sum(float(line.rsplit(" ", 1)[1]) for line in resp.read().decode().splitlines()
+                         if line.startswith("bluedove_matcher_deliveries_written"))
+    return total
+
+
+async def _load(c: LocalCluster, rng: random.Random, steady_rate: float, seconds: float,
+                workers: int) -> tuple[dict, dict]:
+    """A steady phase (`steady_rate` single publishes/s: their latencies), then a saturated one
+    (`workers` publishers back to back: messages/s): (figures, every message published)."""
+    messages: dict = {}
+    lat: list[float] = []
+
+    async def publish(client: httpx.AsyncClient, mid: str) -> float:
+        attrs = {d: rng.uniform(0, 1000) for d in c.space.names}
+        t0 = time.perf_counter()
+        r = await client.post("/v1/messages", json={"attributes": attrs, "id": mid})
+        assert r.status_code == 202, r.text
+        messages[mid] = tuple(attrs[d] for d in c.space.names)
+        return time.perf_counter() - t0
+
+    async def timed(client: httpx.AsyncClient, mid: str) -> None:
+        lat.append(await publish(client, mid))
+
+    async with httpx.AsyncClient(base_url=c.url, timeout=30, limits=httpx.Limits(max_connections=64)) as client:
+        tasks = []
+        for i in range(int(steady_rate * seconds)):
+            tasks.append(asyncio.create_task(timed(client, f"s-{i}")))
+            await asyncio.sleep(1 / steady_rate)
+        await asyncio.gather(*tasks)
+        written0, t0 = _written(c), time.monotonic()
+        done = 0
+
+        async def worker(w: int) -> None:
+            nonlocal done
+            i = 0
+            while time.monotonic() - t0 < seconds:
+                await publish(client, f"w{w}-{i}")
+                i += 1
+                done += 1
+
+        await asyncio.gather(*(worker(w) for w in range(workers)))
+        took = time.monotonic() - t0
+        await asyncio.sleep(0.5)  # the counters are read from the matchers' metrics
+        written = _written(c) - written0
+    lat.sort()
+    return {"publish_p50_ms": round(lat[len(lat) // 2] * 1000, 1), "publish_p99_ms": round(lat[int(len(lat) * 0.99)] * 1000, 1),
+            "saturated_msgs_per_s": round(done / took), "saturated_deliveries_per_s": round(written / took)}, messages
+
+
+def test_the_cost_of_wait_1(tmp_path):
+    """The same load on the same 3-primary cluster (a replica each), without and with ?wait=1:
+    publish latency under a small steady load, and deliveries/s with publishers back to back.
+    Printed for docs/operations.md; asserted: every publish accepted, and the matchers wrote
+    exactly the deliveries the oracle names (WAIT changes the cost, not the outcome)."""
+    servers = RedisClusterServers(tmp_path / "rc", primaries=3, replicas=1).start()
+    figures = {}
+    try:
+        for wait in (0, 1):
+            for port in servers.primaries():  # an empty store for each run (their replicas follow)
+                with redis.Redis(port=port) as r:
+                    r.flushall()
+            url = servers.url + ("?wait=1&wait_ms=1000" if wait else "")
+            c = LocalCluster(matchers=2, http_port=0, data_dir=tmp_path / f"bd{wait}", store=url, quiet=True,
+                             restart=False).start()
+            try:
+                rng = random.Random(16)
+                with httpx.Client(base_url=c.url, timeout=30) as api:
+                    _, subs = subscribe_random(api, rng, n_queues=20, n_subs=200)
+                written0 = _written(c)
+                figures[wait], messages = asyncio.run(_load(c, rng, steady_rate=100, seconds=5, workers=16))
+                time.sleep(0.5)
+                assert _written(c) - written0 == len(oracle(c.space, subs, messages))
+            finally:
+                c.stop()
+                assert_no_children(c)
+    finally:
+        servers.stop()
+    print(f"\nwithout wait: {figures[0]}\nwith wait=1:  {figures[1]}")
