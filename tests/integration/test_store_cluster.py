@@ -21,9 +21,12 @@ import pytest
 from redis.crc import key_slot
 
 from bluedove.local.cluster import LocalCluster
+from bluedove.model import build_subscription
 from bluedove.store import keys as K
+from bluedove.store.batch import Runner
 from bluedove.store.client import sync_client
 from bluedove.store.cluster_server import RedisClusterServers
+from bluedove.store.store import Store, new_id
 from tests.integration.conftest import assert_no_children
 from tests.integration.cluster_checks import publish_steadily, subscribe_random
 from tests.integration.helpers import drain, new_queue, oracle
@@ -141,13 +144,68 @@ def test_a_matcher_killed_between_two_nodes_writes_leaves_each_queue_one_deliver
         servers.stop()
 
 
+class _FirstGroupOnly(Runner):
+    """A writer that dies part way: the first call of a delivery batch (one slot's share) is
+    sent, then the connection is lost before the rest."""
+
+    async def run(self, calls, wait=False):
+        if len(calls) > 1:
+            await super().run(calls[:1], wait)
+            raise redis.exceptions.ConnectionError("the writer died after the first slot's call")
+        return await super().run(calls, wait)
+
+
+async def _write_part_then_retry(url: str) -> tuple[dict, dict, dict, tuple, tuple]:
+    """One batch of 2 messages to 12 queues spread over slots, written part way by a dying
+    writer, then whole by a fresh Store, then once more."""
+    first, second = Store(url), Store(url)
+    try:
+        queues = [q for q, _ in await first.create_queues(12)]
+        slots = {q: first.runner.slot_of_queue(q) for q in queues}
+        messages = [("pub-1", '{"id":"pub-1"}'), ("pub-2", '{"id":"pub-2"}')]
+        deliveries = [(q, i, '["s"]') for q in queues for i in (0, 1)]
+        first.runner = _FirstGroupOnly(first.r, first.runner.wait_replicas, first.runner.wait_ms)
+        with pytest.raises(redis.exceptions.ConnectionError):
+            await first.deliver(messages, deliveries)
+        part = {q: await first.queue_depth(q) for q in queues}
+        retried = await second.deliver(messages, deliveries)
+        again = await second.deliver(messages, deliveries)
+        whole = {q: await second.queue_depth(q) for q in queues}
+        return slots, part, whole, retried, again
+    finally:
+        await first.close()
+        await second.close()
+
+
+def test_a_batch_written_part_way_then_again_lands_once_in_every_queue(tmp_path):
+    """The store-level version of the killed writer, without timing: a batch whose first
+    slot's call was written before the writer died, delivered again by another Store (the
+    dispatcher's retry on another matcher). The retry writes exactly the missing deliveries
+    (the first slot's are held back by their (queue, message) marks), each queue ends with
+    both messages once, and a third delivery of the batch writes nothing: the publisher ids'
+    marks, set only once the whole batch was written, now stand."""
+    servers = RedisClusterServers(tmp_path / "rc", primaries=3, replicas=0).start()
+    try:
+        slots, part, whole, retried, again = asyncio.run(_write_part_then_retry(servers.url))
+    finally:
+        servers.stop()
+    assert len(set(slots.values())) > 1, "the queues should hash to different slots"
+    first_slot = next(iter(slots.values()))  # the batch's first call: its first queue's slot
+    written_first = [q for q, slot in slots.items() if slot == first_slot]
+    assert part == {q: 2 if q in written_first else 0 for q in slots}, part  # that slot's share, both messages
+    assert set(whole.values()) == {2}, whole
+    # both messages new to the window; the deliveries missing, and only those, written
+    assert retried == (2, 24 - 2 * len(written_first)), retried
+    assert again == (0, 0), again
+
+
 def _killed_slot(servers: RedisClusterServers, port: int) -> int:
     """A slot the primary on `port` serves now."""
     return next(s for s in range(0, 16384, 64) if servers.primary_of_slot(s) == port)
 
 
 async def _publish_through_a_failover(servers: RedisClusterServers, c: LocalCluster, rng: random.Random,
-                                      kill_after_s: float, rate: float, n: int) -> dict:
+                                      victim: int, kill_after_s: float, rate: float, n: int) -> dict:
     """Publish n messages steadily (each retried with its id until accepted), SIGKILL a primary
     after `kill_after_s`, then drain every queue: the oracle's figures."""
     with httpx.Client(base_url=c.url, timeout=30) as api:
@@ -155,11 +213,10 @@ async def _publish_through_a_failover(servers: RedisClusterServers, c: LocalClus
         probed: tuple[str, dict] | None = None
         while probed is None:  # an empty queue on the node to be killed, for the probe below
             q, auth = new_queue(api)
-            probed = (q, auth) if _port_of_key(servers, K.queue_stream(q)) == servers.primaries()[0] else None
+            probed = (q, auth) if _port_of_key(servers, K.queue_stream(q)) == victim else None
     messages: dict = {}
     refused: list = []
     times: dict = {}
-    victim = servers.primaries()[0]
     slot = _killed_slot(servers, victim)
     killed: dict = {}
 
@@ -253,7 +310,13 @@ def test_a_primary_killed_under_steady_publishing(tmp_path, wait):
         url = servers.url + ("?wait=1&wait_ms=1000" if wait else "")
         c = LocalCluster(matchers=2, http_port=0, data_dir=tmp_path / "bd", store=url, quiet=True,
                          restart=False).start()
-        fig = asyncio.run(_publish_through_a_failover(servers, c, random.Random(16), kill_after_s=3.0,
+        victim = servers.primaries()[0]
+        with httpx.Client(base_url=c.url, timeout=30) as api:
+            tailed = None  # a queue whose catalogue shard lives on the node to be killed
+            while tailed is None:
+                q, auth = new_queue(api)
+                tailed = (q, auth) if _port_of_key(servers, K.catalog_log(K.shard_of(q))) == victim else None
+        fig = asyncio.run(_publish_through_a_failover(servers, c, random.Random(16), victim, kill_after_s=3.0,
                                                       rate=40, n=400))
         print(f"\nprimary killed, wait={wait}: {fig}")
         assert fig["refused_before_kill"] == 0, fig
@@ -264,6 +327,20 @@ def test_a_primary_killed_under_steady_publishing(tmp_path, wait):
         assert {a.split()[1] for a in fig["api_answers"]} <= {"200", "201", "503"}, fig
         if wait:
             assert fig["lost_deliveries"] == 0, fig
+        # The matchers' catalogue tails recovered: a subscription written to the store alone
+        # (no call to the matchers), in a shard the promoted replica now serves, is matched.
+        sub = build_subscription(new_id(), tailed[0], {}, c.space).to_json()
+        asyncio.run(_add_to_store_only(url, sub))
+        with httpx.Client(base_url=c.url, timeout=30) as api:
+            deadline = time.monotonic() + 15
+            for i in range(1000):  # a new id each time: an id once published is never delivered again
+                assert api.post("/v1/messages", json={"attributes": ATTRS, "id": f"tailed-{i}"}).status_code == 202
+                got = api.get(f"/v1/queues/{tailed[0]}/messages", params={"max": 10, "wait": 1},
+                              headers=tailed[1]).json()["messages"]
+                if got:
+                    assert [m["id"] for m in got] == [f"tailed-{i}"]
+                    break
+                assert time.monotonic() < deadline, "the matchers never read the subscription from the catalogue"
     finally:
         if c is not None:
             c.stop()
@@ -323,6 +400,14 @@ async def _load(c: LocalCluster, rng: random.Random, steady_rate: float, seconds
     lat.sort()
     return {"publish_p50_ms": round(lat[len(lat) // 2] * 1000, 1), "publish_p99_ms": round(lat[int(len(lat) * 0.99)] * 1000, 1),
             "saturated_msgs_per_s": round(done / took), "saturated_deliveries_per_s": round(written / took)}, messages
+
+
+async def _add_to_store_only(url: str, sub: dict) -> None:
+    store = Store(url)
+    try:
+        await store.add_subscription(sub)
+    finally:
+        await store.close()
 
 
 def test_the_cost_of_wait_1(tmp_path):
