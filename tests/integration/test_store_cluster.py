@@ -1,5 +1,8 @@
-"""The store on a Redis Cluster when things break part way, on real processes: a matcher killed
-between two nodes' shares of one delivery batch, and a primary killed under steady publishing.
+"""The store on a Redis Cluster when things break part way: a matcher killed between two
+nodes' shares of one delivery batch (on real processes, and on the store alone without
+timing), a primary killed under steady publishing with and without ?wait=1 (checked against
+the oracle), and what ?wait=1 costs. docs/operations.md, "A Redis Cluster: what each failure
+does", gives the figures these tests print.
 
 Each test starts its own Redis Cluster (bluedove/store/cluster_server.py) and LocalCluster,
 whatever --store-kind says, and stops both whatever happens.
@@ -8,6 +11,7 @@ whatever --store-kind says, and stops both whatever happens.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import signal
@@ -16,8 +20,8 @@ import time
 import urllib.request
 
 import httpx
-import redis
 import pytest
+import redis
 from redis.crc import key_slot
 
 from bluedove.local.cluster import LocalCluster
@@ -53,8 +57,6 @@ def _received(c: LocalCluster) -> dict[str, float]:
 
 def _deliveries_of(r, queue: str, mid: str) -> int:
     """How many entries of `queue`'s stream carry message `mid` (read, not consumed)."""
-    import json
-
     return sum(1 for _, f in r.xrange(K.queue_stream(queue)) if json.loads(f["m"])["id"] == mid)
 
 
@@ -64,7 +66,8 @@ def test_a_matcher_killed_between_two_nodes_writes_leaves_each_queue_one_deliver
     share and then waits on B's. Once A holds the delivery the matcher is SIGKILLed and PB
     resumed: the dispatcher's call fails, it sends the message to the other matcher, which
     writes A again (its (queue, message) mark: nothing written) and B. B may also run the
-    killed matcher's call, whose bytes were in its socket: the mark makes that one write too.
+    killed matcher's call, whose bytes were in its socket: of the two writes to B, the mark
+    lets only the first through.
     Each queue ends with the delivery exactly once, and the publish is accepted (at once, or on
     the client's retry with its own id if the dispatcher ran out of candidates meanwhile).
 
@@ -263,7 +266,8 @@ async def _publish_through_a_failover(servers: RedisClusterServers, c: LocalClus
                                  limits=httpx.Limits(max_connections=64)) as client:
         killer = asyncio.create_task(kill())
         prober = asyncio.create_task(probe(client))
-        await publish_steadily(client, rng, "f", n, rate, messages, refused, times)
+        # a failover on a loaded machine has kept a publish waiting 11 s: room to spare
+        await publish_steadily(client, rng, "f", n, rate, messages, refused, times, give_up_s=30)
         publishing.set()
         await killer
         await prober
