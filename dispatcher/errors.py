@@ -35,7 +35,11 @@ ERRORS: dict[str, tuple[int, grpc.StatusCode]] = {
 # same for every 401, so it reveals nothing), and when to retry a 503.
 HTTP_HEADERS = {401: {"WWW-Authenticate": 'Bearer realm="bluedove"'}, 503: {"Retry-After": "1"}}
 
-STORE_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+# The store unreachable, or a Redis Cluster failing over: a node answers CLUSTERDOWN (or
+# TRYAGAIN) while a dead primary's replica is not yet promoted, and the client may find a slot
+# served by no node it knows. Each passes once the cluster has settled: 503, retry.
+STORE_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.ClusterError,
+                redis.exceptions.TryAgainError, redis.exceptions.SlotNotCoveredError)
 
 
 def http_status(err: ApiError) -> int:

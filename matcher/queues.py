@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+import redis.exceptions
 
 from bluedove.store import Store
 from matcher.index import SubscriptionSet
@@ -229,5 +230,11 @@ class MatcherQueue:
                     deliveries.append((queue, i, json_strings(subs)))
         if not messages:
             return BatchResult()
-        fresh, written = await self.store.deliver(messages, deliveries, marks)
+        try:
+            fresh, written = await self.store.deliver(messages, deliveries, marks)
+        except AttributeError as exc:
+            # redis-py's asyncio cluster client, connecting to a node that has just died, can
+            # fail with an AttributeError (its socket writer gone) instead of a ConnectionError.
+            # The store failed, not this matcher: the caller answers ABORTED, as for any RedisError.
+            raise redis.exceptions.ConnectionError(f"the store connection was lost: {exc!r}") from exc
         return BatchResult(delivered=written, fresh=fresh)

@@ -12,14 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, RedisError
 
 from bluedove.store import keys as K
 
 
-class NotReplicated(Exception):
+class NotReplicated(RedisError):
     """A write reached its primary but not the replicas the store waits for within the time
-    allowed (Redis WAIT): it is not acknowledged, so the caller retries it."""
+    allowed (Redis WAIT): it is not acknowledged, so the caller retries it. A RedisError like
+    any other failure of the store: a matcher answers ABORTED (the store failed, not the
+    matcher), so the dispatcher neither blames the matcher nor answers more than 503."""
 
 
 @dataclass

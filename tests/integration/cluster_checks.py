@@ -54,15 +54,15 @@ def subscribe_random(api: httpx.Client, rng: random.Random, n_queues: int, n_sub
 
 
 async def publish_steadily(client: httpx.AsyncClient, rng: random.Random, prefix: str, n: int, rate: float,
-                           messages: dict, refused: list, times: dict | None = None) -> None:
-    """Publish n messages at `rate`/s, each retried with its id until accepted (at most ~15 s);
-    `times[id]` = (first sent, accepted)."""
+                           messages: dict, refused: list, times: dict | None = None, give_up_s: float = 15) -> None:
+    """Publish n messages at `rate`/s, each retried with its id until accepted (at most
+    `give_up_s`); `times[id]` = (first sent, accepted)."""
 
     async def one(i: int) -> None:
         attrs = {d: rng.uniform(0, 1000) for d in DIMS}
         mid = f"{prefix}-{i}"
         first = time.monotonic()
-        deadline = first + 15
+        deadline = first + give_up_s
         while True:
             try:
                 r = await client.post("/v1/messages", json={"attributes": attrs, "id": mid})
@@ -75,7 +75,7 @@ async def publish_steadily(client: httpx.AsyncClient, rng: random.Random, prefix
                 refused.append((time.monotonic(), mid))
             except httpx.TransportError:
                 refused.append((time.monotonic(), mid))
-            assert time.monotonic() < deadline, f"{mid} was refused for 15 s"
+            assert time.monotonic() < deadline, f"{mid} was refused for {give_up_s} s"
             await asyncio.sleep(0.1)
 
     tasks = []
