@@ -73,6 +73,13 @@ class Store:
     async def close(self) -> None:
         await self.r.aclose()
 
+    def _at(self, key: str) -> dict:
+        """Where to send XREAD and XREADGROUP about `key` on a cluster. Their keys can sit
+        anywhere in the command ("movable keys"), so redis-py's cluster client would first ask
+        a node which they are (COMMAND GETKEYS): a round trip of its own per long-poll and per
+        catalogue read, and a failure while that node is down. The key's node is known here."""
+        return {"target_nodes": self.r.get_node_from_key(key)} if self.runner.cluster else {}
+
     async def ping(self) -> bool:
         return bool(await self.r.ping())
 
@@ -218,7 +225,8 @@ class Store:
         ids = K.parse_pos(after)
         async with self.r.pipeline(transaction=False) as p:
             for shard, after_id in enumerate(ids):
-                p.xread({K.catalog_log(shard): after_id}, count=count)
+                key = K.catalog_log(shard)
+                p.execute_command("XREAD", "COUNT", count, "STREAMS", key, after_id, **self._at(key))
             res = await p.execute()
         changes: list[dict] = []
         for shard, got in enumerate(res):
@@ -232,7 +240,9 @@ class Store:
                              count: int = 1000) -> list[tuple[str, dict]]:
         """One shard's log entries after `after_id` [(entry id, {op, id, sub?})], waiting up
         to `block_ms` for the first (None: not at all)."""
-        res = await self.r.xread({K.catalog_log(shard): after_id}, count=count, block=block_ms)
+        key = K.catalog_log(shard)
+        wait = () if block_ms is None else ("BLOCK", block_ms)
+        res = await self.r.execute_command("XREAD", "COUNT", count, *wait, "STREAMS", key, after_id, **self._at(key))
         return list(res[0][1]) if res else []
 
     # -- deliveries ------------------------------------------------------------------------
@@ -311,7 +321,8 @@ class Store:
                 return int(n), body
             # Wake at least every second to pick up deliveries whose visibility expired.
             block = max(int(min(left, 1.0) * 1000), 1)
-            got = await self.r.xreadgroup(GROUP, CONSUMER, {key: ">"}, count=max_n, block=block)
+            got = await self.r.execute_command("XREADGROUP", "GROUP", GROUP, CONSUMER, "COUNT", max_n, "BLOCK", block,
+                                               "STREAMS", key, ">", **self._at(key))
             raw = [(eid, f["m"], f["s"]) for eid, f in got[0][1] if f] if got else []
             if raw or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
                 return len(raw), deliveries_json(raw).decode()

@@ -17,7 +17,8 @@ from tests.conftest import STORE_KIND_ENV
 
 def start_cluster(tmp_path, **kw) -> LocalCluster:
     """A LocalCluster (4 matchers unless told) on a private store: one redis-server, or with
-    `pytest --store-kind cluster` a Redis Cluster of 3 primaries with a replica each."""
+    `pytest --store-kind cluster` a Redis Cluster of 3 primaries with a replica each
+    (`store_cluster=None`: one redis-server either way, for tests of its own failures)."""
     kw.setdefault("matchers", 4)
     if os.environ.get(STORE_KIND_ENV) == "cluster" and kw.get("store") is None:
         kw.setdefault("store_cluster", 3)

@@ -29,7 +29,7 @@ def test_settings_of_the_embedded_redis(tmp_path):
 @pytest.mark.parametrize("how", ["kill", "stop"])
 def test_restart_of_redis_loses_no_unacked_delivery(tmp_path, monkeypatch, how):
     monkeypatch.setenv("BLUEDOVE_VISIBILITY_TIMEOUT_S", "1")
-    cluster = start_cluster(tmp_path, matchers=2)
+    cluster = start_cluster(tmp_path, matchers=2, store_cluster=None)  # one redis-server, killed here
     try:
         with httpx.Client(base_url=cluster.url, timeout=30) as api:
             sub = api.post("/v1/subscriptions", json={"predicates": {}}).json()

@@ -22,7 +22,7 @@ GOOD = {"attributes": {"x0": 1, "x1": 2, "x2": 3, "x3": 4}}
 
 
 def test_publish_fails_fast_while_redis_is_down_and_recovers(tmp_path):
-    cluster = start_cluster(tmp_path, matchers=2)
+    cluster = start_cluster(tmp_path, matchers=2, store_cluster=None)  # one redis-server, killed here
     try:
         with httpx.Client(base_url=cluster.url, timeout=30) as api:
             sub = api.post("/v1/subscriptions", json={"predicates": {}}).json()
@@ -58,7 +58,7 @@ def test_publish_fails_fast_while_redis_is_down_and_recovers(tmp_path):
 def test_grpc_calls_fail_fast_with_unavailable_and_recover(tmp_path):
     """The same over gRPC, and for readers: a poll, and a long-poll or Listen stream already
     waiting when Redis dies, answer UNAVAILABLE / 503 within seconds instead of hanging."""
-    cluster = start_cluster(tmp_path, matchers=2)
+    cluster = start_cluster(tmp_path, matchers=2, store_cluster=None)  # one redis-server, killed here
     try:
         with httpx.Client(base_url=cluster.url, timeout=30) as api, grpc.insecure_channel(cluster.grpc_address) as ch:
             stub = pb_grpc.PubSubStub(ch)
@@ -108,7 +108,7 @@ def test_grpc_calls_fail_fast_with_unavailable_and_recover(tmp_path):
 def test_unresponsive_redis_fails_publishes_with_503_not_a_hang(tmp_path):
     """A Redis that stops answering (SIGSTOP: no reset, like a network partition) fails calls
     with 503 after a bounded wait, does not mark matchers dead, and is forgotten once it resumes."""
-    cluster = start_cluster(tmp_path, matchers=2)
+    cluster = start_cluster(tmp_path, matchers=2, store_cluster=None)  # one redis-server, killed here
     pid = cluster.redis.proc.pid
     try:
         with httpx.Client(base_url=cluster.url, timeout=60) as api:
