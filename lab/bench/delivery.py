@@ -25,7 +25,7 @@ from lab.bench.cpu import cpu_seconds, machine_ticks
 from lab.bench.feeder import feeder_main
 from lab.bench.procs import FULL, PAUSED, Control, poller_main, publisher_main
 from lab.bench.stage import Stage, stage, stored_table
-from lab.bench.store_nodes import BenchStore, NodeProbe, StoreShape, store_line, summed_commandstats
+from lab.bench.store_nodes import BenchStore, NodeProbe, shapes_from_args, store_line, summed_commandstats
 from lab.load import POLL_MAX
 
 GOAL_WRITE_PER_S = 50_000
@@ -289,7 +289,7 @@ def _run(args: argparse.Namespace, w: Workload, st: Stage) -> dict:
     sample_q = sorted(rng.choice(w.n_queues, size=min(args.sample, w.n_queues), replace=False).tolist())
     probe = None
     procs, pub, feed, poll = _spawn(ctx, args, w, cluster, queues, {queues[i][0] for i in sample_q},
-                                    stored_table(st.store.url), results)
+                                    table := stored_table(st.store.url), results)
     for p in procs.values():
         p.start()
     try:
@@ -313,6 +313,10 @@ def _run(args: argparse.Namespace, w: Workload, st: Stage) -> dict:
         check, errors = _finish(w, queues, sub_ids, sample_q, procs, pub, feed, poll, results, probe)
         out.update(_summary(args, w, phases, attempts, per_msg))
         out.update({"verify": check, "errors": errors[:5], "exact": check["exact"]})
+        # A table change during the run (a takeover when a starved matcher misses its gossip)
+        # makes the feeders' table stale: their Forward calls then fail, as `errors` shows.
+        out["table_epochs"] = [table["epoch"], probe.loop.run_until_complete(probe.store.get_table())["epoch"]]
+        out["store_events"] = [e.get("action") for e in probe.loop.run_until_complete(probe.store.events(20))]
         return out
     finally:
         for c in (pub, feed, poll):
@@ -378,29 +382,10 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run_delivery_bench)
 
 
-def _shapes(args: argparse.Namespace) -> list[StoreShape]:
-    """The stores to run on, from --store-cluster, --store-replicas and --compare-stores
-    (ValueError naming the flag)."""
-    from lab.bench.store_nodes import parse_shapes
-
-    if args.store_replicas < 0:
-        raise ValueError(f"--store-replicas: {args.store_replicas}; expected 0 or more")
-    if args.compare_stores is not None:
-        if args.store_cluster is not None:
-            raise ValueError("--store-cluster and --compare-stores exclude each other: list the cluster in "
-                             "--compare-stores")
-        return parse_shapes(args.compare_stores, args.store_replicas)
-    if args.store_cluster is None:
-        return [StoreShape()]
-    if args.store_cluster < 1:
-        raise ValueError(f"--store-cluster: {args.store_cluster}; a cluster needs at least 1 primary")
-    return [StoreShape(args.store_cluster, args.store_replicas)]
-
-
 def run_delivery_bench(args: argparse.Namespace) -> int:
     w = workload_or_none(args)
     try:
-        shapes = _shapes(args)
+        shapes = shapes_from_args(args)
     except ValueError as exc:
         print(f"bench delivery: {exc}", file=sys.stderr)
         return 2

@@ -18,6 +18,9 @@ def _row(r: dict) -> dict:
         "replica_cpu_us_per_delivery": {k: ph[k]["store"]["replica_cpu_us_per_delivery"] for k in PHASES},
         "redis_cpu_pct": {k: ph[k]["cpu_pct"].get("redis", 0.0) for k in PHASES},
         "machine_busy_pct": {k: ph[k]["machine_busy_pct"] for k in PHASES},
+        # every role's CPU per delivery written in `write` (the matchers' store client included)
+        "write_cpu_us_per_delivery": {role: round(1e4 * pct / max(ph["write"]["written_per_s"], 1), 2)
+                                      for role, pct in ph["write"]["cpu_pct"].items()},
         # each primary in `write`: its share of the deliveries written, and its CPU per delivery
         "share_written": [n["share_written"] for n in write_nodes],
         "node_cpu_us_per_delivery": [n["cpu_us_per_delivery"] for n in write_nodes],
@@ -37,8 +40,15 @@ def print_compared(c: dict) -> None:
     print("store  | written/s | drained/s (drain) | sustained/s | redis µs/delivery write, drain, sustain"
           " | replicas µs (same) | each primary in write: share of deliveries, µs/delivery | exact")
     for t in c["table"]:
-        us = ", ".join(f"{t['redis_cpu_us_per_delivery'][k]:.1f}" for k in ("write", "drain", "sustain"))
-        rep = ", ".join(f"{t['replica_cpu_us_per_delivery'][k]:.1f}" for k in ("write", "drain", "sustain"))
-        nodes = ", ".join(f"{100 * s:.0f}% {u:.1f}" for s, u in zip(t["share_written"], t["node_cpu_us_per_delivery"]))
+        us = ", ".join(_f(t["redis_cpu_us_per_delivery"][k]) for k in PHASES)
+        rep = ", ".join(_f(t["replica_cpu_us_per_delivery"][k]) for k in PHASES)
+        nodes = ", ".join(f"{100 * s:.0f}% {_f(u)}" for s, u in zip(t["share_written"], t["node_cpu_us_per_delivery"]))
         print(f"{t['store']:<6} | {t['write_per_s']:>9,} | {t['drain_only_per_s']:>17,} | {t['sustained_per_s']:>11,}"
               f" | {us} | {rep} | {nodes} | {t['exact']}")
+    print("µs of CPU per delivery written in write, by role:")
+    for t in c["table"]:
+        print(f"{t['store']:<6} " + ", ".join(f"{k} {v:.1f}" for k, v in t["write_cpu_us_per_delivery"].items()))
+
+
+def _f(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"

@@ -11,6 +11,7 @@ write of its primary.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import re
 from dataclasses import dataclass
@@ -49,6 +50,23 @@ def parse_shapes(text: str, replicas: int) -> list[StoreShape]:
                              "R replicas each)")
         out.append(StoreShape() if m[1] else StoreShape(int(m[2]), int(m[3]) if m[3] else replicas))
     return out
+
+
+def shapes_from_args(args: argparse.Namespace) -> list[StoreShape]:
+    """The stores to run on, from --store-cluster, --store-replicas and --compare-stores
+    (ValueError naming the flag)."""
+    if args.store_replicas < 0:
+        raise ValueError(f"--store-replicas: {args.store_replicas}; expected 0 or more")
+    if args.compare_stores is not None:
+        if args.store_cluster is not None:
+            raise ValueError("--store-cluster and --compare-stores exclude each other: list the cluster in "
+                             "--compare-stores")
+        return parse_shapes(args.compare_stores, args.store_replicas)
+    if args.store_cluster is None:
+        return [StoreShape()]
+    if args.store_cluster < 1:
+        raise ValueError(f"--store-cluster: {args.store_cluster}; a cluster needs at least 1 primary")
+    return [StoreShape(args.store_cluster, args.store_replicas)]
 
 
 @dataclass(frozen=True)
@@ -148,7 +166,7 @@ class NodeProbe:
         replicas apart) and each node's part. A delivery is counted once: written or drained,
         whichever the phase did more of (both, about equally, in `sustain`)."""
         dt = b["t"] - a["t"]
-        deliveries = max(written, acked, 1)
+        deliveries = max(written, acked)
         cpu = {n.name: b["cpu"][n.name] - a["cpu"][n.name] for n in self.nodes}
         prim = sum(cpu[n.name] for n in self.nodes if n.primary)
         repl = sum(cpu[n.name] for n in self.nodes if not n.primary)
@@ -164,11 +182,16 @@ class NodeProbe:
                 row.update({"queues": len(self.queues[n.name]), "written_per_s": round(w / dt),
                             "acked_per_s": round(ack / dt), "share_written": round(w / total_w, 3),
                             "scripts_per_s": round(_calls(na[n.name]["cmd"], nb[n.name]["cmd"], "evalsha") / dt),
-                            "cpu_us_per_delivery": round(1e6 * cpu[n.name] / max(w, ack, 1), 2)})
+                            "cpu_us_per_delivery": _per(cpu[n.name], max(w, ack))})
             nodes.append(row)
         return {"primaries": len(self.clients), "replicas_each": self.replicas_each,
-                "redis_cpu_us_per_delivery": round(1e6 * prim / deliveries, 2),
-                "replica_cpu_us_per_delivery": round(1e6 * repl / deliveries, 2), "nodes": nodes}
+                "redis_cpu_us_per_delivery": _per(prim, deliveries), "replica_cpu_us_per_delivery": _per(repl, deliveries),
+                "nodes": nodes}
+
+
+def _per(cpu_s: float, deliveries: int) -> float | None:
+    """µs of CPU per delivery; None for a phase without deliveries (its senders stopped)."""
+    return round(1e6 * cpu_s / deliveries, 2) if deliveries > 0 else None
 
 
 def summed_commandstats(nodes: dict) -> dict:
@@ -189,9 +212,13 @@ def _calls(a: dict, b: dict, command: str) -> int:
 
 def store_line(st: dict) -> str:
     """A phase's store figures as one line of text."""
-    out = f"store: redis {st['redis_cpu_us_per_delivery']:.1f} µs of CPU per delivery"
+    out = f"store: redis {_us(st['redis_cpu_us_per_delivery'])} of CPU per delivery"
     if st["primaries"] > 1 or st["replicas_each"]:
-        out += f" over {st['primaries']} primaries, replicas {st['replica_cpu_us_per_delivery']:.1f} µs; " + ", ".join(
+        out += f" over {st['primaries']} primaries, replicas {_us(st['replica_cpu_us_per_delivery'])}; " + ", ".join(
             f"{n['name']} {100 * n['share_written']:.0f}% of writes, cpu {n['cpu_pct']:.0f}%"
             if n["role"] == "primary" else f"{n['name']} cpu {n['cpu_pct']:.0f}%" for n in st["nodes"])
     return out
+
+
+def _us(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f} µs"
