@@ -123,7 +123,7 @@ class BenchStore:
             return {primaries[0].name: list(queues)}
         owner = [""] * 16384
         for n in primaries:  # each primary's own slot ranges, from its CLUSTER NODES "myself" line
-            with redis.Redis(port=n.port, decode_responses=True) as r:
+            with redis.Redis(host="127.0.0.1", port=n.port, decode_responses=True) as r:
                 mine = next(line.split() for line in r.execute_command("CLUSTER", "NODES").splitlines()
                             if "myself" in line.split()[2])
             for field in mine[8:]:
@@ -144,7 +144,7 @@ class NodeProbe:
         self.nodes = bench_store.nodes()
         self.replicas_each = bench_store.shape.replicas if bench_store.cluster else 0
         self.queues = bench_store.queue_nodes(queues)
-        self.clients = {n.name: redis.Redis(port=n.port) for n in self.nodes if n.primary}
+        self.clients = {n.name: redis.Redis(host="127.0.0.1", port=n.port) for n in self.nodes if n.primary}
         self.loop, self.store = loop, store
 
     def close(self) -> None:
