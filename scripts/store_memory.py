@@ -20,8 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bluedove.store.server import RedisServer  # noqa: E402
-from bluedove.store.ids import new_id  # noqa: E402
-from bluedove.store.store import Store  # noqa: E402
+from bluedove.store.store import Store, new_id  # noqa: E402
 
 
 async def used(store: Store) -> int:
@@ -54,32 +53,54 @@ async def measure(args) -> dict:
                             "published_at": now}
                     msgs.append((mid, json.dumps(body, separators=(",", ":")), 120))
                     dels.append((queues[rnd.randrange(len(queues))], j, sub_ids))
-                await store.deliver(msgs, dels, marks=[False] * len(msgs))  # ids the dispatcher made
+                await store.deliver(msgs, dels)
             after_deliveries = await used(store)
             # Hand every delivery out once (pending, not acked).
             for q in queues:
                 while await store.poll(q, 1000, 0):
                     pass
             after_pending = await used(store)
-            dedup_bytes = await sample_dedup(store)
+            delivery_mark, message_mark = await sample_dedup(store, "bd:{q:*}:dd:*"), await sample_dedup(store, "bd:dd:*")
+            # What the marks really hold (key, value, expiry, the keyspace's entries): the memory
+            # freed by deleting them, last, once everything else is measured.
+            freed_delivery_marks = await delete_all(store, "bd:{q:*}:dd:*")
+            freed_message_marks = await delete_all(store, "bd:dd:*")
             return {
                 "subscriptions": args.subs, "deliveries": args.deliveries, "queues": args.queues,
                 "message_body_bytes": len(msgs[-1][1]),
                 "bytes_per_subscription": round((after_subs - base) / args.subs),
                 "bytes_per_queued_delivery": round((after_deliveries - after_subs) / args.deliveries),
-                "dedup_mark_bytes_per_delivery": dedup_bytes,  # counted in the figure above
+                # each delivery's (queue, message) mark, and the publisher-id mark of each message
+                "dedup_mark_bytes_per_delivery": delivery_mark,
+                "dedup_mark_bytes_per_message": message_mark,
                 "bytes_per_pending_delivery_extra": round((after_pending - after_deliveries) / args.deliveries),
+                "bytes_freed_per_delivery_mark": freed_delivery_marks,
+                "bytes_freed_per_message_mark": freed_message_marks,
             }
         finally:
             await store.close()
             server.stop()
 
 
-async def sample_dedup(store: Store) -> int:
-    """Mean MEMORY USAGE of 200 deliveries' dedup marks (bluedove/store/keys.py: bd:{q:Q}:dd:M)."""
-    keys = [k async for k in store.r.scan_iter("bd:{q:*}:dd:*", count=1000)][:200]
+async def sample_dedup(store: Store, pattern: str) -> int:
+    """MEMORY USAGE of up to 200 keys matching `pattern`, averaged."""
+    keys = [k async for k in store.r.scan_iter(pattern, count=1000)][:200]
     sizes = [await store.r.memory_usage(k) or 0 for k in keys]
     return round(sum(sizes) / max(len(sizes), 1))
+
+
+async def delete_all(store: Store, pattern: str) -> int:
+    """Delete every key matching `pattern`; the memory freed per key."""
+    before, n = await used(store), 0
+    batch: list[str] = []
+    async for k in store.r.scan_iter(pattern, count=1000):
+        batch.append(k)
+        if len(batch) == 1000:
+            n += await store.r.delete(*batch)
+            batch = []
+    if batch:
+        n += await store.r.delete(*batch)
+    return round((before - await used(store)) / max(n, 1))
 
 
 def main() -> int:

@@ -1,4 +1,8 @@
-"""`bluedove bench delivery`: deliveries/s the matchers write and pollers drain on a local cluster, with each process's CPU; exact on a sample or exit 1."""
+"""`bluedove bench delivery`: deliveries/s the matchers write and pollers drain on a local cluster, with each process's CPU; exact on a sample or exit 1.
+
+The store is one private redis-server, or with `--store-cluster N` a local Redis Cluster
+(lab/bench/store_nodes.py measures it node by node); `--compare-stores` runs the bench once per
+store shape (lab/bench/delivery_stores.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +14,9 @@ import sys
 import time
 
 import numpy as np
-import redis
 
 from bluedove.local.cluster import LocalCluster
 from bluedove.store import Store
-from bluedove.store.server import RedisServer
 from bluedove.workloads import Workload
 from lab.bench import BENCHES
 from lab.bench.base import (add_cluster_flags, add_output_flags, add_phase_flags, add_workload_flags, report,
@@ -22,7 +24,8 @@ from lab.bench.base import (add_cluster_flags, add_output_flags, add_phase_flags
 from lab.bench.cpu import cpu_seconds, machine_ticks
 from lab.bench.feeder import feeder_main
 from lab.bench.procs import FULL, PAUSED, Control, poller_main, publisher_main
-from lab.bench.stage import stage, stored_table
+from lab.bench.stage import Stage, stage, stored_table
+from lab.bench.store_nodes import BenchStore, NodeProbe, shapes_from_args, store_line, summed_commandstats
 from lab.load import POLL_MAX
 
 GOAL_WRITE_PER_S = 50_000
@@ -41,15 +44,16 @@ POLLER_CONNECTIONS = 128
 
 class Probe:
     """Snapshots of backlog (through the Store), counters, CPU time per process and Redis
-    command stats (the server's INFO)."""
+    command stats (each primary's INFO, summed; per node in `nodes`)."""
 
-    def __init__(self, url: str, queues: list[tuple[str, str]], pids: dict[str, int], sent: list,
+    def __init__(self, bench_store: BenchStore, queues: list[tuple[str, str]], pids: dict[str, int], sent: list,
                  poll: Control) -> None:
-        self.pids, self.sent, self.poll = pids, sent, poll
+        self.sent, self.poll = sent, poll
         self.queues = [q for q, _ in queues]
-        self.r = redis.Redis.from_url(url)
         self.loop = asyncio.new_event_loop()  # the Store's, on the bench's thread
-        self.store = Store(url)
+        self.store = Store(bench_store.url)
+        self.nodes = NodeProbe(bench_store, self.queues, self.loop, self.store)
+        self.pids = {**self.nodes.pids(), **pids}
 
     def backlog(self) -> int:
         return self.loop.run_until_complete(self.store.backlog(self.queues))
@@ -57,16 +61,25 @@ class Probe:
     def close(self) -> None:
         self.loop.run_until_complete(self.store.close())
         self.loop.close()
-        self.r.close()
+        self.nodes.close()
 
     def snap(self) -> dict:
-        return {"t": time.monotonic(), "backlog": self.backlog(), "published": sum(v.value for v in self.sent),
-                "acked": self.poll.done.value, "polls": self.poll.polls.value,
-                "cpu": {n: cpu_seconds(p) for n, p in self.pids.items()}, "machine": machine_ticks(),
-                "cmd": self.r.info("commandstats")}
+        nodes = self.nodes.snap()
+        return {"t": time.monotonic(), "backlog": sum(n["backlog"] for n in nodes.values()),
+                "published": sum(v.value for v in self.sent), "acked": self.poll.done.value,
+                "polls": self.poll.polls.value, "cpu": {n: cpu_seconds(p) for n, p in self.pids.items()},
+                "machine": machine_ticks(), "cmd": summed_commandstats(nodes), "nodes": nodes}
+
+    def phase(self, a: dict, b: dict) -> dict:
+        ph = _phase(a, b)
+        ph["store"] = self.nodes.phase(a, b, round(ph["written_per_s"] * ph["seconds"]),
+                                       round(ph["acked_per_s"] * ph["seconds"]))
+        return ph
 
 
 def _role(name: str) -> str:
+    if name.startswith("redis"):  # "redis" (one server), "redis-p1"… (primaries), "redis-r1"… (replicas)
+        return "redis_replicas" if name.startswith("redis-r") else "redis"
     return {"m": "matchers", "d": "dispatchers", "P": "publishers", "F": "feeders", "Q": "pollers"}.get(name[0], name)
 
 
@@ -186,7 +199,7 @@ def _measure(probe: Probe, warmup_s: float, seconds: float) -> dict:
     time.sleep(warmup_s)
     a = probe.snap()
     time.sleep(seconds)
-    return _phase(a, probe.snap())
+    return probe.phase(a, probe.snap())
 
 
 def _wait_ready(args: argparse.Namespace, pub: Control, feed: Control, poll: Control) -> None:
@@ -213,7 +226,7 @@ def _drain(probe: Probe, args: argparse.Namespace, poll: Control) -> dict:
     deadline = time.monotonic() + args.duration * 3
     while time.monotonic() < deadline and probe.backlog() > a["backlog"] * 0.2:
         time.sleep(0.5)
-    return _phase(a, probe.snap())
+    return probe.phase(a, probe.snap())
 
 
 def _sustain(probe: Probe, args: argparse.Namespace, feed: Control, per_msg: float) -> list[dict]:
@@ -248,7 +261,7 @@ def _sustain(probe: Probe, args: argparse.Namespace, feed: Control, per_msg: flo
 def _summary(args: argparse.Namespace, w: Workload, phases: dict, attempts: list[dict], per_msg: float) -> dict:
     sustain = phases["sustain"]
     return {
-        "kind": "delivery", "workload": w.name, "subscriptions": w.n_subs, "queues": w.n_queues,
+        "kind": "delivery", "store": args.shape.label, "workload": w.name, "subscriptions": w.n_subs, "queues": w.n_queues,
         "matchers": args.matchers, "dispatchers": args.dispatchers, "publishers": args.publishers,
         "feeders": args.feeders, "pollers": args.pollers, "poller_connections": args.connections,
         "poll_max": POLL_MAX, "seed": args.seed, "cpus": os.cpu_count(),
@@ -261,27 +274,29 @@ def _summary(args: argparse.Namespace, w: Workload, phases: dict, attempts: list
         "sustained": sustain["sustained"],
         "sustained_per_s": min(sustain["written_per_s"], sustain["acked_per_s"]) if sustain["sustained"] else 0,
         "drain_only_per_s": phases["drain"]["acked_per_s"],
+        "redis_cpu_us_per_delivery": {k: phases[k]["store"]["redis_cpu_us_per_delivery"]
+                                      for k in ("write", "drain", "sustain")},
         "goals": {"write_per_s": GOAL_WRITE_PER_S, "drain_per_s": GOAL_DRAIN_PER_S},
         "phases": phases, "sustain_attempts": attempts,
     }
 
 
-def _run(args: argparse.Namespace, w: Workload, cluster: LocalCluster, srv: RedisServer,
-         queues: list[tuple[str, str]], sub_ids: list[str]) -> dict:
+def _run(args: argparse.Namespace, w: Workload, st: Stage) -> dict:
+    cluster, queues, sub_ids = st.cluster, st.queues, st.sub_ids
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     rng = np.random.default_rng([args.seed, 3])
     sample_q = sorted(rng.choice(w.n_queues, size=min(args.sample, w.n_queues), replace=False).tolist())
     probe = None
     procs, pub, feed, poll = _spawn(ctx, args, w, cluster, queues, {queues[i][0] for i in sample_q},
-                                    stored_table(srv.url), results)
+                                    table := stored_table(st.store.url), results)
     for p in procs.values():
         p.start()
     try:
         _wait_ready(args, pub, feed, poll)
-        pids = {"redis": srv.proc.pid, **{c.name: c.pid for c in cluster.children},
-                **{n: p.pid for n, p in procs.items()}, "bench": os.getpid()}
-        probe = Probe(srv.url, queues, pids, [pub.done, feed.done], poll)
+        pids = {**{c.name: c.pid for c in cluster.children}, **{n: p.pid for n, p in procs.items()},
+                "bench": os.getpid()}
+        probe = Probe(st.store, queues, pids, [pub.done, feed.done], poll)
         load_start = [round(x, 2) for x in os.getloadavg()]
         phases: dict[str, dict] = {}
         # End to end: API publishers (PublishStream) at full speed, nobody polls.
@@ -298,6 +313,10 @@ def _run(args: argparse.Namespace, w: Workload, cluster: LocalCluster, srv: Redi
         check, errors = _finish(w, queues, sub_ids, sample_q, procs, pub, feed, poll, results, probe)
         out.update(_summary(args, w, phases, attempts, per_msg))
         out.update({"verify": check, "errors": errors[:5], "exact": check["exact"]})
+        # A table change during the run (a takeover when a starved matcher misses its gossip)
+        # makes the feeders' table stale: their Forward calls then fail, as `errors` shows.
+        out["table_epochs"] = [table["epoch"], probe.loop.run_until_complete(probe.store.get_table())["epoch"]]
+        out["store_events"] = [e.get("action") for e in probe.loop.run_until_complete(probe.store.events(20))]
         return out
     finally:
         for c in (pub, feed, poll):
@@ -352,25 +371,51 @@ def add_parser(sub) -> None:
                    help="the deliveries/s publishers are paced at in the sustain phase (default 20,000)")
     p.add_argument("--sample", type=int, default=40,
                    help="queues whose deliveries are checked against brute force (default 40)")
+    p.add_argument("--store-cluster", type=int, default=None, metavar="N",
+                   help="run on a local Redis Cluster of N primaries (default: one redis-server)")
+    p.add_argument("--store-replicas", type=int, default=1, metavar="R",
+                   help="replicas of each primary with --store-cluster or --compare-stores (default 1)")
+    p.add_argument("--compare-stores", default=None, metavar="SHAPES",
+                   help="run the bench once per store, e.g. single,3 or single,1x0,2x0,3x0: 'single' is one "
+                        "redis-server, N a cluster of N primaries with --store-replicas each, NxR one of N "
+                        "primaries with R replicas each; then a table of the runs side by side")
     p.set_defaults(func=run_delivery_bench)
 
 
 def run_delivery_bench(args: argparse.Namespace) -> int:
     w = workload_or_none(args)
+    try:
+        shapes = shapes_from_args(args)
+    except ValueError as exc:
+        print(f"bench delivery: {exc}", file=sys.stderr)
+        return 2
     if w is None:
         return 2
-    with stage(args, w) as st:
-        result = _run(args, w, st.cluster, st.redis, st.queues, st.sub_ids)
-        result["load_s"] = round(st.load_s, 1)
-    report(result, args.json, _print)
-    if not result["exact"]:
-        print(f"bench delivery: DELIVERIES ARE NOT EXACT: {result['verify']} {result['errors']}", file=sys.stderr)
-        return 1
-    return 0
+    results = []
+    for shape in shapes:
+        args.shape = shape
+        with stage(args, w, shape) as st:
+            result = _run(args, w, st)
+            result["load_s"] = round(st.load_s, 1)
+        results.append(result)
+        if len(shapes) > 1 and not args.json:
+            _print(result)
+            print()
+    if len(shapes) > 1:
+        from lab.bench.delivery_stores import compared, print_compared
+
+        report(compared(results), args.json, print_compared)
+    else:
+        report(results[0], args.json, _print)
+    bad = [r for r in results if not r["exact"]]
+    for r in bad:
+        print(f"bench delivery ({r['store']}): DELIVERIES ARE NOT EXACT: {r['verify']} {r['errors']}",
+              file=sys.stderr)
+    return 1 if bad else 0
 
 
 def _print(r: dict) -> None:
-    print(f"workload {r['workload']}: {r['subscriptions']:,} subscriptions, {r['queues']:,} queues;"
+    print(f"store {r['store']}; workload {r['workload']}: {r['subscriptions']:,} subscriptions, {r['queues']:,} queues;"
           f" {r['matchers']} matchers, {r['dispatchers']} dispatcher(s), {r['publishers']} API publishers,"
           f" {r['feeders']} feeders,"
           f" {r['pollers']} pollers x {r['poller_connections']} connections (max=100,"
@@ -382,6 +427,7 @@ def _print(r: dict) -> None:
               f" {ph['written_per_s']:>7,}/s  acked {ph['acked_per_s']:>7,}/s  {per_poll} per poll  backlog"
               f" {ph['backlog_start']:,} -> {ph['backlog_end']:,}\n            cpu: {cpu};"
               f" machine {ph['machine_busy_pct']:.0f}% of {100 * r['cpus']}%")
+        print("            " + store_line(ph["store"]))
     v = r["verify"]
     print(f"goals: write {r['write_per_s']:,}/s (goal {r['goals']['write_per_s']:,}), sustained drain"
           f" {r['drain_per_s']:,}/s (goal {r['goals']['drain_per_s']:,}, sustained {r['sustained']},"

@@ -1,6 +1,7 @@
 """The stage of the cluster benches: the workload into the catalogue (before the cluster starts, or while
-it runs), and for `delivery` and `publish` a private redis-server with the
-workload in its catalogue, and a local cluster on it, stopped after the bench."""
+it runs), and for `delivery` and `publish` a private store (one redis-server, or for `delivery` a
+local Redis Cluster) with the workload in its catalogue, and a local cluster on it, stopped after
+the bench."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from bluedove.store import Store
 from bluedove.store.server import RedisServer
 from bluedove.store.store import StoreLimits
 from bluedove.workloads import Workload
+from lab.bench.store_nodes import BenchStore, StoreShape
 
 
 async def load_workload(url: str, w: Workload) -> tuple[list[tuple[str, str]], list[str]]:
@@ -72,29 +74,31 @@ def stored_table(url: str) -> dict:
 @dataclass
 class Stage:
     cluster: LocalCluster
-    redis: RedisServer
+    redis: RedisServer | None  # the one redis-server; None on a Redis Cluster
+    store: BenchStore
     queues: list[tuple[str, str]]  # (queue, token) of each of the workload's queues
     sub_ids: list[str]
     load_s: float  # seconds the workload took to load
 
 
 @contextmanager
-def stage(args: argparse.Namespace, w: Workload) -> Iterator[Stage]:
-    """`w` loaded into a private redis-server, then `--matchers` and `--dispatchers` on it."""
+def stage(args: argparse.Namespace, w: Workload, shape: StoreShape = StoreShape()) -> Iterator[Stage]:
+    """`w` loaded into a private store of `shape`, then `--matchers` and `--dispatchers` on it."""
     with tempfile.TemporaryDirectory(prefix="bluedove-bench-") as tmp:
-        srv = RedisServer(Path(tmp) / "redis").start()
+        store = BenchStore(Path(tmp), shape)
         try:
+            store.start()
             t0 = time.monotonic()
-            queues, sub_ids = asyncio.run(load_workload(srv.url, w))
+            queues, sub_ids = asyncio.run(load_workload(store.url, w))
             load_s = time.monotonic() - t0
             # The dispatchers' message sample (bench publish --sample-rate), into the temporary folder.
             cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=0, data_dir=tmp,
-                                   store=srv.url, quiet=True, restart=False,
+                                   store=store.url, quiet=True, restart=False,
                                    sample_rate=getattr(args, "sample_rate", 0.0))
             cluster.start(timeout_s=300)
             try:
-                yield Stage(cluster, srv, queues, sub_ids, load_s)
+                yield Stage(cluster, store.server, store, queues, sub_ids, load_s)
             finally:
                 cluster.stop()
         finally:
-            srv.stop()
+            store.stop()
