@@ -79,13 +79,14 @@ def backlog(reports: Sequence[LoadReport], now: float, extrapolate: bool = True,
     (docs/reproduction.md, Fig. 7 and 8)."""
     if not reports:
         return sent
-    work, load, at = sent, 0.0, reports[0].at  # one pass: this runs for every message forwarded
+    work, load, at = 0.0, 0.0, reports[0].at  # one pass: this runs for every message forwarded
     for r in reports:
         c = 1.0 / r.mu if r.mu > 0 else COLD_COST_BASE_S + COLD_COST_PER_SUB_S * r.subs
         work += r.q * c
         load += r.lam * c
         if r.at > at:
             at = r.at
+    work += sent  # after the sum, as bluedove/forwarding_batch.py adds it: the same bits
     if not extrapolate:
         return work
     return max(0.0, work + (load - 1.0) * max(0.0, now - at))

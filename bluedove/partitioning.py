@@ -18,6 +18,8 @@ matcher and dispatcher. Pure: no I/O, no clocks.
 
 from __future__ import annotations
 
+import numpy as np
+
 from bluedove.segments import SegmentTable
 
 MPARTITION = "mpartition"
@@ -66,4 +68,23 @@ def candidates(mode: str, table: SegmentTable, point) -> list[tuple[int, str]]:
         return [(0, table.owner_at(0, point[0]))]
     if mode == FULL:
         return [(0, m) for m in table.members]
+    raise ValueError(check_mode(mode))
+
+
+def candidates_batch(mode: str, table: SegmentTable, points: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """`candidates` of every row of `points` at once: (members, cand_m, cand_d), where message
+    i's candidates are (cand_d[i, j], members[cand_m[i, j]]) in the order `candidates` gives."""
+    members = list(table.members)
+    n = len(points)
+    if mode == MPARTITION:
+        k = table.space.k
+        cand_m = np.empty((n, k), dtype=np.int64)
+        for d in range(k):
+            cand_m[:, d] = table.owners_at(d, points[:, d])
+        return members, cand_m, np.broadcast_to(np.arange(k, dtype=np.int64), (n, k))
+    if mode == P2P:
+        return members, table.owners_at(0, points[:, 0]).reshape(n, 1), np.zeros((n, 1), dtype=np.int64)
+    if mode == FULL:
+        m = len(members)
+        return members, np.broadcast_to(np.arange(m, dtype=np.int64), (n, m)), np.zeros((n, m), dtype=np.int64)
     raise ValueError(check_mode(mode))

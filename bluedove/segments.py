@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
+
+import numpy as np
 
 from bluedove.forwarding import LoadReport
 from bluedove.space import Space
@@ -63,6 +66,19 @@ class SegmentTable:
     def candidates(self, point: tuple[float, ...] | list[float]) -> list[tuple[int, str]]:
         """A message's candidate matchers: (dimension, owner) for every dimension."""
         return [(i, self.owner_at(i, v)) for i, v in enumerate(point)]
+
+    @cached_property
+    def _arrays(self) -> tuple[list[str], list[np.ndarray], list[np.ndarray]]:
+        members = list(self.members)
+        at = {m: i for i, m in enumerate(members)}
+        return (members, [np.asarray(c, dtype=np.float64) for c in self.cuts],
+                [np.array([at[o] for o in owners], dtype=np.int64) for owners in self.owners])
+
+    def owners_at(self, dim: int, values: np.ndarray) -> np.ndarray:
+        """`owner_at` for many values: each owner as an index into `list(self.members)`."""
+        _, cuts, owners = self._arrays
+        j = np.searchsorted(cuts[dim], values, side="right") - 1
+        return owners[dim][np.maximum(j, 0)]
 
     def overlapping(self, dim: int, low: float, high: float) -> set[str]:
         """Owners of the dim segments overlapping [low, high); none for an empty range."""

@@ -12,7 +12,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from bluedove import forwarding_batch
+from bluedove.batch_decode import Decoder
 from bluedove.errors import ApiError
+from bluedove.forward_wire import body_template
 from bluedove.model import Subscription
 from bluedove.segments import SegmentTable
 from bluedove.settings import DispatcherSettings
@@ -43,6 +46,8 @@ class Dispatcher:
         ))
         self.cluster = ClusterView(settings, self.store, seeds)
         self.forwarder = Forwarder(settings, self.cluster)
+        self.decoder = Decoder(space, settings.max_batch, settings.max_payload_bytes)
+        self.body_template = body_template(space.names)
         self.metrics = Metrics()
         self.sampler = None if settings.sample_rate <= 0 else Sampler(
             settings.sample_rate, settings.sample_dir, settings.id, space, settings.sample_rotate_s,
@@ -54,12 +59,13 @@ class Dispatcher:
         self.series = DispatcherSeries(self)  # its part of the last hour in the store (/v1/stats)
 
     async def start(self, address: str) -> None:
+        forwarding_batch.warm_up()  # compiled (or loaded from its cache) before the first publish
         if self.sampler is not None:
             self.sampler.start()
         await self.cluster.start()
         self.series.start()
         self._heartbeat = asyncio.get_running_loop().create_task(self._register(address))
-        self._metrics_tick = asyncio.get_running_loop().create_task(self.metrics.run(lambda: self.forwarder.failovers))
+        self._metrics_tick = asyncio.get_running_loop().create_task(self.metrics.run(self.forwarder.counts))
 
     async def stop(self) -> None:
         for task in (self._heartbeat, self._metrics_tick):

@@ -22,9 +22,11 @@ import time
 from dataclasses import dataclass
 
 import grpc
+import numpy as np
 
 from bluedove import partitioning
 from bluedove.forwarding import LoadReport, cost, rank
+from bluedove.forwarding_batch import BATCH_POLICIES, Ranking, matcher_loads, rank_batch
 from bluedove.segments import SegmentTable
 from bluedove.settings import DispatcherSettings
 from bluedove.store import Store
@@ -78,6 +80,7 @@ class ClusterView:
         self._channels: dict[str, tuple[str, grpc.aio.Channel, pb_grpc.MatcherStub]] = {}
         self._tasks: list[asyncio.Task] = []
         self.rng = random.Random()
+        self.np_rng = np.random.default_rng()
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -213,6 +216,25 @@ class ClusterView:
         if order:
             self.charge(order[0])
         return order + rest
+
+    def rank_batch(self, points: np.ndarray, now: float) -> Ranking:
+        """`ranked_candidates` of every row of `points`, ranked in one compiled loop
+        (bluedove/forwarding_batch.py) and charged as they are ranked; `random` message by
+        message."""
+        if self.s.policy not in BATCH_POLICIES:
+            return Ranking.from_lists([self.ranked_candidates(p, now) for p in points.tolist()])
+        table = self.table
+        members, cand_m, cand_d = partitioning.candidates_batch(self.s.partition, table, points)
+        usable = np.array([self.usable(m, now) for m in members], dtype=np.bool_)
+        sent = np.array([self.sent.get(m, 0.0) for m in members])
+        draws = self.np_rng.random((len(points), 2 * cand_m.shape[1]))
+        loads = matcher_loads(members, table.space.k, self.reports)
+        order, count = rank_batch(self.s.policy, cand_m, cand_d, usable, loads, sent, now, draws)
+        if self.s.policy == "adaptive":
+            for m, v in zip(members, sent.tolist()):
+                if v:
+                    self.sent[m] = v
+        return Ranking(members, cand_m, cand_d, order, count)
 
     def charge(self, candidate: tuple[int, str]) -> None:
         """Count a message sent to `candidate` (dimension, member) in the adaptive estimate, so

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import Request
 
-from bluedove.errors import ApiError
+from bluedove.batch_decode import loads_body
 
 
 def state(request: Request):
@@ -15,13 +14,7 @@ def state(request: Request):
 
 
 async def json_body(request: Request) -> Any:
-    raw = await request.body()
-    try:
-        return json.loads(raw) if raw else None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise ApiError(400, "invalid_json", "the body is JSON nested too deeply to read") from None
+    return loads_body(await request.body())
 
 
 def parse_bearer(authorization: str | None) -> str | None:

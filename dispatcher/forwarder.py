@@ -1,13 +1,16 @@
-"""One-hop forwarding with internal batching and failover.
+"""One-hop forwarding with internal batching and failover, a batch at a time.
 
-Each message goes to the best candidate by the policy. Messages bound for the same matcher
-share Forward calls, whatever their dimensions (one part per dimension): a lane takes
-whatever has queued up, up to `forward_batch_max`, with at most `forward_inflight` calls
-under way. A call costs both tiers far more than a message does, so one lane per matcher
-rather than per (matcher, dimension) makes k times fewer, bigger calls. A message whose call
-fails or times out goes to its next candidate; the matcher's dedup on message id makes a
-retry after a late success deliver nothing twice. `publish` returns only when every message
-is matched and stored, or raises when some message has no candidate left.
+A publish call's messages are ranked together (`ClusterView.rank_batch`), then grouped by
+their choice (matcher, dimension): each group is one chunk with one future, not one future
+per message. Chunks bound for the same matcher share Forward calls, whatever their dimensions
+and whichever publish call they come from: a lane takes whatever has queued up, up to
+`forward_batch_max` messages, with at most `forward_inflight` calls under way, and sends each
+dimension's messages as one packed part (bluedove/forward_wire.py). A call costs both tiers
+far more than a message does, so one lane per matcher rather than per (matcher, dimension)
+makes k times fewer, bigger calls. A chunk whose call fails or times out goes to each of its
+messages' next candidates; the matcher's dedup on message id makes a retry after a late
+success deliver nothing twice. `publish` returns only when every message is matched and
+stored, or raises when some message has no candidate left.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ import asyncio
 import logging
 import time
 from collections import deque
+from dataclasses import dataclass
 
 import grpc
+import numpy as np
 
 from bluedove.errors import unavailable
+from bluedove.forward_wire import encode_part
 from bluedove.settings import DispatcherSettings
 from bluedove.v1 import matcher_pb2 as pb
 from dispatcher.cluster import ClusterView
@@ -27,57 +33,105 @@ from dispatcher.cluster import ClusterView
 log = logging.getLogger("bluedove.dispatcher")
 
 
+@dataclass
+class Outgoing:
+    """Validated messages ready to forward: ids (the publisher's or ours), values, stored
+    bodies, and whether the publisher chose each id."""
+
+    ids: list[str]
+    ids_b: list[bytes]
+    points: np.ndarray  # (n, k)
+    bodies: list[bytes]
+    client: np.ndarray  # bool
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class _Chunk:
+    dim: int
+    batch: Outgoing
+    idx: np.ndarray  # rows of `batch`
+    fut: asyncio.Future
+
+
 class _Lane:
     """Calls to one matcher, batched."""
 
     def __init__(self, fwd: "Forwarder", member: str) -> None:
         self.fwd, self.member = fwd, member
-        self.items: deque[tuple[int, pb.ForwardMessage, asyncio.Future]] = deque()
+        self.items: deque[_Chunk] = deque()
         self.sem = asyncio.Semaphore(fwd.s.forward_inflight)
         self.running = False
 
-    def submit(self, dim: int, msg: pb.ForwardMessage) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
-        self.items.append((dim, msg, fut))
+    def submit(self, dim: int, batch: Outgoing, idx: np.ndarray) -> list[asyncio.Future]:
+        """Queue rows `idx` of `batch` along `dim`, in pieces of at most forward_batch_max."""
+        loop = asyncio.get_running_loop()
+        most = self.fwd.s.forward_batch_max
+        futs = []
+        for at in range(0, len(idx), most):
+            fut = loop.create_future()
+            self.items.append(_Chunk(dim, batch, idx[at:at + most], fut))
+            futs.append(fut)
         if not self.running:
             self.running = True
-            asyncio.get_running_loop().create_task(self._drain())
-        return fut
+            loop.create_task(self._drain())
+        return futs
 
     async def _drain(self) -> None:
         try:
             while self.items:
                 await self.sem.acquire()
-                batch = [self.items.popleft() for _ in range(min(len(self.items), self.fwd.s.forward_batch_max))]
+                batch, n, most = [], 0, self.fwd.s.forward_batch_max
+                while self.items and (not batch or n + len(self.items[0].idx) <= most):
+                    c = self.items.popleft()
+                    batch.append(c)
+                    n += len(c.idx)
                 if not batch:
                     self.sem.release()
                     break
-                asyncio.get_running_loop().create_task(self._call(batch))
+                asyncio.get_running_loop().create_task(self._call(batch, n))
         finally:
             self.running = False
             if self.items:  # raced with a submit after the loop ended
                 self.running = True
                 asyncio.get_running_loop().create_task(self._drain())
 
-    async def _call(self, batch) -> None:
+    async def _call(self, chunks: list[_Chunk], n: int) -> None:
         try:
-            by_dim: dict[int, list[pb.ForwardMessage]] = {}
-            for dim, m, _ in batch:
-                by_dim.setdefault(dim, []).append(m)
-            (dim, msgs), *more = by_dim.items()
-            req = pb.ForwardRequest(dimension=dim, messages=msgs, epoch=self.fwd.cluster.table.epoch,
-                                    parts=[pb.ForwardPart(dimension=d, messages=ms) for d, ms in more])
+            by_dim: dict[int, list[_Chunk]] = {}
+            for c in chunks:
+                by_dim.setdefault(c.dim, []).append(c)
+            req = pb.ForwardRequest(epoch=self.fwd.cluster.table.epoch,
+                                    packed=[_packed(dim, cs) for dim, cs in by_dim.items()])
+            self.fwd.calls += 1
+            self.fwd.forwarded += n
             await self.fwd.cluster.stub(self.member).Forward(req, timeout=self.fwd.s.forward_timeout_s)
             self.fwd.cluster.mark_up(self.member)  # it answers again: no backoff left from past failures
-            for _, _, f in batch:
-                if not f.done():
-                    f.set_result(True)
+            for c in chunks:
+                if not c.fut.done():
+                    c.fut.set_result(True)
         except Exception as exc:  # noqa: BLE001 - an RPC error or other, reported to each waiting publisher
-            for _, _, f in batch:
-                if not f.done():
-                    f.set_result(exc)
+            for c in chunks:
+                if not c.fut.done():
+                    c.fut.set_result(exc)
         finally:
             self.sem.release()
+
+
+def _packed(dim: int, chunks: list[_Chunk]) -> pb.PackedPart:
+    """One dimension's messages of a call, from one or more chunks."""
+    points = np.concatenate([c.batch.points[c.idx] for c in chunks]) if len(chunks) > 1 \
+        else chunks[0].batch.points[chunks[0].idx]
+    ids, bodies, client = [], [], []
+    for c in chunks:
+        rows = c.idx.tolist()
+        ids_b, bs = c.batch.ids_b, c.batch.bodies
+        ids += [ids_b[i] for i in rows]
+        bodies += [bs[i] for i in rows]
+        client.append(c.batch.client[c.idx])
+    return encode_part(dim, points, ids, bodies, np.concatenate(client))
 
 
 class Forwarder:
@@ -86,6 +140,12 @@ class Forwarder:
         self.cluster = cluster
         self._lanes: dict[str, _Lane] = {}
         self.failovers = 0
+        self.calls = 0  # Forward calls made, and the messages they carried
+        self.forwarded = 0
+
+    def counts(self) -> tuple[int, int, int]:
+        """(failovers, Forward calls, messages they carried) since the start, for the metrics."""
+        return self.failovers, self.calls, self.forwarded
 
     def _lane(self, member: str) -> _Lane:
         lane = self._lanes.get(member)
@@ -93,65 +153,76 @@ class Forwarder:
             lane = self._lanes[member] = _Lane(self, member)
         return lane
 
-    def _charge_next(self, ranked: list[tuple[int, str]], attempt: int) -> None:
-        """The message goes on to its next candidate: count it there (the adaptive estimate)."""
-        if attempt < len(ranked):
-            self.cluster.charge(ranked[attempt])
-
-    async def publish(self, messages: list[pb.ForwardMessage]) -> None:
+    async def publish(self, batch: Outgoing) -> None:
         """Match and store every message; raises ApiError(503) if one cannot be placed."""
         if self.cluster.table is None:
             raise unavailable("no segment table yet: the cluster is starting")
-        now = time.monotonic()
-        ranked = [self.cluster.ranked_candidates(m.point, now) for m in messages]
-        attempt = [0] * len(messages)
-        reranks = [0] * len(messages)
+        n = len(batch)
+        ranking = self.cluster.rank_batch(batch.points, time.monotonic())
+        attempt = np.zeros(n, dtype=np.int64)
+        reranks = np.zeros(n, dtype=np.int64)
         store_failed = False
-        pending = list(range(len(messages)))
-        while pending:
-            futures = []
-            for i in pending:
-                if attempt[i] >= len(ranked[i]):
-                    if store_failed:
-                        raise unavailable("the store is unreachable; retry with the same id")
-                    raise unavailable("no candidate matcher could take the message; retry with the same id")
-                dim, member = ranked[i][attempt[i]]
-                futures.append(self._lane(member).submit(dim, messages[i]))
-            results = await asyncio.gather(*futures)
+        pending = np.arange(n)
+        while pending.size:
+            if (attempt[pending] >= ranking.count[pending]).any():
+                if store_failed:
+                    raise unavailable("the store is unreachable; retry with the same id")
+                raise unavailable("no candidate matcher could take the message; retry with the same id")
+            mem, dim = ranking.choice(pending, attempt[pending])
+            chunks = []  # (member, dimension, rows, futures)
+            key = mem * (int(dim.max()) + 1) + dim
+            by_key = np.argsort(key, kind="stable")
+            cuts = np.flatnonzero(np.diff(key[by_key])) + 1
+            for rows in np.split(by_key, cuts):
+                member, d = ranking.members[mem[rows[0]]], int(dim[rows[0]])
+                idx = pending[rows]
+                chunks.append((member, d, idx, self._lane(member).submit(d, batch, idx)))
+            results = await asyncio.gather(*(f for c in chunks for f in c[3]))
             retry, stale, blamed = [], [], set()
             failed: dict[tuple[str, int, object], int] = {}
-            for i, res in zip(pending, results):
-                if res is True:
-                    continue
-                dim, member = ranked[i][attempt[i]]
-                code = res.code() if isinstance(res, grpc.aio.AioRpcError) else None
-                if code == grpc.StatusCode.FAILED_PRECONDITION and reranks[i] < 3:
-                    # The matcher no longer owns the value: re-rank on a fresh table (below).
-                    reranks[i] += 1
-                    stale.append((i, member))
-                elif code == grpc.StatusCode.ABORTED:
-                    # The matcher is fine but could not write to the store: try another, blame none.
-                    store_failed = True
-                    attempt[i] += 1
-                    self._charge_next(ranked[i], attempt[i])
-                else:
-                    blamed.add(member)
-                    attempt[i] += 1
-                    self._charge_next(ranked[i], attempt[i])
-                key = (member, dim, code or type(res).__name__)
-                failed[key] = failed.get(key, 0) + 1
-                retry.append(i)
+            at = 0
+            for member, d, idx, futs in chunks:
+                most = self.s.forward_batch_max
+                for piece, res in zip(range(0, len(idx), most), results[at:at + len(futs)]):
+                    if res is True:
+                        continue
+                    rows = idx[piece:piece + most]
+                    code = res.code() if isinstance(res, grpc.aio.AioRpcError) else None
+                    fresh = rows[reranks[rows] < 3] if code == grpc.StatusCode.FAILED_PRECONDITION else rows[:0]
+                    if fresh.size:
+                        # The matcher no longer owns the values: re-rank on a fresh table (below).
+                        reranks[fresh] += 1
+                        stale.append((fresh, member))
+                    moved = np.setdiff1d(rows, fresh, assume_unique=True) if fresh.size else rows
+                    if moved.size:
+                        if code == grpc.StatusCode.ABORTED:
+                            # The matcher is fine but could not write to the store: try another, blame none.
+                            store_failed = True
+                        else:
+                            blamed.add(member)
+                        attempt[moved] += 1
+                        self._charge_next(ranking, moved, attempt)
+                    key_ = (member, d, code or type(res).__name__)
+                    failed[key_] = failed.get(key_, 0) + len(rows)
+                    retry.append(rows)
+                at += len(futs)
             for member in blamed:  # one failure per failed call, not one per message it carried
                 self.cluster.mark_down(member)
             if stale:  # one table pull for the whole round, however many messages it concerns,
                 # from a matcher that refused: it has adopted a newer table than ours
                 await self.cluster.pull_table(stale[0][1])
-                now = time.monotonic()
-                for i, _ in stale:
-                    ranked[i] = self.cluster.ranked_candidates(messages[i].point, now)
-                    attempt[i] = 0
-            for (member, dim, why), n in failed.items():
-                self.failovers += n
+                rows = np.concatenate([r for r, _ in stale])
+                ranking = ranking.replace(rows, self.cluster.rank_batch(batch.points[rows], time.monotonic()))
+                attempt[rows] = 0
+            for (member, d, why), k in failed.items():
+                self.failovers += k
                 log.warning("forward of %d message(s) to %s dim %d failed (%s); trying the next candidate",
-                            n, member, dim, why)
-            pending = retry
+                            k, member, d, why)
+            pending = np.sort(np.concatenate(retry)) if retry else pending[:0]
+
+    def _charge_next(self, ranking, rows: np.ndarray, attempt: np.ndarray) -> None:
+        """The messages go on to their next candidates: count them there (the adaptive estimate)."""
+        for i in rows.tolist():
+            if attempt[i] < ranking.count[i]:
+                j = ranking.order[i, attempt[i]]
+                self.cluster.charge((int(ranking.cand_d[i, j]), ranking.members[ranking.cand_m[i, j]]))

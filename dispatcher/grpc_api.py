@@ -11,6 +11,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from bluedove.batch_decode import Batch
 from bluedove.errors import ApiError
 from bluedove.v1 import pubsub_pb2 as pb
 from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
@@ -50,19 +51,6 @@ def unary(fn):
 def token(context: grpc.aio.ServicerContext) -> str | None:
     auth = next((value for key, value in context.invocation_metadata() or () if key == "authorization"), None)
     return parse_bearer(auth)
-
-
-def message_json(m: pb.Message, where: str = "") -> dict:
-    """A pb.Message in the REST body form, for the shared validation."""
-    body: dict = {"attributes": dict(m.attributes)}
-    if m.payload:
-        try:
-            body["payload"] = json.loads(m.payload)
-        except (ValueError, RecursionError) as exc:  # (RecursionError: nested too deeply to read)
-            raise ApiError(422, "invalid_message", f"payload must be JSON text: {exc}", f"{where}payload") from None
-    if m.id:
-        body["id"] = m.id
-    return body
 
 
 def delivery_pb(m: dict) -> pb.Delivery:
@@ -112,22 +100,30 @@ class PubSubServicer(pb_grpc.PubSubServicer):
 
     @unary
     async def Publish(self, request, context):
-        return pb.PublishReply(id=await ops.publish(self.d, message_json(request)))
+        return pb.PublishReply(id=(await ops.publish_parsed(self.d, self.d.decoder.messages([request], None)))[0])
 
     @unary
     async def PublishBatch(self, request, context):
-        body = {"messages": [message_json(m, f"messages[{i}].") for i, m in enumerate(request.messages)]}
-        return pb.PublishBatchReply(ids=await ops.publish_batch(self.d, body))
+        return pb.PublishBatchReply(ids=await ops.publish_parsed(self.d, self.d.decoder.pb_batch(request.messages)))
 
     @unary
     async def PublishStream(self, request_iterator, context):
-        async def bodies() -> AsyncIterator[dict]:
-            i = 0
-            async for m in request_iterator:
-                yield message_json(m, f"messages[{i}].")
-                i += 1
+        decoder = self.d.decoder
 
-        return pb.PublishBatchReply(ids=await ops.publish_stream(self.d, bodies()))
+        async def batches() -> AsyncIterator[Batch]:
+            i = 0  # messages so far: an error names messages[i] counted over the whole stream
+            async for el in request_iterator:
+                if el.messages:
+                    if el.attributes or el.payload or el.id:
+                        raise ApiError(422, "invalid_message", "a stream element carries one message or a batch "
+                                       "in `messages`, not both", f"messages[{i}]")
+                    batch = decoder.messages(el.messages, "messages", i)
+                else:
+                    batch = decoder.messages([el], "messages", i)
+                i += len(batch)
+                yield batch
+
+        return pb.PublishBatchReply(ids=await ops.publish_stream(self.d, batches()))
 
     @unary
     async def Poll(self, request, context):

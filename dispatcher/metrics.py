@@ -61,12 +61,16 @@ class Metrics:
         self.acked = Counter("bluedove_deliveries_acked", "Deliveries acked", registry=r)
         self.failovers = Counter("bluedove_forward_failovers", "Messages sent on to another candidate after a "
                                  "forward failed", registry=r)
+        self.forward_calls = Counter("bluedove_forward_calls", "Forward calls made to matchers (each carries one "
+                                     "or more messages of one or more dimensions)", registry=r)
+        self.forwarded = Counter("bluedove_forwarded_messages", "Messages carried by Forward calls (a failover "
+                                 "carries a message again): over forward_calls, the messages per call", registry=r)
         self.sampled = Counter("bluedove_sampled_messages", "Published messages written to the message sample",
                                registry=r)
         self.sample_dropped = Counter("bluedove_sample_dropped", "Samples dropped: the sample's buffer was full",
                                       registry=r)
         self._facts = _ClusterFacts()
-        self._failovers_seen = 0
+        self._seen = {"failovers": 0, "calls": 0, "forwarded": 0}
         if self.multiprocess_dir:
             self._cpu = Counter("process_cpu_seconds", "Total user and system CPU time spent in seconds",
                                 registry=r)
@@ -87,14 +91,16 @@ class Metrics:
             self.registry = r
         self.registry.register(self._facts)
 
-    def _sync_failovers(self, failovers: int) -> None:
-        if failovers > self._failovers_seen:
-            self.failovers.inc(failovers - self._failovers_seen)
-            self._failovers_seen = failovers
+    def _sync(self, name: str, counter: Counter, value: int) -> None:
+        if value > self._seen[name]:
+            counter.inc(value - self._seen[name])
+            self._seen[name] = value
 
-    def tick(self, failovers: int) -> None:
-        """Copy the forwarder's failovers and (in multiprocess mode) this process's figures."""
-        self._sync_failovers(failovers)
+    def tick(self, failovers: int, calls: int = 0, forwarded: int = 0) -> None:
+        """Copy the forwarder's counts and (in multiprocess mode) this process's figures."""
+        self._sync("failovers", self.failovers, failovers)
+        self._sync("calls", self.forward_calls, calls)
+        self._sync("forwarded", self.forwarded, forwarded)
         if not self.multiprocess_dir:
             return
         for fam in self._process.collect():
@@ -106,14 +112,15 @@ class Metrics:
                 elif s.name in self._gauges:
                     self._gauges[s.name].set(s.value)
 
-    async def run(self, failovers) -> None:
-        """Tick every TICK_S until cancelled; `failovers()` reads the forwarder's count."""
+    async def run(self, counts) -> None:
+        """Tick every TICK_S until cancelled; `counts()` reads the forwarder's (failovers,
+        calls, messages forwarded)."""
         while True:
-            self.tick(failovers())
+            self.tick(*counts())
             await asyncio.sleep(TICK_S)
 
-    def render(self, cluster, failovers: int, events: dict[str, int]) -> bytes:
-        self.tick(failovers)
+    def render(self, cluster, counts: int | tuple[int, int, int], events: dict[str, int]) -> bytes:
+        self.tick(*(counts if isinstance(counts, tuple) else (counts,)))
         self._facts.events = dict(events)
         self._facts.matchers = len(cluster.table.members) if cluster.table is not None else None
         return exposition(self.registry)

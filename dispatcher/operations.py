@@ -7,16 +7,18 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
 from redis.exceptions import ResponseError
 
 from bluedove.errors import ApiError, not_found, unauthorized
-from bluedove.model import build_subscription, parse_batch, parse_message, parse_subscription_request
+from bluedove.batch_decode import Batch
+from bluedove.forward_wire import bodies, iso_time, new_ids
+from bluedove.model import build_subscription, parse_subscription_request
 from bluedove.store.ids import first_invalid_receipt, new_id
 from bluedove.store.store import BadToken, LimitExceeded, QueueMissing
-from bluedove.v1 import matcher_pb2 as pb
+from dispatcher.forwarder import Outgoing
 from dispatcher.stats_view import member_stats
 from gossip.state import DISPATCHER, MATCHER
 
@@ -174,72 +176,73 @@ async def unsubscribe(d, sub_id: str, token: str | None) -> None:
 
 
 # -- publishing --------------------------------------------------------------------------------
-def _forward_message(msg_id: str | None, point, payload, names, published: float) -> pb.ForwardMessage:
-    mid = msg_id or new_id()
-    body = {
-        "id": mid,
-        "attributes": dict(zip(names, point)),
-        "payload": payload,
-        "published_at": datetime.fromtimestamp(published, timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z"),
-    }
-    return pb.ForwardMessage(id=mid, point=point, body=json.dumps(body, separators=(",", ":")).encode(),
-                             client_id=msg_id is not None)
+def outgoing(d, batch: Batch, published: float) -> Outgoing:
+    """Validated messages with their ids (ours where the publisher gave none) and stored bodies."""
+    ids = batch.ids
+    missing = [i for i, mid in enumerate(ids) if mid is None]
+    client = np.ones(len(ids), dtype=np.bool_)
+    if missing:
+        ids = list(ids)
+        for i, mid in zip(missing, new_ids(len(missing))):
+            ids[i] = mid
+        client[missing] = False
+    ids_b = [i.encode() for i in ids]
+    return Outgoing(ids, ids_b, batch.points,
+                    bodies(d.body_template, ids_b, batch.points, batch.payloads, iso_time(published)), client)
 
 
-async def publish_parsed(d, parsed: list) -> list[str]:
-    """Forward validated messages [(id, point, payload)]; returns their ids once all are stored."""
+async def publish_parsed(d, batch: Batch) -> list[str]:
+    """Forward validated messages; returns their ids once all are stored."""
     now = time.time()
-    names = d.space.names
-    msgs = [_forward_message(mid, point, payload, names, now) for mid, point, payload in parsed]
+    out = outgoing(d, batch, now)
     t0 = time.perf_counter()
     try:
-        await d.forwarder.publish(msgs)
+        await d.forwarder.publish(out)
     except Exception:
-        d.metrics.publish_failures.inc(len(msgs))
+        d.metrics.publish_failures.inc(len(out))
         raise
     took = time.perf_counter() - t0
     d.metrics.publish_seconds.observe(took)
-    d.series.on_publish(parsed, took)
-    d.metrics.published.inc(len(msgs))
+    d.series.on_publish(batch.points, took)
+    d.metrics.published.inc(len(out))
     if d.sampler is not None:
-        d.sampler.offer(now, parsed)
-    return [m.id for m in msgs]
+        d.sampler.offer(now, batch.points)
+    return out.ids
 
 
-def parse_one(d, body: Any, prefix: str = "") -> tuple:
-    return parse_message(body, d.space, prefix, max_payload=d.s.max_payload_bytes)
+async def publish(d, raw: bytes) -> str:
+    """`POST /v1/messages`: the body's bytes."""
+    return (await publish_parsed(d, d.decoder.one(raw)))[0]
 
 
-async def publish(d, body: Any) -> str:
-    return (await publish_parsed(d, [parse_one(d, body)]))[0]
+async def publish_batch(d, raw: bytes) -> list[str]:
+    """`POST /v1/messages:batch`: the body's bytes, decoded and checked whole first."""
+    return await publish_parsed(d, d.decoder.batch(raw))
 
 
-async def publish_batch(d, body: Any) -> list[str]:
-    return await publish_parsed(d, parse_batch(body, d.space, d.s.max_batch, d.s.max_payload_bytes))
+async def publish_stream(d, batches: AsyncIterator[Batch]) -> list[str]:
+    """Publish a stream of validated batches as they arrive; returns every id in order.
 
-
-async def publish_stream(d, bodies: AsyncIterator[Any]) -> list[str]:
-    """Publish a stream of message bodies in batches as they arrive; returns every id in order.
-
-    One batch is in flight at a time; what arrives meanwhile forms the next batch (up to
-    max_batch), so batches grow with the rate. A bad message (field `messages[i]...`, i its
-    index in the stream) ends the call: it and what follows are not published, batches already
-    sent are."""
+    One batch is in flight at a time; what arrives meanwhile is sent as one next batch (up to
+    max_batch messages or more, never split), so batches grow with the rate. A bad message
+    ends the call (the iterator raises): it and what follows are not published, batches
+    already sent are."""
     sent: list[asyncio.Task] = []
-    batch: list = []
+    waiting: list[Batch] = []
+    held = 0
+    k = d.space.k
 
     def flush() -> None:
-        nonlocal batch
-        if batch:
-            sent.append(asyncio.ensure_future(publish_parsed(d, batch)))
-            batch = []
+        nonlocal waiting, held
+        if waiting:
+            sent.append(asyncio.ensure_future(publish_parsed(d, Batch.concat(waiting, k))))
+            waiting, held = [], 0
 
     try:
-        i = 0
-        async for body in bodies:
-            batch.append(parse_one(d, body, f"messages[{i}]."))
-            i += 1
-            if not sent or sent[-1].done() or len(batch) >= d.s.max_batch:
+        async for batch in batches:
+            waiting.append(batch)
+            held += len(batch)
+            if not sent or sent[-1].done() or held >= d.s.max_batch:
                 if sent:
                     await sent[-1]
                 flush()

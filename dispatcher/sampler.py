@@ -71,9 +71,9 @@ class Sampler:
             return 0
         return int(math.log(1.0 - self._rng.random()) / self._log1m)
 
-    def offer(self, ts: float, parsed: list) -> None:
-        """Messages [(id, point, payload)] accepted at `ts`: the sampled ones go to the buffer."""
-        n = len(parsed)
+    def offer(self, ts: float, points) -> None:
+        """Messages of values `points` (one row each) accepted at `ts`: the sampled ones go to the buffer."""
+        n = len(points)
         if self._skip >= n:  # the usual case at a small rate: one comparison per call
             self._skip -= n
             return
@@ -81,7 +81,7 @@ class Sampler:
         buf = self._buffer
         while i < n:
             if len(buf) < self._buffer_max:
-                buf.append((ts, parsed[i][1]))
+                buf.append((ts, points[i].tolist()))
             else:
                 self._dropped.inc()
             i += 1 + self._draw()

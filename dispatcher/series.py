@@ -31,7 +31,7 @@ class DispatcherSeries:
         space = d.space
         self._lo = np.array([dim.min for dim in space.dimensions])
         self._hi = np.array([dim.max for dim in space.dimensions])
-        self._points: list = []  # values of the messages published since the last flush
+        self._points: list[np.ndarray] = []  # values of the messages published since the last flush
         self._rates = [ts.DecayedRate() for _ in space.dimensions]
         self._redelivered_seen = 0
         self._density_at = 0.0
@@ -46,14 +46,14 @@ class DispatcherSeries:
             t.cancel()
         await self.rec.stop()
 
-    def on_publish(self, parsed: list, seconds: float) -> None:
-        """`parsed` [(id, point, payload)] accepted and stored in `seconds`."""
-        n = len(parsed)
+    def on_publish(self, points: np.ndarray, seconds: float) -> None:
+        """Messages of values `points` (one row each) accepted and stored in `seconds`."""
+        n = len(points)
         rec = self.rec
         now = time.time()
         rec.add(ts.PUBLISHED, n, now)
         rec.add(ts.latency_field(seconds), n, now)
-        self._points.extend(p[1] for p in parsed)
+        self._points.append(points)
 
     # -- once a second, before the record is written -----------------------------------------
     def _sample(self, now: float) -> None:
@@ -76,7 +76,7 @@ class DispatcherSeries:
         points, self._points = self._points, []
         if not points:
             return
-        arr = np.asarray(points, dtype=np.float64).reshape(len(points), -1)
+        arr = np.concatenate(points)
         for rate, counts in zip(self._rates, ts.bin_counts(arr, self._lo, self._hi)):
             rate.add({j: c for j, c in enumerate(counts) if c}, now)
 

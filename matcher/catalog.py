@@ -88,6 +88,11 @@ class SubscriptionSets:
         seg = self.segments.get(dim)
         return seg is not None and seg[0] <= value < seg[1]
 
+    def owns_all(self, dim: int, values: np.ndarray) -> bool:
+        """`owns` for every value at once (NaN is owned by no one)."""
+        seg = self.segments.get(dim)
+        return seg is not None and bool(((values >= seg[0]) & (values < seg[1])).all())
+
     def counts(self) -> list[int]:
         return [len(s) for s in self.sets]
 

@@ -19,8 +19,9 @@ in the level below (node j's are j*C .. j*C+C-1), as STR builds them.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from bluedove.jit import compiled
 
 # Children per node. 4, 8, 16 and 32 answer the `sparse` points within ~25 % of each other
 # (1.7, 1.8, 2.2, 2.1 µs); 8 keeps the tree shallow and the stack small.
@@ -129,16 +130,6 @@ def warm_up() -> None:
     the GIL for a second or more; a matcher does it before it joins the gossip, where a
     process that stops answering for that long is suspected and may be declared dead."""
     PackedTree(np.arange(2), np.zeros((2, 2)), np.ones((2, 2))).query(np.full((1, 2), 0.5))
-
-
-def compiled(fn):
-    """`fn` compiled without the GIL, its machine code cached on disk: beside this file, else
-    in the user's cache directory (`NUMBA_CACHE_DIR` chooses). With no writable place for it
-    (a read-only image, no home), compiled at each start instead (~0.5 s)."""
-    try:
-        return numba.njit(cache=True, nogil=True)(fn)
-    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-        return numba.njit(nogil=True)(fn)
 
 
 @compiled

@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 import redis.exceptions
 
+from bluedove.forward_wire import Part
 from bluedove.store import Store
 from matcher.index import SubscriptionSet
 from matcher.stats import Totals, ValueSample, WindowStats
@@ -35,22 +36,6 @@ def json_strings(items: list[str]) -> str:
     if joined.isascii() and joined.isprintable() and "\\" not in joined and joined.count('"') == 2 * len(items) - 2:
         return f'["{joined}"]'
     return json.dumps(items, separators=(",", ":"))
-
-
-@dataclass
-class Part:
-    """One dimension's messages of a request."""
-
-    dim: int
-    ids: list[str]
-    bodies: list[bytes]
-    points: np.ndarray  # one row per message, every dimension
-    ttls: list[int]  # dedup mark lifetime per message (s)
-    # Per message: the publisher chose the id (the message gets a mark of its own for the whole
-    # window, matched or not: publishing it again writes nothing). An id the dispatcher made
-    # needs only its deliveries' marks, which stop the dispatcher's own retry from writing
-    # them twice. None: every id is the publisher's.
-    client_ids: list[bool] | None = None
 
 
 @dataclass
@@ -70,8 +55,10 @@ class BatchResult:
 class MatcherQueue:
     def __init__(self, k: int, get_set: Callable[[int], SubscriptionSet], store: Store, executor: Executor,
                  stats: list[WindowStats], batch_max: int = 1024, deliver: str = "store",
-                 store_inflight: int = 8) -> None:
+                 store_inflight: int = 8, ttls: tuple[int, int] = (600, 120)) -> None:
         self.k = k
+        # a message's dedup marks live this long (s): an id the publisher chose, one we made
+        self.client_ttl, self.own_ttl = ttls
         self._get_set = get_set  # the live SubscriptionSet of a dimension (sets are swapped on reload)
         self.store = store
         self.executor = executor
@@ -117,9 +104,9 @@ class MatcherQueue:
         """Match and store one request's messages (all its parts in the same batch)."""
         now = time.monotonic()
         for p in parts:
-            self._queued[p.dim] += len(p.ids)
-            self.stats[p.dim].arrived(len(p.ids), now)
-        req = _Request(parts, sum(len(p.ids) for p in parts))
+            self._queued[p.dim] += p.n
+            self.stats[p.dim].arrived(p.n, now)
+        req = _Request(parts, sum(p.n for p in parts))
         self._pending.append(req)
         self._wake.set()
         return await req.done
@@ -167,7 +154,7 @@ class MatcherQueue:
             busy[dim] = time.perf_counter() - t0
             pos = 0
             for i in idx:
-                n = len(parts[i].ids)
+                n = parts[i].n
                 groups[i] = found[pos:pos + n]
                 pos += n
         return groups, busy
@@ -188,7 +175,7 @@ class MatcherQueue:
         for p, g in zip(parts, groups):
             counts = [sum(map(len, m.values())) if m else 0 for m in g]
             matched.append(sum(counts))
-            done[p.dim] = done.get(p.dim, 0) + len(p.ids)
+            done[p.dim] = done.get(p.dim, 0) + p.n
             self.totals.matches[p.dim] += matched[-1]
             self.totals.deliveries[p.dim] += sum(map(len, g))
             self.samples[p.dim].add(p.points[:, p.dim], np.array(counts, dtype=np.float64))
@@ -209,7 +196,7 @@ class MatcherQueue:
             if exc is not None and not r.done.done():
                 r.done.set_exception(exc if isinstance(exc, Exception) else RuntimeError("matcher stopping"))
             for p in r.parts:
-                self._queued[p.dim] -= len(p.ids)
+                self._queued[p.dim] -= p.n
         self._slots.release()
 
     async def _store(self, parts: list[Part], groups: list[list[dict[str, list[str]]]]) -> BatchResult:
@@ -219,13 +206,14 @@ class MatcherQueue:
         deliveries: list[tuple[str, int, str]] = []
         marks: list[bool] = []
         for p, g in zip(parts, groups):
-            client_ids = p.client_ids or [True] * len(p.ids)
-            for mid, body, ttl, found, client in zip(p.ids, p.bodies, p.ttls, g, client_ids):
-                if not found and not client:
+            client = p.client.tolist()
+            for j, found in enumerate(g):
+                if not found and not client[j]:
                     continue  # nothing to write, nothing to remember
                 i = len(messages)
-                messages.append((mid, body, ttl))  # bytes go to Redis as they are
-                marks.append(client)
+                # bytes go to Redis as they are
+                messages.append((p.id(j), p.body(j), self.client_ttl if client[j] else self.own_ttl))
+                marks.append(client[j])
                 for queue, subs in found.items():
                     deliveries.append((queue, i, json_strings(subs)))
         if not messages:

@@ -15,6 +15,7 @@ import redis.exceptions
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from bluedove.bootstrap import ensure_table, parse_members, register_address
+from bluedove.forward_wire import Part, WireError
 from bluedove.partitioning import held
 from bluedove.segments import SegmentTable
 from bluedove.settings import MatcherSettings, from_env
@@ -33,7 +34,7 @@ from matcher.health import READY_SERVICE, publish_health
 from matcher.membership import Membership
 from matcher.metrics import matcher_registry
 from matcher.packed import warm_up
-from matcher.queues import MatcherQueue, Part
+from matcher.queues import MatcherQueue
 from matcher.series import run_series
 from matcher.sets_owner import SetsOwner
 from matcher.stats import WindowStats
@@ -81,7 +82,8 @@ class Matcher:
         self.stats = [WindowStats(self.s.stats_window_s) for _ in range(k)]
         self.owner.begin(self.table)
         self.queue = MatcherQueue(k, lambda i: self.sets.sets[i], self.store, self.executor, self.stats,
-                                  self.s.batch_max, self.deliver_mode)
+                                  self.s.batch_max, self.deliver_mode,
+                                  ttls=(self.s.dedup_window_s, self.s.retry_dedup_s))
         self.queue.start()
         # The index walk compiled before we join: a compile holds the GIL long enough for the
         # other members to suspect a process that has just joined.
@@ -228,20 +230,19 @@ class Matcher:
         if not self.ready:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "matcher is loading its subscriptions")
         sets, k = self.sets, self.table.space.k
-        parts = []
-        for dim, msgs in ((req.dimension, req.messages), *((p.dimension, p.messages) for p in req.parts)):
-            if not msgs:
-                continue
-            if not 0 <= dim < k:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no dimension {dim}")
-            points = np.array([list(m.point) for m in msgs], dtype=np.float64).reshape(len(msgs), -1)
-            if points.shape[1] != k or not all(sets.owns(dim, v) for v in points[:, dim].tolist()):
+        try:
+            parts = [Part.from_packed(p, k) for p in req.packed if p.count]
+            parts += [Part.from_messages(dim, msgs, k) for dim, msgs in (
+                (req.dimension, req.messages), *((p.dimension, p.messages) for p in req.parts)) if msgs]
+        except WireError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        for p in parts:
+            if not 0 <= p.dim < k:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no dimension {p.dim}")
+            if not sets.owns_all(p.dim, p.points[:, p.dim]):
                 # Only the owner of the segment holding a value has every subscription that may match.
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                    f"not the owner of these values on dimension {dim} at epoch {self.table.epoch}")
-            ttls = [self.s.dedup_window_s if m.client_id else self.s.retry_dedup_s for m in msgs]
-            parts.append(Part(dim, [m.id for m in msgs], [m.body for m in msgs], points, ttls,
-                              [m.client_id for m in msgs]))
+                                    f"not the owner of these values on dimension {p.dim} at epoch {self.table.epoch}")
         if not parts:
             return pb.ForwardReply()
         try:

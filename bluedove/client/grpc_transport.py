@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 
 import grpc
 
@@ -83,6 +84,18 @@ def target(url: str) -> str:
     return url.removeprefix("grpc://").rstrip("/")
 
 
+
+# Messages per PublishStream element: a stream of batches costs the dispatcher what
+# PublishBatch does per message, where a stream of single messages costs it several times more.
+STREAM_ELEMENT = 200
+
+
+def stream_elements(msgs: list) -> Iterator:
+    """A PublishStream's elements: the messages in batches of STREAM_ELEMENT."""
+    return iter([pb.PublishStreamRequest(messages=msgs[i:i + STREAM_ELEMENT])
+                 for i in range(0, len(msgs), STREAM_ELEMENT)])
+
+
 class GrpcTransport:
     def __init__(self, url: str, timeout_s: float) -> None:
         self.channel = grpc.insecure_channel(target(url))
@@ -125,7 +138,7 @@ class GrpcTransport:
 
     def publish_stream(self, bodies: list[dict]) -> list[str]:
         msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
-        return list(self._call("PublishStream", iter(msgs), extra_s=len(msgs) / 1000).ids)
+        return list(self._call("PublishStream", stream_elements(msgs), extra_s=len(msgs) / 1000).ids)
 
     def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
         r = self._call("Poll", pb.PollRequest(queue=queue, max=max_n, wait=wait), token, extra_s=wait)
@@ -197,7 +210,7 @@ class AsyncGrpcTransport:
 
     async def publish_stream(self, bodies: list[dict]) -> list[str]:
         msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
-        return list((await self._call("PublishStream", iter(msgs), extra_s=len(msgs) / 1000)).ids)
+        return list((await self._call("PublishStream", stream_elements(msgs), extra_s=len(msgs) / 1000)).ids)
 
     async def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
         r = await self._call("Poll", pb.PollRequest(queue=queue, max=max_n, wait=wait), token, extra_s=wait)

@@ -19,16 +19,38 @@ class ForwardMessage(_message.Message):
     def __init__(self, id: _Optional[str] = ..., point: _Optional[_Iterable[float]] = ..., body: _Optional[bytes] = ..., client_id: _Optional[bool] = ...) -> None: ...
 
 class ForwardRequest(_message.Message):
-    __slots__ = ("dimension", "messages", "epoch", "parts")
+    __slots__ = ("dimension", "messages", "epoch", "parts", "packed")
     DIMENSION_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTS_FIELD_NUMBER: _ClassVar[int]
+    PACKED_FIELD_NUMBER: _ClassVar[int]
     dimension: int
     messages: _containers.RepeatedCompositeFieldContainer[ForwardMessage]
     epoch: int
     parts: _containers.RepeatedCompositeFieldContainer[ForwardPart]
-    def __init__(self, dimension: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[ForwardMessage, _Mapping]]] = ..., epoch: _Optional[int] = ..., parts: _Optional[_Iterable[_Union[ForwardPart, _Mapping]]] = ...) -> None: ...
+    packed: _containers.RepeatedCompositeFieldContainer[PackedPart]
+    def __init__(self, dimension: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[ForwardMessage, _Mapping]]] = ..., epoch: _Optional[int] = ..., parts: _Optional[_Iterable[_Union[ForwardPart, _Mapping]]] = ..., packed: _Optional[_Iterable[_Union[PackedPart, _Mapping]]] = ...) -> None: ...
+
+class PackedPart(_message.Message):
+    __slots__ = ("dimension", "count", "points", "ids", "id_ends", "bodies", "body_ends", "client_ids")
+    DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ID_ENDS_FIELD_NUMBER: _ClassVar[int]
+    BODIES_FIELD_NUMBER: _ClassVar[int]
+    BODY_ENDS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    dimension: int
+    count: int
+    points: bytes
+    ids: bytes
+    id_ends: bytes
+    bodies: bytes
+    body_ends: bytes
+    client_ids: bytes
+    def __init__(self, dimension: _Optional[int] = ..., count: _Optional[int] = ..., points: _Optional[bytes] = ..., ids: _Optional[bytes] = ..., id_ends: _Optional[bytes] = ..., bodies: _Optional[bytes] = ..., body_ends: _Optional[bytes] = ..., client_ids: _Optional[bytes] = ...) -> None: ...
 
 class ForwardPart(_message.Message):
     __slots__ = ("dimension", "messages")

@@ -121,6 +121,25 @@ class Message(_message.Message):
     id: str
     def __init__(self, attributes: _Optional[_Mapping[str, float]] = ..., payload: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
 
+class PublishStreamRequest(_message.Message):
+    __slots__ = ("attributes", "payload", "id", "messages")
+    class AttributesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    attributes: _containers.ScalarMap[str, float]
+    payload: str
+    id: str
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    def __init__(self, attributes: _Optional[_Mapping[str, float]] = ..., payload: _Optional[str] = ..., id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+
 class PublishReply(_message.Message):
     __slots__ = ("id",)
     ID_FIELD_NUMBER: _ClassVar[int]

@@ -76,7 +76,7 @@ class PubSubStub:
                 _registered_method=True)
         self.PublishStream = channel.stream_unary(
                 '/bluedove.v1.PubSub/PublishStream',
-                request_serializer=bluedove_dot_v1_dot_pubsub__pb2.Message.SerializeToString,
+                request_serializer=bluedove_dot_v1_dot_pubsub__pb2.PublishStreamRequest.SerializeToString,
                 response_deserializer=bluedove_dot_v1_dot_pubsub__pb2.PublishBatchReply.FromString,
                 _registered_method=True)
         self.Poll = channel.unary_unary(
@@ -230,7 +230,7 @@ def add_PubSubServicer_to_server(servicer, server):
             ),
             'PublishStream': grpc.stream_unary_rpc_method_handler(
                     servicer.PublishStream,
-                    request_deserializer=bluedove_dot_v1_dot_pubsub__pb2.Message.FromString,
+                    request_deserializer=bluedove_dot_v1_dot_pubsub__pb2.PublishStreamRequest.FromString,
                     response_serializer=bluedove_dot_v1_dot_pubsub__pb2.PublishBatchReply.SerializeToString,
             ),
             'Poll': grpc.unary_unary_rpc_method_handler(
@@ -490,7 +490,7 @@ class PubSub:
             request_iterator,
             target,
             '/bluedove.v1.PubSub/PublishStream',
-            bluedove_dot_v1_dot_pubsub__pb2.Message.SerializeToString,
+            bluedove_dot_v1_dot_pubsub__pb2.PublishStreamRequest.SerializeToString,
             bluedove_dot_v1_dot_pubsub__pb2.PublishBatchReply.FromString,
             options,
             channel_credentials,

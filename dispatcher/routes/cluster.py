@@ -66,5 +66,5 @@ async def readyz(request: Request):
 @router.get("/metrics")
 async def metrics(request: Request):
     d = state(request)
-    body = d.metrics.render(d.cluster, d.forwarder.failovers, await d.store.event_counts())
+    body = d.metrics.render(d.cluster, d.forwarder.counts(), await d.store.event_counts())
     return Response(body, media_type=CONTENT_TYPE_LATEST)

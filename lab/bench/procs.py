@@ -43,6 +43,7 @@ def publisher_main(target: str, names: list[str], seed: int, index: int, ctl: Co
     end send back (ids, points) of every message the service accepted."""
     import grpc
 
+    from bluedove.client.grpc_transport import stream_elements
     from bluedove.v1 import pubsub_pb2 as pb
     from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 
@@ -64,7 +65,7 @@ def publisher_main(target: str, names: list[str], seed: int, index: int, ctl: Co
             msgs = [pb.Message(attributes=dict(zip(names, row)), payload=f'{{"n":{len(ids) + j}}}')
                     for j, row in enumerate(pts.tolist())]
             try:
-                reply = stub.PublishStream(iter(msgs), timeout=60)
+                reply = stub.PublishStream(stream_elements(msgs), timeout=60)
             except grpc.RpcError as exc:
                 error = f"PublishStream failed: {exc.code().name} {exc.details()}"
                 break

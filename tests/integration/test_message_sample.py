@@ -160,7 +160,7 @@ def test_keep_n_deletes_the_oldest_files(tmp_path):
     samples and stop, 3 whole files remain and they hold the newest samples, in order (a kept
     old file or a lost new one fails)."""
     s = file_sampler(tmp_path, rotate_mb=0.001, keep=3).start()
-    msgs = [(None, (float(i), 1.0, 2.0, 3.0), None) for i in range(300)]
+    msgs = np.array([(float(i), 1.0, 2.0, 3.0) for i in range(300)])
     for i in range(0, 300, 7):
         s.offer(100.0 + i, msgs[i:i + 7])
     s.stop()
@@ -175,14 +175,14 @@ def test_a_file_is_renamed_whole_after_rotate_s_without_stop(tmp_path):
     runs on (a reader need not wait for a stop); the next sample opens a new file."""
     s = file_sampler(tmp_path, rotate_s=0.3).start()
     try:
-        s.offer(1.0, [(None, (1.0, 2.0, 3.0, 4.0), None)])
+        s.offer(1.0, np.array([(1.0, 2.0, 3.0, 4.0)]))
         deadline = time.monotonic() + 2
         while not list((tmp_path / "d9").glob("*.jsonl")) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert [json.loads(x) for f in (tmp_path / "d9").glob("*.jsonl") for x in f.read_text().splitlines()] == \
             [{"ts": 1.0, "point": [1.0, 2.0, 3.0, 4.0]}]
         assert not list((tmp_path / "d9").glob("*.part"))
-        s.offer(2.0, [(None, (5.0, 6.0, 7.0, 8.0), None)])
+        s.offer(2.0, np.array([(5.0, 6.0, 7.0, 8.0)]))
     finally:
         s.stop()
     assert len(list((tmp_path / "d9").glob("*.jsonl"))) == 2
@@ -196,7 +196,7 @@ def test_a_part_left_by_a_dead_dispatcher_is_cut_to_whole_lines(tmp_path):
     (folder / "messages-20261124T010000-000004.jsonl.part").write_text(
         '{"ts":1.0,"point":[1.0,2.0,3.0,4.0]}\n{"ts":2.0,"poi')
     s = file_sampler(tmp_path).start()
-    s.offer(3.0, [(None, (9.0, 9.0, 9.0, 9.0), None)])
+    s.offer(3.0, np.array([(9.0, 9.0, 9.0, 9.0)]))
     s.stop()
     names = sorted(f.name for f in folder.iterdir())
     assert names[0] == "messages-20261124T010000-000004.jsonl" and names[1].endswith("-000005.jsonl"), names

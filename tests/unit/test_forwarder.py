@@ -1,15 +1,20 @@
 """Forwarder.publish with a fake cluster: failover order, the stale-table path (one table pull
-per round, then re-ranking), and 503 when no candidate is left. The network is faked."""
+per round, then re-ranking), 503 when no candidate is left, and what a Forward call carries
+(packed parts, read back as a matcher reads them). The network is faked."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import grpc
+import numpy as np
 import pytest
 from grpc.aio import AioRpcError, Metadata
 
 from bluedove.errors import ApiError
+from bluedove.forward_wire import Part
+from bluedove.forwarding_batch import Ranking
 from bluedove.forwarding import LoadReport
 from bluedove.segments import equal_partition
 from bluedove.settings import DispatcherSettings
@@ -18,7 +23,7 @@ from bluedove.v1 import matcher_pb2 as pb
 import inspect
 
 from dispatcher.cluster import ClusterView, MemberHealth
-from dispatcher.forwarder import Forwarder
+from dispatcher.forwarder import Forwarder, Outgoing
 
 
 def rpc_error(code):
@@ -40,6 +45,9 @@ class FakeCluster:
     def ranked_candidates(self, point, now):
         return [(2, "m3"), (0, "m1")] if self.pulls else [(0, "m1"), (1, "m2")]
 
+    def rank_batch(self, points, now):  # ClusterView.rank_batch, from the fake's per-message ranking
+        return Ranking.from_lists([self.ranked_candidates(p, now) for p in points.tolist()])
+
     async def pull_table(self, member):  # ClusterView.pull_table's signature
         self.pulls += 1
         self.pulled_from.append(member)
@@ -58,7 +66,7 @@ class FakeCluster:
 
         class Stub:
             async def Forward(self, req, timeout):
-                cluster.calls.append((member, len(req.messages)))
+                cluster.calls.append((member, sum(p.count for p in req.packed)))
                 pending = cluster.answers.get(member, [])
                 if pending:
                     raise pending.pop(0)
@@ -74,8 +82,18 @@ def test_the_fake_pulls_with_the_real_signature():
     assert names(FakeCluster.pull_table) == names(ClusterView.pull_table)
 
 
+def outgoing(points) -> Outgoing:
+    """Messages of the given values, as the dispatcher hands them to the forwarder; message i
+    is "m<its first value>", or "m<i>" when the values repeat."""
+    points = np.asarray(points, dtype=np.float64)
+    firsts = [int(v) for v in points[:, 0]]
+    ids = [f"m{v}" for v in firsts] if len(set(firsts)) == len(firsts) else [f"m{i}" for i in range(len(points))]
+    return Outgoing(ids, [i.encode() for i in ids], points, [b'{"id":"%s"}' % i.encode() for i in ids],
+                    np.zeros(len(ids), dtype=np.bool_))
+
+
 def messages(n):
-    return [pb.ForwardMessage(id=f"m{i}", point=[1, 2, 3]) for i in range(n)]
+    return outgoing([[1, 2, 3]] * n)
 
 
 async def test_failed_candidate_fails_over_to_the_next_and_is_marked_down():
@@ -126,14 +144,21 @@ class SpreadCluster(FakeCluster):
 
 
 def parts_of(req: pb.ForwardRequest) -> dict[int, list[str]]:
-    out = {req.dimension: [m.id for m in req.messages]}
-    out.update({p.dimension: [m.id for m in p.messages] for p in req.parts})
+    """Each dimension's message ids, read as the matcher reads them; bodies checked on the way."""
+    out = {}
+    for p in req.packed:
+        part = Part.from_packed(p, 3)
+        ids = [part.id(i) for i in range(part.n)]
+        assert [part.body(i) for i in range(part.n)] == [b'{"id":"%s"}' % i.encode() for i in ids]
+        assert part.points[:, 0].tolist() == [float(i[1:]) for i in ids]  # the values travelled with them
+        out[p.dimension] = ids
+    assert not req.messages and not req.parts  # the packed form only
     return out
 
 
 async def test_one_call_per_matcher_carries_every_dimension_as_a_part():
     c = SpreadCluster({})
-    msgs = [pb.ForwardMessage(id=f"m{i}", point=[i, 0, 0]) for i in range(9)]
+    msgs = outgoing([[i, 0, 0] for i in range(9)])
     await Forwarder(DispatcherSettings(), c).publish(msgs)
     assert len(c.requests) == 1
     member, req = c.requests[0]
@@ -143,7 +168,7 @@ async def test_one_call_per_matcher_carries_every_dimension_as_a_part():
 
 async def test_a_failed_multi_dimension_call_fails_over_every_message_it_carried():
     c = SpreadCluster({"m1": [rpc_error(grpc.StatusCode.UNAVAILABLE)]})
-    msgs = [pb.ForwardMessage(id=f"m{i}", point=[i, 0, 0]) for i in range(6)]
+    msgs = outgoing([[i, 0, 0] for i in range(6)])
     await Forwarder(DispatcherSettings(), c).publish(msgs)
     assert [m for m, _ in c.requests] == ["m1", "m2"] and c.down == ["m1"]
     assert parts_of(c.requests[1][1]) == {0: [f"m{i}" for i in range(6)]}
@@ -151,11 +176,25 @@ async def test_a_failed_multi_dimension_call_fails_over_every_message_it_carried
 
 async def test_a_lane_call_holds_at_most_forward_batch_max_messages():
     c = SpreadCluster({})
-    msgs = [pb.ForwardMessage(id=f"m{i}", point=[i, 0, 0]) for i in range(25)]
+    msgs = outgoing([[i, 0, 0] for i in range(25)])
     await Forwarder(DispatcherSettings(forward_batch_max=10), c).publish(msgs)
     sizes = [sum(len(v) for v in parts_of(r).values()) for _, r in c.requests]
-    assert sizes == [10, 10, 5]
-    assert sorted(i for _, r in c.requests for v in parts_of(r).values() for i in v) == sorted(m.id for m in msgs)
+    assert sizes == [9, 8, 8]  # a chunk per dimension (9, 8, 8 messages); two do not fit in one call
+    assert sorted(i for _, r in c.requests for v in parts_of(r).values() for i in v) == sorted(msgs.ids)
+    c = SpreadCluster({})  # one dimension: its chunk of 25 is cut to fit
+    await Forwarder(DispatcherSettings(forward_batch_max=10), c).publish(outgoing([[3 * i, 0, 0] for i in range(25)]))
+    assert [sum(len(v) for v in parts_of(r).values()) for _, r in c.requests] == [10, 10, 5]
+
+
+async def test_chunks_of_concurrent_publishes_share_a_call():
+    """Three publish calls at once, all for m1: their chunks (by dimension) wait in m1's lane
+    and leave in one call, a packed part per dimension, each message once."""
+    c = SpreadCluster({})
+    fwd = Forwarder(DispatcherSettings(forward_batch_max=100, forward_inflight=1), c)
+    batches = [outgoing([[v, 0, 0] for v in vs]) for vs in ([0, 3, 6], [10, 11, 12, 13], [20, 21])]
+    await asyncio.gather(*(fwd.publish(b) for b in batches))
+    assert len(c.requests) == 1 and fwd.calls == 1 and fwd.forwarded == 9
+    assert parts_of(c.requests[0][1]) == {0: ["m0", "m3", "m6", "m12", "m21"], 1: ["m10", "m13"], 2: ["m11", "m20"]}
 
 
 class FlakyView(ClusterView):
@@ -187,7 +226,7 @@ async def test_a_matcher_that_answers_again_is_marked_up_at_once():
     v.mark_down("m1", now=t)
     assert not v.usable("m1", t) and v.health["m1"].down_until == t + 8 * v.s.down_backoff_s
     point = [100.0, 900.0]
-    await Forwarder(v.s, v).publish([pb.ForwardMessage(id="x", point=point)])  # m2 fails, m1 answers
+    await Forwarder(v.s, v).publish(outgoing([point]))  # m2 fails, m1 answers
     assert [m for m, _ in v.fake.calls] == ["m2", "m1"]
     now = time.monotonic()
     assert v.usable("m1", now) and v.ranked_candidates(point, now)[0] == (0, "m1")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter
 
 from bluedove.space import default_space
@@ -20,10 +21,10 @@ def sampler(rate: float, buffer_max: int = 10**7) -> tuple[Sampler, Counter]:
     return s, dropped
 
 
-def offer_batches(s: Sampler, n: int, seed: int) -> list[tuple]:
-    """n messages in batches of random sizes 1..300; returns them (point = (index,))."""
+def offer_batches(s: Sampler, n: int, seed: int) -> np.ndarray:
+    """n messages in batches of random sizes 1..300; returns their values (point = (index,))."""
     rng = random.Random(seed)
-    msgs = [(None, (float(i),), None) for i in range(n)]
+    msgs = np.arange(n, dtype=np.float64).reshape(n, 1)
     i = 0
     while i < n:
         size = rng.randint(1, 300)

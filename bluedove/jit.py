@@ -1,0 +1,15 @@
+"""numba compilation with an on-disk cache, shared by the compiled loops of every tier."""
+
+from __future__ import annotations
+
+import numba
+
+
+def compiled(fn):
+    """`fn` compiled without the GIL, its machine code cached on disk: beside its file, else
+    in the user's cache directory (`NUMBA_CACHE_DIR` chooses). With no writable place for it
+    (a read-only image, no home), compiled at each start instead (~0.5 s)."""
+    try:
+        return numba.njit(cache=True, nogil=True)(fn)
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        return numba.njit(nogil=True)(fn)
