@@ -157,7 +157,7 @@ class MatcherQueue:
                                                   dict[int, float]]:
         """On the index thread: each part's {queue: [subscription ids]} per message, one index
         call per dimension of the batch, and each dimension's matching time (μ's work) and the
-        index thread's CPU time in it (the walk's CPU, Totals.walk_cpu_s)."""
+        index thread's CPU time in the walk alone (`match_ids`, Totals.walk_cpu_s)."""
         by_dim: dict[int, list[int]] = {}
         for i, p in enumerate(parts):
             by_dim.setdefault(p.dim, []).append(i)
@@ -166,10 +166,12 @@ class MatcherQueue:
         cpu: dict[int, float] = {}
         for dim, idx in by_dim.items():
             points = parts[idx[0]].points if len(idx) == 1 else np.concatenate([parts[i].points for i in idx])
+            s = self._get_set(dim)
             t0, c0 = time.perf_counter(), time.thread_time()
-            found = self._get_set(dim).match_batch(points)
-            busy[dim] = time.perf_counter() - t0
+            ids, counts = s.match_ids(points)  # the walk (what `bench kernel` times)
             cpu[dim] = time.thread_time() - c0
+            found = s.group(ids, counts)  # match_batch's answer: ids to {queue: [subscription ids]}
+            busy[dim] = time.perf_counter() - t0
             pos = 0
             for i in idx:
                 n = len(parts[i].ids)

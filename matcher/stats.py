@@ -72,7 +72,7 @@ class Totals:
     def __init__(self, k: int) -> None:
         self.matches = [0] * k
         self.deliveries = [0] * k
-        # CPU seconds of the index thread inside each set's walk (SubscriptionSet.match_batch),
+        # CPU seconds of the index thread inside each set's walk (SubscriptionSet.match_ids),
         # by thread time: what the matcher spends outside it is its cost beside the kernel's
         # (`bench e2e`, docs/benchmarks.md)
         self.walk_cpu_s = [0.0] * k

@@ -38,6 +38,12 @@ class CpuProbe:
             ch.close()
 
 
+def idle_pct(a: dict, b: dict) -> dict[str, float]:
+    """Each process's CPU between two snapshots with no load, in % of one core."""
+    dt = max(b["t"] - a["t"], 1e-9)
+    return {n: round(100 * (b["cpu"][n] - a["cpu"][n]) / dt, 1) for n in a["cpu"]}
+
+
 def _us(seconds: float, messages: int) -> float:
     return round(seconds * 1e6 / messages, 2)
 

@@ -70,8 +70,8 @@ RULES: dict[str, list[tuple[str, str | None, str]]] = {
         *_COMMON,
     ],
     "matcher": [
-        # match_batch's own time turns the walk's ids into {queue: [subscription ids]}
-        (r"^matcher/index\.py$", r"match_batch", RESULTS),
+        # match_batch and group turn the walk's ids into {queue: [subscription ids]}
+        (r"^matcher/index\.py$", r"match_batch|\.group$", RESULTS),
         (r"^matcher/(index|packed)\.py$", None, WALK),
         (r"(^|/)rtree/", None, WALK),
         (r"(^|/)numba/", None, WALK),

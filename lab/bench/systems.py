@@ -13,7 +13,7 @@ from bluedove.local.cluster import LocalCluster
 from bluedove.partitioning import FULL, MODES, MPARTITION, P2P
 from bluedove.workloads import Workload, traffic
 from bluedove.workloads.paper import get as get_paper
-from lab.bench.e2e_cpu import CpuProbe
+from lab.bench.e2e_cpu import CpuProbe, idle_pct
 from lab.bench.profile import profiled_step
 
 WORKLOADS = ("paper", "sparse", "traffic")
@@ -104,6 +104,9 @@ def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: st
         pids = {**cluster.pids(), **({"redis": store_pid} if store_pid else {})}
         probe = CpuProbe(pids, {m: a for m, a in cluster.addresses.items() if m in pids})
         kw = {"probe": probe, "transport": getattr(args, "transport", "rest"), "target": cluster.grpc_address}
+        idle = probe.snap()
+        time.sleep(2.0)  # the cluster's own background work with no load: gossip, load reports, catalogue tails
+        idle = idle_pct(idle, probe.snap())
         load_start = os.getloadavg()[0]
         try:
             steps, measured = _step_to_saturation(cluster.url, system, args, bodies, step, say, kw)
@@ -131,6 +134,7 @@ def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: st
             "load_avg_start": round(load_start, 2), "load_avg_end": round(load_end, 2), "steps": steps,
             # CPU per message of the step reported (msgs_per_s's) and of the first saturated one
             "cpu": below.get("cpu"), "cpu_saturated": over[0].get("cpu") if over else None,
+            "idle_cpu_pct": idle,
             **({"profile": profile} if profile is not None else {})}
 
 
