@@ -19,6 +19,9 @@ from lab.bench.profile import profiled_step
 WORKLOADS = ("paper", "sparse", "traffic")
 # `ratios` keys: BlueDove's saturation rate over each baseline's, measured in the same run.
 RATIO_KEYS = {P2P: "bluedove_over_p2p", FULL: "bluedove_over_full_replication"}
+# Matchers loading 40,000 subscriptions (200,000 set entries under mPartition) from the
+# catalogue took 90 s at a load average of 15 on 2 cores, and over 300 s at 45.
+START_TIMEOUT_S = 900
 
 
 def parse_systems(values: list[str] | None) -> list[str]:
@@ -89,7 +92,7 @@ def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: st
     cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=0, data_dir=data_dir,
                            store=store_url, space_file=space_file, policy=policy, quiet=True, restart=False,
                            deliver=args.deliver, partition=system, seed=partition_seed)
-    cluster.start(timeout_s=300)
+    cluster.start(timeout_s=START_TIMEOUT_S)
     start_s = time.monotonic() - t0
     try:
         sub_s = None

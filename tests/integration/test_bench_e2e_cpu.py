@@ -26,7 +26,8 @@ def test_bench_e2e_cpu_per_message_over_publish_stream_with_profiles(tmp_path):
     if py_spy() is None:
         pytest.skip("py-spy is part of the lab extra")
     r = subprocess.run([sys.executable, "-m", "bluedove", "bench", "e2e", "--workload", "sparse", "--subs", "400",
-                        "--matchers", "2", "--transport", "grpc", "--step-s", "2", "--max-steps", "2",
+                        "--matchers", "2", "--transport", "grpc", "--step-s", "1.5", "--max-steps", "1",
+                        "--subscribe", "catalogue",
                         "--publishers", "1", "--batch", "50", "--start-rate", "400", "--profile", str(tmp_path),
                         "--json"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -42,13 +43,18 @@ def test_bench_e2e_cpu_per_message_over_publish_stream_with_profiles(tmp_path):
         assert cpu["service_us_per_msg"] == pytest.approx(sum(cpu["roles_us_per_msg"][k] for k in
                                                               ("dispatchers", "matchers", "redis")), abs=0.05)
         # every message goes to one matcher under mPartition; the walk is inside the matchers' CPU
-        assert cpu["matcher_messages"] == cpu["messages"] == sum(cpu["matcher_messages_by"].values())
+        # (a call that timed out on a busy machine may still have been matched: >=)
+        assert cpu["matcher_messages"] >= cpu["messages"] and cpu["matcher_messages"] == sum(
+            cpu["matcher_messages_by"].values())
         assert 0 < cpu["matcher_walk_us_per_msg"] <= cpu["roles_us_per_msg"]["matchers"]
         assert cpu["matcher_outside_walk_us_per_msg"] == pytest.approx(
             cpu["roles_us_per_msg"]["matchers"] - cpu["matcher_walk_us_per_msg"], abs=0.05)
-    assert s["cpu"]["service_over_kernel"] == pytest.approx(
-        s["cpu"]["service_us_per_msg"] / out["kernel_cpu_us_per_msg"], rel=0.02)
-    assert out["service_cpu_us_per_msg"] == s["cpu"]["service_us_per_msg"]
+    # the reported step's account, or the saturated one's when even the first step saturated
+    reported = s["cpu"] or s["cpu_saturated"]
+    assert reported["service_over_kernel"] == pytest.approx(
+        reported["service_us_per_msg"] / out["kernel_cpu_us_per_msg"], rel=0.02)
+    assert out["service_cpu_us_per_msg"] == (s["cpu"] or {}).get("service_us_per_msg")
+    assert set(s["idle_cpu_pct"]) == {"m1", "m2", "d1", "redis"}
     procs = s["profile"]["processes"]
     assert set(procs) == {"d1", "m1"}
     for name, p in procs.items():
