@@ -192,7 +192,7 @@ def add_parser(sub) -> None:
                    help="how the publishers publish: rest, POST /v1/messages:batch of --batch messages (default); "
                         "grpc, a PublishStream call of --batch messages")
     p.add_argument("--profile", default=None, metavar="DIR",
-                   help="after each system's first search, one more step at the saturating rate with py-spy on "
+                   help="after each system's first search, one more step at the lowest saturating rate with py-spy on "
                         "a dispatcher and a matcher: raw profiles into DIR, CPU per message by category in the "
                         "report (the `lab` extra installs py-spy)")
     add_output_flags(p)

@@ -63,7 +63,9 @@ RULES: dict[str, list[tuple[str, str | None, str]]] = {
         (r"^dispatcher/forwarder\.py$", r"publish|_charge_next", RANKING),
         (r"^dispatcher/operations\.py$", r"_forward_message|new_id", PB_BUILD),
         (r"^bluedove/ids\.py$", None, PB_BUILD),
-        (r"^dispatcher/forwarder\.py$", r"_call|submit|_drain", GRPC),
+        # a lane call's own lines build the ForwardRequest; the call itself is in grpc's frames
+        (r"^dispatcher/forwarder\.py$", r"_Lane\._call$", PB_BUILD),
+        (r"^dispatcher/forwarder\.py$", r"submit|_drain", GRPC),
         (r"^dispatcher/grpc_api\.py$", None, GRPC),
         (r"(^|/)(uvicorn|httptools|h11|starlette|fastapi|anyio|pydantic)/", None, DECODE),
         (r"(^|/)(grpc|google/protobuf)/", None, GRPC),

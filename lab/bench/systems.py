@@ -85,7 +85,7 @@ def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: st
     rate until saturation with `step`, stop the cluster. The system's figures, with each
     step's CPU per message of every process (the store's too when `store_pid` is given). A
     store with no table gets its first one laid out by `partition_seed` (docs/spark.md) if
-    given. With `profile_dir`, one more step at the saturating rate runs under py-spy
+    given. With `profile_dir`, one more step at the lowest saturating rate runs under py-spy
     (lab/bench/profile.py)."""
     policy = args.policy if system == MPARTITION else (args.baseline_policy or args.policy)
     t0 = time.monotonic()
@@ -115,8 +115,9 @@ def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: st
             steps, measured = _step_to_saturation(cluster.url, system, args, bodies, step, say, kw)
             profile = None
             if profile_dir is not None:
-                over = [s for s in measured if s["saturated"]]
-                rate = (over[0] if over else measured[-1])["offered"]
+                # the lowest saturating rate: just above the edge, not a collapse far beyond it
+                over = [s["offered"] for s in measured if s["saturated"]]
+                rate = min(over) if over else measured[-1]["offered"]
                 say(f"e2e [{system}]: py-spy on a dispatcher and a matcher at {rate:,} msg/s")
                 profile = profiled_step(step, cluster.url, rate, args, bodies, probe, pids, profile_dir,
                                         f"{system}-{kw['transport']}", **{k: v for k, v in kw.items() if k != "probe"})
