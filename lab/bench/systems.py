@@ -107,9 +107,6 @@ def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: st
         pids = {**cluster.pids(), **({"redis": store_pid} if store_pid else {})}
         probe = CpuProbe(pids, {m: a for m, a in cluster.addresses.items() if m in pids})
         kw = {"probe": probe, "transport": getattr(args, "transport", "rest"), "target": cluster.grpc_address}
-        idle = probe.snap()
-        time.sleep(2.0)  # the cluster's own background work with no load: gossip, load reports, catalogue tails
-        idle = idle_pct(idle, probe.snap())
         load_start = os.getloadavg()[0]
         try:
             steps, measured = _step_to_saturation(cluster.url, system, args, bodies, step, say, kw)
@@ -121,6 +118,11 @@ def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: st
                 say(f"e2e [{system}]: py-spy on a dispatcher and a matcher at {rate:,} msg/s")
                 profile = profiled_step(step, cluster.url, rate, args, bodies, probe, pids, profile_dir,
                                         f"{system}-{kw['transport']}", **{k: v for k, v in kw.items() if k != "probe"})
+            # the cluster's own background work with no load (gossip, load reports, catalogue
+            # tails), once the steps' last calls have returned
+            idle = probe.snap()
+            time.sleep(2.0)
+            idle = idle_pct(idle, probe.snap())
         finally:
             probe.close()
         load_end = os.getloadavg()[0]
