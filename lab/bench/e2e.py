@@ -28,7 +28,7 @@ from bluedove.segments import equal_partition
 from bluedove.store.server import RedisServer
 from lab.bench import BENCHES
 from lab.bench.base import add_cluster_flags, add_deliver_flag, add_output_flags, add_workload_flags, report
-from lab.bench.e2e_cpu import CpuProbe, account, print_cpu, with_kernel
+from lab.bench.e2e_cpu import CpuProbe, account, net_of_idle, print_cpu, with_kernel
 from lab.bench.kernel import build_partitioned, match_partitioned
 from lab.bench.profile import py_spy
 from lab.bench.stage import load_workload
@@ -242,8 +242,8 @@ def run_e2e(args: argparse.Namespace) -> int:
     sub_s = rounds[systems[0]][0]["subscribe_s"] or loaded_s
     kernel, kernel_us = kernel_rate(w, args.matchers, args.seed)
     for run in runs.values():
-        run["cpu"] = with_kernel(run["cpu"], kernel_us)
-        run["cpu_saturated"] = with_kernel(run["cpu_saturated"], kernel_us)
+        run["cpu"] = net_of_idle(with_kernel(run["cpu"], kernel_us), run["idle_cpu_pct"])
+        run["cpu_saturated"] = net_of_idle(with_kernel(run["cpu_saturated"], kernel_us), run["idle_cpu_pct"])
     cpu = first["cpu"] or {}
     result = {"workload": w.name, "kind": "e2e", "matchers": args.matchers, "dispatchers": args.dispatchers,
               "policy": args.policy, "deliver": args.deliver, "subscriptions": w.n_subs, "queues": w.n_queues,

@@ -116,3 +116,20 @@ def print_cpu(r: dict) -> None:
             print(f"profile {name} {proc} at {s['profile']['achieved']:,} msg/s (µs per message"
                   f"{' it matched' if proc.startswith('m') else ''}; sampled {p['sampled_us_per_msg']},"
                   f" process {p.get('process_us_per_msg')}): {cats}")
+
+
+def net_of_idle(cpu: dict | None, idle: dict[str, float]) -> dict | None:
+    """The account with the service's background CPU (each process's `idle` % of a core, over
+    the step's seconds) per message beside it, and the service's and a matcher's figures net of
+    it: at a low rate the background is a large part of the CPU per message."""
+    if cpu is None:
+        return None
+    per = {n: pct / 100 * cpu["seconds"] * 1e6 / cpu["messages"] for n, pct in idle.items()}
+    service_idle = sum(v for n, v in per.items() if role(n) in SERVICE)
+    matchers_idle = sum(v for n, v in per.items() if role(n) == "matchers")
+    out = {**cpu, "idle_us_per_msg": round(service_idle, 2),
+           "service_net_us_per_msg": round(cpu["service_us_per_msg"] - service_idle, 2)}
+    if cpu["matcher_messages"]:
+        out["matcher_outside_walk_net_us_per_matched"] = round(
+            (cpu["matcher_outside_walk_us_per_msg"] - matchers_idle) * cpu["messages"] / cpu["matcher_messages"], 2)
+    return out
