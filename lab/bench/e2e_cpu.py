@@ -90,8 +90,8 @@ def print_cpu(r: dict) -> None:
     print(f"CPU µs per published message at each system's reported step (transport {r['transport']}; "
           f"goals: service / kernel <= {goals['service_over_kernel']}x, matcher outside the walk <= "
           f"{goals['matcher_outside_walk_us_per_matched']} µs per message matched):")
-    head = ("system", "dispatchers", "matchers (walk + rest)", "redis", "service", "kernel", "service/kernel",
-            "matcher rest per matched", "publishers")
+    head = ("system", "dispatchers", "matchers (walk + rest)", "redis", "service", "net of idle", "kernel",
+            "service/kernel", "matcher rest per matched (net)", "publishers")
     rows = []
     for name, s in r["systems"].items():
         c = s.get("cpu")
@@ -101,8 +101,9 @@ def print_cpu(r: dict) -> None:
         roles = c["roles_us_per_msg"]
         rows.append((name, roles.get("dispatchers", "-"),
                      f"{roles.get('matchers', 0)} ({c['matcher_walk_us_per_msg']} + {c['matcher_outside_walk_us_per_msg']})",
-                     roles.get("redis", "-"), c["service_us_per_msg"], c["kernel_us_per_msg"],
-                     f"{c['service_over_kernel']}x", c["matcher_outside_walk_us_per_matched"],
+                     roles.get("redis", "-"), c["service_us_per_msg"], c.get("service_net_us_per_msg", "-"),
+                     c["kernel_us_per_msg"], f"{c['service_over_kernel']}x",
+                     f"{c['matcher_outside_walk_us_per_matched']} ({c.get('matcher_outside_walk_net_us_per_matched')})",
                      roles.get("publishers", "-")))
     width = [max(len(str(x[i])) for x in (head, *rows)) for i in range(len(head))]
     for row in (head, *rows):
