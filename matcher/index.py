@@ -187,7 +187,10 @@ class SubscriptionSet:
         (NO_MATCH, shared and read-only, when there is none); a subscription removed while the
         query ran is left out. Only the points that matched are visited: on a delivery-heavy
         workload most points match nothing."""
-        ids, counts = self.match_ids(points)
+        return self.group(*self.match_ids(points))
+
+    def group(self, ids: np.ndarray, counts: np.ndarray) -> list[Mapping[str, list[str]]]:
+        """`match_ids`' answer as `match_batch`'s: per point, {queue: [subscription ids]}."""
         out: list[Mapping[str, list[str]]] = [NO_MATCH] * len(counts)
         if not len(ids):
             return out

@@ -129,35 +129,42 @@ class MatcherQueue:
             batch = self._take()
             parts = [p for r in batch for p in r.parts]
             try:
-                groups, busy = await loop.run_in_executor(self.executor, self._match, parts)
+                groups, busy, walk_cpu = await loop.run_in_executor(self.executor, self._match, parts)
             except BaseException as exc:
                 self._answer(batch, exc)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 continue
+            self.totals.walked(walk_cpu)
             task = loop.create_task(self._finish(batch, parts, groups, busy))
             self._finishing.add(task)
             task.add_done_callback(self._finishing.discard)
 
-    def _match(self, parts: list[Part]) -> tuple[list[list[dict[str, list[str]]]], dict[int, float]]:
+    def _match(self, parts: list[Part]) -> tuple[list[list[dict[str, list[str]]]], dict[int, float],
+                                                  dict[int, float]]:
         """On the index thread: each part's {queue: [subscription ids]} per message, one index
-        call per dimension of the batch, and each dimension's matching time (μ's work)."""
+        call per dimension of the batch, and each dimension's matching time (μ's work) and the
+        index thread's CPU time in the walk alone (`match_ids`, Totals.walk_cpu_s)."""
         by_dim: dict[int, list[int]] = {}
         for i, p in enumerate(parts):
             by_dim.setdefault(p.dim, []).append(i)
         groups: list[list[dict[str, list[str]]]] = [[] for _ in parts]
         busy: dict[int, float] = {}
+        cpu: dict[int, float] = {}
         for dim, idx in by_dim.items():
             points = parts[idx[0]].points if len(idx) == 1 else np.concatenate([parts[i].points for i in idx])
-            t0 = time.perf_counter()
-            found = self._get_set(dim).match_batch(points)
+            s = self._get_set(dim)
+            t0, c0 = time.perf_counter(), time.thread_time()
+            ids, counts = s.match_ids(points)  # the walk (what `bench kernel` times)
+            cpu[dim] = time.thread_time() - c0
+            found = s.group(ids, counts)  # match_batch's answer: ids to {queue: [subscription ids]}
             busy[dim] = time.perf_counter() - t0
             pos = 0
             for i in idx:
                 n = parts[i].n
                 groups[i] = found[pos:pos + n]
                 pos += n
-        return groups, busy
+        return groups, busy, cpu
 
     async def _finish(self, batch: list[_Request], parts: list[Part], groups: list[list[dict[str, list[str]]]],
                       busy: dict[int, float]) -> None:

@@ -296,7 +296,8 @@ class Matcher:
             seg = self.table.segments_of(self.s.id).get(i) if self.table else None
             split_at = self.queue.samples[i].load_median(*seg) if seg else float("nan")
             dims.append(pb.DimensionLoad(lam=lam, mu=mu, q=self.queue.queued(i), subs=counts[i],
-                                         matched_total=st.total_processed, split_at=split_at))
+                                         matched_total=st.total_processed, split_at=split_at,
+                                         walk_cpu_s=self.queue.totals.walk_cpu_s[i]))
         return pb.ReportReply(id=self.s.id, generation=self.generation, ready=self.ready,
                               epoch=self.table.epoch if self.table else 0, dims=dims,
                               window_s=self.s.stats_window_s,

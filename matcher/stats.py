@@ -72,9 +72,17 @@ class Totals:
     def __init__(self, k: int) -> None:
         self.matches = [0] * k
         self.deliveries = [0] * k
+        # CPU seconds of the index thread inside each set's walk (SubscriptionSet.match_ids),
+        # by thread time: what the matcher spends outside it is its cost beside the kernel's
+        # (`bench e2e`, docs/benchmarks.md)
+        self.walk_cpu_s = [0.0] * k
         self.written = 0
         self.batches = [0] * (len(BATCH_BOUNDS) + 1)  # per bound, then above the last
         self.batch_messages = 0
+
+    def walked(self, cpu_s: dict[int, float]) -> None:
+        for dim, s in cpu_s.items():
+            self.walk_cpu_s[dim] += s
 
     def batch(self, n: int, written: int) -> None:
         self.written += written

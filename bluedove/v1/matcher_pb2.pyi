@@ -240,20 +240,22 @@ class ReportRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DimensionLoad(_message.Message):
-    __slots__ = ("lam", "mu", "q", "subs", "matched_total", "split_at")
+    __slots__ = ("lam", "mu", "q", "subs", "matched_total", "split_at", "walk_cpu_s")
     LAM_FIELD_NUMBER: _ClassVar[int]
     MU_FIELD_NUMBER: _ClassVar[int]
     Q_FIELD_NUMBER: _ClassVar[int]
     SUBS_FIELD_NUMBER: _ClassVar[int]
     MATCHED_TOTAL_FIELD_NUMBER: _ClassVar[int]
     SPLIT_AT_FIELD_NUMBER: _ClassVar[int]
+    WALK_CPU_S_FIELD_NUMBER: _ClassVar[int]
     lam: float
     mu: float
     q: int
     subs: int
     matched_total: int
     split_at: float
-    def __init__(self, lam: _Optional[float] = ..., mu: _Optional[float] = ..., q: _Optional[int] = ..., subs: _Optional[int] = ..., matched_total: _Optional[int] = ..., split_at: _Optional[float] = ...) -> None: ...
+    walk_cpu_s: float
+    def __init__(self, lam: _Optional[float] = ..., mu: _Optional[float] = ..., q: _Optional[int] = ..., subs: _Optional[int] = ..., matched_total: _Optional[int] = ..., split_at: _Optional[float] = ..., walk_cpu_s: _Optional[float] = ...) -> None: ...
 
 class ReportReply(_message.Message):
     __slots__ = ("id", "generation", "ready", "epoch", "dims", "window_s", "gossip_bytes_sent", "gossip_messages_sent")

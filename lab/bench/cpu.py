@@ -16,3 +16,11 @@ def machine_ticks() -> tuple[float, float]:
     t = psutil.cpu_times()
     total = sum(t)
     return total - t.idle - getattr(t, "iowait", 0.0), total
+
+
+def role(name: str) -> str:
+    """The role of a bench process by its name: m1… matchers, d1… dispatchers, P1… publishers,
+    F1… feeders, Q1… pollers, "redis" (one server), redis-p1… primaries, redis-r1… replicas."""
+    if name.startswith("redis"):
+        return "redis_replicas" if name.startswith("redis-r") else "redis"
+    return {"m": "matchers", "d": "dispatchers", "P": "publishers", "F": "feeders", "Q": "pollers"}.get(name[0], name)

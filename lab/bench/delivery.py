@@ -21,7 +21,7 @@ from bluedove.workloads import Workload
 from lab.bench import BENCHES
 from lab.bench.base import (add_cluster_flags, add_output_flags, add_phase_flags, add_workload_flags, report,
                             workload_or_none)
-from lab.bench.cpu import cpu_seconds, machine_ticks
+from lab.bench.cpu import cpu_seconds, machine_ticks, role
 from lab.bench.feeder import feeder_main
 from lab.bench.procs import FULL, PAUSED, Control, poller_main, publisher_main
 from lab.bench.stage import Stage, stage, stored_table
@@ -77,12 +77,6 @@ class Probe:
         return ph
 
 
-def _role(name: str) -> str:
-    if name.startswith("redis"):  # "redis" (one server), "redis-p1"… (primaries), "redis-r1"… (replicas)
-        return "redis_replicas" if name.startswith("redis-r") else "redis"
-    return {"m": "matchers", "d": "dispatchers", "P": "publishers", "F": "feeders", "Q": "pollers"}.get(name[0], name)
-
-
 def _phase(a: dict, b: dict) -> dict:
     dt = b["t"] - a["t"]
     acked = b["acked"] - a["acked"]
@@ -91,7 +85,7 @@ def _phase(a: dict, b: dict) -> dict:
     cpu = {n: round(100 * (b["cpu"][n] - a["cpu"][n]) / dt, 1) for n in a["cpu"]}
     roles: dict[str, float] = {}
     for n, v in cpu.items():
-        roles[_role(n)] = round(roles.get(_role(n), 0.0) + v, 1)
+        roles[role(n)] = round(roles.get(role(n), 0.0) + v, 1)
     cmds = []
     busy_s = 0.0
     for key, st in b["cmd"].items():

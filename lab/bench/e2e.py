@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import multiprocessing as mp
 import platform
@@ -18,34 +19,67 @@ import tempfile
 import time
 from pathlib import Path
 
+import grpc
 import numpy as np
 
+from bluedove.client.grpc_transport import AsyncGrpcTransport, message_pb, rpc_error
 from bluedove.forwarding import POLICIES
 from bluedove.segments import equal_partition
 from bluedove.store.server import RedisServer
 from lab.bench import BENCHES
 from lab.bench.base import add_cluster_flags, add_deliver_flag, add_output_flags, add_workload_flags, report
+from lab.bench.e2e_cpu import CpuProbe, account, net_of_idle, print_cpu, with_kernel
 from lab.bench.kernel import build_partitioned, match_partitioned
+from lab.bench.profile import py_spy
+from lab.bench.stage import load_workload
 from lab.bench.systems import best_round, parse_systems, ratios, run_system, workload
 from lab.load import PacedPublisher, pool, publish_encoded
 from lab.readers import subscribe_workload
 
+GOAL_SERVICE_OVER_KERNEL = 3.0  # the whole service's CPU per message over the kernel's
+GOAL_MATCHER_OUTSIDE_WALK_US = 5.0  # a matcher's CPU per message it matched, outside the index walk
+
+
+def _sender(transport: str, url: str, bodies: list[bytes], inflight: int):
+    """(the transport, a PacedPublisher's send): REST batches as prepared, or each prepared
+    batch's messages as one PublishStream call of the SDK's gRPC stub (built before the step)."""
+    if transport == "rest":
+        t = pool(url, inflight)
+        return t, publish_encoded(t, bodies)
+    t = AsyncGrpcTransport(url, 60.0)
+    chunks = [[message_pb(m) for m in json.loads(b)["messages"]] for b in bodies]
+    turn = itertools.count()
+
+    async def send() -> bool:
+        try:
+            await t.stub.PublishStream(iter(chunks[next(turn) % len(chunks)]), timeout=t.timeout_s)
+        except grpc.RpcError as exc:
+            raise rpc_error(exc) from None
+        return True
+
+    return t, send
+
 
 def _publisher(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: int, inflight: int,
-               out: mp.Queue) -> None:
+               out: mp.Queue, transport: str = "rest", go=None) -> None:
     """Open loop: a batch every batch/rate seconds; a tick that finds `inflight` requests
-    outstanding is skipped (the cluster is not keeping up), which the caller sees as a shortfall."""
+    outstanding is skipped (the cluster is not keeping up), which the caller sees as a shortfall.
+    Starts when every publisher is ready (`go`, a barrier); counts its own CPU from then."""
 
     async def main() -> dict:
-        transport = pool(url, inflight)
-        pub = PacedPublisher(publish_encoded(transport, bodies), batch, inflight, rate=rate)
+        t, send = _sender(transport, url, bodies, inflight)
+        pub = PacedPublisher(send, batch, inflight, rate=rate)
+        if go is not None:
+            go.wait(120)
+        c0 = time.process_time()
         start = time.monotonic()
         try:
             await pub.run(lambda: time.monotonic() - start >= duration_s)
         finally:
-            await transport.close()
+            await t.close()
         return {"sent": pub.sent, "ok": pub.accepted, "skipped": pub.skipped, "errors": pub.refused // batch,
-                "elapsed": time.monotonic() - start, "lat": [s for _, s in pub.latencies]}
+                "elapsed": time.monotonic() - start, "lat": [s for _, s in pub.latencies],
+                "cpu_s": time.process_time() - c0}
 
     out.put(asyncio.run(main()))
 
@@ -60,15 +94,26 @@ def batch_bodies(w, n_bodies: int, batch: int, seed: int) -> list[bytes]:
     return out
 
 
-def step(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: int, publishers: int) -> dict:
-    """One rate step with `publishers` processes; achieved rate and response-time percentiles."""
+def step(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: int, publishers: int,
+         probe: CpuProbe | None = None, transport: str = "rest", target: str | None = None, hook=None) -> dict:
+    """One rate step with `publishers` processes; achieved rate and response-time percentiles,
+    and with a `probe` each process's CPU per message over the step (lab/bench/e2e_cpu.py).
+    `transport` grpc publishes through PublishStream at `target`. `hook()`, called as the
+    step starts, returns a function called as it ends (its result: `hook_result`)."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_publisher, args=(url, rate / publishers, duration_s, bodies[p::publishers] or bodies,
-                                                  batch, 8, q)) for p in range(publishers)]
+    go = ctx.Barrier(publishers + 1)
+    dest = target if transport == "grpc" else url
+    procs = [ctx.Process(target=_publisher, args=(dest, rate / publishers, duration_s, bodies[p::publishers] or bodies,
+                                                  batch, 8, q, transport, go)) for p in range(publishers)]
     for p in procs:
         p.start()
+    go.wait(180)
+    before = probe.snap() if probe is not None else None
+    finish = hook() if hook is not None else None
     res = [q.get() for _ in procs]
+    after = probe.snap() if probe is not None else None
+    hooked = finish() if finish is not None else None
     for p in procs:
         p.join()
     lat = sorted(x for r in res for x in r["lat"])
@@ -84,23 +129,30 @@ def step(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: i
     last = [x for lst in per for x in lst[2 * len(lst) // 3:]]
     growing = bool(first and last and statistics.mean(last) > 1.5 * statistics.mean(first))
     achieved = ok / elapsed
-    return {"offered": round(rate), "achieved": round(achieved), "errors": sum(r["errors"] for r in res),
-            "p50_ms": pct(0.5), "p95_ms": pct(0.95), "p99_ms": pct(0.99),
-            "short": bool(achieved < 0.9 * rate), "growing": growing, "saturated": bool(achieved < 0.9 * rate or growing)}
+    out = {"offered": round(rate), "achieved": round(achieved), "errors": sum(r["errors"] for r in res),
+           "p50_ms": pct(0.5), "p95_ms": pct(0.95), "p99_ms": pct(0.99),
+           "short": bool(achieved < 0.9 * rate), "growing": growing, "saturated": bool(achieved < 0.9 * rate or growing)}
+    if probe is not None:
+        out["cpu"] = account(before, after, ok, [r["cpu_s"] for r in res])
+    if finish is not None:
+        out["hook_result"] = hooked
+    return out
 
 
-def kernel_rate(w, matchers: int, seed: int, n: int = 10_000) -> float:
-    """`bench kernel`'s measurement on the same workload and cut: msg/s on one core, best of 3."""
+def kernel_rate(w, matchers: int, seed: int, n: int = 10_000) -> tuple[float, float]:
+    """`bench kernel`'s measurement on the same workload and cut: (msg/s on one core, CPU µs
+    per message by thread time), each the best of 3."""
     table = equal_partition(w.space, {f"m{j}": "" for j in range(matchers)})
     ids = [str(j) for j in range(w.n_subs)]
     part = build_partitioned(w, table, ids, ids)
     pts = w.sample(n, np.random.default_rng([seed, 1]))
-    best = np.inf
+    best = best_cpu = np.inf
     for _ in range(3):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         match_partitioned(part, pts)
         best = min(best, time.perf_counter() - t0)
-    return n / best
+        best_cpu = min(best_cpu, time.thread_time() - c0)
+    return n / best, best_cpu * 1e6 / n
 
 
 async def subscribe_all(url: str, w, concurrency: int = 16) -> float:
@@ -132,6 +184,17 @@ def add_parser(sub) -> None:
                         "each system's best round is reported")
     p.add_argument("--baseline-policy", choices=POLICIES, default=None,
                    help="forwarding policy of the p2p and full-replication runs (default: --policy)")
+    p.add_argument("--subscribe", choices=("rest", "catalogue"), default="rest",
+                   help="how the subscriptions get in: rest, POST /v1/subscriptions to the first system "
+                        "(default); catalogue, written to the store before it starts (much faster on a busy "
+                        "machine; every matcher loads them as at any start)")
+    p.add_argument("--transport", choices=("rest", "grpc"), default="rest",
+                   help="how the publishers publish: rest, POST /v1/messages:batch of --batch messages (default); "
+                        "grpc, a PublishStream call of --batch messages")
+    p.add_argument("--profile", default=None, metavar="DIR",
+                   help="after each system's first search, one more step at the lowest saturating rate with py-spy on "
+                        "a dispatcher and a matcher: raw profiles into DIR, CPU per message by category in the "
+                        "report (the `lab` extra installs py-spy)")
     add_output_flags(p)
     p.set_defaults(func=run_e2e)
 
@@ -147,6 +210,10 @@ def run_e2e(args: argparse.Namespace) -> int:
         return 2
     say = (lambda *a: print(*a, file=sys.stderr, flush=True))
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    profile_dir = Path(args.profile).resolve() if args.profile else None
+    if profile_dir is not None and py_spy() is None:
+        print("bench e2e: --profile needs py-spy (pip install 'bluedove[lab]')", file=sys.stderr)
+        return 2
     rounds: dict[str, list[dict]] = {name: [] for name in systems}
     with tempfile.TemporaryDirectory(prefix="bluedove-e2e-") as tmp:
         space_file = Path(tmp) / "space.json"  # the workload's space (traffic's, or k dims of paper's)
@@ -154,18 +221,30 @@ def run_e2e(args: argparse.Namespace) -> int:
         srv = RedisServer(Path(tmp) / "redis").start()  # one store: the systems share the catalogue
         try:
             bodies = batch_bodies(w, 40, args.batch, args.seed)
+            loaded_s = None
+            if args.subscribe == "catalogue":
+                t0 = time.monotonic()
+                asyncio.run(load_workload(srv.url, w))
+                loaded_s = round(time.monotonic() - t0, 1)
+            via_rest = subscribe_all if args.subscribe == "rest" else None
             for r in range(args.rounds):
                 # Each round starts one system later, so a slow spell of a shared machine is spread.
                 for system in systems[r % len(systems):] + systems[:r % len(systems)]:
                     rounds[system].append(run_system(system, args, w, srv.url, Path(tmp) / f"{system}-{r}",
-                                                     str(space_file), bodies, subscribe=subscribe_all if r == 0
-                                                     and system == systems[0] else None, step=step, say=say))
+                                                     str(space_file), bodies, subscribe=via_rest if r == 0
+                                                     and system == systems[0] else None, step=step, say=say,
+                                                     store_pid=srv.proc.pid, profile_dir=profile_dir if r == 0
+                                                     else None))
         finally:
             srv.stop()
     runs = {name: best_round(rs) for name, rs in rounds.items()}
     first = runs[systems[0]]
-    sub_s = rounds[systems[0]][0]["subscribe_s"]
-    kernel = kernel_rate(w, args.matchers, args.seed)
+    sub_s = rounds[systems[0]][0]["subscribe_s"] or loaded_s
+    kernel, kernel_us = kernel_rate(w, args.matchers, args.seed)
+    for run in runs.values():
+        run["cpu"] = net_of_idle(with_kernel(run["cpu"], kernel_us), run["idle_cpu_pct"])
+        run["cpu_saturated"] = net_of_idle(with_kernel(run["cpu_saturated"], kernel_us), run["idle_cpu_pct"])
+    cpu = first["cpu"] or {}
     result = {"workload": w.name, "kind": "e2e", "matchers": args.matchers, "dispatchers": args.dispatchers,
               "policy": args.policy, "deliver": args.deliver, "subscriptions": w.n_subs, "queues": w.n_queues,
               "batch": args.batch, "publishers": args.publishers,
@@ -173,7 +252,14 @@ def run_e2e(args: argparse.Namespace) -> int:
               "partition": systems[0], "msgs_per_s": first["msgs_per_s"],
               "p50_ms": first["p50_ms"], "p95_ms": first["p95_ms"], "p99_ms": first["p99_ms"],
               "kernel_msgs_per_s": round(kernel), "e2e_over_kernel": round(first["msgs_per_s"] / kernel, 3),
-              "subscribe_s": sub_s, "steps": first["steps"],
+              "subscribe_s": sub_s, "steps": first["steps"], "transport": args.transport, "subscribe": args.subscribe,
+              # CPU per published message: the kernel's (thread time, one core) and the first
+              # system's service (dispatchers + matchers + Redis) at its reported step
+              "kernel_cpu_us_per_msg": round(kernel_us, 2), "service_cpu_us_per_msg": cpu.get("service_us_per_msg"),
+              "service_over_kernel": cpu.get("service_over_kernel"),
+              "matcher_outside_walk_us_per_matched": cpu.get("matcher_outside_walk_us_per_matched"),
+              "goals": {"service_over_kernel": GOAL_SERVICE_OVER_KERNEL,
+                        "matcher_outside_walk_us_per_matched": GOAL_MATCHER_OUTSIDE_WALK_US},
               # every system (its best round), and BlueDove's rate over each baseline's
               "partitions": systems, "rounds": args.rounds, "systems": runs, "ratios": ratios(runs),
               "date": date, "seed": args.seed, "python": platform.python_version(), "cores": mp.cpu_count()}
@@ -183,7 +269,8 @@ def run_e2e(args: argparse.Namespace) -> int:
 
 def _print(r: dict) -> None:
     print(f"{r['workload']}: {r['subscriptions']:,} subscriptions in {r['queues']:,} queues, {r['matchers']} matchers,"
-          f" deliver={r['deliver']}, subscribed through REST in {r['subscribe_s']} s (under {r['partition']})")
+          f" deliver={r['deliver']}, subscribed through {r.get('subscribe', 'rest')} in {r['subscribe_s']} s"
+          f" (under {r['partition']})")
     head = ("system", "policy", "saturation msg/s", "each round", "p50 / p95 / p99 ms", "sets hold", "load avg")
     rows = [(name, s["policy"], f"{s['msgs_per_s']:,}", " ".join(f"{x:,}" for x in s["rounds_msgs_per_s"]),
              f"{s['p50_ms']} / {s['p95_ms']} / {s['p99_ms']}",
@@ -194,5 +281,6 @@ def _print(r: dict) -> None:
         print("  ".join(str(x).ljust(wd) for x, wd in zip(row, width)).rstrip())
     for key, v in r["ratios"].items():
         print(f"{key}: {v if v is None else f'{v}x'}")
-    print(f"kernel (one core, same workload and cut) {r['kernel_msgs_per_s']:,} msg/s;"
-          f" {r['partition']} e2e / kernel = {r['e2e_over_kernel']}")
+    print(f"kernel (one core, same workload and cut) {r['kernel_msgs_per_s']:,} msg/s,"
+          f" {r['kernel_cpu_us_per_msg']} µs CPU/msg; {r['partition']} e2e / kernel = {r['e2e_over_kernel']}")
+    print_cpu(r)

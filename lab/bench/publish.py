@@ -16,7 +16,7 @@ from bluedove.client.grpc_transport import AsyncGrpcTransport
 from bluedove.local.cluster import LocalCluster
 from lab.bench import BENCHES
 from lab.bench.base import add_cluster_flags, add_output_flags, add_phase_flags, add_workload_flags, workload_or_none
-from lab.bench.cpu import cpu_seconds
+from lab.bench.cpu import cpu_seconds, role
 from lab.bench.stage import stage
 from lab.load import closed_loop, pool
 
@@ -82,8 +82,7 @@ def _measure(mode: str, args, cluster: LocalCluster, pids: dict[str, int], names
     secs = max(o[2] for o in outs)
     roles: dict[str, float] = {}
     for n, v in cpu.items():
-        role = {"m": "matchers", "d": "dispatchers"}.get(n[0], n)
-        roles[role] = round(roles.get(role, 0.0) + v, 1)
+        roles[role(n)] = round(roles.get(role(n), 0.0) + v, 1)
     return {"msgs_per_s": round(sent / secs), "messages": sent, "ids": sum(o[1] for o in outs),
             "seconds": round(secs, 2), "cpu_pct": roles, "errors": [o[3] for o in outs if o[3]][:3]}
 

@@ -95,3 +95,12 @@ def test_bench_e2e_runs_every_system_on_the_same_subscriptions_smoke():
     # mPartition keeps >= k copies, p2p >= 1, full replication exactly one per matcher
     assert stored["full-replication"] == 2 * 400 and 400 <= stored["p2p"] < 800 <= stored["mpartition"]
     assert all(len(s["rounds_msgs_per_s"]) == 1 for s in out["systems"].values()) and out["rounds"] == 1
+    # CPU per message: every process of the cluster, the store and the load generator, per system
+    assert out["transport"] == "rest" and out["kernel_cpu_us_per_msg"] > 0
+    assert out["service_over_kernel"] == (out["systems"]["mpartition"]["cpu"] or {}).get("service_over_kernel")
+    for name, s in out["systems"].items():
+        cpu = s["cpu"] or s["cpu_saturated"]  # the saturated step's when even the first saturated
+        assert set(cpu["us_per_msg"]) == {"m1", "m2", "d1", "redis", "P1"}, name
+        assert set(cpu["roles_us_per_msg"]) == {"matchers", "dispatchers", "redis", "publishers"}
+        assert cpu["service_us_per_msg"] > 0 and cpu["kernel_us_per_msg"] == out["kernel_cpu_us_per_msg"]
+        assert 0 <= cpu["matcher_walk_us_per_msg"] <= cpu["roles_us_per_msg"]["matchers"]
