@@ -56,12 +56,15 @@ def _predicates(workload: str, seed: int, n: int) -> list[dict]:
     return [{k: list(v) for k, v in w.predicates(j).items()} for j in range(n)]
 
 
-async def _run(mode: str, url: str, preds: list[dict], tasks: int, batch: int, start: float,
-               until: float) -> tuple[int, list[float], str | None]:
-    """Calls of one mode until `until`: (subscriptions answered in [start, until], the latency in
-    seconds of each call that began at or after `start`, the first error)."""
+async def _run(mode: str, url: str, preds: list[dict], tasks: int, batch: int, ready, go) -> tuple:
+    """Calls of one mode: once the process is ready (its queues made, `ready` told), the window
+    [start, until] comes from `go`. (subscriptions answered inside it, the latency in seconds
+    of each call inside it, the first error)."""
     t = SubscribeTransport(url, max(tasks, 1), timeout_s=60.0)
     done, lat, err = 0, [], None
+    queues = [await t.create_queue() for _ in range(tasks)]
+    ready.put(os.getpid())
+    start, until = await asyncio.to_thread(go.get)
     turn = [0]
 
     def next_preds(n: int) -> list[dict]:
@@ -69,9 +72,8 @@ async def _run(mode: str, url: str, preds: list[dict], tasks: int, batch: int, s
         turn[0] += n
         return [preds[(i + k) % len(preds)] for k in range(n)]
 
-    async def client() -> None:
+    async def client(q: dict) -> None:
         nonlocal done, err
-        q = await t.create_queue()
         while time.monotonic() < until and err is None:
             t0 = time.monotonic()
             try:
@@ -91,16 +93,15 @@ async def _run(mode: str, url: str, preds: list[dict], tasks: int, batch: int, s
                 lat.append(t1 - t0)
 
     try:
-        await asyncio.gather(*(client() for _ in range(tasks)))
+        await asyncio.gather(*(client(q) for q in queues))
     finally:
         await t.close()
     return done, lat, err
 
 
-def client_main(mode: str, url: str, preds: list[dict], tasks: int, batch: int, start: float, until: float,
-                results) -> None:
+def client_main(mode: str, url: str, preds: list[dict], tasks: int, batch: int, ready, go, results) -> None:
     try:
-        results.put(asyncio.run(_run(mode, url, preds, tasks, batch, start, until)))
+        results.put(asyncio.run(_run(mode, url, preds, tasks, batch, ready, go)))
     except Exception as exc:  # noqa: BLE001 - reported by the bench
         results.put((0, [], repr(exc)))
 
@@ -114,14 +115,18 @@ def _measure(mode: str, args, url: str, pids: dict[str, int], preds: list[dict])
     else:
         procs_n, tasks = 1, [args.batch_calls]
     ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    start = time.monotonic() + args.warmup + 1.5  # (a spawned process takes about a second to start)
-    until = start + args.duration
+    results, ready, go = ctx.Queue(), ctx.Queue(), ctx.Queue()
     procs = [ctx.Process(target=client_main, daemon=True,
-                         args=(mode, url, preds, tasks[i], args.batch, start, until, results))
+                         args=(mode, url, preds, tasks[i], args.batch, ready, go, results))
              for i in range(procs_n)]
     for p in procs:
         p.start()
+    for _ in procs:  # every client process started and its queues made (slow on a loaded machine)
+        ready.get(timeout=300)
+    start = time.monotonic() + args.warmup
+    until = start + args.duration
+    for _ in procs:
+        go.put((start, until))
     time.sleep(max(0.0, start - time.monotonic()))
     before = {n: cpu_seconds(p) for n, p in pids.items()}
     load = os.getloadavg()[0]
@@ -140,6 +145,25 @@ def _measure(mode: str, args, url: str, pids: dict[str, int], preds: list[dict])
             "p50_ms": round(float(np.percentile(lat, 50)), 2) if len(lat) else None,
             "p99_ms": round(float(np.percentile(lat, 99)), 2) if len(lat) else None,
             "cpu_pct": roles, "load_avg_1m": round(load, 2), "errors": [o[2] for o in outs if o[2]][:3]}
+
+
+def _idle_cpu(pids: dict[str, int], seconds: float) -> dict[str, float]:
+    """Each role's CPU % with no client at all (gossip, load reports, the catalogue tail, stats):
+    what a mode's CPU is to be compared with."""
+    before = {n: cpu_seconds(p) for n, p in pids.items()}
+    time.sleep(seconds)
+    roles: dict[str, float] = {}
+    for n, p in pids.items():
+        role = {"m": "matchers", "d": "dispatcher"}.get(n[0], n)
+        roles[role] = round(roles.get(role, 0.0) + 100 * (cpu_seconds(p) - before[n]) / seconds, 1)
+    return roles
+
+
+def _per_sub(v: dict, idle: dict[str, float], duration: float) -> dict[str, float | None]:
+    """CPU ms per subscription of each role above its idle CPU: the cost a loaded machine does
+    not change much, where subscriptions/s on a shared machine follow the CPU we are given."""
+    n = v["subscriptions"]
+    return {r: round(10 * (pct - idle.get(r, 0.0)) * duration / n, 3) if n else None for r, pct in v["cpu_pct"].items()}
 
 
 def add_parser(sub) -> None:
@@ -168,6 +192,7 @@ def run_subscribe_bench(args: argparse.Namespace) -> int:
     preds = _predicates(args.workload, args.seed, args.n_subs)
     load_start = list(os.getloadavg())
     out: dict[str, dict] = {}
+    idle: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bluedove-bench-") as tmp:
         store = BenchStore(Path(tmp), StoreShape()).start()
         try:
@@ -176,8 +201,10 @@ def run_subscribe_bench(args: argparse.Namespace) -> int:
             cluster.start(timeout_s=300)
             try:
                 pids = {"redis": store.server.proc.pid, **{c.name: c.pid for c in cluster.children}}
+                idle = _idle_cpu(pids, args.warmup + 3)
                 for m in modes:
                     out[m] = _measure(m, args, cluster.url, pids, preds)
+                    out[m]["cpu_ms_per_sub"] = _per_sub(out[m], idle, args.duration)
             finally:
                 cluster.stop()
         finally:
@@ -185,7 +212,7 @@ def run_subscribe_bench(args: argparse.Namespace) -> int:
     result = {"kind": "subscribe", "workload": args.workload, "matchers": args.matchers, "clients": args.clients,
               "procs": args.procs, "batch": args.batch, "batch_calls": args.batch_calls, "duration": args.duration,
               "cpus": os.cpu_count(), "load_avg_start": load_start, "load_avg_end": list(os.getloadavg()),
-              "modes": out}
+              "idle_cpu_pct": idle, "modes": out}
     ok = all(v["subscriptions"] > 0 and not v["errors"] for v in out.values())
     result["ok"] = ok
     if args.json:
@@ -193,8 +220,9 @@ def run_subscribe_bench(args: argparse.Namespace) -> int:
     else:
         for m, v in out.items():
             cpu = ", ".join(f"{k} {x:.0f}%" for k, x in v["cpu_pct"].items())
+            per = ", ".join(f"{k} {x}" for k, x in v["cpu_ms_per_sub"].items())
             print(f"{m:<11} {v['subs_per_s']:>8,} subs/s  p50 {v['p50_ms']} ms  p99 {v['p99_ms']} ms  "
-                  f"(load {v['load_avg_1m']})  cpu: {cpu}")
+                  f"(load {v['load_avg_1m']})  cpu: {cpu}  cpu ms/sub over idle: {per}")
     if not ok:
         print(f"bench subscribe: a mode failed: {[v['errors'] for v in out.values()]}", file=sys.stderr)
         return 1
