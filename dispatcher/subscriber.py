@@ -14,8 +14,9 @@ publishes (dispatcher/forwarder.py):
 
 Each subscribe still answers only once every matcher it went to acked it (read-your-writes),
 and failures are handled as for a single call: a matcher that fails or does not answer within
-subscribe_timeout_s is marked down and gets the subscription from the catalogue log; a
-matcher whose answer shows a newer table makes us pull it and send to its owners too.
+subscribe_timeout_s of the subscription being queued for it is marked down and gets the
+subscription from the catalogue log; a matcher whose answer shows a newer table makes us pull
+it and send to its owners too.
 
 A batch's `log_id` is left empty: a catalogue position has one stream id per shard
 (bluedove/store/keys.py), so one id cannot stand for subscriptions of several queues, and the
@@ -133,7 +134,11 @@ class Subscriber:
                 calls += [(m, self._lane(m).submit(msgs[i])) for m in members]
             if not calls:
                 return
-            results = await asyncio.gather(*(f for _, f in calls))
+            # A subscription waits for a matcher no longer than a call of its own would, however
+            # many calls are ahead of it in the lane: after that it is left to the catalogue log.
+            futs = [f for _, f in calls]
+            done, _ = await asyncio.wait(futs, timeout=self.s.subscribe_timeout_s)
+            results = [f.result() if f in done else TimeoutError("no answer in time") for f in futs]
             newer, failed, answered = None, set(), set()
             for (m, _), r in zip(calls, results):
                 if isinstance(r, BaseException):

@@ -61,7 +61,7 @@ async def _run(mode: str, url: str, preds: list[dict], tasks: int, batch: int, r
     [start, until] comes from `go`. (subscriptions answered inside it, the latency in seconds
     of each call inside it, the first error)."""
     t = SubscribeTransport(url, max(tasks, 1), timeout_s=60.0)
-    done, lat, err = 0, [], None
+    done, answered, lat, err = 0, 0, [], None
     queues = [await t.create_queue() for _ in range(tasks)]
     ready.put(os.getpid())
     start, until = await asyncio.to_thread(go.get)
@@ -73,7 +73,7 @@ async def _run(mode: str, url: str, preds: list[dict], tasks: int, batch: int, r
         return [preds[(i + k) % len(preds)] for k in range(n)]
 
     async def client(q: dict) -> None:
-        nonlocal done, err
+        nonlocal done, answered, err
         while time.monotonic() < until and err is None:
             t0 = time.monotonic()
             try:
@@ -88,6 +88,7 @@ async def _run(mode: str, url: str, preds: list[dict], tasks: int, batch: int, r
                 err = repr(exc)
                 return
             t1 = time.monotonic()
+            answered += n
             if t0 >= start and t1 <= until:
                 done += n
                 lat.append(t1 - t0)
@@ -96,14 +97,14 @@ async def _run(mode: str, url: str, preds: list[dict], tasks: int, batch: int, r
         await asyncio.gather(*(client(q) for q in queues))
     finally:
         await t.close()
-    return done, lat, err
+    return done, lat, err, answered
 
 
 def client_main(mode: str, url: str, preds: list[dict], tasks: int, batch: int, ready, go, results) -> None:
     try:
         results.put(asyncio.run(_run(mode, url, preds, tasks, batch, ready, go)))
     except Exception as exc:  # noqa: BLE001 - reported by the bench
-        results.put((0, [], repr(exc)))
+        results.put((0, [], repr(exc), 0))
 
 
 def _measure(mode: str, args, url: str, pids: dict[str, int], preds: list[dict]) -> dict:
@@ -144,7 +145,20 @@ def _measure(mode: str, args, url: str, pids: dict[str, int], preds: list[dict])
     return {"subs_per_s": round(done / args.duration), "subscriptions": done, "calls": len(lat),
             "p50_ms": round(float(np.percentile(lat, 50)), 2) if len(lat) else None,
             "p99_ms": round(float(np.percentile(lat, 99)), 2) if len(lat) else None,
-            "cpu_pct": roles, "load_avg_1m": round(load, 2), "errors": [o[2] for o in outs if o[2]][:3]}
+            "cpu_pct": roles, "load_avg_1m": round(load, 2), "errors": [o[2] for o in outs if o[2]][:3],
+            "answered": sum(o[3] for o in outs)}
+
+
+def _catalogued(url: str) -> int:
+    """Subscriptions in the catalogue: every one a client was answered 201 for, and no other."""
+    from bluedove.store import keys as K
+    from bluedove.store.client import sync_client
+
+    r = sync_client(url)
+    try:
+        return sum(r.hlen(K.catalog_hash(s)) for s in range(K.CATALOG_SHARDS))
+    finally:
+        r.close()
 
 
 def _idle_cpu(pids: dict[str, int], seconds: float) -> dict[str, float]:
@@ -192,6 +206,7 @@ def run_subscribe_bench(args: argparse.Namespace) -> int:
     preds = _predicates(args.workload, args.seed, args.n_subs)
     load_start = list(os.getloadavg())
     out: dict[str, dict] = {}
+    catalogued = 0
     idle: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bluedove-bench-") as tmp:
         store = BenchStore(Path(tmp), StoreShape()).start()
@@ -201,10 +216,11 @@ def run_subscribe_bench(args: argparse.Namespace) -> int:
             cluster.start(timeout_s=300)
             try:
                 pids = {"redis": store.server.proc.pid, **{c.name: c.pid for c in cluster.children}}
-                idle = _idle_cpu(pids, args.warmup + 3)
+                idle = _idle_cpu(pids, 1 + 1.5 * args.warmup)
                 for m in modes:
                     out[m] = _measure(m, args, cluster.url, pids, preds)
                     out[m]["cpu_ms_per_sub"] = _per_sub(out[m], idle, args.duration)
+                catalogued = _catalogued(store.url)
             finally:
                 cluster.stop()
         finally:
@@ -212,8 +228,9 @@ def run_subscribe_bench(args: argparse.Namespace) -> int:
     result = {"kind": "subscribe", "workload": args.workload, "matchers": args.matchers, "clients": args.clients,
               "procs": args.procs, "batch": args.batch, "batch_calls": args.batch_calls, "duration": args.duration,
               "cpus": os.cpu_count(), "load_avg_start": load_start, "load_avg_end": list(os.getloadavg()),
-              "idle_cpu_pct": idle, "modes": out}
-    ok = all(v["subscriptions"] > 0 and not v["errors"] for v in out.values())
+              "idle_cpu_pct": idle, "modes": out, "catalogued": catalogued,
+              "answered": sum(v["answered"] for v in out.values())}
+    ok = all(v["subscriptions"] > 0 and not v["errors"] for v in out.values()) and catalogued == result["answered"]
     result["ok"] = ok
     if args.json:
         print(json.dumps(result))

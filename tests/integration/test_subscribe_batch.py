@@ -10,7 +10,11 @@ leaves no subscription in the catalogue and creates no queue.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import random
+import signal
+import time
 
 import grpc
 import httpx
@@ -19,11 +23,13 @@ import pytest
 from bluedove.client import AsyncClient, Client
 from bluedove.client.errors import InvalidSubscription, Unauthorized
 from bluedove.model import build_subscription
+from bluedove.segments import SegmentTable
 from bluedove.store import keys as K
 from bluedove.store.client import sync_client
 from bluedove.v1 import pubsub_pb2 as pb
 from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
-from tests.integration.cluster_checks import DIMS, EXACT, random_predicates
+from tests.integration.cluster_checks import DIMS, EXACT, match_on_every_candidate, random_predicates
+from tests.integration.conftest import assert_no_children, start_cluster
 from tests.integration.helpers import catalogue_size, compare, drain, new_queue, oracle
 
 pytestmark = pytest.mark.integration
@@ -269,3 +275,67 @@ def test_subscriptions_of_a_batch_are_as_built(cluster, api):
         got = api.get(f"/v1/subscriptions/{o['id']}", headers=auth).json()
         want = build_subscription(o["id"], q, it["predicates"], cluster.space).to_json()
         assert got == want
+
+
+# -- a matcher that stops answering ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def stalled(tmp_path_factory):
+    """2 matchers; a subscription call to a matcher is given up on after 1 s."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("BLUEDOVE_SUBSCRIBE_TIMEOUT_S", "1")
+    try:
+        c = start_cluster(tmp_path_factory.mktemp("stalled"), matchers=2)
+    finally:
+        mp.undo()
+    yield c
+    c.stop()
+    assert_no_children(c)
+
+
+def test_a_stopped_matcher_delays_subscribes_only_to_the_timeout(stalled):
+    """Singles and a batch under way while a matcher is stopped (SIGSTOP: it takes the bytes and
+    never answers) all answer 201, as a single call did before batching: the matcher gets them
+    from the catalogue log once it runs again (or gossip declares it dead and a takeover moves
+    its segments), and then every candidate matches exactly."""
+    rng = random.Random(3)
+    m1 = next(c for c in stalled.children if c.role == "matcher")
+    with httpx.Client(base_url=stalled.url, timeout=30) as api:
+        queues = dict(new_queue(api) for _ in range(4))
+    subs = {}
+
+    async def one(client: httpx.AsyncClient, i: int) -> None:
+        q = list(queues)[i % 4]
+        preds = random_predicates(rng)
+        r = await client.post("/v1/subscriptions", json={"queue": q, "predicates": preds}, headers=queues[q])
+        assert r.status_code == 201, r.text
+        subs[r.json()["id"]] = (q, preds)
+
+    async def batch(client: httpx.AsyncClient) -> None:
+        q = list(queues)[0]
+        items = [{"queue": q, "predicates": random_predicates(rng)} for _ in range(100)]
+        r = await client.post("/v1/subscriptions:batch", json={"subscriptions": items}, headers=queues[q])
+        assert r.status_code == 201, r.text
+        subs.update({o["id"]: (q, it["predicates"]) for o, it in zip(r.json()["subscriptions"], items)})
+
+    async def run() -> None:
+        async with httpx.AsyncClient(base_url=stalled.url, timeout=30) as client:
+            await asyncio.gather(batch(client), *(one(client, i) for i in range(24)))
+
+    os.kill(m1.pid, signal.SIGSTOP)
+    try:
+        asyncio.run(run())
+    finally:
+        os.kill(m1.pid, signal.SIGCONT)
+    assert len(subs) == 124
+    r = sync_client(stalled.store_url)
+    for attempt in range(40):  # until the stopped matcher has read the catalogue log (or, if gossip
+        # declared it dead meanwhile, until the takeover's table is the one checked)
+        table = SegmentTable.from_json(json.loads(r.get(K.TABLE)))
+        try:
+            assert asyncio.run(match_on_every_candidate(table, random.Random(attempt), subs, 50)) > 0
+            break
+        except AssertionError:
+            if attempt == 39:
+                raise
+            time.sleep(0.5)
+    r.close()
