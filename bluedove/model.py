@@ -94,20 +94,55 @@ def build_subscription(sub_id: str, queue: str, predicates: dict, space: Space) 
     return Subscription(sub_id, queue, clipped, tuple(lows), tuple(highs))
 
 
-def parse_subscription_request(body: Any) -> tuple[str | None, dict]:
-    """Check the shape of a POST /v1/subscriptions body; returns (queue or None, predicates)."""
+def parse_subscription_request(body: Any, prefix: str = "") -> tuple[str | None, dict]:
+    """Check the shape of a POST /v1/subscriptions body; returns (queue or None, predicates).
+    `prefix` goes before the field an error names (`subscriptions[3].` in a batch)."""
     if not isinstance(body, dict):
-        raise ApiError(422, "invalid_subscription", "the body must be a JSON object")
+        what = "a subscription" if prefix else "the body"
+        raise ApiError(422, "invalid_subscription", f"{what} must be a JSON object", prefix.rstrip(".") or None)
     unknown = set(body) - {"queue", "predicates"}
     if unknown:
         name = sorted(unknown)[0]
-        raise ApiError(422, "invalid_subscription", f"unknown field {name!r}", name)
+        raise ApiError(422, "invalid_subscription", f"unknown field {name!r}", f"{prefix}{name}")
     queue = body.get("queue")
     if queue is not None and not isinstance(queue, str):
-        raise ApiError(422, "invalid_subscription", "queue must be a string", "queue")
+        raise ApiError(422, "invalid_subscription", "queue must be a string", f"{prefix}queue")
     if "predicates" not in body:
-        raise ApiError(422, "invalid_subscription", "predicates is required (use {} to match everything)", "predicates")
+        raise ApiError(422, "invalid_subscription", "predicates is required (use {} to match everything)",
+                       f"{prefix}predicates")
     return queue, body["predicates"]
+
+
+def parse_subscription_batch(body: Any, space: Space, max_batch: int = MAX_BATCH) -> list[tuple[str | None, Subscription]]:
+    """Validate a whole POST /v1/subscriptions:batch body before anything is stored (all or
+    nothing); returns [(queue or None, subscription with an empty id and queue)] in order.
+    Errors name the field, as `subscriptions[3].predicates.x2[1]`."""
+    def bad(msg: str, where: str) -> ApiError:
+        return ApiError(422, "invalid_subscription", msg, where)
+
+    if not isinstance(body, dict):
+        raise bad("the body must be {\"subscriptions\": [...]}", "subscriptions")
+    unknown = set(body) - {"subscriptions"}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise bad(f"unknown field {name!r}", name)
+    items = body.get("subscriptions")
+    if not isinstance(items, list):
+        raise bad("the body must be {\"subscriptions\": [...]}", "subscriptions")
+    if not items:
+        raise bad("a batch needs at least one subscription", "subscriptions")
+    if len(items) > max_batch:
+        raise bad(f"a batch holds at most {max_batch} subscriptions, got {len(items)}", "subscriptions")
+    out = []
+    for i, item in enumerate(items):
+        prefix = f"subscriptions[{i}]."
+        queue, predicates = parse_subscription_request(item, prefix)
+        try:
+            sub = build_subscription("", "", predicates, space)
+        except ApiError as exc:
+            raise ApiError(exc.status, exc.code, exc.message, f"{prefix}{exc.field}") from None
+        out.append((queue, sub))
+    return out
 
 
 def parse_message(body: Any, space: Space, prefix: str = "",

@@ -29,6 +29,7 @@ from dispatcher.forwarder import Forwarder
 from dispatcher.metrics import Metrics
 from dispatcher.routes import cluster, messages, queues, stats, subscriptions
 from dispatcher.sampler import Sampler
+from dispatcher.subscriber import Subscriber
 from dispatcher.series import DispatcherSeries
 
 log = logging.getLogger("bluedove.dispatcher")
@@ -48,6 +49,7 @@ class Dispatcher:
         self.forwarder = Forwarder(settings, self.cluster)
         self.decoder = Decoder(space, settings.max_batch, settings.max_payload_bytes)
         self.body_template = body_template(space.names)
+        self.subscriber = Subscriber(settings, self.cluster, self.store)
         self.metrics = Metrics()
         self.sampler = None if settings.sample_rate <= 0 else Sampler(
             settings.sample_rate, settings.sample_dir, settings.id, space, settings.sample_rotate_s,
@@ -92,39 +94,9 @@ class Dispatcher:
     def table(self) -> SegmentTable | None:
         return self.cluster.table
 
-    async def send_subscription(self, sub: Subscription, log_id: str) -> None:
-        """Send a stored subscription to every matcher mPartition names (read-your-writes).
-
-        During a table change (docs/design.md §3) it goes to the owners under both the new and the
-        previous table; and a matcher whose answer shows a newer epoch than ours makes us pull
-        that table and send to its owners too, before the API answers. A matcher that does
-        not answer in time gets it from the catalogue log instead, and is passed over for
-        forwarding meanwhile.
-        """
-        if self.cluster.table is None or sub.void:
-            return
-        req = pb.SubscriptionBatch(subscriptions=[pb.Subscription(
-            id=sub.id, queue=sub.queue, lows=sub.lows, highs=sub.highs)], log_id=log_id)
-        sent: set[str] = set()
-        for _ in range(3):  # a table change while we send: at most a couple of rounds
-            members = [m for m in self.cluster.placement(sub.lows, sub.highs) if m not in sent]
-            if not members:
-                return
-            sent.update(members)
-            results = await asyncio.gather(
-                *(self.cluster.stub(m).AddSubscriptions(req, timeout=self.s.subscribe_timeout_s) for m in members),
-                return_exceptions=True)
-            newer = None
-            for m, r in zip(members, results):
-                if isinstance(r, BaseException):
-                    self.cluster.mark_down(m)
-                    continue
-                self.cluster.mark_up(m)
-                if r.epoch > self.cluster.table.epoch:
-                    newer = m
-            if newer is None:
-                return
-            await self.cluster.pull_table(newer)
+    async def send_subscriptions(self, subs: list[Subscription]) -> None:
+        """Send stored subscriptions to every matcher mPartition names (dispatcher/subscriber.py)."""
+        await self.subscriber.send(subs)
 
     async def broadcast_removals(self, sub_ids: list[str]) -> None:
         table = self.cluster.table

@@ -60,6 +60,14 @@ def delivery_pb(m: dict) -> pb.Delivery:
                        receipt=m["receipt"], published_at=m.get("published_at", ""))
 
 
+def subscription_json(r: pb.SubscribeRequest) -> dict:
+    """A pb.SubscribeRequest in the REST body form, for the shared validation."""
+    body: dict = {"predicates": {k: [x.low, x.high] for k, x in r.predicates.items()}}
+    if r.queue:
+        body["queue"] = r.queue
+    return body
+
+
 def predicates_pb(predicates: dict) -> dict:
     return {name: pb.Range(low=lo, high=hi) for name, (lo, hi) in predicates.items()}
 
@@ -83,10 +91,7 @@ class PubSubServicer(pb_grpc.PubSubServicer):
 
     @unary
     async def Subscribe(self, request, context):
-        body: dict = {"predicates": {k: [r.low, r.high] for k, r in request.predicates.items()}}
-        if request.queue:
-            body["queue"] = request.queue
-        return pb.SubscribeReply(**await ops.subscribe(self.d, body, token(context)))
+        return pb.SubscribeReply(**await ops.subscribe(self.d, subscription_json(request), token(context)))
 
     @unary
     async def Unsubscribe(self, request, context):
@@ -134,6 +139,12 @@ class PubSubServicer(pb_grpc.PubSubServicer):
     async def Ack(self, request, context):
         await ops.ack(self.d, request.queue, token(context), list(request.receipts))
         return pb.Empty()
+
+    @unary
+    async def SubscribeBatch(self, request, context):
+        body = {"subscriptions": [subscription_json(r) for r in request.subscriptions]}
+        out = await ops.subscribe_batch(self.d, body, token(context))
+        return pb.SubscribeBatchReply(subscriptions=[pb.SubscribeReply(**o) for o in out])
 
     async def Listen(self, request, context):
         try:

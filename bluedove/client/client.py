@@ -64,6 +64,11 @@ class _Base:
         q = queue if queue is not None else Queue(out["queue"], out["token"], self)
         return Subscription(out["id"], q, predicates)
 
+    @staticmethod
+    def _batch_bodies(predicates: Iterable[dict], queue: Queue | None) -> tuple[list[dict], list[dict]]:
+        preds = [predicates_of(p, {}) for p in predicates]
+        return preds, [{"predicates": p, **({"queue": queue.id} if queue else {})} for p in preds]
+
 
 class Client(_Base):
     """Synchronous client (httpx for REST, a blocking channel for gRPC)."""
@@ -106,6 +111,15 @@ class Client(_Base):
         body = {"predicates": preds, **({"queue": queue.id} if queue else {})}
         out = self.t.subscribe(body, queue.token if queue else None)
         return self._subscription(out, queue, preds)
+
+    def subscribe_many(self, predicates: Iterable[dict], queue: Queue | None = None) -> list[Subscription]:
+        """Subscribe `queue` to each {dim: (low, high)} of `predicates` (each on a new queue of
+        its own when None), in POST /v1/subscriptions:batch calls of up to 1000; each call is
+        all or nothing. In order."""
+        preds, bodies = self._batch_bodies(predicates, queue)
+        token = queue.token if queue else None
+        outs = [o for chunk in _chunks(bodies) for o in self.t.subscribe_batch(chunk, token)]
+        return [self._subscription(o, queue, p) for o, p in zip(outs, preds)]
 
     def get_subscription(self, sub_id: str, queue: Queue) -> Subscription:
         out = self._retry(True, self.t.get_subscription, sub_id, queue.token)
@@ -187,6 +201,14 @@ class AsyncClient(_Base):
         body = {"predicates": preds, **({"queue": queue.id} if queue else {})}
         out = await self.t.subscribe(body, queue.token if queue else None)
         return self._subscription(out, queue, preds)
+
+    async def subscribe_many(self, predicates: Iterable[dict], queue: Queue | None = None) -> list[Subscription]:
+        preds, bodies = self._batch_bodies(predicates, queue)
+        token = queue.token if queue else None
+        outs: list[dict] = []
+        for chunk in _chunks(bodies):
+            outs += await self.t.subscribe_batch(chunk, token)
+        return [self._subscription(o, queue, p) for o, p in zip(outs, preds)]
 
     async def get_subscription(self, sub_id: str, queue: Queue) -> Subscription:
         out = await self._retry(True, self.t.get_subscription, sub_id, queue.token)

@@ -45,14 +45,19 @@ def message_pb(body: dict, where: str = "") -> pb.Message:
                       id=body.get("id") or "")
 
 
-def subscribe_pb(body: dict) -> pb.SubscribeRequest:
+def subscribe_pb(body: dict, where: str = "") -> pb.SubscribeRequest:
     preds = {}
     for k, rng in body.get("predicates", {}).items():
+        at = f"{where}predicates.{k}"
         if not isinstance(rng, (list, tuple)) or len(rng) != 2:
-            raise InvalidSubscription("invalid_subscription", "a predicate must be a list [low, high]", f"predicates.{k}")
-        preds[k] = pb.Range(low=_number(rng[0], InvalidSubscription, f"predicates.{k}[0]"),
-                            high=_number(rng[1], InvalidSubscription, f"predicates.{k}[1]"))
+            raise InvalidSubscription("invalid_subscription", "a predicate must be a list [low, high]", at)
+        preds[k] = pb.Range(low=_number(rng[0], InvalidSubscription, f"{at}[0]"),
+                            high=_number(rng[1], InvalidSubscription, f"{at}[1]"))
     return pb.SubscribeRequest(queue=body.get("queue") or "", predicates=preds)
+
+
+def subscribe_batch_pb(bodies: list[dict]) -> pb.SubscribeBatchRequest:
+    return pb.SubscribeBatchRequest(subscriptions=[subscribe_pb(b, f"subscriptions[{i}].") for i, b in enumerate(bodies)])
 
 
 def delivery_json(m: pb.Delivery) -> dict:
@@ -122,6 +127,10 @@ class GrpcTransport:
 
     def subscribe(self, body: dict, token: str | None) -> dict:
         return reply_json(self._call("Subscribe", subscribe_pb(body), token))
+
+    def subscribe_batch(self, bodies: list[dict], token: str | None) -> list[dict]:
+        r = self._call("SubscribeBatch", subscribe_batch_pb(bodies), token, extra_s=len(bodies) / 1000)
+        return [reply_json(x) for x in r.subscriptions]
 
     def get_subscription(self, sub_id: str, token: str) -> dict:
         return subscription_json(self._call("GetSubscription", pb.SubscriptionRef(id=sub_id), token))
@@ -194,6 +203,10 @@ class AsyncGrpcTransport:
 
     async def subscribe(self, body: dict, token: str | None) -> dict:
         return reply_json(await self._call("Subscribe", subscribe_pb(body), token))
+
+    async def subscribe_batch(self, bodies: list[dict], token: str | None) -> list[dict]:
+        r = await self._call("SubscribeBatch", subscribe_batch_pb(bodies), token, extra_s=len(bodies) / 1000)
+        return [reply_json(x) for x in r.subscriptions]
 
     async def get_subscription(self, sub_id: str, token: str) -> dict:
         return subscription_json(await self._call("GetSubscription", pb.SubscriptionRef(id=sub_id), token))

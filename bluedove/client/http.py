@@ -58,6 +58,9 @@ class HttpTransport:
     def subscribe(self, body: dict, token: str | None) -> dict:
         return self._do("POST", "/v1/subscriptions", token, json=body)
 
+    def subscribe_batch(self, bodies: list[dict], token: str | None) -> list[dict]:
+        return self._do("POST", "/v1/subscriptions:batch", token, json={"subscriptions": bodies})["subscriptions"]
+
     def get_subscription(self, sub_id: str, token: str) -> dict:
         return self._do("GET", f"/v1/subscriptions/{sub_id}", token)
 
@@ -113,6 +116,10 @@ class AsyncHttpTransport:
 
     async def subscribe(self, body: dict, token: str | None) -> dict:
         return await self._do("POST", "/v1/subscriptions", token, json=body)
+
+    async def subscribe_batch(self, bodies: list[dict], token: str | None) -> list[dict]:
+        return (await self._do("POST", "/v1/subscriptions:batch", token,
+                               json={"subscriptions": bodies}))["subscriptions"]
 
     async def get_subscription(self, sub_id: str, token: str) -> dict:
         return await self._do("GET", f"/v1/subscriptions/{sub_id}", token)

@@ -95,6 +95,19 @@ class Runner:
             return results[:len(calls)] if not (wait and self.wait_replicas) else self._checked(calls, results)
         raise AssertionError("unreachable")
 
+    async def run_each(self, calls: list[Call]) -> list:
+        """Every call's result or its error, in order, in one round trip (no waiting for
+        replicas). A call the server did not know the script of is sent again once loaded;
+        calls that ran are not sent again."""
+        results = await self._send(calls, False)
+        again = [i for i, x in enumerate(results[:len(calls)]) if isinstance(x, NoScriptError)]
+        if again:
+            for script in {id(calls[i].script): calls[i].script for i in again}.values():
+                await self.r.script_load(script.script)
+            for i, x in zip(again, await self._send([calls[i] for i in again], False)):
+                results[i] = x
+        return results[:len(calls)]
+
     async def _send(self, calls: list[Call], wait: bool) -> list:
         async with self.r.pipeline(transaction=False) as p:
             nodes = {}

@@ -16,6 +16,23 @@ redis.call('SADD', KEYS[3], ARGV[1])
 return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*', 'op', 'add', 'id', ARGV[1], 'sub', ARGV[2])
 """
 
+# Many subscriptions of one queue, all or none (POST /v1/subscriptions:batch). KEYS as in
+# ADD_SUBSCRIPTION. ARGV: max subs per queue, log maxlen, then (sub id, catalogue json) pairs.
+# Returns each one's log id, in order; GONE or LIMIT (nothing written) as in ADD_SUBSCRIPTION.
+ADD_QUEUE_SUBSCRIPTIONS = """
+if redis.call('EXISTS', KEYS[4]) == 1 then return {err = 'GONE'} end
+local n = (#ARGV - 2) / 2
+if redis.call('SCARD', KEYS[3]) + n > tonumber(ARGV[1]) then return {err = 'LIMIT'} end
+local out = {}
+for j = 1, n do
+  local id, sub = ARGV[2 * j + 1], ARGV[2 * j + 2]
+  redis.call('HSET', KEYS[1], id, sub)
+  redis.call('SADD', KEYS[3], id)
+  out[j] = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'op', 'add', 'id', id, 'sub', sub)
+end
+return out
+"""
+
 # KEYS: the queue's subscription set, the shard's catalogue hash, the shard's log.
 # ARGV: sub id, log maxlen. Returns the log id, or false if the queue has no such subscription.
 REMOVE_SUBSCRIPTION = """

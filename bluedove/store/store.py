@@ -61,6 +61,7 @@ class Store:
                               max_connections=10_000)
         self.runner = Runner(self.r, *wait_settings(url))
         self._add_sub = self.r.register_script(scripts.ADD_SUBSCRIPTION)
+        self._add_queue_subs = self.r.register_script(scripts.ADD_QUEUE_SUBSCRIPTIONS)
         self._remove_sub = self.r.register_script(scripts.REMOVE_SUBSCRIPTION)
         self._delete_subs = self.r.register_script(scripts.DELETE_QUEUE_SUBSCRIPTIONS)
         self._deliver = self.r.register_script(scripts.DELIVER)
@@ -176,6 +177,49 @@ class Store:
             await self.runner.run([self._add_call(s, self.limits.max_subscriptions_per_queue)
                                    for s in subs[start:start + chunk]])
         return len(subs)
+
+    def _refusal(self, exc: Exception, queue: str) -> Exception:
+        """The exception a refused catalogue add stands for (QueueMissing, LimitExceeded)."""
+        if isinstance(exc, ResponseError) and "GONE" in str(exc):
+            return QueueMissing(queue)
+        if isinstance(exc, ResponseError) and "LIMIT" in str(exc):
+            return LimitExceeded(self.limits.max_subscriptions_per_queue)
+        return exc
+
+    async def add_subscriptions_each(self, subs: list[dict]) -> list:
+        """Store subscriptions of queues known to exist (their token was checked, or they were
+        just created), each one atomic as in `add_subscription`, all in one round trip:
+        each one's log id, or the exception it met (QueueMissing if its queue was deleted
+        since, LimitExceeded, or a store error), in order. The dispatcher gathers the
+        subscribes under way into one such call (dispatcher/subscriber.py)."""
+        calls = [self._add_call(s, self.limits.max_subscriptions_per_queue) for s in subs]
+        results = await self.runner.run_each(calls)
+        return [self._refusal(x, s["queue"]) if isinstance(x, Exception) else x for s, x in zip(subs, results)]
+
+    async def add_queue_subscriptions(self, queue: str, subs: list[dict]) -> list[str]:
+        """Store subscriptions of one queue, all in one atomic step or none (QueueMissing,
+        LimitExceeded when they would take the queue over its limit); their log ids, in order."""
+        args: list = [self.limits.max_subscriptions_per_queue, self.limits.catalog_log_maxlen]
+        for s in subs:
+            args += (s["id"], json.dumps(s))
+        shard = K.shard_of(queue)
+        call = Call(self._add_queue_subs, [K.catalog_hash(shard), K.catalog_log(shard), K.queue_subs(queue),
+                                           K.queue_gone(queue)], args)
+        out = (await self.runner.run_each([call]))[0]
+        if isinstance(out, Exception):
+            raise self._refusal(out, queue)
+        return list(out)
+
+    async def remove_subscriptions(self, subs: list[tuple[str, str]]) -> None:
+        """Remove subscriptions [(id, queue)] in one round trip (undoing a batch that failed
+        part way: each removal is logged, so matchers tailing the log drop them too)."""
+        calls = []
+        for sub_id, queue in subs:
+            shard = K.shard_of(queue)
+            calls.append(Call(self._remove_sub, [K.queue_subs(queue), K.catalog_hash(shard), K.catalog_log(shard)],
+                              [sub_id, self.limits.catalog_log_maxlen]))
+        if calls:
+            await self.runner.run(calls)
 
     async def get_subscription(self, sub_id: str, queue: str) -> dict | None:
         """Subscription `sub_id` of `queue`, or None."""

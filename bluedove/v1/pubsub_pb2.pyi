@@ -212,3 +212,15 @@ class ListenRequest(_message.Message):
     queue: str
     max: int
     def __init__(self, queue: _Optional[str] = ..., max: _Optional[int] = ...) -> None: ...
+
+class SubscribeBatchRequest(_message.Message):
+    __slots__ = ("subscriptions",)
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    subscriptions: _containers.RepeatedCompositeFieldContainer[SubscribeRequest]
+    def __init__(self, subscriptions: _Optional[_Iterable[_Union[SubscribeRequest, _Mapping]]] = ...) -> None: ...
+
+class SubscribeBatchReply(_message.Message):
+    __slots__ = ("subscriptions",)
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    subscriptions: _containers.RepeatedCompositeFieldContainer[SubscribeReply]
+    def __init__(self, subscriptions: _Optional[_Iterable[_Union[SubscribeReply, _Mapping]]] = ...) -> None: ...

@@ -94,6 +94,11 @@ class PubSubStub:
                 request_serializer=bluedove_dot_v1_dot_pubsub__pb2.ListenRequest.SerializeToString,
                 response_deserializer=bluedove_dot_v1_dot_pubsub__pb2.Delivery.FromString,
                 _registered_method=True)
+        self.SubscribeBatch = channel.unary_unary(
+                '/bluedove.v1.PubSub/SubscribeBatch',
+                request_serializer=bluedove_dot_v1_dot_pubsub__pb2.SubscribeBatchRequest.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_pubsub__pb2.SubscribeBatchReply.FromString,
+                _registered_method=True)
 
 
 class PubSubServicer:
@@ -185,6 +190,16 @@ class PubSubServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubscribeBatch(self, request, context):
+        """Up to 1000 subscriptions, validated whole first and stored all or none (POST
+        /v1/subscriptions:batch). Items naming a queue must all name the queue the token opens;
+        an item without one gets a new queue, its token in its reply. When the call returns,
+        every message published afterwards that matches one of them is delivered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PubSubServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -247,6 +262,11 @@ def add_PubSubServicer_to_server(servicer, server):
                     servicer.Listen,
                     request_deserializer=bluedove_dot_v1_dot_pubsub__pb2.ListenRequest.FromString,
                     response_serializer=bluedove_dot_v1_dot_pubsub__pb2.Delivery.SerializeToString,
+            ),
+            'SubscribeBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubscribeBatch,
+                    request_deserializer=bluedove_dot_v1_dot_pubsub__pb2.SubscribeBatchRequest.FromString,
+                    response_serializer=bluedove_dot_v1_dot_pubsub__pb2.SubscribeBatchReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -573,6 +593,33 @@ class PubSub:
             '/bluedove.v1.PubSub/Listen',
             bluedove_dot_v1_dot_pubsub__pb2.ListenRequest.SerializeToString,
             bluedove_dot_v1_dot_pubsub__pb2.Delivery.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubscribeBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bluedove.v1.PubSub/SubscribeBatch',
+            bluedove_dot_v1_dot_pubsub__pb2.SubscribeBatchRequest.SerializeToString,
+            bluedove_dot_v1_dot_pubsub__pb2.SubscribeBatchReply.FromString,
             options,
             channel_credentials,
             insecure,

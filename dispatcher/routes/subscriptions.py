@@ -1,4 +1,4 @@
-"""Subscriptions: create (catalogue first, then every matcher mPartition names), read, delete."""
+"""Subscriptions: create one or a batch (catalogue first, then every matcher mPartition names), read, delete."""
 
 from __future__ import annotations
 
@@ -13,6 +13,12 @@ router = APIRouter()
 @router.post("/v1/subscriptions", status_code=201)
 async def subscribe(request: Request):
     return await ops.subscribe(state(request), await json_body(request), bearer(request))
+
+
+@router.post("/v1/subscriptions:batch", status_code=201)
+async def subscribe_batch(request: Request):
+    """Up to 1000 subscriptions, all or nothing (docs/api.md)."""
+    return {"subscriptions": await ops.subscribe_batch(state(request), await json_body(request), bearer(request))}
 
 
 @router.get("/v1/subscriptions/{sub_id}")

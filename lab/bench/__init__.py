@@ -20,6 +20,7 @@ BENCHES = {
     "publish": "publish throughput: gRPC stream vs REST batches vs single REST calls",
     "spread": "takeover → every dispatcher using the new table, on real processes",
     "seed": "the Spark job's seed against equal widths: balance, simulated and real saturation, risk",
+    "subscribe": "subscriptions/s and latency: concurrent and sequential single calls, and :batch",
 }
 
 
