@@ -49,9 +49,9 @@ class ScalingConfig:
     # `window_s`; a scale-out whose matchers do not serve within `check_timeout_s` is not checked.
     check_settle_s: float = 5.0
     check_timeout_s: float = 60.0
-    # Relieved: the matchers are no longer saturated, or their growing queues stopped growing,
-    # or the accepted rate rose by this fraction, or the publish p50 fell by this fraction
-    # (counted only from a p50 of at least `relief_latency_floor_s`).
+    # Relieved: the accepted rate rose by this fraction; or, the rate held, growing queues
+    # stopped growing or the publish p50 fell by this fraction (counted only from a p50 of at
+    # least `relief_latency_floor_s`).
     relief_rate: float = 0.1
     relief_latency: float = 0.2
     relief_latency_floor_s: float = 0.05

@@ -4,22 +4,27 @@ over the autoscaler's load samples (autoscaler/policy.py LoadSample), time an ar
 A scale-out taken because the matchers were saturated starts a `Trial`, holding what the
 window before it showed. Once the new matchers serve (as many owners answer as it asked
 for), `check_settle_s` later, the samples of a whole `window_s` are compared with it. The
-scale-out relieved the load if any of:
-  - the matchers are no longer saturated: mean busy (λ/μ per matcher) at most `out_busy`
-    and their queues not growing;
-  - queues that grew before stopped growing (the backlog did not rise over the window);
-  - the accepted rate rose by `relief_rate` (10 %);
+scale-out relieved the load if the cluster did better, not merely its matchers less busy
+(the same work over more matchers always is):
+  - the accepted rate rose by `relief_rate` (10 %); or, with the accepted rate held (not
+    fallen by as much: less accepted also means less backlog and latency),
+  - queues that grew before stopped growing (the backlog did not rise over the window), or
   - the publish p50 fell by `relief_latency` (20 %), from at least `relief_latency_floor_s`.
 Else it is a `Stop`: no more matchers are added, and the limit is named from what the same
-window shows (`name_limit`): the dispatchers, the store, the host, or unknown.
+window shows (`name_limit`): the dispatchers, the store, the host (each by its CPU), the
+publishers (the matchers are no longer saturated, yet the rate did not rise: no more is
+sent), or unknown (the matchers stay saturated and nothing else is hot).
 
 A stop ends (`resume`), and scale-outs are checked again one at a time, when:
   1. fewer matchers run than at the stop (one died, or was removed);
-  2. the load dropped: every sample of a window at most `target_busy`, queues not growing;
+  2. the load dropped: every sample of a window at most `in_busy` (the matchers idle, not
+     merely less busy for being more), queues not growing;
   3. the named limit went away: the dispatchers', store's or host's CPU stayed under
      `limit_cpu` − 0.1 for a window (say their HPA added dispatchers), with no store error;
+     for the publishers, the accepted rate rose by `relief_rate` over the stop's;
   4. `retry_s` passed since the stop (what it cannot see may have changed).
-After 3 or 4 the next scale-out adds one matcher: a probe, since nothing says the load moved.
+After 3 (but the publishers') or 4 the next scale-out adds one matcher: a probe, since
+nothing says the load moved.
 """
 
 from __future__ import annotations
@@ -100,6 +105,7 @@ class Stop:
     matchers: int
     limit: str
     reason: str
+    accepted: float | None = None  # the accepted rate it saw (msg/s)
 
     def holds(self) -> str:
         return f"scale-outs are stopped since the one to {self.matchers} relieved nothing (limit: {self.limit})"
@@ -124,15 +130,17 @@ def start(loads: Sequence[LoadSample], now: float, from_n: int, to_n: int, confi
 
 
 def relief(before: Snapshot, win: Sequence[LoadSample], c: ScalingConfig) -> str | None:
-    """How the window after a scale-out shows it relieved the load, or None."""
+    """How the window after a scale-out shows it relieved the load, or None. Matchers that are
+    merely less busy do not count: with the same work spread over more of them they always
+    are; the cluster must do better (more accepted, sooner) or its backlog stop growing."""
     after = Snapshot.of(win)
-    why, _ = saturation(win, c)
-    if why is None and after.busy <= c.out_busy:
-        return f"the matchers are no longer saturated: busy {before.busy:.2f} → {after.busy:.2f} per matcher"
-    if before.rise >= c.queue_growth and after.rise <= 0:
-        return f"the queues stopped growing: {before.rise:+d} → {after.rise:+d} over {c.window_s:.0f} s"
     if before.accepted and after.accepted is not None and after.accepted >= before.accepted * (1 + c.relief_rate):
         return f"the accepted rate rose: {before.accepted:,.0f} → {after.accepted:,.0f} msg/s"
+    # The rest only while the accepted rate held: less accepted also makes less backlog and latency.
+    if before.accepted and after.accepted is not None and after.accepted < before.accepted * (1 - c.relief_rate):
+        return None
+    if before.rise >= c.queue_growth and after.rise <= 0:
+        return f"the queues stopped growing: {before.rise:+d} → {after.rise:+d} over {c.window_s:.0f} s"
     if (before.p50_s is not None and after.p50_s is not None and before.p50_s >= c.relief_latency_floor_s
             and after.p50_s <= before.p50_s * (1 - c.relief_latency)):
         return f"the p50 fell: {before.p50_s * 1000:,.0f} → {after.p50_s * 1000:,.0f} ms"
@@ -155,8 +163,8 @@ def name_limit(win: Sequence[LoadSample], c: ScalingConfig) -> tuple[str, str]:
     why, _ = saturation(win, c)
     if why is not None:
         return "matchers", f"the matchers: {why}"
-    return "publishers", ("the publishers: the matchers are not saturated and no dispatcher, store or host "
-                          "reading is at its limit; the rate is what is sent")
+    return "publishers", (f"the publishers: the matchers are not saturated (busy {s.busy:.2f}) and no dispatcher, "
+                          "store or host reading is at its limit; the rate is what is sent")
 
 
 def bottleneck(win: Sequence[LoadSample], c: ScalingConfig) -> str:
@@ -180,8 +188,12 @@ def resume(stop: Stop, loads: Sequence[LoadSample], members: int, now: float,
     win = _window(loads, max(stop.at, now - c.window_s), now)
     whole = len(win) >= 3 and win[0].at - (now - c.window_s) <= 0.2 * c.window_s
     if whole:
-        if max(s.busy for s in win) <= c.target_busy and win[-1].queued <= win[0].queued + c.queue_growth // 2:
-            return f"the load dropped: busy at most {c.target_busy} per matcher for {c.window_s:.0f} s", False
+        if max(s.busy for s in win) <= c.in_busy and win[-1].queued <= win[0].queued + c.queue_growth // 2:
+            return f"the load dropped: busy at most {c.in_busy} per matcher for {c.window_s:.0f} s", False
+        rate = _mean([s.accepted for s in win])
+        if stop.limit == "publishers" and stop.accepted and rate is not None and \
+                rate >= stop.accepted * (1 + c.relief_rate):
+            return f"the publishers send more: accepted {stop.accepted:,.0f} → {rate:,.0f} msg/s", False
         readings = {"dispatchers": [s.dispatcher_cpu for s in win], "store": [s.store_cpu for s in win],
                     "host": [s.host_cpu for s in win]}.get(stop.limit)
         if readings is not None and _cooled(readings, c.limit_cpu) and not (
@@ -232,7 +244,7 @@ def review(check: Trial | Stop | None, loads: Sequence[LoadSample], members: int
     reason = (f"the scale-out {t.from_n} → {t.to_n} did not relieve the load (before: {t.before.describe()}; "
               f"after: {after.describe()}); no more matchers are added. The limit is {why}. "
               f"Readings: {after.readings()}")
-    return Stop(now, t.to_n, limit, reason), Verdict("not_relieved", reason, limit)
+    return Stop(now, t.to_n, limit, reason, after.accepted), Verdict("not_relieved", reason, limit)
 
 
 def step(check: Trial | Stop | None, loads: Sequence[LoadSample], members: int, now: float,

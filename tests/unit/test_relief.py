@@ -44,11 +44,13 @@ def cpu_bound(busy: float = 0.95, **readings):
     return world
 
 
-def matcher_bound(demand: float = 3.0, until: int = 10_000):
-    """Matchers are the limit: the work is fixed, more of them share it."""
+def matcher_bound(offered=lambda t: 2000.0, capacity: float = 1000.0):
+    """Matchers are the limit: each matches `capacity` msg/s; what they cannot take waits
+    (p50 1 s), what they can is accepted."""
     def world(t, n):
-        d = demand if t < until else 0.1
-        return {"demand": d, "queued": 0, "accepted": 3500.0 if d > 1 else 100.0, "p50_s": 0.05}
+        accepted = min(offered(t), capacity * n)
+        busy = accepted / (capacity * n)
+        return {"demand": busy * n, "queued": 0, "accepted": accepted, "p50_s": 1.0 if busy >= 0.95 else 0.05}
     return world
 
 
@@ -102,15 +104,29 @@ def test_an_unrelieving_scale_out_stops_further_ones_and_names_the_limit(reading
 
 
 def test_a_scale_out_that_relieved_the_matchers_is_followed_by_more_when_needed():
-    log, members = drive(matcher_bound(3.0), 120)
-    [(t0, _, first)] = actions(log, "scale_out")[:1]
-    assert first == 5 and members == 5  # 3.0 / 0.6 in one step: relieved, no more needed
+    log, members = drive(matcher_bound(), 120)
+    [(t0, _, first)] = actions(log, "scale_out")
+    assert first == 4 and members == 4  # busy 1.0 × 2 / 0.6 in one step: relieved, no more needed
     [(_, _, v)] = actions(log, "relieved")
-    assert "no longer saturated" in v.reason
-    # Demand that rises again after a relieved scale-out is served by another one.
-    log, members = drive(lambda t, n: {"demand": 3.0 if t < 60 else 6.0, "queued": 0}, 200)
+    assert "p50 fell: 1,000 → 50 ms" in v.reason
+    # Offered twice as much once relieved: another scale-out, and more accepted.
+    log, members = drive(matcher_bound(lambda t: 2000.0 if t < 60 else 4000.0), 200)
     outs = actions(log, "scale_out")
-    assert [o[2] for o in outs] == [5, 8] and len(actions(log, "relieved")) == 2, log
+    assert [o[2] for o in outs] == [4, 7] and len(actions(log, "relieved")) == 2, log
+    assert "accepted rate rose: 4,000" not in actions(log, "relieved")[1][2].reason
+
+
+def test_matchers_merely_less_busy_is_no_relief_the_publishers_are_named_and_resume_when_they_send_more():
+    """The work spread over more matchers makes each less busy, but the rate did not rise:
+    the publishers send no more. When they do, scale-outs resume."""
+    def world(t, n):
+        rate = 2000.0 if t < 120 else 3000.0
+        return {"demand": rate / 1000.0, "queued": 0, "accepted": rate, "p50_s": 0.01}
+    log, members = drive(world, 200)
+    [(t, _, v)] = actions(log, "not_relieved")
+    assert v.limit == "publishers" and "not saturated (busy 0.50)" in v.reason, v.reason
+    [(tr, _, r)] = actions(log, "resumed")
+    assert 120 < tr <= 135 and "the publishers send more: accepted 2,000 → " in r.reason, log
 
 
 @pytest.mark.parametrize("before,after,how", [
@@ -127,6 +143,14 @@ def test_each_measure_of_relief(before, after, how):
     log, _ = drive(world, 60)
     [(_, _, v)] = actions(log, "relieved")
     assert how in v.reason, v.reason
+
+
+def test_less_accepted_is_no_relief_though_the_backlog_and_p50_fell():
+    def world(t, n):
+        return {"demand": 0.95 * n, "queued": 100 * t if n < 4 else 0, "accepted": 3000.0 if n < 4 else 1500.0,
+                "p50_s": 1.0 if n < 4 else 0.3}
+    log, _ = drive(world, 60)
+    assert actions(log, "not_relieved") and not actions(log, "relieved"), log
 
 
 def test_a_low_p50_falling_is_no_relief():
