@@ -43,6 +43,7 @@ class LocalBackend:
     """Starts `bluedove matcher` processes, and asks the newest ones to leave."""
 
     name = "local"
+    same_host = True  # the matchers run on the autoscaler's host: its CPU is theirs (autoscaler/signals.py)
 
     def __init__(self, processes: Processes) -> None:
         self.processes = processes

@@ -1,4 +1,5 @@
-"""The autoscaler loop: sample the matchers' loads, ask the policy, let a backend act, log why."""
+"""The autoscaler loop: sample the matchers' loads and the rest of the cluster, check the last
+scale-out, ask the policy, let a backend act, log why (events in the store)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from datetime import datetime, timezone
 
 import grpc
 
+from autoscaler import relief
 from autoscaler.backends import Backend
-from autoscaler.policy import Decision, LoadSample, ScalingConfig, plan
+from autoscaler.policy import Decision, LoadSample, ScalingConfig
+from autoscaler.signals import SignalReader
 from bluedove.forwarding import LoadReport
 from bluedove.store import Store
 from bluedove.store.series import put_gauges
@@ -36,6 +39,13 @@ class Autoscaler:
         self.members: int | None = None
         self.desired: int | None = None
         self.decisions: dict[str, int] = {}
+        # The check of the last scale-out, or the stop it ended in (autoscaler/relief.py); the
+        # checks' outcomes so far; what limits the rate now (one of relief.LIMITS).
+        self.check: relief.Trial | relief.Stop | None = None
+        self.checks: dict[str, int] = {}
+        self.limit: str | None = None
+        # The host's CPU only where the matchers run on it (the local backend).
+        self.signals = SignalReader(store, host=getattr(backend, "same_host", False))
 
     async def run(self, stop: asyncio.Event) -> None:
         # The heartbeat has its own task: a step may take long (a scale-in drains a matcher
@@ -71,25 +81,42 @@ class Autoscaler:
         if sample is None:
             return None
         self.history.append(sample)
-        horizon = now - max(self.config.window_s, self.config.in_window_s) - 5
+        c = self.config
+        horizon = now - max(c.window_s, c.in_window_s, c.check_settle_s + c.window_s) - 5
         self.history = [s for s in self.history if s.at >= horizon]
         members = await asyncio.to_thread(self.backend.current)
-        d = plan(self.history, members, now, self.last_change_at, self.config)
+        d, self.check, verdict = relief.step(self.check, self.history, members, now, self.last_change_at, c)
+        if verdict is not None:
+            await self._verdict(verdict, members)
         self.last_sample, self.members, self.desired = sample, members, d.target
         self.decisions[d.action] = self.decisions.get(d.action, 0) + 1
+        self.limit = self._limit(now)
         await self._record(sample, d)
         if d.action == "hold":
             return d
         self.last_change_at = now
         log.warning("%s to %d: %s", d.action, d.target, d.reason)
         done = await asyncio.to_thread(self.backend.scale_to, d.target)
-        await self.store.add_event({
-            "at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-            "action": d.action,
-            "reason": f"{d.reason}; {self.backend.name}: {done}",
-            "matchers": d.target,
-        })
+        await self._event(d.action, f"{d.reason}; {self.backend.name}: {done}", d.target)
         return d
+
+    async def _verdict(self, v: relief.Verdict, members: int) -> None:
+        self.checks[v.outcome] = self.checks.get(v.outcome, 0) + 1
+        action = {"not_relieved": "scale_out_stopped"}.get(v.outcome, f"scale_out_{v.outcome}")
+        (log.warning if v.outcome == "not_relieved" else log.info)("%s: %s", action, v.reason)
+        await self._event(action, v.reason, members, **({"limit": v.limit} if v.limit else {}))
+
+    def _limit(self, now: float) -> str | None:
+        """What limits the rate now: the stop's limit while scale-outs are stopped, else what
+        the last window shows."""
+        if isinstance(self.check, relief.Stop):
+            return self.check.limit
+        win = [s for s in self.history if s.at >= now - self.config.window_s]
+        return relief.bottleneck(win, self.config) if len(win) >= 3 else None
+
+    async def _event(self, action: str, reason: str, matchers: int, **extra) -> None:
+        await self.store.add_event({"at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                                    "action": action, "reason": reason, "matchers": matchers, **extra})
 
     async def _record(self, sample: LoadSample, d: Decision) -> None:
         """This step in the cluster's time series (/v1/stats): the value acted on, the
@@ -102,7 +129,8 @@ class Autoscaler:
             log.warning("could not record the autoscaler's step: %r", exc)
 
     async def sample(self, now: float) -> LoadSample | None:
-        """Demand Σ λ/μ and queued messages over the table's owners (from their Report RPC)."""
+        """Demand Σ λ/μ and queued messages over the table's owners (from their Report RPC),
+        with the rest of the cluster's signals (autoscaler/signals.py)."""
         raw = await self.store.get_table()
         if not raw:
             return None
@@ -119,7 +147,10 @@ class Autoscaler:
                 queued += d.q
         if not seen:
             return None
-        return LoadSample(now, seen, demand, queued)
+        sig = await self.signals.read()
+        return LoadSample(now, seen, demand, queued, accepted=sig.accepted, p50_s=sig.p50_s,
+                          dispatcher_cpu=sig.dispatcher_cpu, store_cpu=sig.store_cpu,
+                          store_errors=sig.store_errors, host_cpu=sig.host_cpu)
 
     async def _report(self, addr: str) -> pb.ReportReply:
         ch = self._channels.get(addr)

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import platform
 import socket
+import time
 from importlib.metadata import PackageNotFoundError, version
 
 import uvicorn
@@ -105,3 +106,16 @@ class _LoopServer(uvicorn.Server):
 async def serve_metrics(host: str, port: int, registry: CollectorRegistry) -> MetricsServer:
     """A started MetricsServer; MetricsBindError when the port cannot be had."""
     return await MetricsServer(host, port, registry).start()
+
+
+class CpuMeter:
+    """CPU time over wall time since the last reading: the fraction of one core used (a matcher's
+    stats entry, a dispatcher's heartbeat; the autoscaler reads both)."""
+
+    def __init__(self) -> None:
+        self._at = (time.monotonic(), time.process_time())
+
+    def read(self) -> float | None:
+        wall, cpu = time.monotonic(), time.process_time()
+        (w0, c0), self._at = self._at, (wall, cpu)
+        return round((cpu - c0) / (wall - w0), 4) if wall > w0 else None

@@ -22,6 +22,7 @@ from bluedove.settings import DispatcherSettings
 from bluedove.space import Space
 from bluedove.store import Store
 from bluedove.store.store import StoreLimits
+from bluedove.telemetry import CpuMeter
 from bluedove.v1 import matcher_pb2 as pb
 from dispatcher.cluster import ClusterView
 from dispatcher.errors import HTTP_HEADERS, STORE_ERRORS, as_api_error, http_status
@@ -81,11 +82,12 @@ class Dispatcher:
             await asyncio.to_thread(self.sampler.stop)
 
     async def _register(self, address: str) -> None:
+        cpu = CpuMeter()  # its CPU in the heartbeat: the autoscaler names the dispatchers as the limit by it
         while True:
             try:
                 table = self.cluster.table
                 await self.store.register_dispatcher(self.s.id, address, epoch=table.epoch if table else 0,
-                                                     adopted_at=self.cluster.adopted_at)
+                                                     adopted_at=self.cluster.adopted_at, cpu=cpu.read())
             except Exception:  # noqa: BLE001 - the store may be briefly away
                 log.warning("could not register in the store")
             await asyncio.sleep(3)

@@ -141,11 +141,14 @@ def plot_elastic(result: dict, path: str) -> None:
     a3.set_ylabel("matchers")
     a3.set_xlabel("seconds")
     for e in result["events"]:
-        color = {"split": "tab:green", "merge": "tab:orange"}.get(e["action"])
+        color = {"split": "tab:green", "merge": "tab:orange", "scale_out_stopped": "tab:red",
+                 "scale_out_resumed": "tab:purple"}.get(e["action"])
         if color:
             for ax in (a1, a2, a3):
-                ax.axvline(e["t"], color=color, alpha=0.4, linestyle="--")
-    fig.suptitle("bluedove bench elastic (the paper's Fig. 9): green = join/split, orange = leave/merge")
+                ax.axvline(e["t"], color=color, alpha=0.4 if e["action"] in ("split", "merge") else 0.8,
+                           linestyle="--" if e["action"] in ("split", "merge") else "-")
+    fig.suptitle("bluedove bench elastic (the paper's Fig. 9): green = join/split, orange = leave/merge,\n"
+                 "red = scale-outs stopped (the last relieved nothing), purple = resumed", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

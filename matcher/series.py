@@ -11,6 +11,7 @@ import time
 
 from bluedove import timeseries as ts
 from bluedove.store.series import Recorder, put_matcher_stats
+from bluedove.telemetry import CpuMeter
 
 log = logging.getLogger("bluedove.matcher")
 
@@ -24,18 +25,6 @@ def rss_bytes() -> int | None:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
-
-
-class CpuMeter:
-    """CPU time over wall time since the last reading: the fraction of one core used."""
-
-    def __init__(self) -> None:
-        self._at = (time.monotonic(), time.process_time())
-
-    def read(self) -> float | None:
-        wall, cpu = time.monotonic(), time.process_time()
-        (w0, c0), self._at = self._at, (wall, cpu)
-        return round((cpu - c0) / (wall - w0), 4) if wall > w0 else None
 
 
 def coverage(m) -> dict[str, dict[str, int]]:

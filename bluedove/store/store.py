@@ -442,10 +442,11 @@ class Store:
         return [json.loads(e) for e in reversed(await self.r.lrange(K.EVENTS, 0, limit - 1))]
 
     async def register_dispatcher(self, disp_id: str, address: str, ttl_s: int = 10, epoch: int = 0,
-                                  adopted_at: float | None = None) -> None:
+                                  adopted_at: float | None = None, cpu: float | None = None) -> None:
         """A dispatcher's heartbeat: its address, the table epoch it uses and when (Unix time) it
-        adopted that table; it is dropped unless refreshed within `ttl_s`."""
-        entry = {"id": disp_id, "address": address, "epoch": epoch, "adopted_at": adopted_at,
+        adopted that table, and its CPU since the last heartbeat (fraction of one core; the
+        autoscaler reads it); it is dropped unless refreshed within `ttl_s`."""
+        entry = {"id": disp_id, "address": address, "epoch": epoch, "adopted_at": adopted_at, "cpu": cpu,
                  "expires": time.time() + ttl_s}
         await self.r.hset(K.DISPATCHERS, disp_id, json.dumps(entry))
 

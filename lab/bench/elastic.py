@@ -72,8 +72,10 @@ async def run_elastic(args) -> dict:
     config = ScalingConfig(min_matchers=args.min_matchers, max_matchers=args.max_matchers, window_s=5.0,
                            out_cooldown_s=8.0, in_window_s=20.0, in_cooldown_s=10.0)
     with tempfile.TemporaryDirectory(prefix="bluedove-elastic-") as tmp:
-        cluster = LocalCluster(matchers=args.min_matchers, http_port=0, data_dir=tmp, quiet=True, restart=False,
-                               matcher_env={"BLUEDOVE_HANDOFF_GRACE_S": "5"}, deliver=args.deliver).start()
+        # Off the event loop: start() runs its own (asyncio.run) to write the first table.
+        cluster = await asyncio.to_thread(LocalCluster(
+            matchers=args.min_matchers, http_port=0, data_dir=tmp, quiet=True, restart=False,
+            matcher_env={"BLUEDOVE_HANDOFF_GRACE_S": "5"}, deliver=args.deliver).start)
         store = Store(cluster.store_url)
         transport = pool(cluster.url, 64, timeout_s=60)
         scaler = None

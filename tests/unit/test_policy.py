@@ -1,6 +1,9 @@
 """The scaling policy as tables of load histories and the decisions they must give."""
 
 import random
+import re
+from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +77,12 @@ def test_a_rise_then_a_fall_scales_out_then_back_in_one_at_a_time():
     assert ins and all(b[0] - a[0] >= C.in_cooldown_s for a, b in zip(ins, ins[1:]))
     assert [a[2] for a in ins] == list(range(4, 4 - len(ins), -1))
     assert isinstance(plan(loads, members, 400.0, last, C), Decision)
+
+
+def test_every_setting_is_in_the_operations_table_with_its_default():
+    """docs/operations.md, "The autoscaler": one row per ScalingConfig field (BLUEDOVE_<FIELD>)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    for f in fields(ScalingConfig):
+        row = re.search(rf"^\| `BLUEDOVE_{f.name.upper()}` \| ([^|]+) \|", text, re.M)
+        assert row, f"docs/operations.md: no row for BLUEDOVE_{f.name.upper()}"
+        assert float(row.group(1)) == float(f.default), (f.name, row.group(1), f.default)
