@@ -7,7 +7,8 @@ in its payload. Per load level: publish → delivered percentiles, and where the
   publish → accepted   the publisher's request reaching the dispatcher (its `published_at`)
   accepted → stored    forwarding, matching and the store write (Redis's entry time, ±0.5 ms)
   stored → answered    the long-poll's wake-up and its answer read by the subscriber
-    of which waited    stored before the subscriber's next poll was sent (the client's loop)
+    of which waited    stored while the subscriber had no poll open: its previous one had
+                       answered, the next was not sent yet (the client's loop)
   decode               the subscriber's JSON decode (the client)
 First a low-load level of single `POST /v1/messages` calls gives the publish call's own time.
 Every level checks delivery against the brute-force oracle: each expected (queue, message)
@@ -172,7 +173,7 @@ def figures(got: list[Received], sends: list[tuple], expected: Counter, grpc: bo
     timed = [g for g in got if g.k not in warm and (g.queue, g.k) in expected]
     stored = np.array([g.stored_ms * 1_000_000 + 500_000 for g in timed], dtype=np.int64)
     col = {f: np.array([getattr(g, f) for g in timed], dtype=np.int64)
-           for f in ("sent", "accepted", "issued", "answered", "decoded")}
+           for f in ("sent", "accepted", "issued", "before", "answered", "decoded")}
     publish = [t1 - t0 for k, n, t0, t1, w in sends if t1 and not w]
     return {
         "expected": sum(expected.values()), "received": len(seen),
@@ -186,8 +187,9 @@ def figures(got: list[Received], sends: list[tuple], expected: Counter, grpc: bo
             "publish_to_accepted": pct(col["accepted"] - col["sent"]),
             "accepted_to_stored": pct(stored - col["accepted"]),
             "stored_to_answered": pct(col["answered"] - stored),
-            # the client's share: stored while the subscriber had no poll open, and its decode
-            "waited_for_client": None if grpc else pct(np.maximum(col["issued"] - stored, 0)),
+            # the client's share: stored while the subscriber had no poll open (after its previous
+            # poll answered, before it sent the next), and its decode
+            "waited_for_client": None if grpc else pct(np.maximum(col["issued"] - np.maximum(stored, col["before"]), 0)),
             "client_decode": None if grpc else pct(col["decoded"] - col["answered"]),
         },
         "poll_gap": None if grpc else pct(gaps, (50, 99)),

@@ -96,6 +96,7 @@ class Received:
     accepted: int  # the dispatcher's published_at
     stored_ms: int  # Redis's stream entry time (ms)
     issued: int  # the poll that brought it was sent (REST); the stream's previous message (gRPC)
+    before: int  # the subscriber's previous poll answered (REST; 0: none); = issued (gRPC)
     answered: int  # the poll's answer was read whole (REST); the message came off the stream (gRPC)
     decoded: int  # its JSON decoded
 
@@ -146,7 +147,7 @@ class Subscribers:
     def _failed(self, exc: Exception) -> None:
         self.errors[type(exc).__name__] = self.errors.get(type(exc).__name__, 0) + 1
 
-    def _keep(self, i: int, msgs: list[dict], issued: int, answered: int, decoded: int) -> None:
+    def _keep(self, i: int, msgs: list[dict], before: int, issued: int, answered: int, decoded: int) -> None:
         if msgs:
             self.last_delivery = time.monotonic()
         for m in msgs:
@@ -155,7 +156,7 @@ class Subscribers:
                 continue  # the saturation search's
             at = datetime.fromisoformat(m["published_at"].replace("Z", "+00:00"))
             self.got.append(Received(i, p["k"], p["t"], round(at.timestamp() * 1e6) * 1000,
-                                     int(m["receipt"].split("-")[0]), issued, answered, decoded))
+                                     int(m["receipt"].split("-")[0]), issued, before, answered, decoded))
 
     def _ack(self, acks: AsyncHttpTransport, q: str, token: str, msgs: list[dict]) -> None:
         async def ack() -> None:
@@ -171,7 +172,7 @@ class Subscribers:
         params = {"max": POLL_MAX, "wait": LISTEN_WAIT_S}
         answered = 0
         while True:
-            issued = time.time_ns()
+            issued, before = time.time_ns(), answered
             if answered:
                 self.gaps_ns.append(issued - answered)
             try:
@@ -183,7 +184,7 @@ class Subscribers:
                 answered = 0
                 await asyncio.sleep(0.2)
                 continue
-            self._keep(i, msgs, issued, answered, time.time_ns())
+            self._keep(i, msgs, before, issued, answered, time.time_ns())
             if msgs:
                 self._ack(acks, q, token, msgs)
 
@@ -193,7 +194,7 @@ class Subscribers:
                 prev = time.time_ns()
                 async for m in t.listen(q, token, POLL_MAX):  # the SDK decodes each message
                     now = time.time_ns()
-                    self._keep(i, [m], prev, now, now)
+                    self._keep(i, [m], prev, prev, now, now)
                     self._ack(acks, q, token, [m])
                     prev = now
             except BlueDoveError as exc:

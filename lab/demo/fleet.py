@@ -67,6 +67,7 @@ class Ledger:
         self.from_stored: list[float] = []  # stored -> the poller has it: the long-poll's wake-up and answer
         self.client_wait: list[float] = []  # ... of which stored while the poller had no poll open
         self.last_answer: dict[int, float] = {}  # driver -> when its previous poll answered
+        self.last_sent: dict[int, float] = {}  # driver -> when its latest poll was sent
         self.published = 0
         self.failed: set[str] = set()
         self.poll_errors: dict[str, int] = {}  # exception name -> polls or acks it spoiled
@@ -81,9 +82,9 @@ class Ledger:
                 self.expected[key] = self.expected.get(key, frozenset()) | {self.sub_ids[j]}
 
     def receive(self, driver: int, messages: list[dict], now: float) -> None:
-        # The poll that brought these was sent after the previous one answered: a delivery
-        # stored before then waited for the poller, not for the service.
-        previous = self.last_answer.get(driver)
+        # A delivery stored after the previous poll answered and before this one was sent
+        # waited for the poller (its loop, an ack), not for the service.
+        previous, sent = self.last_answer.get(driver), self.last_sent.get(driver)
         self.last_answer[driver] = now
         for m in messages:
             key = (driver, m["id"])
@@ -97,7 +98,8 @@ class Ledger:
             self.latencies.append(now - published)
             self.to_stored.append(stored - published)
             self.from_stored.append(now - stored)
-            self.client_wait.append(max(0.0, previous - stored) if previous is not None else 0.0)
+            waited = sent - max(stored, previous) if sent is not None and previous is not None else 0.0
+            self.client_wait.append(max(0.0, waited))
 
     @property
     def delivered(self) -> int:
@@ -135,7 +137,10 @@ def running_pollers(url: str, drivers: list[Driver], ledger: Ledger):
     def failed(exc: Exception) -> None:
         ledger.poll_errors[type(exc).__name__] = ledger.poll_errors.get(type(exc).__name__, 0) + 1
 
-    return reading(url, drivers, received, failed, min_gap_s=0.0)
+    def polling(i: int) -> None:
+        ledger.last_sent[i] = time.time()
+
+    return reading(url, drivers, received, failed, min_gap_s=0.0, polling=polling)
 
 
 def message_bodies(points: np.ndarray, ids: list[str], names: tuple[str, ...]) -> list[dict]:
