@@ -104,8 +104,9 @@ class Bench:
         self.subs: Subscribers | None = None
 
     async def saturation(self) -> tuple[float, list[dict]]:
-        """`bench e2e`'s step rule (batches of 200 from 2 publisher processes) with the subscribers
-        draining: the highest rate achieved without saturating."""
+        """`bench e2e`'s step rule (batches of 200 from 2 publisher processes; up by --factor, down
+        while even the first step saturates) with the subscribers draining: the highest rate
+        achieved without saturating (the lowest achieved if every step saturated)."""
         a = self.args
         bodies = batch_bodies(self.w, 40, 200, a.seed)
         rate, steps = a.start_rate, []
@@ -114,11 +115,13 @@ class Bench:
             steps.append(s)
             print(f"latency: offered {s['offered']:,} msg/s -> {s['achieved']:,}"
                   f"{'  SATURATED' if s['saturated'] else ''}", file=sys.stderr, flush=True)
-            if s["saturated"]:
-                break
-            rate *= a.factor
+            if s["saturated"] and any(not x["saturated"] for x in steps):
+                break  # the edge, from below
+            if not s["saturated"] and steps[0]["saturated"]:
+                break  # the edge, from above
+            rate = rate / a.factor if s["saturated"] else rate * a.factor  # down while even the first saturates
         ok = [s["achieved"] for s in steps if not s["saturated"]]
-        return float(max(ok, default=steps[-1]["achieved"] * 0.8)), steps
+        return float(max(ok, default=min(s["achieved"] for s in steps))), steps
 
     async def settle(self, limit_s: float = SETTLE_S) -> None:
         """Until no delivery for a second (the queues are empty), at most `limit_s`."""

@@ -121,14 +121,12 @@ class Subscribers:
         tasks: list[asyncio.Task] = []
         transports: list = []
         try:
-            acks = pool(self.url, 16)
-            transports.append(acks)
             per = STREAMS_PER_CHANNEL if self.grpc_url else LISTENERS_PER_POOL
             for i, (q, token) in enumerate(self.queues):
                 if i % per == 0:
                     transports.append(self._transport(per))
                 read = self._stream if self.grpc_url else self._long_poll
-                tasks.append(asyncio.create_task(read(transports[-1], acks, i, q, token)))
+                tasks.append(asyncio.create_task(read(transports[-1], i, q, token)))
             await asyncio.gather(*tasks)
         finally:
             for t in tasks:
@@ -142,7 +140,9 @@ class Subscribers:
             from bluedove.client.grpc_transport import AsyncGrpcTransport
 
             return AsyncGrpcTransport(self.grpc_url, 30.0)
-        return pool(self.url, per + 1, timeout_s=30.0)
+        # a connection per long-poll, as many for acks: one pool of 16 for every subscriber's
+        # acks spent the bench's core in httpcore's search of its queued requests (1,000 queues)
+        return pool(self.url, 2 * per, timeout_s=30.0)
 
     def _failed(self, exc: Exception) -> None:
         self.errors[type(exc).__name__] = self.errors.get(type(exc).__name__, 0) + 1
@@ -158,7 +158,7 @@ class Subscribers:
             self.got.append(Received(i, p["k"], p["t"], round(at.timestamp() * 1e6) * 1000,
                                      int(m["receipt"].split("-")[0]), issued, before, answered, decoded))
 
-    def _ack(self, acks: AsyncHttpTransport, q: str, token: str, msgs: list[dict]) -> None:
+    def _ack(self, acks, q: str, token: str, msgs: list[dict]) -> None:
         async def ack() -> None:
             try:
                 await acks.ack(q, token, [m["receipt"] for m in msgs])
@@ -167,7 +167,7 @@ class Subscribers:
 
         asyncio.get_running_loop().create_task(ack())
 
-    async def _long_poll(self, t: AsyncHttpTransport, acks: AsyncHttpTransport, i: int, q: str, token: str) -> None:
+    async def _long_poll(self, t: AsyncHttpTransport, i: int, q: str, token: str) -> None:
         path, auth = f"/v1/queues/{q}/messages", {"Authorization": f"Bearer {token}"}
         params = {"max": POLL_MAX, "wait": LISTEN_WAIT_S}
         answered = 0
@@ -186,16 +186,16 @@ class Subscribers:
                 continue
             self._keep(i, msgs, before, issued, answered, time.time_ns())
             if msgs:
-                self._ack(acks, q, token, msgs)
+                self._ack(t, q, token, msgs)
 
-    async def _stream(self, t, acks: AsyncHttpTransport, i: int, q: str, token: str) -> None:
+    async def _stream(self, t, i: int, q: str, token: str) -> None:
         while True:
             try:
                 prev = time.time_ns()
                 async for m in t.listen(q, token, POLL_MAX):  # the SDK decodes each message
                     now = time.time_ns()
                     self._keep(i, [m], prev, prev, now, now)
-                    self._ack(acks, q, token, [m])
+                    self._ack(t, q, token, [m])
                     prev = now
             except BlueDoveError as exc:
                 self._failed(exc)
