@@ -74,10 +74,14 @@ async def _ack_pending(transport: AsyncHttpTransport, box: Inbox, now: float) ->
 
 async def read(transport: AsyncHttpTransport, boxes: list[Inbox], mine: list[int],
                received: Callable[[int, list[dict]], None], failed: Callable[[Exception], None],
-               clock: Clock = REAL) -> None:
+               clock: Clock = REAL, min_gap_s: float = MIN_POLL_GAP_S,
+               polling: Callable[[int], None] | None = None) -> None:
     """Serve the inboxes `mine` until cancelled: poll (a long-poll when alone, waking in time to
     ack what is pending), hand each poll's deliveries to `received(index, deliveries)`, ack in
-    batches; a failed request goes to `failed` and is retried half a second later."""
+    batches; a failed request goes to `failed` and is retried half a second later. After a
+    poll that brought something, the next waits until `min_gap_s` after it began (0: at once,
+    a long-poll always open, as a latency-minded subscriber keeps one). `polling(index)`, if
+    given, is called as each poll is sent."""
     alone = len(mine) == 1
     while True:
         started = clock.now()
@@ -88,6 +92,8 @@ async def read(transport: AsyncHttpTransport, boxes: list[Inbox], mine: list[int
                 if box.pending_acks and (started - box.last_ack >= ACK_EVERY_S or len(box.pending_acks) >= 500):
                     await _ack_pending(transport, box, started)
                 wait = (ACK_EVERY_S if box.pending_acks else LONG_POLL_S) if alone else 0.0
+                if polling is not None:
+                    polling(i)
                 msgs = await transport.poll(box.queue, box.token, POLL_MAX, wait)
                 received(i, msgs)
                 got += len(msgs)
@@ -96,7 +102,7 @@ async def read(transport: AsyncHttpTransport, boxes: list[Inbox], mine: list[int
                 failed(exc)
                 await clock.sleep(0.5)  # the cluster is busy or a process restarts: retry
         if got:
-            await clock.sleep(max(0.0, started + MIN_POLL_GAP_S - clock.now()))
+            await clock.sleep(max(0.0, started + min_gap_s - clock.now()))
         elif not alone:
             await clock.sleep(max(0.0, started + IDLE_ROUND_S - clock.now()))
 
@@ -104,9 +110,10 @@ async def read(transport: AsyncHttpTransport, boxes: list[Inbox], mine: list[int
 @asynccontextmanager
 async def reading(url: str, boxes: list[Inbox], received: Callable[[int, list[dict]], None],
                   failed: Callable[[Exception], None], transport: httpx.AsyncBaseTransport | None = None,
-                  clock: Clock = REAL) -> AsyncIterator[list[asyncio.Task]]:
+                  clock: Clock = REAL, min_gap_s: float = MIN_POLL_GAP_S,
+                  polling: Callable[[int], None] | None = None) -> AsyncIterator[list[asyncio.Task]]:
     """Reader tasks for every inbox (at most MAX_READERS, in pools of READERS_PER_POOL) while
-    the block runs; cancelled and their connections closed after it."""
+    the block runs (`read`'s `min_gap_s` and `polling`); cancelled and their connections closed after it."""
     n = min(len(boxes), MAX_READERS)
     pools: list[AsyncHttpTransport] = []
     tasks: list[asyncio.Task] = []
@@ -115,7 +122,7 @@ async def reading(url: str, boxes: list[Inbox], received: Callable[[int, list[di
             if k % READERS_PER_POOL == 0:
                 pools.append(pool(url, READERS_PER_POOL + 1, transport, timeout_s=LONG_POLL_S + 20))
             mine = list(range(k, len(boxes), n))
-            tasks.append(asyncio.create_task(read(pools[-1], boxes, mine, received, failed, clock), name=f"reader{k}"))
+            tasks.append(asyncio.create_task(read(pools[-1], boxes, mine, received, failed, clock, min_gap_s, polling), name=f"reader{k}"))
         yield tasks
     finally:
         for t in tasks:

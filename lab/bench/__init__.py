@@ -19,6 +19,7 @@ BENCHES = {
     "delivery": "deliveries/s written and drained on a local cluster",
     "publish": "publish throughput: gRPC stream vs REST batches vs single REST calls",
     "spread": "takeover → every dispatcher using the new table, on real processes",
+    "latency": "publish -> delivered to waiting subscribers, per load level, and where the time goes",
     "seed": "the Spark job's seed against equal widths: balance, simulated and real saturation, risk",
     "subscribe": "subscriptions/s and latency: concurrent and sequential single calls, and :batch",
 }

@@ -113,6 +113,13 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f}ms"
 
 
+def _pcts(seconds: list[float]) -> str:
+    """p50 / p95 / p99 in ms, one decimal (a store time is known to the millisecond)."""
+    if not seconds:
+        return "-"
+    return " / ".join(f"{x * 1000:.1f}ms" for x in np.percentile(seconds, [50, 95, 99]))
+
+
 async def _main(cluster: LocalCluster, w, args: argparse.Namespace) -> tuple[Comparison, Ledger, Progress]:
     """Run the fleet; SIGINT or SIGTERM cancels it, so every `finally` closes its connections."""
     loop = asyncio.get_running_loop()
@@ -180,6 +187,9 @@ def _summary(c: Comparison, ledger: Ledger, progress: Progress, planned: int) ->
         ("wrong subscription lists", str(len(c.wrong_subscriptions))),
         ("failed polls or acks", ", ".join(f"{n} {k}" for k, n in ledger.poll_errors.items()) or "0"),
         ("latency p50/p95/p99/max", " / ".join(_ms(x) for x in (p50, p95, p99, lat.max())) + "  (published_at→poller)"),
+        ("  published→stored", _pcts(ledger.to_stored) + "  (the service: forward, match, store write)"),
+        ("  stored→poller", _pcts(ledger.from_stored) + "  (the long-poll's wake-up and answer)"),
+        ("    waited for the poller", _pcts(ledger.client_wait) + "  (the client's share: stored between its polls)"),
     ]
     out = ["", "summary"] + [f"  {k:<26}{v}" for k, v in rows]
     out += ["", f"  {'matcher':<9}{'subscriptions':>14}{'messages':>10}{'peak q':>8}"]

@@ -61,7 +61,13 @@ class Ledger:
         self.expected: dict[tuple[int, str], frozenset[str]] = {}
         self.seen: dict[tuple[int, str], int] = {}
         self.seen_subs: dict[tuple[int, str], frozenset[str]] = {}
-        self.latencies: list[float] = []
+        self.latencies: list[float] = []  # published_at -> the poller has it (s)
+        # ... split at the delivery's store time (its receipt, a Redis stream entry id: ms):
+        self.to_stored: list[float] = []  # published_at -> stored: the service (forward, match, write)
+        self.from_stored: list[float] = []  # stored -> the poller has it: the long-poll's wake-up and answer
+        self.client_wait: list[float] = []  # ... of which stored while the poller had no poll open
+        self.last_answer: dict[int, float] = {}  # driver -> when its previous poll answered
+        self.last_sent: dict[int, float] = {}  # driver -> when its latest poll was sent
         self.published = 0
         self.failed: set[str] = set()
         self.poll_errors: dict[str, int] = {}  # exception name -> polls or acks it spoiled
@@ -76,14 +82,24 @@ class Ledger:
                 self.expected[key] = self.expected.get(key, frozenset()) | {self.sub_ids[j]}
 
     def receive(self, driver: int, messages: list[dict], now: float) -> None:
+        # A delivery stored after the previous poll answered and before this one was sent
+        # waited for the poller (its loop, an ack), not for the service.
+        previous, sent = self.last_answer.get(driver), self.last_sent.get(driver)
+        self.last_answer[driver] = now
         for m in messages:
             key = (driver, m["id"])
             self.seen[key] = self.seen.get(key, 0) + 1
             self.seen_subs[key] = frozenset(m.get("subscriptions", ()))
             try:
-                self.latencies.append(now - datetime.fromisoformat(m["published_at"]).timestamp())
-            except (KeyError, TypeError, ValueError):
-                pass
+                published = datetime.fromisoformat(m["published_at"]).timestamp()
+                stored = (int(m["receipt"].split("-")[0]) + 0.5) / 1000  # to the ms
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+            self.latencies.append(now - published)
+            self.to_stored.append(stored - published)
+            self.from_stored.append(now - stored)
+            waited = sent - max(stored, previous) if sent is not None and previous is not None else 0.0
+            self.client_wait.append(max(0.0, waited))
 
     @property
     def delivered(self) -> int:
@@ -111,7 +127,9 @@ async def create_drivers(transport: AsyncHttpTransport, ledger: Ledger) -> list[
 
 
 def running_pollers(url: str, drivers: list[Driver], ledger: Ledger):
-    """Readers for every driver while the block runs (lab.readers.reading), recording into the ledger."""
+    """Readers for every driver while the block runs (lab.readers.reading), recording into the
+    ledger; each keeps a long-poll open (a new one as soon as the last answered), so that the
+    latency shown is the service's, not a pause of the poller's own."""
 
     def received(i: int, msgs: list[dict]) -> None:
         ledger.receive(i, msgs, time.time())
@@ -119,7 +137,10 @@ def running_pollers(url: str, drivers: list[Driver], ledger: Ledger):
     def failed(exc: Exception) -> None:
         ledger.poll_errors[type(exc).__name__] = ledger.poll_errors.get(type(exc).__name__, 0) + 1
 
-    return reading(url, drivers, received, failed)
+    def polling(i: int) -> None:
+        ledger.last_sent[i] = time.time()
+
+    return reading(url, drivers, received, failed, min_gap_s=0.0, polling=polling)
 
 
 def message_bodies(points: np.ndarray, ids: list[str], names: tuple[str, ...]) -> list[dict]:

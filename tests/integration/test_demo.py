@@ -43,6 +43,9 @@ def test_demo_delivers_exactly_and_leaves_nothing_behind():
     for name in ("missing", "duplicates", "unexpected", "wrong subscription lists", "publishes failed"):
         assert _field(out, name) == 0, name
     assert re.search(r"latency p50/p95/p99/max\s+\d+ms / \d+ms / \d+ms / \d+ms", out), out
+    # the latency split at the store write, the client's share named apart
+    for stage in ("published→stored", "stored→poller", "waited for the poller"):
+        assert re.search(rf"^\s+{stage}\s+-?[\d.]+ms / -?[\d.]+ms / -?[\d.]+ms", out, re.MULTILINE), out
     assert len(re.findall(r"^\s+m\d+\s+\d+\s+\d+\s+\d+$", out, re.MULTILINE)) == 4, out  # per-matcher rows
 
     started = re.search(r"^processes: (.*)$", out, re.MULTILINE)
