@@ -13,10 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
+from bluedove.forward_wire import Part, encode_part
 from bluedove.store import keys as K
 from bluedove.store.store import Store
 from matcher.index import SubscriptionSet
-from matcher.queues import MatcherQueue, Part
+from matcher.queues import MatcherQueue
 from matcher.stats import WindowStats
 
 pytestmark = pytest.mark.integration
@@ -72,9 +73,13 @@ async def setup(redis_clean_url):
     await store.close()
 
 
-def request(n: int, start: int, x0: float, dim: int = 0, x1: float = 5.0) -> list[Part]:
-    ids = [f"m{start + i}" for i in range(n)]
-    return [Part(dim, ids, [json.dumps({"id": i}).encode() for i in ids], np.array([[x0, x1]] * n), [60] * n)]
+def request(n: int, start: int, x0: float, dim: int = 0, x1: float = 5.0, client: bool = True) -> list[Part]:
+    """One part of n messages m<start>..., as the matcher reads a dispatcher's packed part;
+    `client`: the publisher chose the ids."""
+    ids = [f"m{start + i}".encode() for i in range(n)]
+    wire = encode_part(dim, np.array([[x0, x1]] * n), ids, [json.dumps({"id": i.decode()}).encode() for i in ids],
+                       np.full(n, client))
+    return [Part.from_packed(wire, 2)]
 
 
 async def test_every_request_is_answered_and_every_delivery_written_once(setup):
@@ -85,7 +90,7 @@ async def test_every_request_is_answered_and_every_delivery_written_once(setup):
     assert len(dq) == 0
     got = {q: await store.poll(q, 1000, 0) for q, _ in queues}
     ids = sorted(m["id"] for msgs in got.values() for m in msgs)
-    assert ids == sorted(i for r in reqs for i in r[0].ids)  # each message once, into its one queue
+    assert ids == sorted(r[0].id(k) for r in reqs for k in range(r[0].n))  # each message once, into its one queue
     for j, (q, _) in enumerate(queues):
         assert all(int(m["id"][1:]) // 10 % 3 == j for m in got[q])
     # The same messages again (a dispatcher's retry): nothing new is written.
@@ -156,10 +161,8 @@ async def test_arrivals_queue_lengths_and_matching_work_are_kept_per_dimension(s
 async def test_a_dispatcher_made_id_is_marked_only_when_it_has_deliveries(setup):
     store, dq, queues = setup
     # x0 = 1500 matches nothing; x0 = 50 is queue 0's
-    none = request(2, 0, 1500.0)
-    some = request(2, 10, 50.0)
-    for p in none + some:
-        p.client_ids = [False] * len(p.ids)
+    none = request(2, 0, 1500.0, client=False)
+    some = request(2, 10, 50.0, client=False)
     res = await dq.submit(none + some)
     assert res.matched == 2 and res.fresh == 2 and res.delivered == 2
     q0 = queues[0][0]
@@ -167,7 +170,6 @@ async def test_a_dispatcher_made_id_is_marked_only_when_it_has_deliveries(setup)
     assert [await store.r.exists(k) for k in marks] == [0, 0, 0, 0, 1, 1]  # only the deliveries' marks
     # A publisher's own id is marked for the whole window even when it matches nothing.
     chosen = request(1, 20, 1500.0)
-    chosen[0].client_ids = [True]
     assert (await dq.submit(chosen)).fresh == 1 and await store.r.exists(K.message_mark("m20")) == 1
     # The retry of a marked message writes nothing again.
     assert (await dq.submit(some)).fresh == 0
