@@ -87,7 +87,8 @@ class LocalCluster:
                  matcher_env: dict | None = None, quiet: bool = False, deliver: str = "store",
                  partition: str | None = None, matcher_ids: list[str] | None = None,
                  sample_rate: float = 0.0, sample_dir: str | Path | None = None,
-                 seed: dict | None = None, store_cluster: int | None = None) -> None:
+                 seed: dict | None = None, store_cluster: int | None = None,
+                 matcher_net: dict[str, tuple[str, list[str]]] | None = None) -> None:
         if store is not None and store_cluster is not None:
             raise ValueError("store and store_cluster exclude each other: one names a running store, "
                              "the other starts one")
@@ -95,6 +96,9 @@ class LocalCluster:
         # The matchers' ids (None: m1..mN); a test names them as a StatefulSet names its pods.
         self.matcher_ids = matcher_ids
         self.seed = seed  # the first table's layout (bluedove/seeding.py); None: equal widths
+        # Matchers on their own network: {id: (the host it binds and is reached at, the command
+        # prefix that runs it there, e.g. `ip netns exec NS`)} — the fault bench's partitions.
+        self.matcher_net = matcher_net or {}
         self.n_dispatchers = dispatchers
         self.http_port = http_port or free_port()
         self.grpc_port = grpc_port or free_port()  # one port for every dispatcher
@@ -159,8 +163,8 @@ class LocalCluster:
                 # A matcher beyond the owners joins by split: it meets them at their new addresses.
                 joins = [] if m in self.table.members else [x for a in owners for x in ("--join", a)]
                 self.metrics_ports[m] = free_port()
-                self.children.append(Child("matcher", m, cmd + [
-                    "matcher", "--id", m, "--host", self.host, "--port", port, "--store", self.store_url,
+                self.children.append(Child("matcher", m, self.matcher_net.get(m, ("", []))[1] + cmd + [
+                    "matcher", "--id", m, "--host", self.matcher_host(m), "--port", port, "--store", self.store_url,
                     "--deliver", self.deliver, "--partition", self.partition, *space_args, *joins,
                     "--metrics-port", str(self.metrics_ports[m]),
                 ], logs / f"{m}.log", extra_env=self.matcher_env))
@@ -181,6 +185,9 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def matcher_host(self, m: str) -> str:
+        return self.matcher_net[m][0] if m in self.matcher_net else self.host
 
     def start_store(self) -> str:
         """The store's URL; starts the private one first unless `store` named one (or it runs)."""
@@ -228,7 +235,7 @@ class LocalCluster:
         keeps it: its owners start again, on new ports they register themselves, and matchers
         beyond them (up to --matchers) join by split."""
         ids = self.matcher_ids or [f"m{i + 1}" for i in range(self.n_matchers)]
-        members = {m: f"{self.host}:{free_port()}" for m in ids}
+        members = {m: f"{self.matcher_host(m)}:{free_port()}" for m in ids}
 
         async def run() -> tuple[SegmentTable, bool]:
             store = Store(self.store_url)
