@@ -15,6 +15,7 @@ from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 422,
     grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
     grpc.StatusCode.NOT_FOUND: 404,
     grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
     grpc.StatusCode.UNAVAILABLE: 503,
