@@ -11,7 +11,7 @@ import sys
 import time
 from importlib.metadata import entry_points
 
-from bluedove.cli.keys_cmd import add_auth_flag
+from bluedove.cli.keys_cmd import add_auth_flag, print_auth
 from bluedove.forwarding import POLICIES
 from bluedove.local.flags import PARTITION_HELP, add_cluster_flags, store_flags_problem
 from bluedove.partitioning import MODES, MPARTITION
@@ -24,7 +24,6 @@ SEED_HELP = ("a partition seed (JSON, docs/operations.md \"Seeds\"): the first t
 
 def _cmd_up(args: argparse.Namespace) -> int:
     from bluedove.bootstrap import BootError, SpaceMismatch, initial_table, load_seed, numbered_members
-    from bluedove.cli.keys_cmd import print_auth
     from bluedove.local.cluster import LocalCluster
     from bluedove.space import SpaceError
 
@@ -90,7 +89,6 @@ def _cmd_up(args: argparse.Namespace) -> int:
         cluster.extra_targets["autoscaler"] = f"{cluster.host}:{scaler.metrics_port}"
         cluster.write_targets()
     _print_endpoints(cluster)
-    print_auth(cluster)  # "auth: off|keys", and a first admin key on a store with none
     try:
         while not stopping:
             for event in cluster.check():
@@ -121,6 +119,7 @@ def _print_endpoints(cluster) -> None:
         print(f"samples     {cluster.sample_dir}  (rate {cluster.sample_rate:g})", flush=True)
     for c in cluster.children:
         print(f"  {c.role:<10} {c.name:<4} pid {c.pid}  log {c.log_path}  metrics {cluster.metrics_url(c)}", flush=True)
+    print_auth(cluster)  # "auth: off|keys", and a first admin key on a store with none
     print("ready; Ctrl-C stops every process", flush=True)
 
 
