@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 
-@dataclass
+@dataclass(slots=True)
 class Bucket:
     rate: float  # tokens per second, > 0
     burst: float  # most tokens held, > 0
@@ -27,11 +27,12 @@ class Bucket:
         return cls(rate, burst, burst, now)
 
     def _level(self, now: float) -> float:
-        return min(self.burst, self.tokens + max(0.0, now - self.at) * self.rate)
+        level = self.tokens + (now - self.at) * self.rate if now > self.at else self.tokens
+        return level if level < self.burst else self.burst
 
     def wait(self, n: float, now: float) -> float:
         """Seconds until a request of n would be admitted; 0 = now."""
-        need = min(n, self.burst)
+        need = n if n < self.burst else self.burst
         level = self._level(now)
         return 0.0 if level >= need else (need - level) / self.rate
 
@@ -48,6 +49,8 @@ class Bucket:
 class KeyLimit:
     """A key's limits on one dispatcher: `share` of its rates and bursts (1/N with N
     dispatchers). A rate of 0 is no limit."""
+
+    __slots__ = ("share", "msgs", "bytes")
 
     def __init__(self, rate_msgs: float, rate_bytes: float, burst_msgs: float, burst_bytes: float,
                  now: float, share: float = 1.0) -> None:
@@ -66,14 +69,16 @@ class KeyLimit:
     def admit(self, n_msgs: int, n_bytes: int, now: float) -> float:
         """0 when admitted (both buckets take their share); else the seconds to wait, and
         nothing is taken."""
-        wait = max(self.msgs.wait(n_msgs, now) if self.msgs else 0.0,
-                   self.bytes.wait(n_bytes, now) if self.bytes else 0.0)
+        msgs, bytes_ = self.msgs, self.bytes
+        wait = msgs.wait(n_msgs, now) if msgs is not None else 0.0
+        if bytes_ is not None:
+            wait = max(wait, bytes_.wait(n_bytes, now))
         if wait > 0:
             return wait
-        if self.msgs is not None:
-            self.msgs.take(n_msgs, now)
-        if self.bytes is not None:
-            self.bytes.take(n_bytes, now)
+        if msgs is not None:
+            msgs.take(n_msgs, now)
+        if bytes_ is not None:
+            bytes_.take(n_bytes, now)
         return 0.0
 
 

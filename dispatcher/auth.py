@@ -56,6 +56,11 @@ class KeyAuth:
         self.store = store
         self.refresh_s = refresh_s
         self.cache: dict[str, KeyRecord | None] = {}  # id -> record (None: no such key)
+        # `Authorization` values already verified -> their key. A hit skips parsing and hashing
+        # (the hot path: ~1 µs instead of ~5). Looked up by the whole presented value, whose
+        # hash (SipHash, seeded per process) an outsider cannot steer to collide with a cached
+        # key's: a wrong secret misses without a comparison against any stored secret.
+        self.verified: dict[str, KeyRecord] = {}
         self.limits: dict[str, KeyLimit] = {}
         self.gen: int | None = None
         self.fresh_at = 0.0  # monotonic time of the last generation read
@@ -85,6 +90,7 @@ class KeyAuth:
         gen = await self.keys.generation()
         if gen != self.gen:
             self.cache.clear()
+            self.verified.clear()
             self.limits.clear()  # a revoked key's buckets go; a live key's refill (at most one burst)
             self.gen = gen
         self.fresh_at = time.monotonic()
@@ -94,20 +100,33 @@ class KeyAuth:
             return await self.keys.get(key_id)  # not trusted: ask the store (503 if it is away)
         if key_id in self.cache:
             return self.cache[key_id]
+        gen = self.gen
         rec = await self.keys.get(key_id)
-        if len(self.cache) >= MAX_CACHED:
-            self.cache.clear()
-        self.cache[key_id] = rec
+        # Kept only if no generation change came while we read: else it may predate a revoke.
+        if self.gen == gen:
+            if len(self.cache) >= MAX_CACHED:
+                self.cache.clear()
+            self.cache[key_id] = rec
         return rec
 
     async def require(self, authorization: str | None, scope: str) -> KeyRecord:
         """The key of an `Authorization` value if it is valid and has `scope`; else 401 / 403."""
+        rec = self.verified.get(authorization) if authorization else None
+        if rec is not None and time.monotonic() - self.fresh_at <= STALE_S:
+            if not rec.allows(scope):
+                raise insufficient_scope(scope)
+            return rec
         parts = split_key(parse_bearer(authorization))
         if parts is None:
             raise key_unauthorized()
+        gen = self.gen
         rec = await self.record(parts[0])
         if not verify(rec, parts[1]):
             raise key_unauthorized()
+        if self.gen == gen and time.monotonic() - self.fresh_at <= STALE_S:
+            if len(self.verified) >= MAX_CACHED:
+                self.verified.clear()
+            self.verified[authorization] = rec
         if not rec.allows(scope):
             raise insufficient_scope(scope)
         return rec

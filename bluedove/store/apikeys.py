@@ -1,11 +1,8 @@
 """API key records in the store (bluedove/apikeys.py says what a key is).
 
-Every key lives in the hash tag `{keys}`, one slot on a Redis Cluster, so a change is one
-atomic script:
-  bd:{keys}:k:<id>      hash     digest, scopes, name, rates, bursts, created, revoked
-  bd:{keys}:ids         set      every key id
-  bd:{keys}:gen         counter  bumped by every create and revoke: dispatchers re-read it
-                                 every 0.25 s and drop the keys they cached when it moves
+Every key record lives in the hash tag `{keys}` (bluedove/store/keys.py), one slot on a Redis
+Cluster, so a change is one atomic script. The generation counter is bumped by every create
+and revoke: dispatchers re-read it every 0.25 s and drop the keys they cached when it moves.
 """
 
 from __future__ import annotations
@@ -13,13 +10,9 @@ from __future__ import annotations
 import time
 
 from bluedove.apikeys import KeyRecord, new_key
-
-GEN = "bd:{keys}:gen"
-IDS = "bd:{keys}:ids"
-
-
-def key_hash(key_id: str) -> str:
-    return f"bd:{{keys}}:k:{key_id}"
+from bluedove.store.keys import API_KEY_GEN as GEN
+from bluedove.store.keys import API_KEY_IDS as IDS
+from bluedove.store.keys import api_key as key_hash
 
 
 # KEYS: the key's hash, IDS, GEN. ARGV: id, then field/value pairs.
