@@ -152,7 +152,8 @@ class PubSubServicer(pb_grpc.PubSubServicer):
                     batch = decoder.messages(el.messages, "messages", i)
                 else:
                     batch = decoder.messages([el], "messages", i)
-                ops.admit(self.d, k, len(batch), el.ByteSize() if k else 0)  # over the rate: this and what follows are not sent
+                # over the key's rate: this element and what follows are not sent
+                ops.admit(self.d, k, len(batch), el.ByteSize() if k else 0)
                 i += len(batch)
                 yield batch
 

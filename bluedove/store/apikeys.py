@@ -35,7 +35,8 @@ def _record(key_id: str, h: dict) -> KeyRecord | None:
     if not h:
         return None
     h = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v) for k, v in h.items()}
-    return KeyRecord(id=key_id, digest=h.get("digest", ""), scopes=tuple(s for s in h.get("scopes", "").split(",") if s),
+    scopes = tuple(s for s in h.get("scopes", "").split(",") if s)
+    return KeyRecord(id=key_id, digest=h.get("digest", ""), scopes=scopes,
                      name=h.get("name", ""), rate_msgs=float(h.get("rate_msgs", 0)),
                      rate_bytes=float(h.get("rate_bytes", 0)), burst_msgs=float(h.get("burst_msgs", 0)),
                      burst_bytes=float(h.get("burst_bytes", 0)), created=float(h.get("created", 0)),

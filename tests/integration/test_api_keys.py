@@ -402,3 +402,27 @@ def test_the_keys_cli_creates_lists_and_revokes(kc, api):
     assert bad.returncode == 2 and "--scope" in bad.stderr and "'write'" in bad.stderr
     unknown = keys_cli(kc, "revoke", "0123456789abcdef")
     assert unknown.returncode == 1 and "no key 0123456789abcdef" in unknown.stderr
+
+
+def test_the_pubsub_cli_sends_the_api_key_from_the_flag_or_the_environment(kc, keys):
+    def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        import os
+
+        return subprocess.run([sys.executable, "-m", "bluedove", *args, "--url", kc.url], capture_output=True,
+                              text=True, timeout=60, env={**os.environ, **(env or {})})
+
+    sub = cli("subscribe", "--api-key", keys["sub"], "--x0", "100:200")
+    assert sub.returncode == 0, sub.stderr
+    out = json.loads(sub.stdout)
+    more = cli("subscribe", "--queue", out["queue"], "--token", out["token"], "--x1", "0:10",
+               env={"BLUEDOVE_API_KEY": keys["sub"]})
+    assert more.returncode == 0, more.stderr
+    refused = cli("publish", "--x0", "120", "--x1", "7", "--x2", "3", "--x3", "999")
+    assert refused.returncode == 1 and "unauthorized" in refused.stderr
+    pub = cli("publish", "--x0", "120", "--x1", "7", "--x2", "3", "--x3", "999", "--id", "cli-1",
+              env={"BLUEDOVE_API_KEY": keys["pub"]})
+    assert pub.returncode == 0 and pub.stdout.strip() == "cli-1", pub.stderr
+    got = cli("poll", out["queue"], "--token", out["token"], "--wait", "5")  # reads: the token alone
+    assert got.returncode == 0 and json.loads(got.stdout.splitlines()[0])["id"] == "cli-1", got.stderr
+    gone = cli("delete-queue", out["queue"], "--token", out["token"], "--api-key", keys["sub"])
+    assert gone.returncode == 0, gone.stderr
