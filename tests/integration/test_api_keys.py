@@ -426,3 +426,16 @@ def test_the_pubsub_cli_sends_the_api_key_from_the_flag_or_the_environment(kc, k
     assert got.returncode == 0 and json.loads(got.stdout.splitlines()[0])["id"] == "cli-1", got.stderr
     gone = cli("delete-queue", out["queue"], "--token", out["token"], "--api-key", keys["sub"])
     assert gone.returncode == 0, gone.stderr
+
+
+def test_a_stream_over_the_rate_ends_resource_exhausted_with_the_earlier_elements_published(kc, api, keys):
+    sub = api.post("/v1/subscriptions", json={"predicates": {}}, headers=bearer(keys["admin"])).json()
+    key = make_key(kc, "publish", rate_msgs=100)
+    elements = [pb.PublishStreamRequest(messages=[pb.Message(attributes=ATTRS, id=f"s{j}-{i}") for i in range(100)])
+                for j in range(3)]
+    with grpc.insecure_channel(kc.grpc_address) as ch, pytest.raises(grpc.RpcError) as exc:
+        pb_grpc.PubSubStub(ch).PublishStream(iter(elements), metadata=(("authorization", f"Bearer {key}"),))
+    assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert int(dict(exc.value.trailing_metadata())["retry-after"]) >= 1
+    got = published_ids(api, sub["queue"], sub["token"], 100)
+    assert sorted(got) == sorted(f"s0-{i}" for i in range(100))  # the first element only
