@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import field as _field
 
 
 @dataclass
@@ -13,6 +14,8 @@ class ApiError(Exception):
     code: str
     message: str
     field: str | None = None
+    # HTTP headers the error calls for besides its status's (WWW-Authenticate, Retry-After).
+    headers: dict[str, str] | None = _field(default=None, compare=False)
 
     def __str__(self) -> str:  # pragma: no cover - used in logs only
         where = f" ({self.field})" if self.field else ""

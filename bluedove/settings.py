@@ -13,6 +13,7 @@ from typing import TypeVar
 from bluedove.partitioning import MPARTITION, check_mode
 
 T = TypeVar("T")
+AUTH_MODES = ("off", "keys")
 
 
 @dataclass(frozen=True)
@@ -140,9 +141,16 @@ class DispatcherSettings:
     sample_rotate_s: float = 300.0
     sample_rotate_mb: float = 64.0
     sample_keep: int = 48
+    # API keys (docs/api.md, "API keys"): "off" (anyone may publish and create queues) or
+    # "keys" (publishing and creating queues and subscriptions need a key of the right scope).
+    auth: str = "off"
+    # With keys: how often the store's key generation is read (a revoke takes effect within it).
+    auth_refresh_s: float = 0.25
 
     def __post_init__(self) -> None:
         check_mode(self.partition, "partition (--partition, BLUEDOVE_PARTITION)")
+        if self.auth not in AUTH_MODES:
+            raise ValueError(f"auth (--auth, BLUEDOVE_AUTH) {self.auth!r}: expected one of {', '.join(AUTH_MODES)}")
 
 
 def from_env(cls: type[T], **overrides) -> T:

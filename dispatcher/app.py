@@ -24,6 +24,7 @@ from bluedove.store import Store
 from bluedove.store.store import StoreLimits
 from bluedove.telemetry import CpuMeter
 from bluedove.v1 import matcher_pb2 as pb
+from dispatcher.auth import KeyAuth
 from dispatcher.cluster import ClusterView
 from dispatcher.errors import HTTP_HEADERS, STORE_ERRORS, as_api_error, http_status
 from dispatcher.forwarder import Forwarder
@@ -60,12 +61,16 @@ class Dispatcher:
         self._heartbeat: asyncio.Task | None = None
         self._metrics_tick: asyncio.Task | None = None
         self.series = DispatcherSeries(self)  # its part of the last hour in the store (/v1/stats)
+        # API keys (dispatcher/auth.py); None: auth off, anyone may publish and create queues.
+        self.auth = KeyAuth(self.store, settings.auth_refresh_s) if settings.auth == "keys" else None
 
     async def start(self, address: str) -> None:
         forwarding_batch.warm_up()  # compiled (or loaded from its cache) before the first publish
         if self.sampler is not None:
             self.sampler.start()
         await self.cluster.start()
+        if self.auth is not None:
+            self.auth.start()
         self.series.start()
         self._heartbeat = asyncio.get_running_loop().create_task(self._register(address))
         self._metrics_tick = asyncio.get_running_loop().create_task(self.metrics.run(self.forwarder.counts))
@@ -75,6 +80,8 @@ class Dispatcher:
             if task:
                 task.cancel()
         await self.series.stop()
+        if self.auth is not None:
+            await self.auth.stop()
         self.metrics.close()
         await self.cluster.stop()
         await self.store.close()
@@ -133,7 +140,8 @@ def create_app(settings: DispatcherSettings, space: Space, address: str = "",
     app.state.dispatcher = dispatcher
 
     async def api_error(request: Request, exc: Exception):
-        return error_response(as_api_error(exc))
+        err = as_api_error(exc)
+        return error_response(err, err.headers)
 
     # An API error, and what stands for one: the store or a matcher unreachable.
     for cls in (ApiError, grpc.aio.AioRpcError, *STORE_ERRORS):

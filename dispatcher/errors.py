@@ -18,6 +18,7 @@ _ARG = grpc.StatusCode.INVALID_ARGUMENT
 ERRORS: dict[str, tuple[int, grpc.StatusCode]] = {
     "invalid_json": (400, _ARG),
     "unauthorized": (401, grpc.StatusCode.UNAUTHENTICATED),
+    "forbidden": (403, grpc.StatusCode.PERMISSION_DENIED),
     "not_found": (404, grpc.StatusCode.NOT_FOUND),
     "method_not_allowed": (405, grpc.StatusCode.UNIMPLEMENTED),
     "payload_too_large": (413, _ARG),
@@ -27,6 +28,7 @@ ERRORS: dict[str, tuple[int, grpc.StatusCode]] = {
     "invalid_parameter": (422, _ARG),
     "invalid_ack": (422, _ARG),
     "limit_exceeded": (429, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    "rate_limited": (429, grpc.StatusCode.RESOURCE_EXHAUSTED),
     "internal": (500, grpc.StatusCode.INTERNAL),
     "unavailable": (503, grpc.StatusCode.UNAVAILABLE),
 }

@@ -11,11 +11,13 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from bluedove.apikeys import PUBLISH, SUBSCRIBE
 from bluedove.batch_decode import Batch
 from bluedove.errors import ApiError
 from bluedove.v1 import pubsub_pb2 as pb
 from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 from dispatcher import operations as ops
+from dispatcher.auth import caller, queue_token
 from dispatcher.deps import parse_bearer
 from dispatcher.errors import as_api_error, grpc_code
 
@@ -31,6 +33,8 @@ async def abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
     if err is None:
         raise exc
     meta = [("bluedove-error-code", err.code)] + ([("bluedove-error-field", err.field)] if err.field else [])
+    if err.headers and "Retry-After" in err.headers:  # rate_limited: when to try again (seconds)
+        meta.append(("retry-after", err.headers["Retry-After"]))
     context.set_trailing_metadata(tuple(meta))
     await context.abort(grpc_code(err), f"{err.field}: {err.message}" if err.field else err.message)
 
@@ -48,9 +52,23 @@ def unary(fn):
     return handler
 
 
+def metadata(context: grpc.aio.ServicerContext, name: str) -> str | None:
+    return next((value for key, value in context.invocation_metadata() or () if key == name), None)
+
+
 def token(context: grpc.aio.ServicerContext) -> str | None:
-    auth = next((value for key, value in context.invocation_metadata() or () if key == "authorization"), None)
-    return parse_bearer(auth)
+    return parse_bearer(metadata(context, "authorization"))
+
+
+async def key(d, context: grpc.aio.ServicerContext, scope: str):
+    """The call's API key when keys are on (None when off): 401 / 403 as over REST."""
+    return await caller(d, metadata(context, "authorization"), scope)
+
+
+async def managing(d, context: grpc.aio.ServicerContext) -> str | None:
+    """A managing call's queue token, once its API key (when keys are on) is checked."""
+    await key(d, context, SUBSCRIBE)
+    return queue_token(d, metadata(context, "authorization"), metadata(context, "x-queue-token"))
 
 
 def delivery_pb(m: dict) -> pb.Delivery:
@@ -82,20 +100,22 @@ class PubSubServicer(pb_grpc.PubSubServicer):
 
     @unary
     async def CreateQueue(self, request, context):
+        await key(self.d, context, SUBSCRIBE)
         return pb.CreateQueueReply(**await ops.create_queue(self.d))
 
     @unary
     async def DeleteQueue(self, request, context):
-        await ops.delete_queue(self.d, request.queue, token(context))
+        await ops.delete_queue(self.d, request.queue, await managing(self.d, context))
         return pb.Empty()
 
     @unary
     async def Subscribe(self, request, context):
-        return pb.SubscribeReply(**await ops.subscribe(self.d, subscription_json(request), token(context)))
+        tok = await managing(self.d, context)
+        return pb.SubscribeReply(**await ops.subscribe(self.d, subscription_json(request), tok))
 
     @unary
     async def Unsubscribe(self, request, context):
-        await ops.unsubscribe(self.d, request.id, token(context))
+        await ops.unsubscribe(self.d, request.id, await managing(self.d, context))
         return pb.Empty()
 
     @unary
@@ -105,15 +125,22 @@ class PubSubServicer(pb_grpc.PubSubServicer):
 
     @unary
     async def Publish(self, request, context):
-        return pb.PublishReply(id=(await ops.publish_parsed(self.d, self.d.decoder.messages([request], None)))[0])
+        k = await key(self.d, context, PUBLISH)
+        batch = self.d.decoder.messages([request], None)
+        ops.admit(self.d, k, 1, request.ByteSize() if k else 0)
+        return pb.PublishReply(id=(await ops.publish_parsed(self.d, batch, k))[0])
 
     @unary
     async def PublishBatch(self, request, context):
-        return pb.PublishBatchReply(ids=await ops.publish_parsed(self.d, self.d.decoder.pb_batch(request.messages)))
+        k = await key(self.d, context, PUBLISH)
+        batch = self.d.decoder.pb_batch(request.messages)
+        ops.admit(self.d, k, len(batch), request.ByteSize() if k else 0)
+        return pb.PublishBatchReply(ids=await ops.publish_parsed(self.d, batch, k))
 
     @unary
     async def PublishStream(self, request_iterator, context):
         decoder = self.d.decoder
+        k = await key(self.d, context, PUBLISH)
 
         async def batches() -> AsyncIterator[Batch]:
             i = 0  # messages so far: an error names messages[i] counted over the whole stream
@@ -125,10 +152,12 @@ class PubSubServicer(pb_grpc.PubSubServicer):
                     batch = decoder.messages(el.messages, "messages", i)
                 else:
                     batch = decoder.messages([el], "messages", i)
+                # over the key's rate: this element and what follows are not sent
+                ops.admit(self.d, k, len(batch), el.ByteSize() if k else 0)
                 i += len(batch)
                 yield batch
 
-        return pb.PublishBatchReply(ids=await ops.publish_stream(self.d, batches()))
+        return pb.PublishBatchReply(ids=await ops.publish_stream(self.d, batches(), k))
 
     @unary
     async def Poll(self, request, context):
@@ -142,8 +171,9 @@ class PubSubServicer(pb_grpc.PubSubServicer):
 
     @unary
     async def SubscribeBatch(self, request, context):
+        tok = await managing(self.d, context)
         body = {"subscriptions": [subscription_json(r) for r in request.subscriptions]}
-        out = await ops.subscribe_batch(self.d, body, token(context))
+        out = await ops.subscribe_batch(self.d, body, tok)
         return pb.SubscribeBatchReply(subscriptions=[pb.SubscribeReply(**o) for o in out])
 
     async def Listen(self, request, context):

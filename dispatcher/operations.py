@@ -255,8 +255,12 @@ async def unsubscribe(d, sub_id: str, token: str | None) -> None:
 
 
 # -- publishing --------------------------------------------------------------------------------
-def outgoing(d, batch: Batch, published: float) -> Outgoing:
-    """Validated messages with their ids (ours where the publisher gave none) and stored bodies."""
+def outgoing(d, batch: Batch, published: float, key_id: str | None = None) -> Outgoing:
+    """Validated messages with their ids (ours where the publisher gave none) and stored bodies.
+
+    With a key (auth on), a publisher-given id travels to the matchers as `<key id>/<id>`, so
+    its dedup marks are the key's own: two keys using the same id both deliver. The body, and
+    the id answered, stay the publisher's (an id never holds `/`, so no two keys' ids meet)."""
     ids = batch.ids
     missing = [i for i, mid in enumerate(ids) if mid is None]
     client = np.ones(len(ids), dtype=np.bool_)
@@ -266,14 +270,19 @@ def outgoing(d, batch: Batch, published: float) -> Outgoing:
             ids[i] = mid
         client[missing] = False
     ids_b = [i.encode() for i in ids]
-    return Outgoing(ids, ids_b, batch.points,
+    wire = ids_b
+    if key_id is not None:
+        scope = key_id.encode() + b"/"
+        wire = [scope + i if c else i for i, c in zip(ids_b, client.tolist())]
+    return Outgoing(ids, wire, batch.points,
                     bodies(d.body_template, ids_b, batch.points, batch.payloads, iso_time(published)), client)
 
 
-async def publish_parsed(d, batch: Batch) -> list[str]:
-    """Forward validated messages; returns their ids once all are stored."""
+async def publish_parsed(d, batch: Batch, key=None) -> list[str]:
+    """Forward validated messages (published with API key `key`, None when auth is off);
+    returns their ids once all are stored."""
     now = time.time()
-    out = outgoing(d, batch, now)
+    out = outgoing(d, batch, now, key.id if key is not None else None)
     t0 = time.perf_counter()
     try:
         await d.forwarder.publish(out)
@@ -289,17 +298,27 @@ async def publish_parsed(d, batch: Batch) -> list[str]:
     return out.ids
 
 
-async def publish(d, raw: bytes) -> str:
+def admit(d, key, n_msgs: int, n_bytes: int) -> None:
+    """The key's rate limits (429 taking nothing when over); nothing without a key."""
+    if key is not None:
+        d.auth.admit(key, n_msgs, n_bytes)
+
+
+async def publish(d, raw: bytes, key=None) -> str:
     """`POST /v1/messages`: the body's bytes."""
-    return (await publish_parsed(d, d.decoder.one(raw)))[0]
+    batch = d.decoder.one(raw)
+    admit(d, key, 1, len(raw))
+    return (await publish_parsed(d, batch, key))[0]
 
 
-async def publish_batch(d, raw: bytes) -> list[str]:
+async def publish_batch(d, raw: bytes, key=None) -> list[str]:
     """`POST /v1/messages:batch`: the body's bytes, decoded and checked whole first."""
-    return await publish_parsed(d, d.decoder.batch(raw))
+    batch = d.decoder.batch(raw)
+    admit(d, key, len(batch), len(raw))
+    return await publish_parsed(d, batch, key)
 
 
-async def publish_stream(d, batches: AsyncIterator[Batch]) -> list[str]:
+async def publish_stream(d, batches: AsyncIterator[Batch], key=None) -> list[str]:
     """Publish a stream of validated batches as they arrive; returns every id in order.
 
     One batch is in flight at a time; what arrives meanwhile is sent as one next batch (up to
@@ -314,7 +333,7 @@ async def publish_stream(d, batches: AsyncIterator[Batch]) -> list[str]:
     def flush() -> None:
         nonlocal waiting, held
         if waiting:
-            sent.append(asyncio.ensure_future(publish_parsed(d, Batch.concat(waiting, k))))
+            sent.append(asyncio.ensure_future(publish_parsed(d, Batch.concat(waiting, k), key)))
             waiting, held = [], 0
 
     try:

@@ -11,6 +11,7 @@ import sys
 import time
 from importlib.metadata import entry_points
 
+from bluedove.cli.keys_cmd import add_auth_flag, print_auth
 from bluedove.forwarding import POLICIES
 from bluedove.local.flags import PARTITION_HELP, add_cluster_flags, store_flags_problem
 from bluedove.partitioning import MODES, MPARTITION
@@ -33,7 +34,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
         cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
                                grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store,
                                space_file=args.space, policy=args.policy, partition=args.partition,
-                               sample_rate=args.sample_rate, seed=seed, store_cluster=args.store_cluster)
+                               sample_rate=args.sample_rate, seed=seed, store_cluster=args.store_cluster,
+                               auth=args.auth)
         if seed is not None:
             initial_table(cluster.space, numbered_members(args.matchers), seed)
     except SpaceError as exc:
@@ -117,6 +119,7 @@ def _print_endpoints(cluster) -> None:
         print(f"samples     {cluster.sample_dir}  (rate {cluster.sample_rate:g})", flush=True)
     for c in cluster.children:
         print(f"  {c.role:<10} {c.name:<4} pid {c.pid}  log {c.log_path}  metrics {cluster.metrics_url(c)}", flush=True)
+    print_auth(cluster)  # "auth: off|keys", and a first admin key on a store with none
     print("ready; Ctrl-C stops every process", flush=True)
 
 
@@ -189,7 +192,7 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
                             partition=args.partition, gossip_port=args.gossip_port, advertise=args.advertise,
                             peers_dns=args.peers_dns, sample_rate=args.sample_rate, sample_dir=args.sample_dir,
                             sample_rotate_s=args.sample_rotate_s, sample_rotate_mb=args.sample_rotate_mb,
-                            sample_keep=args.sample_keep)
+                            sample_keep=args.sample_keep, auth=args.auth)
     except ValueError as exc:  # a BLUEDOVE_* variable that is not of its setting's type
         return _usage("dispatcher", str(exc))
     problem = check_sample_settings(settings.sample_rate, settings.sample_dir, settings.sample_rotate_s,
@@ -261,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the dispatchers sample this fraction of published messages into DATA_DIR/samples "
                          "(0 = off, the default)")
     up.add_argument("--seed", default=None, metavar="FILE", help=SEED_HELP)
+    add_auth_flag(up)
     up.set_defaults(func=_cmd_up)
 
     m = sub.add_parser("matcher", help="run one matcher (`up` starts them; docs/operations.md starts them by hand)")
@@ -318,11 +322,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gossip seeds: every address NAME resolves to (default port 7001), re-resolved "
                         "while no peer is known")
     add_sample_flags(d)
+    add_auth_flag(d)
     d.set_defaults(func=_cmd_dispatcher)
 
     from bluedove.cli.autoscaler_cmd import add_command as add_autoscaler
     from bluedove.cli.boot import add_command as add_init
     from bluedove.cli.export_cmd import add_command as add_export
+    from bluedove.cli.keys_cmd import add_command as add_keys
     from bluedove.cli.pubsub import add_commands
     from bluedove.cli.seed import add_command as add_seed
 
@@ -331,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_autoscaler(sub)  # autoscaler (Kubernetes)
     add_commands(sub)  # subscribe, publish, poll
     add_export(sub)  # export catalogue: Parquet for offline jobs
+    add_keys(sub)  # keys: API keys (--auth keys)
     add_plugin_commands(sub)  # demo, bench, sim: the lab, when installed
     return p
 

@@ -24,6 +24,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--url", default=os.environ.get("BLUEDOVE_URL", DEFAULT_URL),
                        help=f"http://host:port (REST) or grpc://host:port (default $BLUEDOVE_URL or {DEFAULT_URL})")
+        p.add_argument("--api-key", default=None, metavar="KEY",
+                       help="an API key (bdk_…) for a cluster run with --auth keys, sent with publishing, "
+                            "subscribing and deleting (default $BLUEDOVE_API_KEY); --token still opens the queue")
         p.set_defaults(func=run, dimension_flags=True)
 
     s = sub.add_parser("subscribe", allow_abbrev=False, help="subscribe a queue (a new one by default)",
@@ -65,7 +68,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--token", required=True, help="the queue's token")
 
 
-VALUE_FLAGS = frozenset({"--url", "--queue", "--token", "--payload", "--id", "--batch", "--max", "--wait"})
+VALUE_FLAGS = frozenset({"--url", "--queue", "--token", "--payload", "--id", "--batch", "--max", "--wait",
+                         "--api-key"})
 
 
 def attach_values(argv: list[str]) -> list[str]:
@@ -239,7 +243,7 @@ COMMANDS = {"subscribe": cmd_subscribe, "publish": cmd_publish, "poll": cmd_poll
 
 def run(args: argparse.Namespace) -> int:
     try:
-        with Client(args.url, retries=2) as client:
+        with Client(args.url, retries=2, api_key=args.api_key) as client:
             dims = dimension_values(args.extra, client.space()) if args.extra else {}
             return COMMANDS[args.command](client, args, dims)
     except UsageError as exc:

@@ -1,13 +1,13 @@
 """The Python SDK: `Client` and `AsyncClient` over REST (http://) or gRPC (grpc://)."""
 
 from bluedove.client.client import AsyncClient, Client
-from bluedove.client.errors import (BlueDoveError, InvalidAck, InvalidJson, InvalidMessage, InvalidParameter,
-                                    InvalidRequest, InvalidSubscription, LimitExceeded, NotFound, PayloadTooLarge,
-                                    Unauthorized, Unavailable)
+from bluedove.client.errors import (BlueDoveError, Forbidden, InvalidAck, InvalidJson, InvalidMessage,
+                                    InvalidParameter, InvalidRequest, InvalidSubscription, LimitExceeded, NotFound,
+                                    PayloadTooLarge, RateLimited, Unauthorized, Unavailable)
 from bluedove.client.objects import Delivery, Queue, Subscription
 
 __all__ = [
-    "AsyncClient", "BlueDoveError", "Client", "Delivery", "InvalidAck", "InvalidJson", "InvalidMessage",
+    "AsyncClient", "BlueDoveError", "Client", "Delivery", "Forbidden", "InvalidAck", "InvalidJson", "InvalidMessage",
     "InvalidParameter", "InvalidRequest", "InvalidSubscription", "LimitExceeded", "NotFound", "PayloadTooLarge",
-    "Queue", "Subscription", "Unauthorized", "Unavailable",
+    "Queue", "RateLimited", "Subscription", "Unauthorized", "Unavailable",
 ]

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -18,14 +19,17 @@ from bluedove.client.objects import Delivery, Queue, Subscription, message_body,
 MAX_BATCH = 1000
 
 
-def _transport(url: str, timeout_s: float, asynchronous: bool):
+API_KEY_ENV = "BLUEDOVE_API_KEY"
+
+
+def _transport(url: str, timeout_s: float, asynchronous: bool, api_key: str | None = None):
     if url.startswith("grpc://"):
         from bluedove.client.grpc_transport import AsyncGrpcTransport, GrpcTransport
 
-        return (AsyncGrpcTransport if asynchronous else GrpcTransport)(url, timeout_s)
+        return (AsyncGrpcTransport if asynchronous else GrpcTransport)(url, timeout_s, api_key=api_key)
     from bluedove.client.http import AsyncHttpTransport, HttpTransport
 
-    return (AsyncHttpTransport if asynchronous else HttpTransport)(url, timeout_s)
+    return (AsyncHttpTransport if asynchronous else HttpTransport)(url, timeout_s, api_key=api_key)
 
 
 def _backoff(attempt: int, base_s: float) -> float:
@@ -50,8 +54,12 @@ def _message(attributes: dict, payload: Any, msg_id: str | None) -> dict:
 
 class _Base:
     def __init__(self, url: str = "http://127.0.0.1:8080", *, timeout_s: float = 30.0, retries: int = 4,
-                 backoff_s: float = 0.1) -> None:
+                 backoff_s: float = 0.1, api_key: str | None = None) -> None:
         self.url = url
+        # An API key (bdk_…) for a cluster run with `--auth keys`: sent with publishes and with
+        # creating and deleting queues and subscriptions (the queue token then goes in
+        # X-Queue-Token); reads send the queue token alone. Default: BLUEDOVE_API_KEY.
+        self.api_key = api_key or os.environ.get(API_KEY_ENV) or None
         self.retries = retries
         self.backoff_s = backoff_s
         self.grpc = url.startswith("grpc://")
@@ -75,7 +83,7 @@ class Client(_Base):
 
     def __init__(self, url: str = "http://127.0.0.1:8080", **kw) -> None:
         super().__init__(url, **kw)
-        self.t = _transport(url, kw.get("timeout_s", 30.0), asynchronous=False)
+        self.t = _transport(url, kw.get("timeout_s", 30.0), asynchronous=False, api_key=self.api_key)
 
     def close(self) -> None:
         self.t.close()
@@ -166,7 +174,7 @@ class AsyncClient(_Base):
 
     def __init__(self, url: str = "http://127.0.0.1:8080", **kw) -> None:
         super().__init__(url, **kw)
-        self.t = _transport(url, kw.get("timeout_s", 30.0), asynchronous=True)
+        self.t = _transport(url, kw.get("timeout_s", 30.0), asynchronous=True, api_key=self.api_key)
 
     async def close(self) -> None:
         await self.t.close()

@@ -53,6 +53,12 @@ class Unauthorized(BlueDoveError):
     status = 401
 
 
+class Forbidden(BlueDoveError):
+    """403: a valid API key without the operation's scope (the message starts `insufficient_scope:`)."""
+
+    status = 403
+
+
 class NotFound(BlueDoveError):
     status = 404
 
@@ -61,6 +67,11 @@ class LimitExceeded(BlueDoveError):
     """429: a limit such as subscriptions per queue."""
 
     status = 429
+
+
+class RateLimited(LimitExceeded):
+    """429 `rate_limited`: the API key is over its messages or bytes per second; nothing of the
+    request was published. Retry after the answer's Retry-After seconds."""
 
 
 class Unavailable(BlueDoveError):
@@ -78,12 +89,14 @@ BY_CODE: dict[str, type[BlueDoveError]] = {
     "invalid_ack": InvalidAck,
     "payload_too_large": PayloadTooLarge,
     "unauthorized": Unauthorized,
+    "forbidden": Forbidden,
     "not_found": NotFound,
     "limit_exceeded": LimitExceeded,
+    "rate_limited": RateLimited,
     "unavailable": Unavailable,
 }
 BY_STATUS: dict[int, type[BlueDoveError]] = {
-    400: InvalidRequest, 401: Unauthorized, 404: NotFound, 413: PayloadTooLarge, 422: InvalidRequest,
+    400: InvalidRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 413: PayloadTooLarge, 422: InvalidRequest,
     429: LimitExceeded, 503: Unavailable,
 }
 

@@ -15,6 +15,7 @@ from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 422,
     grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
     grpc.StatusCode.NOT_FOUND: 404,
     grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
     grpc.StatusCode.UNAVAILABLE: 503,
@@ -81,7 +82,11 @@ def reply_json(r: pb.SubscribeReply | pb.CreateQueueReply) -> dict:
     return {f.name: v for f, v in r.ListFields()}
 
 
-def _md(token: str | None):
+def _md(token: str | None, api_key: str | None = None):
+    """As over REST: the key in `authorization` and the queue token in `x-queue-token` for a
+    managing call of a client given `api_key`; else the queue token in `authorization`."""
+    if api_key:
+        return (("authorization", f"Bearer {api_key}"),) + ((("x-queue-token", token),) if token else ())
     return (("authorization", f"Bearer {token}"),) if token else None
 
 
@@ -102,7 +107,8 @@ def stream_elements(msgs: list) -> Iterator:
 
 
 class GrpcTransport:
-    def __init__(self, url: str, timeout_s: float) -> None:
+    def __init__(self, url: str, timeout_s: float, api_key: str | None = None) -> None:
+        self.api_key = api_key
         self.channel = grpc.insecure_channel(target(url))
         self.stub = pb_grpc.PubSubStub(self.channel)
         self.timeout_s = timeout_s
@@ -110,44 +116,48 @@ class GrpcTransport:
     def close(self) -> None:
         self.channel.close()
 
-    def _call(self, name: str, req, token: str | None = None, extra_s: float = 0.0):
+    def _call(self, name: str, req, token: str | None = None, extra_s: float = 0.0, api_key: str | None = None):
         try:
-            return getattr(self.stub, name)(req, metadata=_md(token), timeout=self.timeout_s + extra_s)
+            return getattr(self.stub, name)(req, metadata=_md(token, api_key), timeout=self.timeout_s + extra_s)
         except grpc.RpcError as exc:
             raise rpc_error(exc) from None
+
+    def _manage(self, name: str, req, token: str | None = None, extra_s: float = 0.0):
+        """A call that carries the API key (publish, create, subscribe, delete); reads do not."""
+        return self._call(name, req, token, extra_s, self.api_key)
 
     def space(self) -> dict:
         return space_json(self._call("GetSpace", pb.GetSpaceRequest()))
 
     def create_queue(self) -> dict:
-        return reply_json(self._call("CreateQueue", pb.CreateQueueRequest()))
+        return reply_json(self._manage("CreateQueue", pb.CreateQueueRequest()))
 
     def delete_queue(self, queue: str, token: str) -> None:
-        self._call("DeleteQueue", pb.DeleteQueueRequest(queue=queue), token)
+        self._manage("DeleteQueue", pb.DeleteQueueRequest(queue=queue), token)
 
     def subscribe(self, body: dict, token: str | None) -> dict:
-        return reply_json(self._call("Subscribe", subscribe_pb(body), token))
+        return reply_json(self._manage("Subscribe", subscribe_pb(body), token))
 
     def subscribe_batch(self, bodies: list[dict], token: str | None) -> list[dict]:
-        r = self._call("SubscribeBatch", subscribe_batch_pb(bodies), token, extra_s=len(bodies) / 1000)
+        r = self._manage("SubscribeBatch", subscribe_batch_pb(bodies), token, extra_s=len(bodies) / 1000)
         return [reply_json(x) for x in r.subscriptions]
 
     def get_subscription(self, sub_id: str, token: str) -> dict:
         return subscription_json(self._call("GetSubscription", pb.SubscriptionRef(id=sub_id), token))
 
     def unsubscribe(self, sub_id: str, token: str) -> None:
-        self._call("Unsubscribe", pb.SubscriptionRef(id=sub_id), token)
+        self._manage("Unsubscribe", pb.SubscriptionRef(id=sub_id), token)
 
     def publish(self, body: dict) -> str:
-        return self._call("Publish", message_pb(body)).id
+        return self._manage("Publish", message_pb(body)).id
 
     def publish_batch(self, bodies: list[dict]) -> list[str]:
         msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
-        return list(self._call("PublishBatch", pb.PublishBatchRequest(messages=msgs)).ids)
+        return list(self._manage("PublishBatch", pb.PublishBatchRequest(messages=msgs)).ids)
 
     def publish_stream(self, bodies: list[dict]) -> list[str]:
         msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
-        return list(self._call("PublishStream", stream_elements(msgs), extra_s=len(msgs) / 1000).ids)
+        return list(self._manage("PublishStream", stream_elements(msgs), extra_s=len(msgs) / 1000).ids)
 
     def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
         r = self._call("Poll", pb.PollRequest(queue=queue, max=max_n, wait=wait), token, extra_s=wait)
@@ -170,7 +180,8 @@ class GrpcTransport:
 
 
 class AsyncGrpcTransport:
-    def __init__(self, url: str, timeout_s: float) -> None:
+    def __init__(self, url: str, timeout_s: float, api_key: str | None = None) -> None:
+        self.api_key = api_key
         self.url = url
         self.timeout_s = timeout_s
         self._channel: grpc.aio.Channel | None = None
@@ -186,44 +197,49 @@ class AsyncGrpcTransport:
         if self._channel is not None:
             await self._channel.close()
 
-    async def _call(self, name: str, req, token: str | None = None, extra_s: float = 0.0):
+    async def _call(self, name: str, req, token: str | None = None, extra_s: float = 0.0,
+                    api_key: str | None = None):
         try:
-            return await getattr(self.stub, name)(req, metadata=_md(token), timeout=self.timeout_s + extra_s)
+            return await getattr(self.stub, name)(req, metadata=_md(token, api_key), timeout=self.timeout_s + extra_s)
         except grpc.RpcError as exc:
             raise rpc_error(exc) from None
+
+    async def _manage(self, name: str, req, token: str | None = None, extra_s: float = 0.0):
+        """A call that carries the API key (publish, create, subscribe, delete); reads do not."""
+        return await self._call(name, req, token, extra_s, self.api_key)
 
     async def space(self) -> dict:
         return space_json(await self._call("GetSpace", pb.GetSpaceRequest()))
 
     async def create_queue(self) -> dict:
-        return reply_json(await self._call("CreateQueue", pb.CreateQueueRequest()))
+        return reply_json(await self._manage("CreateQueue", pb.CreateQueueRequest()))
 
     async def delete_queue(self, queue: str, token: str) -> None:
-        await self._call("DeleteQueue", pb.DeleteQueueRequest(queue=queue), token)
+        await self._manage("DeleteQueue", pb.DeleteQueueRequest(queue=queue), token)
 
     async def subscribe(self, body: dict, token: str | None) -> dict:
-        return reply_json(await self._call("Subscribe", subscribe_pb(body), token))
+        return reply_json(await self._manage("Subscribe", subscribe_pb(body), token))
 
     async def subscribe_batch(self, bodies: list[dict], token: str | None) -> list[dict]:
-        r = await self._call("SubscribeBatch", subscribe_batch_pb(bodies), token, extra_s=len(bodies) / 1000)
+        r = await self._manage("SubscribeBatch", subscribe_batch_pb(bodies), token, extra_s=len(bodies) / 1000)
         return [reply_json(x) for x in r.subscriptions]
 
     async def get_subscription(self, sub_id: str, token: str) -> dict:
         return subscription_json(await self._call("GetSubscription", pb.SubscriptionRef(id=sub_id), token))
 
     async def unsubscribe(self, sub_id: str, token: str) -> None:
-        await self._call("Unsubscribe", pb.SubscriptionRef(id=sub_id), token)
+        await self._manage("Unsubscribe", pb.SubscriptionRef(id=sub_id), token)
 
     async def publish(self, body: dict) -> str:
-        return (await self._call("Publish", message_pb(body))).id
+        return (await self._manage("Publish", message_pb(body))).id
 
     async def publish_batch(self, bodies: list[dict]) -> list[str]:
         msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
-        return list((await self._call("PublishBatch", pb.PublishBatchRequest(messages=msgs))).ids)
+        return list((await self._manage("PublishBatch", pb.PublishBatchRequest(messages=msgs))).ids)
 
     async def publish_stream(self, bodies: list[dict]) -> list[str]:
         msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
-        return list((await self._call("PublishStream", stream_elements(msgs), extra_s=len(msgs) / 1000)).ids)
+        return list((await self._manage("PublishStream", stream_elements(msgs), extra_s=len(msgs) / 1000)).ids)
 
     async def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
         r = await self._call("Poll", pb.PollRequest(queue=queue, max=max_n, wait=wait), token, extra_s=wait)

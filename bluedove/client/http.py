@@ -12,7 +12,11 @@ from bluedove.client.errors import Unavailable, api_error
 LISTEN_WAIT_S = 20
 
 
-def _auth(token: str | None) -> dict:
+def _auth(token: str | None, api_key: str | None = None) -> dict:
+    """Without a key: the queue token in Authorization. With one (a managing call of a client
+    given `api_key`): the key in Authorization, the queue token in X-Queue-Token."""
+    if api_key:
+        return {"Authorization": f"Bearer {api_key}", **({"X-Queue-Token": token} if token else {})}
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
@@ -32,46 +36,52 @@ def _check(r: httpx.Response) -> dict | None:
 
 
 class HttpTransport:
-    def __init__(self, url: str, timeout_s: float) -> None:
+    def __init__(self, url: str, timeout_s: float, api_key: str | None = None) -> None:
+        self.api_key = api_key
         # The long-poll wait rides on top of the timeout.
         self.h = httpx.Client(base_url=url, timeout=httpx.Timeout(timeout_s + LISTEN_WAIT_S, connect=timeout_s))
 
     def close(self) -> None:
         self.h.close()
 
-    def _do(self, method: str, path: str, token: str | None = None, **kw) -> dict | None:
+    def _do(self, method: str, path: str, token: str | None = None, api_key: str | None = None,
+            **kw) -> dict | None:
         try:
-            r = self.h.request(method, path, headers=_auth(token), **kw)
+            r = self.h.request(method, path, headers=_auth(token, api_key), **kw)
         except httpx.TransportError as exc:
             raise Unavailable("unavailable", f"cannot reach {self.h.base_url}: {exc!r}") from exc
         return _check(r)
+
+    def _manage(self, method: str, path: str, token: str | None = None, **kw) -> dict | None:
+        """A call that carries the API key (publish, create, subscribe, delete); reads do not."""
+        return self._do(method, path, token, self.api_key, **kw)
 
     def space(self) -> dict:
         return self._do("GET", "/v1/space")
 
     def create_queue(self) -> dict:
-        return self._do("POST", "/v1/queues")
+        return self._manage("POST", "/v1/queues")
 
     def delete_queue(self, queue: str, token: str) -> None:
-        self._do("DELETE", f"/v1/queues/{queue}", token)
+        self._manage("DELETE", f"/v1/queues/{queue}", token)
 
     def subscribe(self, body: dict, token: str | None) -> dict:
-        return self._do("POST", "/v1/subscriptions", token, json=body)
+        return self._manage("POST", "/v1/subscriptions", token, json=body)
 
     def subscribe_batch(self, bodies: list[dict], token: str | None) -> list[dict]:
-        return self._do("POST", "/v1/subscriptions:batch", token, json={"subscriptions": bodies})["subscriptions"]
+        return self._manage("POST", "/v1/subscriptions:batch", token, json={"subscriptions": bodies})["subscriptions"]
 
     def get_subscription(self, sub_id: str, token: str) -> dict:
         return self._do("GET", f"/v1/subscriptions/{sub_id}", token)
 
     def unsubscribe(self, sub_id: str, token: str) -> None:
-        self._do("DELETE", f"/v1/subscriptions/{sub_id}", token)
+        self._manage("DELETE", f"/v1/subscriptions/{sub_id}", token)
 
     def publish(self, body: dict) -> str:
-        return self._do("POST", "/v1/messages", json=body)["id"]
+        return self._manage("POST", "/v1/messages", json=body)["id"]
 
     def publish_batch(self, bodies: list[dict]) -> list[str]:
-        return self._do("POST", "/v1/messages:batch", json={"messages": bodies})["ids"]
+        return self._manage("POST", "/v1/messages:batch", json={"messages": bodies})["ids"]
 
     def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
         return self._do("GET", f"/v1/queues/{queue}/messages", token, params={"max": max_n, "wait": wait})["messages"]
@@ -87,10 +97,11 @@ class HttpTransport:
 
 class AsyncHttpTransport:
     def __init__(self, url: str, timeout_s: float, *, limits: httpx.Limits | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, api_key: str | None = None) -> None:
         """`limits`: the connection pool's (httpx's default without); `transport`: another
         than the network's (tests pass an httpx.MockTransport)."""
         pool = {"limits": limits} if limits is not None else {}
+        self.api_key = api_key
         self.h = httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(timeout_s + LISTEN_WAIT_S, connect=timeout_s),
                                    transport=transport, **pool)
 
@@ -98,45 +109,49 @@ class AsyncHttpTransport:
         await self.h.aclose()
 
     async def _do(self, method: str, path: str, token: str | None = None, headers: dict | None = None,
-                  **kw) -> dict | None:
+                  api_key: str | None = None, **kw) -> dict | None:
         try:
-            r = await self.h.request(method, path, headers={**_auth(token), **(headers or {})}, **kw)
+            r = await self.h.request(method, path, headers={**_auth(token, api_key), **(headers or {})}, **kw)
         except httpx.TransportError as exc:
             raise Unavailable("unavailable", f"cannot reach {self.h.base_url}: {exc!r}") from exc
         return _check(r)
+
+    async def _manage(self, method: str, path: str, token: str | None = None, **kw) -> dict | None:
+        """A call that carries the API key (publish, create, subscribe, delete); reads do not."""
+        return await self._do(method, path, token, api_key=self.api_key, **kw)
 
     async def space(self) -> dict:
         return await self._do("GET", "/v1/space")
 
     async def create_queue(self) -> dict:
-        return await self._do("POST", "/v1/queues")
+        return await self._manage("POST", "/v1/queues")
 
     async def delete_queue(self, queue: str, token: str) -> None:
-        await self._do("DELETE", f"/v1/queues/{queue}", token)
+        await self._manage("DELETE", f"/v1/queues/{queue}", token)
 
     async def subscribe(self, body: dict, token: str | None) -> dict:
-        return await self._do("POST", "/v1/subscriptions", token, json=body)
+        return await self._manage("POST", "/v1/subscriptions", token, json=body)
 
     async def subscribe_batch(self, bodies: list[dict], token: str | None) -> list[dict]:
-        return (await self._do("POST", "/v1/subscriptions:batch", token,
+        return (await self._manage("POST", "/v1/subscriptions:batch", token,
                                json={"subscriptions": bodies}))["subscriptions"]
 
     async def get_subscription(self, sub_id: str, token: str) -> dict:
         return await self._do("GET", f"/v1/subscriptions/{sub_id}", token)
 
     async def unsubscribe(self, sub_id: str, token: str) -> None:
-        await self._do("DELETE", f"/v1/subscriptions/{sub_id}", token)
+        await self._manage("DELETE", f"/v1/subscriptions/{sub_id}", token)
 
     async def publish(self, body: dict) -> str:
-        return (await self._do("POST", "/v1/messages", json=body))["id"]
+        return (await self._manage("POST", "/v1/messages", json=body))["id"]
 
     async def publish_batch(self, bodies: list[dict]) -> list[str]:
-        return (await self._do("POST", "/v1/messages:batch", json={"messages": bodies}))["ids"]
+        return (await self._manage("POST", "/v1/messages:batch", json={"messages": bodies}))["ids"]
 
     async def publish_encoded(self, batch: bytes) -> list[str]:
         """A batch already encoded as `{"messages": [...]}` JSON (a load generator prepares its
         requests ahead, so that its CPU goes to sending them)."""
-        return (await self._do("POST", "/v1/messages:batch", content=batch,
+        return (await self._manage("POST", "/v1/messages:batch", content=batch,
                                headers={"Content-Type": "application/json"}))["ids"]
 
     async def cluster(self, timeout_s: float | None = None) -> dict:

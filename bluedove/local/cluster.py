@@ -87,7 +87,7 @@ class LocalCluster:
                  matcher_env: dict | None = None, quiet: bool = False, deliver: str = "store",
                  partition: str | None = None, matcher_ids: list[str] | None = None,
                  sample_rate: float = 0.0, sample_dir: str | Path | None = None,
-                 seed: dict | None = None, store_cluster: int | None = None,
+                 seed: dict | None = None, store_cluster: int | None = None, auth: str | None = None,
                  matcher_net: dict[str, tuple[str, list[str]]] | None = None) -> None:
         if store is not None and store_cluster is not None:
             raise ValueError("store and store_cluster exclude each other: one names a running store, "
@@ -116,6 +116,8 @@ class LocalCluster:
         self.deliver = deliver  # "store", or "count": matchers match without writing (benchmarks)
         # Every matcher and dispatcher gets the same mode (None: BLUEDOVE_PARTITION, else mpartition).
         self.partition = from_env(DispatcherSettings, partition=partition).partition
+        # API keys on every dispatcher: "off" or "keys" (None: BLUEDOVE_AUTH, else off).
+        self.auth = from_env(DispatcherSettings, auth=auth).auth
         # The dispatchers' message sample (0 = off), by default in DATA_DIR/samples.
         self.sample_rate = sample_rate
         self.sample_dir = Path(sample_dir) if sample_dir else self.data_dir / "samples"
@@ -174,7 +176,7 @@ class LocalCluster:
                     "dispatcher", "--id", d, "--host", self.host, "--http-port", str(self.http_port),
                     "--grpc-port", str(self.grpc_port), "--gossip-port", str(free_port()),
                     "--store", self.store_url, "--policy", self.policy, "--partition", self.partition,
-                    *space_args, *self._sample_args(),
+                    "--auth", self.auth, *space_args, *self._sample_args(),
                 ], logs / f"{d}.log", extra_env={MULTIPROC_ENV: str(self.metrics_dir.resolve())}))
             for c in self.children:
                 c.start()

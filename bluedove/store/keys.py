@@ -25,6 +25,11 @@ Published messages, the cluster's state (one key each, so one slot each):
   bd:{ev}:log, bd:{ev}:count    list and hash of cluster events
   bd:autoscaler, bd:disps       the autoscaler's settings; dispatchers' heartbeats
 
+API keys (bluedove/store/apikeys.py), all in one slot `{keys}`:
+  bd:{keys}:k:<id>      hash    digest of the secret, scopes, name, rates, created, revoked
+  bd:{keys}:ids         set     every key id
+  bd:{keys}:gen         counter bumped by every create and revoke (dispatchers watch it)
+
 A catalogue log position is one stream id per shard, joined by ","; "0-0" (or "") stands
 for the start of every shard.
 """
@@ -64,6 +69,15 @@ def token_key(digest: str) -> str:
 
 def message_mark(message_id: str) -> str:
     return f"bd:dd:{message_id}"
+
+
+# -- API keys --------------------------------------------------------------------------------
+API_KEY_IDS = "bd:{keys}:ids"
+API_KEY_GEN = "bd:{keys}:gen"
+
+
+def api_key(key_id: str) -> str:
+    return f"bd:{{keys}}:k:{key_id}"
 
 
 # -- the catalogue ---------------------------------------------------------------------------

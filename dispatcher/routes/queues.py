@@ -6,7 +6,9 @@ import re
 
 from fastapi import APIRouter, Request, Response
 
+from bluedove.apikeys import SUBSCRIBE
 from dispatcher import operations as ops
+from dispatcher.auth import caller, queue_token
 from dispatcher.deps import bearer, json_body, state
 
 router = APIRouter()
@@ -14,12 +16,16 @@ router = APIRouter()
 
 @router.post("/v1/queues", status_code=201)
 async def create_queue(request: Request):
-    return await ops.create_queue(state(request))
+    d = state(request)
+    await caller(d, request.headers.get("authorization"), SUBSCRIBE)
+    return await ops.create_queue(d)
 
 
 @router.delete("/v1/queues/{queue}", status_code=204)
 async def delete_queue(request: Request, queue: str):
-    await ops.delete_queue(state(request), queue, bearer(request))
+    d, auth = state(request), request.headers.get("authorization")
+    await caller(d, auth, SUBSCRIBE)
+    await ops.delete_queue(d, queue, queue_token(d, auth, request.headers.get("x-queue-token")))
     return Response(status_code=204)
 
 

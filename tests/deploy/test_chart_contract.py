@@ -224,3 +224,13 @@ def test_the_connection_test_asks_readyz_with_python():
     assert c["command"][:2] == ["python", "-c"]
     assert c["command"][-1] == "http://bluedove-dispatcher:8080/readyz"
     compile(c["command"][2], "test-connection", "exec")  # the script is valid Python
+
+
+def test_api_keys_are_on_by_default_and_off_when_asked():
+    """auth.mode reaches every dispatcher as BLUEDOVE_AUTH, a value DispatcherSettings takes."""
+    for values, mode in ((None, "keys"), ({"auth": {"mode": "off"}}, "off")):
+        env = env_of(container(render(values).get("Deployment", "bluedove-dispatcher")))
+        assert env["BLUEDOVE_AUTH"]["value"] == mode
+        assert DispatcherSettings(auth=mode).auth == mode
+    with pytest.raises(Exception, match="auth"):
+        render({"auth": {"mode": "tokens"}})

@@ -78,6 +78,8 @@ async def chart_cluster(tmp_path, redis_clean_url, apiserver):
         "redis": {"enabled": False},
         "dispatcher": {"replicas": 1},
         "autoscaler": {"enabled": True, "minMatchers": MATCHERS, "maxMatchers": MATCHERS},
+        # Exactness and restarts, not API keys (tests/integration/test_api_keys.py): open publishing.
+        "auth": {"mode": "off"},
     }
     manifests = render(values).objects
     net = PodNetwork(manifests, NAMESPACE, tmp_path, subnet=random.randrange(64, 250))

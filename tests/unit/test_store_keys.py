@@ -87,3 +87,10 @@ def test_a_cluster_password_from_the_environment_when_the_url_has_none(monkeypat
 def test_a_bad_cluster_url_says_what_is_wrong(url, says):
     with pytest.raises(StoreUrlError, match=says):
         parse_cluster_url(url)
+
+
+@given(st.text(alphabet="0123456789abcdef", min_size=16, max_size=16))
+def test_every_api_key_record_shares_one_slot_with_the_ids_and_the_generation(key_id):
+    # a create and a revoke are one script over these keys: on a Redis Cluster, one slot
+    assert {key_slot(k.encode()) for k in (K.api_key(key_id), K.API_KEY_IDS, K.API_KEY_GEN)} == \
+        {key_slot(K.API_KEY_GEN.encode())}
