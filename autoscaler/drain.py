@@ -17,6 +17,7 @@ from collections.abc import Callable
 import grpc
 
 from autoscaler.backends import Drainer
+from bluedove import tls
 from bluedove.store import Store
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
@@ -69,8 +70,10 @@ class MatcherDrainer:
     Its methods block: call them from a worker thread (the runner calls backends through
     asyncio.to_thread), never from `loop` itself."""
 
-    def __init__(self, store: Store, loop: asyncio.AbstractEventLoop, store_timeout_s: float = 10.0) -> None:
+    def __init__(self, store: Store, loop: asyncio.AbstractEventLoop, store_timeout_s: float = 10.0,
+                 tls_files: tls.TlsFiles | None = None) -> None:
         self.store = store
+        self.tls = tls_files
         self.loop = loop
         self.store_timeout_s = store_timeout_s
 
@@ -79,7 +82,7 @@ class MatcherDrainer:
         return table_owners(raw)
 
     def leave(self, address: str, timeout_s: float) -> tuple[bool, str]:
-        with grpc.insecure_channel(address) as ch:
+        with tls.channel(address, self.tls) as ch:
             try:
                 reply = pb_grpc.MatcherStub(ch).Leave(pb.LeaveRequest(), timeout=timeout_s)
             except grpc.RpcError as e:

@@ -44,7 +44,8 @@ class AutoscalerThread:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         store = Store(self.cluster.store_url)
-        self.autoscaler = Autoscaler(LocalBackend(self.cluster), store, self.config, self.interval_s)
+        self.autoscaler = Autoscaler(LocalBackend(self.cluster), store, self.config, self.interval_s,
+                                     tls_files=getattr(self.cluster, "tls", None))
         server = None
         if self.metrics_port is not None:
             server = await serve_metrics(self.cluster.host, self.metrics_port, autoscaler_registry(self.autoscaler))

@@ -15,6 +15,7 @@ from autoscaler import relief
 from autoscaler.backends import Backend
 from autoscaler.policy import Decision, LoadSample, ScalingConfig
 from autoscaler.signals import SignalReader
+from bluedove import tls
 from bluedove.forwarding import LoadReport
 from bluedove.store import Store
 from bluedove.store.series import put_gauges
@@ -26,8 +27,9 @@ log = logging.getLogger("bluedove.autoscaler")
 
 class Autoscaler:
     def __init__(self, backend: Backend, store: Store, config: ScalingConfig = ScalingConfig(),
-                 interval_s: float = 1.0) -> None:
+                 interval_s: float = 1.0, tls_files: tls.TlsFiles | None = None) -> None:
         self.backend = backend
+        self.tls = tls_files  # for the matchers' Report (mutual TLS with a CA)
         self.store = store
         self.config = config
         self.interval_s = interval_s
@@ -155,7 +157,7 @@ class Autoscaler:
     async def _report(self, addr: str) -> pb.ReportReply:
         ch = self._channels.get(addr)
         if ch is None:
-            ch = self._channels[addr] = grpc.aio.insecure_channel(addr)
+            ch = self._channels[addr] = tls.aio_channel(addr, self.tls)
         return await pb_grpc.MatcherStub(ch).Report(pb.ReportRequest(), timeout=2.0)
 
 

@@ -89,6 +89,11 @@ class MatcherSettings:
     # How often the hand-off grace is checked, and how soon a failed trim is retried.
     trim_check_s: float = 0.5
     trim_retry_s: float = 1.0
+    # -- TLS (bluedove/tls.py, docs/operations.md "TLS"): PEM files, "" = plain --
+    tls_cert: str = ""
+    tls_key: str = ""
+    # With a CA, the internal ports are mutual TLS: clients need a certificate it signed.
+    tls_ca: str = ""
 
     def __post_init__(self) -> None:
         check_mode(self.partition, "partition (--partition, BLUEDOVE_PARTITION)")
@@ -146,11 +151,25 @@ class DispatcherSettings:
     auth: str = "off"
     # With keys: how often the store's key generation is read (a revoke takes effect within it).
     auth_refresh_s: float = 0.25
+    # -- TLS (bluedove/tls.py, docs/operations.md "TLS"): PEM files, "" = plain --
+    tls_cert: str = ""
+    tls_key: str = ""
+    # With a CA, the internal ports are mutual TLS: clients need a certificate it signed.
+    tls_ca: str = ""
 
     def __post_init__(self) -> None:
         check_mode(self.partition, "partition (--partition, BLUEDOVE_PARTITION)")
         if self.auth not in AUTH_MODES:
             raise ValueError(f"auth (--auth, BLUEDOVE_AUTH) {self.auth!r}: expected one of {', '.join(AUTH_MODES)}")
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    """TLS alone, for a process with no other settings here (the autoscaler, the `seed` command)."""
+    tls_cert: str = ""
+    tls_key: str = ""
+    # With a CA, the internal ports are mutual TLS: clients need a certificate it signed.
+    tls_ca: str = ""
 
 
 def from_env(cls: type[T], **overrides) -> T:

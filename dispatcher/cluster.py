@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import grpc
 import numpy as np
 
-from bluedove import partitioning
+from bluedove import partitioning, tls
 from bluedove.forwarding import LoadReport, cost, rank
 from bluedove.forwarding_batch import BATCH_POLICIES, Ranking, matcher_loads, rank_batch
 from bluedove.segments import SegmentTable
@@ -115,7 +115,7 @@ class ClusterView:
         address = self.address(member)
         cached = self._channels.get(member)
         if cached is None or cached[0] != address:
-            ch = grpc.aio.insecure_channel(address, options=[
+            ch = tls.aio_channel(address, self.s, options=[
                 ("grpc.max_send_message_length", 64 * 1024 * 1024),
                 ("grpc.max_receive_message_length", 64 * 1024 * 1024),
                 # Reconnect quickly after a matcher restarts.

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import grpc
 
+from bluedove import tls
 from bluedove.segments import SegmentTable
 from bluedove.settings import DispatcherSettings, from_env
 from bluedove.v1 import gossip_pb2_grpc as gossip_grpc
@@ -58,7 +59,7 @@ class GossipMember:
         self.config = config or from_env(GossipConfig)
         self.node: Node | None = None
         self.agent: GossipAgent | None = None
-        self.transport = GrpcTransport(timeout_s=self.config.probe_timeout_s)
+        self.transport = GrpcTransport(timeout_s=self.config.probe_timeout_s, tls_files=settings)
         self.server: grpc.aio.Server | None = None
         self.port = 0
         self.on_change: list[Callable[[], None]] = []
@@ -68,7 +69,7 @@ class GossipMember:
     async def start(self, table: SegmentTable | None) -> None:
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         gossip_grpc.add_GossipServicer_to_server(GossipServicer(self._receive), self.server)
-        self.port = self.server.add_insecure_port(f"{self.s.host}:{self.s.gossip_port}")
+        self.port = tls.add_port(self.server, f"{self.s.host}:{self.s.gossip_port}", self.s, internal=True)
         await self.server.start()
         addr = advertised(self.s, self.port)
         self.node = Node(self.s.id, addr, time.time_ns(), self.config, role=DISPATCHER)

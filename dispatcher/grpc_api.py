@@ -11,6 +11,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from bluedove import tls
 from bluedove.apikeys import PUBLISH, SUBSCRIBE
 from bluedove.batch_decode import Batch
 from bluedove.errors import ApiError
@@ -211,14 +212,14 @@ class ReadinessHealth(health.aio.HealthServicer):
 class GrpcApi:
     """The gRPC server of one dispatcher: PubSub, health (SERVING while ready) and reflection."""
 
-    def __init__(self, dispatcher, host: str, port: int) -> None:
+    def __init__(self, dispatcher, host: str, port: int, tls_files: tls.TlsFiles | None = None) -> None:
         self.d = dispatcher
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 1)])
         pb_grpc.add_PubSubServicer_to_server(PubSubServicer(dispatcher), self.server)
         self.health = ReadinessHealth(dispatcher)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection([SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)
-        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        self.port = tls.add_port(self.server, f"{host}:{port}", tls_files, internal=False)  # public: no client certificate
 
     async def start(self) -> None:
         await self.health.refresh()  # both services known from the start (NOT_SERVING on shutdown)

@@ -10,6 +10,7 @@ import socket
 
 import uvicorn
 
+from bluedove import tls
 from bluedove.settings import DispatcherSettings
 from bluedove.space import Space
 from dispatcher.app import create_app
@@ -50,12 +51,12 @@ def serve(settings: DispatcherSettings, space: Space, seeds: tuple[str, ...] = (
     sock = listen_socket(settings.host, settings.http_port)
     app = create_app(settings, space, address=f"{settings.host}:{settings.http_port}", seeds=seeds)
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5,
-                            loop="asyncio", http="httptools")
+                            loop="asyncio", http="httptools", **tls.uvicorn_ssl(settings))
     closing = app.state.dispatcher.closing
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        grpc_api = GrpcApi(app.state.dispatcher, settings.host, settings.grpc_port)
+        grpc_api = GrpcApi(app.state.dispatcher, settings.host, settings.grpc_port, settings)
         await grpc_api.start()
         print(f"gRPC API on {settings.host}:{grpc_api.port}", flush=True)
         server = _Server(config, lambda: loop.call_soon_threadsafe(closing.set), grpc_api)

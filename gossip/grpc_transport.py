@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import grpc
 
+from bluedove import tls
 from bluedove.v1 import gossip_pb2 as pb
 from bluedove.v1 import gossip_pb2_grpc as pb_grpc
 from gossip import wire
@@ -16,8 +17,9 @@ from gossip.state import Envelope
 class GrpcTransport:
     """Fire-and-forget sends; a failed or slow call is a lost message (the protocol copes)."""
 
-    def __init__(self, timeout_s: float = 0.5) -> None:
+    def __init__(self, timeout_s: float = 0.5, tls_files: tls.TlsFiles | None = None) -> None:
         self.timeout_s = timeout_s
+        self.tls = tls_files  # the process's TLS settings (mutual TLS with a CA)
         self.bytes_sent = 0
         self.sent = 0
         self._stubs: dict[str, tuple[grpc.aio.Channel, pb_grpc.GossipStub]] = {}
@@ -34,8 +36,8 @@ class GrpcTransport:
     async def _send(self, addr: str, msg: pb.Envelope) -> None:
         cached = self._stubs.get(addr)
         if cached is None:
-            ch = grpc.aio.insecure_channel(addr, options=[("grpc.initial_reconnect_backoff_ms", 100),
-                                                          ("grpc.max_reconnect_backoff_ms", 1000)])
+            ch = tls.aio_channel(addr, self.tls, options=[("grpc.initial_reconnect_backoff_ms", 100),
+                                                        ("grpc.max_reconnect_backoff_ms", 1000)])
             cached = self._stubs[addr] = (ch, pb_grpc.GossipStub(ch))
         try:
             await cached[1].Deliver(msg, timeout=self.timeout_s)

@@ -10,9 +10,9 @@ import math
 import time
 from typing import Protocol
 
-import grpc
 import numpy as np
 
+from bluedove import tls
 from bluedove.segments import SegmentTable
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
@@ -32,7 +32,8 @@ class Sets(Protocol):
         ...
 
 
-async def load_from_owners(sets: Sets, table: SegmentTable, sources, timeout_s: float) -> None:
+async def load_from_owners(sets: Sets, table: SegmentTable, sources, timeout_s: float,
+                           tls_files: tls.TlsFiles | None = None) -> None:
     """Build the sets of the dimensions that grow from our own rows plus the rows the old
     owners export (each current to its log position), keep the other sets as they are,
     then replay the catalogue log from the oldest of those positions and swap."""
@@ -40,7 +41,7 @@ async def load_from_owners(sets: Sets, table: SegmentTable, sources, timeout_s: 
     channels = {}
 
     async def fetch(src):
-        ch = channels.get(src.address) or channels.setdefault(src.address, grpc.aio.insecure_channel(src.address))
+        ch = channels.get(src.address) or channels.setdefault(src.address, tls.aio_channel(src.address, tls_files))
         r = await pb_grpc.MatcherStub(ch).Export(
             pb.ExportRequest(dimension=src.dimension, low=src.low, high=src.high), timeout=timeout_s)
         return src.dimension, r

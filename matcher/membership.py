@@ -25,6 +25,7 @@ from typing import Protocol
 
 import grpc
 
+from bluedove import tls
 from bluedove.forwarding import LoadReport
 from bluedove.seeding import Seed, parse_seed
 from bluedove.segments import SegmentTable, grown, merge_out, plan_split, split
@@ -71,7 +72,7 @@ class Membership:
         self.seeds: DnsSeeds | None = None
         self._dns_task: asyncio.Task | None = None
         self.node: Node | None = None
-        self.transport = GrpcTransport(timeout_s=config.probe_timeout_s)
+        self.transport = GrpcTransport(timeout_s=config.probe_timeout_s, tls_files=m.s)
         self.agent: GossipAgent | None = None
         self._busy = False  # a table change or takeover is under way
         self.leaving = False
@@ -311,7 +312,7 @@ class Membership:
     def _stub(self, addr: str) -> pb_grpc.MatcherStub:
         cached = self._peers.get(addr)
         if cached is None:
-            ch = grpc.aio.insecure_channel(addr)
+            ch = tls.aio_channel(addr, self.m.s)
             cached = self._peers[addr] = (ch, pb_grpc.MatcherStub(ch))
         return cached[1]
 

@@ -15,6 +15,7 @@ import redis.exceptions
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from bluedove.bootstrap import ensure_table, parse_members, register_address
+from bluedove import tls
 from bluedove.forward_wire import Part, WireError
 from bluedove.partitioning import held
 from bluedove.segments import SegmentTable
@@ -172,7 +173,7 @@ class Matcher:
                 loaded = False
                 if sources:
                     try:
-                        await load_from_owners(self.owner, new, sources, self.s.export_timeout_s)
+                        await load_from_owners(self.owner, new, sources, self.s.export_timeout_s, self.s)
                         loaded = True
                     except Exception as exc:  # noqa: BLE001 - an old owner failed: the catalogue has it all
                         log.warning("hand-off from the old owners failed (%r); loading from the catalogue", exc)
@@ -400,7 +401,7 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
     gossip_pb2_grpc.add_GossipServicer_to_server(m.membership.servicer(), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    server.add_insecure_port(f"{settings.host}:{settings.port}")
+    tls.add_port(server, f"{settings.host}:{settings.port}", settings, internal=True)
     await server.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
     await health_servicer.set(READY_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)

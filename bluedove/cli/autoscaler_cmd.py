@@ -8,6 +8,8 @@ import os
 import signal
 import sys
 
+from bluedove import tls
+
 DRAIN_TIMEOUT_ENV = "BLUEDOVE_DRAIN_TIMEOUT_S"
 METRICS_PORT_ENV = "BLUEDOVE_METRICS_PORT"
 
@@ -30,6 +32,7 @@ def add_command(sub) -> None:
                    help="serve Prometheus /metrics on this port (docs/metrics.md; default BLUEDOVE_METRICS_PORT, "
                         "else 0 = none)")
     a.add_argument("--metrics-host", default="0.0.0.0", metavar="HOST", help="the address /metrics listens on")
+    tls.add_flags(a, "nothing (a client of the matchers: with --tls-ca its certificate is presented to them)")
     a.set_defaults(func=run)
 
 
@@ -45,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from autoscaler.policy import ScalingConfig
     from bluedove.partitioning import MPARTITION
-    from bluedove.settings import DispatcherSettings, from_env
+    from bluedove.settings import DispatcherSettings, TlsSettings, from_env
     from bluedove.telemetry import MetricsBindError
 
     partition = from_env(DispatcherSettings).partition
@@ -77,6 +80,12 @@ def run(args: argparse.Namespace) -> int:
         flag = "--metrics-port" if args.metrics_port is not None else METRICS_PORT_ENV
         print(f"bluedove autoscaler: {flag}: expected a port from 0 to 65535", file=sys.stderr)
         return 2
+    try:
+        tls_files = from_env(TlsSettings, **tls.overrides(args))
+        tls.check(tls_files)
+    except ValueError as exc:  # TlsError: a missing file, half a pair
+        print(f"bluedove autoscaler: {exc}", file=sys.stderr)
+        return 2
     namespace = args.namespace or pod_namespace() or "default"
     try:
         backend = KubernetesBackend(args.statefulset, namespace, drain_timeout_s=drain_timeout_s)
@@ -87,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"autoscaler  {backend.target}: {replicas} replicas; keeping {config.min_matchers} to "
           f"{config.max_matchers} matchers", flush=True)
     try:
-        asyncio.run(_serve(backend, args.store, config, args.metrics_host, metrics_port))
+        asyncio.run(_serve(backend, args.store, config, args.metrics_host, metrics_port, tls_files))
     except MetricsBindError as exc:
         print(f"bluedove autoscaler: --metrics-port {metrics_port}: {exc}", file=sys.stderr)
         return 2
@@ -95,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(backend, store_url: str, config, metrics_host: str, metrics_port: int) -> None:
+async def _serve(backend, store_url: str, config, metrics_host: str, metrics_port: int, tls_files=None) -> None:
     from autoscaler.drain import MatcherDrainer
     from autoscaler.metrics import autoscaler_registry
     from autoscaler.runner import Autoscaler
@@ -107,8 +116,8 @@ async def _serve(backend, store_url: str, config, metrics_host: str, metrics_por
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     store = Store(store_url)
-    backend.drainer = MatcherDrainer(store, loop)  # the backend runs in worker threads, the store on this loop
-    scaler = Autoscaler(backend, store, config)
+    backend.drainer = MatcherDrainer(store, loop, tls_files=tls_files)  # the backend runs in worker threads, the store on this loop
+    scaler = Autoscaler(backend, store, config, tls_files=tls_files)
     server = None
     if metrics_port:
         server = await serve_metrics(metrics_host, metrics_port, autoscaler_registry(scaler))

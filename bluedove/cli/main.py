@@ -11,6 +11,7 @@ import sys
 import time
 from importlib.metadata import entry_points
 
+from bluedove import tls
 from bluedove.cli.keys_cmd import add_auth_flag, print_auth
 from bluedove.forwarding import POLICIES
 from bluedove.local.flags import PARTITION_HELP, add_cluster_flags, store_flags_problem
@@ -35,13 +36,15 @@ def _cmd_up(args: argparse.Namespace) -> int:
                                grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store,
                                space_file=args.space, policy=args.policy, partition=args.partition,
                                sample_rate=args.sample_rate, seed=seed, store_cluster=args.store_cluster,
-                               auth=args.auth)
+                               auth=args.auth, tls_files=_up_tls(args))
         if seed is not None:
             initial_table(cluster.space, numbered_members(args.matchers), seed)
     except SpaceError as exc:
         where = "" if str(exc).startswith(str(args.space)) else f"{args.space}: "
         print(f"bluedove up: --space {where}{exc}", file=sys.stderr)
         return 2
+    except tls.TlsError as exc:
+        return _usage("up", str(exc))
     except BootError as exc:
         print(f"bluedove up: --seed {args.seed}: {exc}" if not str(exc).startswith("--seed") else f"bluedove up: {exc}",
               file=sys.stderr)
@@ -105,7 +108,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 def _print_endpoints(cluster) -> None:
     print(f"REST API    {cluster.url}  (docs {cluster.url}/docs)", flush=True)
-    print(f"gRPC API    {cluster.grpc_address}", flush=True)
+    print(f"gRPC API    {cluster.grpc_url if cluster.tls else cluster.grpc_address}", flush=True)
     print(f"dashboard   {cluster.url}/dashboard", flush=True)
     print(f"cluster     {cluster.url}/v1/cluster", flush=True)
     print(f"metrics     {cluster.url}/metrics (dispatchers); every /metrics for Prometheus' file_sd: "
@@ -123,6 +126,15 @@ def _print_endpoints(cluster) -> None:
     print("ready; Ctrl-C stops every process", flush=True)
 
 
+def _up_tls(args: argparse.Namespace):
+    """`up`'s TLS files (flags, else BLUEDOVE_TLS_*), checked; every process it starts gets them."""
+    from bluedove.settings import TlsSettings, from_env
+
+    files = from_env(TlsSettings, **tls.overrides(args))
+    tls.check(files)
+    return files
+
+
 def _cmd_matcher(args: argparse.Namespace) -> int:
     from bluedove.bootstrap import BootError, SpaceMismatch, check_address, initial_table, load_seed, parse_members
     from bluedove.settings import MatcherSettings, from_env
@@ -134,7 +146,12 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
     settings = from_env(MatcherSettings, id=args.id, host=args.host, port=args.port, store_url=args.store,
                         leave_on_sigterm=True if args.leave_on_sigterm else None, partition=args.partition,
                         space_file=args.space, advertise=args.advertise, peers_dns=args.peers_dns,
-                        boot_members=args.boot_members, seed_file=args.seed, metrics_port=args.metrics_port)
+                        boot_members=args.boot_members, seed_file=args.seed, metrics_port=args.metrics_port,
+                        **tls.overrides(args))
+    try:
+        tls.check(settings)
+    except tls.TlsError as exc:
+        return _usage("matcher", str(exc))
     if not 0 <= settings.metrics_port < 65536:
         return _usage("matcher", f"--metrics-port (BLUEDOVE_METRICS_PORT) {settings.metrics_port}: expected 0 to 65535")
     if args.join and settings.partition != MPARTITION:
@@ -192,8 +209,9 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
                             partition=args.partition, gossip_port=args.gossip_port, advertise=args.advertise,
                             peers_dns=args.peers_dns, sample_rate=args.sample_rate, sample_dir=args.sample_dir,
                             sample_rotate_s=args.sample_rotate_s, sample_rotate_mb=args.sample_rotate_mb,
-                            sample_keep=args.sample_keep, auth=args.auth)
-    except ValueError as exc:  # a BLUEDOVE_* variable that is not of its setting's type
+                            sample_keep=args.sample_keep, auth=args.auth, **tls.overrides(args))
+        tls.check(settings)
+    except ValueError as exc:  # a BLUEDOVE_* variable that is not of its setting's type; TLS files (TlsError)
         return _usage("dispatcher", str(exc))
     problem = check_sample_settings(settings.sample_rate, settings.sample_dir, settings.sample_rotate_s,
                                     settings.sample_rotate_mb, settings.sample_keep)
@@ -265,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "(0 = off, the default)")
     up.add_argument("--seed", default=None, metavar="FILE", help=SEED_HELP)
     add_auth_flag(up)
+    tls.add_flags(up, "every port of every process it starts (https:// and grpcs:// with a certificate)")
     up.set_defaults(func=_cmd_up)
 
     m = sub.add_parser("matcher", help="run one matcher (`up` starts them; docs/operations.md starts them by hand)")
@@ -299,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus /metrics on this port of --host (docs/metrics.md; default "
                         "BLUEDOVE_METRICS_PORT, else 0 = none)")
+    tls.add_flags(m, "its gRPC port (every other matcher, dispatcher and the autoscaler connect to it)")
     m.set_defaults(func=_cmd_matcher)
 
     d = sub.add_parser("dispatcher", help="run one dispatcher (`up` starts them; docs/operations.md starts them by hand)")
@@ -323,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "while no peer is known")
     add_sample_flags(d)
     add_auth_flag(d)
+    tls.add_flags(d, "its REST and gRPC API (no client certificate asked) and its gossip port")
     d.set_defaults(func=_cmd_dispatcher)
 
     from bluedove.cli.autoscaler_cmd import add_command as add_autoscaler

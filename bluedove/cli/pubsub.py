@@ -23,10 +23,12 @@ class UsageError(Exception):
 def add_commands(sub: argparse._SubParsersAction) -> None:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--url", default=os.environ.get("BLUEDOVE_URL", DEFAULT_URL),
-                       help=f"http://host:port (REST) or grpc://host:port (default $BLUEDOVE_URL or {DEFAULT_URL})")
+                       help=f"http(s)://host:port (REST) or grpc(s)://host:port (default $BLUEDOVE_URL or {DEFAULT_URL})")
         p.add_argument("--api-key", default=None, metavar="KEY",
                        help="an API key (bdk_…) for a cluster run with --auth keys, sent with publishing, "
                             "subscribing and deleting (default $BLUEDOVE_API_KEY); --token still opens the queue")
+        p.add_argument("--tls-ca", default=os.environ.get("BLUEDOVE_TLS_CA") or None, metavar="FILE",
+                       help="PEM CA to trust for https:// and grpcs:// (default $BLUEDOVE_TLS_CA, else the system's roots)")
         p.set_defaults(func=run, dimension_flags=True)
 
     s = sub.add_parser("subscribe", allow_abbrev=False, help="subscribe a queue (a new one by default)",
@@ -68,7 +70,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--token", required=True, help="the queue's token")
 
 
-VALUE_FLAGS = frozenset({"--url", "--queue", "--token", "--payload", "--id", "--batch", "--max", "--wait",
+VALUE_FLAGS = frozenset({"--url", "--tls-ca", "--queue", "--token", "--payload", "--id", "--batch", "--max", "--wait",
                          "--api-key"})
 
 
@@ -242,8 +244,11 @@ COMMANDS = {"subscribe": cmd_subscribe, "publish": cmd_publish, "poll": cmd_poll
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.tls_ca and not os.path.isfile(args.tls_ca):
+        print(f"bluedove {args.command}: error: --tls-ca {args.tls_ca}: no such file", file=sys.stderr)
+        return 2
     try:
-        with Client(args.url, retries=2, api_key=args.api_key) as client:
+        with Client(args.url, retries=2, api_key=args.api_key, tls_ca=args.tls_ca) as client:
             dims = dimension_values(args.extra, client.space()) if args.extra else {}
             return COMMANDS[args.command](client, args, dims)
     except UsageError as exc:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import grpc
 
+from bluedove import tls
 from bluedove.bootstrap import BootError, load_seed
 from bluedove.seeding import SeedError, reseeded
 from bluedove.segments import SegmentTable
@@ -51,6 +52,7 @@ def add_command(sub) -> argparse.ArgumentParser:
     p.add_argument("--master", default=None, metavar="URL",
                    help="with --subscriptions: the Spark master (default local[*], this machine's cores)")
     add_arguments(p, required=False)
+    tls.add_flags(p, "nothing (a client: the certificate is presented to the matchers, with --tls-ca)")
     p.set_defaults(func=_cmd_seed)
     return p
 
@@ -68,7 +70,14 @@ def _cmd_seed(args: argparse.Namespace) -> int:
         return _usage(f"--apply-timeout {args.apply_timeout}: must be above 0")
     if not args.apply:
         return plan_seed_file(args.store, args.from_file)
-    return apply_seed_file(args.store, args.from_file, args.apply_timeout)
+    return apply_seed_file(args.store, args.from_file, args.apply_timeout, tls_files=_tls(args))
+
+
+def _tls(args: argparse.Namespace):
+    """The matchers' TLS, for the table proposal (--tls-*, else BLUEDOVE_TLS_*)."""
+    from bluedove.settings import TlsSettings, from_env
+
+    return from_env(TlsSettings, **tls.overrides(args))
 
 
 def _job(args: argparse.Namespace) -> int:
@@ -109,7 +118,7 @@ def _job(args: argparse.Namespace) -> int:
         spark.stop()
     if not args.apply:
         return 0
-    return apply_seed_file(args.store, args.out, args.apply_timeout)
+    return apply_seed_file(args.store, args.out, args.apply_timeout, tls_files=_tls(args))
 
 
 def read_table(store_url: str) -> SegmentTable | None:
@@ -202,7 +211,7 @@ def plan_seed_file(store_url: str, seed_path: str, say: Callable[[str], None] = 
 
 
 def apply_seed_file(store_url: str, seed_path: str, timeout_s: float, say: Callable[[str], None] = print,
-                    err: Callable[[str], None] = _err) -> int:
+                    err: Callable[[str], None] = _err, tls_files=None) -> int:
     """Re-seed the cluster of `store_url` by the seed file: 0 once the store holds the new
     table (and the seed), 2 for bad input (the seed, the store, no table), 1 when no owner
     took the table within `timeout_s` (each refusal is said)."""
@@ -210,10 +219,10 @@ def apply_seed_file(store_url: str, seed_path: str, timeout_s: float, say: Calla
     if isinstance(planned, int):
         return planned
     seed, old, new = planned
-    return asyncio.run(_apply(store_url, seed_path, seed, old, new, timeout_s, say, err))
+    return asyncio.run(_apply(store_url, seed_path, seed, old, new, timeout_s, say, err, tls_files))
 
 
-async def _apply(store_url, seed_path, seed, old, new, timeout_s, say, err) -> int:
+async def _apply(store_url, seed_path, seed, old, new, timeout_s, say, err, tls_files=None) -> int:
     from bluedove.store import Store
 
     store = Store(store_url)
@@ -226,7 +235,7 @@ async def _apply(store_url, seed_path, seed, old, new, timeout_s, say, err) -> i
             if left <= 0:
                 err(f"not applied within --apply-timeout {timeout_s:g} s")
                 return 1
-            applied, why = await _propose(new, reason, left)
+            applied, why = await _propose(new, reason, left, tls_files)
             if applied:
                 break
             if why not in said:
@@ -255,7 +264,7 @@ async def _apply(store_url, seed_path, seed, old, new, timeout_s, say, err) -> i
     return 0
 
 
-async def _propose(new: SegmentTable, reason: str, timeout_s: float) -> tuple[bool, str]:
+async def _propose(new: SegmentTable, reason: str, timeout_s: float, tls_files=None) -> tuple[bool, str]:
     """Hand the table to the first owner that answers: (applied, why not)."""
     why = "no owner has an address"
     req = pb.ProposeRequest(table_json=json.dumps(new.to_json()), reason=reason)
@@ -263,7 +272,7 @@ async def _propose(new: SegmentTable, reason: str, timeout_s: float) -> tuple[bo
         if not addr:
             continue
         try:
-            async with grpc.aio.insecure_channel(addr) as ch:
+            async with tls.aio_channel(addr, tls_files) as ch:
                 r = await pb_grpc.MatcherStub(ch).ProposeTable(req, timeout=timeout_s)
         except grpc.aio.AioRpcError as exc:
             why = f"{m} at {addr}: {exc.code().name} {exc.details()}"

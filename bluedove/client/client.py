@@ -22,14 +22,14 @@ MAX_BATCH = 1000
 API_KEY_ENV = "BLUEDOVE_API_KEY"
 
 
-def _transport(url: str, timeout_s: float, asynchronous: bool, api_key: str | None = None):
-    if url.startswith("grpc://"):
+def _transport(url: str, timeout_s: float, asynchronous: bool, api_key: str | None = None, tls_ca: str | None = None):
+    if url.startswith(("grpc://", "grpcs://")):
         from bluedove.client.grpc_transport import AsyncGrpcTransport, GrpcTransport
 
-        return (AsyncGrpcTransport if asynchronous else GrpcTransport)(url, timeout_s, api_key=api_key)
+        return (AsyncGrpcTransport if asynchronous else GrpcTransport)(url, timeout_s, api_key=api_key, tls_ca=tls_ca)
     from bluedove.client.http import AsyncHttpTransport, HttpTransport
 
-    return (AsyncHttpTransport if asynchronous else HttpTransport)(url, timeout_s, api_key=api_key)
+    return (AsyncHttpTransport if asynchronous else HttpTransport)(url, timeout_s, api_key=api_key, tls_ca=tls_ca)
 
 
 def _backoff(attempt: int, base_s: float) -> float:
@@ -54,7 +54,9 @@ def _message(attributes: dict, payload: Any, msg_id: str | None) -> dict:
 
 class _Base:
     def __init__(self, url: str = "http://127.0.0.1:8080", *, timeout_s: float = 30.0, retries: int = 4,
-                 backoff_s: float = 0.1, api_key: str | None = None) -> None:
+                 backoff_s: float = 0.1, api_key: str | None = None, tls_ca: str | None = None) -> None:
+        """`url`: http(s)://host:port (REST) or grpc(s)://host:port; `tls_ca`: a PEM file of the
+        CA to trust for https:// and grpcs:// (default: the system's roots)."""
         self.url = url
         # An API key (bdk_…) for a cluster run with `--auth keys`: sent with publishes and with
         # creating and deleting queues and subscriptions (the queue token then goes in
@@ -62,7 +64,7 @@ class _Base:
         self.api_key = api_key or os.environ.get(API_KEY_ENV) or None
         self.retries = retries
         self.backoff_s = backoff_s
-        self.grpc = url.startswith("grpc://")
+        self.grpc = url.startswith(("grpc://", "grpcs://"))
 
     def queue(self, queue_id: str, token: str) -> Queue:
         """A handle on an existing queue."""
@@ -83,7 +85,8 @@ class Client(_Base):
 
     def __init__(self, url: str = "http://127.0.0.1:8080", **kw) -> None:
         super().__init__(url, **kw)
-        self.t = _transport(url, kw.get("timeout_s", 30.0), asynchronous=False, api_key=self.api_key)
+        self.t = _transport(url, kw.get("timeout_s", 30.0), asynchronous=False, api_key=self.api_key,
+                            tls_ca=kw.get("tls_ca"))
 
     def close(self) -> None:
         self.t.close()
@@ -174,7 +177,8 @@ class AsyncClient(_Base):
 
     def __init__(self, url: str = "http://127.0.0.1:8080", **kw) -> None:
         super().__init__(url, **kw)
-        self.t = _transport(url, kw.get("timeout_s", 30.0), asynchronous=True, api_key=self.api_key)
+        self.t = _transport(url, kw.get("timeout_s", 30.0), asynchronous=True, api_key=self.api_key,
+                            tls_ca=kw.get("tls_ca"))
 
     async def close(self) -> None:
         await self.t.close()

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import grpc
 
 from bluedove.client.errors import BlueDoveError, InvalidMessage, InvalidSubscription, api_error
+from bluedove.tls import api_channel
 from bluedove.v1 import pubsub_pb2 as pb
 from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 
@@ -91,7 +92,12 @@ def _md(token: str | None, api_key: str | None = None):
 
 
 def target(url: str) -> str:
-    return url.removeprefix("grpc://").rstrip("/")
+    return url.removeprefix("grpcs://").removeprefix("grpc://").rstrip("/")
+
+
+def _channel(url: str, tls_ca: str | None, asynchronous: bool):
+    """grpcs://: TLS, trusting `tls_ca` (else the system's roots); grpc://: plain."""
+    return api_channel(target(url), url.startswith("grpcs://"), tls_ca, asynchronous)
 
 
 
@@ -107,9 +113,9 @@ def stream_elements(msgs: list) -> Iterator:
 
 
 class GrpcTransport:
-    def __init__(self, url: str, timeout_s: float, api_key: str | None = None) -> None:
+    def __init__(self, url: str, timeout_s: float, api_key: str | None = None, tls_ca: str | None = None) -> None:
         self.api_key = api_key
-        self.channel = grpc.insecure_channel(target(url))
+        self.channel = _channel(url, tls_ca, asynchronous=False)
         self.stub = pb_grpc.PubSubStub(self.channel)
         self.timeout_s = timeout_s
 
@@ -180,16 +186,17 @@ class GrpcTransport:
 
 
 class AsyncGrpcTransport:
-    def __init__(self, url: str, timeout_s: float, api_key: str | None = None) -> None:
+    def __init__(self, url: str, timeout_s: float, api_key: str | None = None, tls_ca: str | None = None) -> None:
         self.api_key = api_key
         self.url = url
+        self.tls_ca = tls_ca
         self.timeout_s = timeout_s
         self._channel: grpc.aio.Channel | None = None
 
     @property
     def stub(self) -> pb_grpc.PubSubStub:
         if self._channel is None:  # made on first use, inside the running loop
-            self._channel = grpc.aio.insecure_channel(target(self.url))
+            self._channel = _channel(self.url, self.tls_ca, asynchronous=True)
             self._stub = pb_grpc.PubSubStub(self._channel)
         return self._stub
 

@@ -35,11 +35,21 @@ def _check(r: httpx.Response) -> dict | None:
     return decode(r.status_code, r.content, r.reason_phrase)
 
 
+def _verify(tls_ca: str | None):
+    """httpx's `verify` for https://: the CA file's roots, else the system's."""
+    if not tls_ca:
+        return True
+    from bluedove.tls import client_context
+
+    return client_context(tls_ca)
+
+
 class HttpTransport:
-    def __init__(self, url: str, timeout_s: float, api_key: str | None = None) -> None:
+    def __init__(self, url: str, timeout_s: float, api_key: str | None = None, *, tls_ca: str | None = None) -> None:
         self.api_key = api_key
         # The long-poll wait rides on top of the timeout.
-        self.h = httpx.Client(base_url=url, timeout=httpx.Timeout(timeout_s + LISTEN_WAIT_S, connect=timeout_s))
+        self.h = httpx.Client(base_url=url, timeout=httpx.Timeout(timeout_s + LISTEN_WAIT_S, connect=timeout_s),
+                              verify=_verify(tls_ca))
 
     def close(self) -> None:
         self.h.close()
@@ -97,13 +107,14 @@ class HttpTransport:
 
 class AsyncHttpTransport:
     def __init__(self, url: str, timeout_s: float, *, limits: httpx.Limits | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None, api_key: str | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, api_key: str | None = None,
+                 tls_ca: str | None = None) -> None:
         """`limits`: the connection pool's (httpx's default without); `transport`: another
         than the network's (tests pass an httpx.MockTransport)."""
         pool = {"limits": limits} if limits is not None else {}
         self.api_key = api_key
         self.h = httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(timeout_s + LISTEN_WAIT_S, connect=timeout_s),
-                                   transport=transport, **pool)
+                                   transport=transport, verify=_verify(tls_ca), **pool)
 
     async def close(self) -> None:
         await self.h.aclose()

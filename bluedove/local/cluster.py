@@ -23,7 +23,8 @@ from pathlib import Path
 from bluedove.bootstrap import ensure_table
 from bluedove.partitioning import MPARTITION
 from bluedove.segments import SegmentTable
-from bluedove.settings import DispatcherSettings, from_env
+from bluedove import tls
+from bluedove.settings import DispatcherSettings, TlsSettings, from_env
 from bluedove.space import Space, load_space
 from bluedove.store import Store
 from prometheus_client.multiprocess import mark_process_dead
@@ -88,7 +89,8 @@ class LocalCluster:
                  partition: str | None = None, matcher_ids: list[str] | None = None,
                  sample_rate: float = 0.0, sample_dir: str | Path | None = None,
                  seed: dict | None = None, store_cluster: int | None = None, auth: str | None = None,
-                 matcher_net: dict[str, tuple[str, list[str]]] | None = None) -> None:
+                 matcher_net: dict[str, tuple[str, list[str]]] | None = None,
+                 tls_files: TlsSettings | None = None) -> None:
         if store is not None and store_cluster is not None:
             raise ValueError("store and store_cluster exclude each other: one names a running store, "
                              "the other starts one")
@@ -131,14 +133,32 @@ class LocalCluster:
         # they share a port, so whichever answers a scrape sums them all; docs/metrics.md).
         self.metrics_dir = self.data_dir / "metrics" / "dispatchers"
         self.extra_targets: dict[str, str] = {}  # role -> host:port of another /metrics
+        # TLS on every port of every process, mutual inside with a CA (bluedove/tls.py); None: plain.
+        self.tls = tls_files if tls.enabled(tls_files) else None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.http_port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.http_port}"
 
     @property
     def grpc_address(self) -> str:
         return f"{self.host}:{self.grpc_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        """The SDK's URL of the gRPC API (grpcs:// with TLS)."""
+        return f"{'grpcs' if self.tls else 'grpc'}://{self.grpc_address}"
+
+    def _tls_args(self) -> list[str]:
+        if self.tls is None:
+            return []
+        files = (("--tls-cert", self.tls.tls_cert), ("--tls-key", self.tls.tls_key), ("--tls-ca", self.tls.tls_ca))
+        return [x for flag, path in files if path for x in (flag, str(Path(path).resolve()))]
+
+    def _open(self, path: str, timeout_s: float):
+        """GET one of the dispatchers' URLs (trusting the cluster's CA with TLS)."""
+        ctx = tls.client_context(self.tls.tls_ca) if self.tls else None
+        return urllib.request.urlopen(f"{self.url}{path}", timeout=timeout_s, context=ctx)
 
     def say(self, *args) -> None:
         if not self.quiet:
@@ -168,7 +188,7 @@ class LocalCluster:
                 self.children.append(Child("matcher", m, self.matcher_net.get(m, ("", []))[1] + cmd + [
                     "matcher", "--id", m, "--host", self.matcher_host(m), "--port", port, "--store", self.store_url,
                     "--deliver", self.deliver, "--partition", self.partition, *space_args, *joins,
-                    "--metrics-port", str(self.metrics_ports[m]),
+                    "--metrics-port", str(self.metrics_ports[m]), *self._tls_args(),
                 ], logs / f"{m}.log", extra_env=self.matcher_env))
             for j in range(self.n_dispatchers):
                 d = f"d{j + 1}"
@@ -176,7 +196,7 @@ class LocalCluster:
                     "dispatcher", "--id", d, "--host", self.host, "--http-port", str(self.http_port),
                     "--grpc-port", str(self.grpc_port), "--gossip-port", str(free_port()),
                     "--store", self.store_url, "--policy", self.policy, "--partition", self.partition,
-                    "--auth", self.auth, *space_args, *self._sample_args(),
+                    "--auth", self.auth, *space_args, *self._sample_args(), *self._tls_args(),
                 ], logs / f"{d}.log", extra_env={MULTIPROC_ENV: str(self.metrics_dir.resolve())}))
             for c in self.children:
                 c.start()
@@ -279,7 +299,7 @@ class LocalCluster:
                     tail = c.log_path.read_text()[-3000:] if c.log_path.exists() else ""
                     raise RuntimeError(f"{c.name} exited during start-up (code {c.proc.returncode}):\n{tail}")
             try:
-                with urllib.request.urlopen(f"{self.url}/readyz", timeout=2) as resp:
+                with self._open("/readyz", 2) as resp:
                     if resp.status == 200:
                         cluster = self.cluster_state()
                         states = [m["status"] for m in cluster["members"]]
@@ -292,7 +312,7 @@ class LocalCluster:
         raise RuntimeError(f"cluster not ready within {timeout_s}s ({last})")
 
     def cluster_state(self) -> dict:
-        with urllib.request.urlopen(f"{self.url}/v1/cluster", timeout=5) as resp:
+        with self._open("/v1/cluster", 5) as resp:
             return json.loads(resp.read())
 
     # -- supervise -------------------------------------------------------------------------
@@ -335,7 +355,7 @@ class LocalCluster:
         args = bluedove_command() + ["matcher", "--id", name, "--host", self.host, "--port", str(port),
                                      "--store", self.store_url, "--deliver", self.deliver,
                                      "--metrics-port", str(self.metrics_ports[name]),
-                                     *(x for a in seeds for x in ("--join", a)),
+                                     *(x for a in seeds for x in ("--join", a)), *self._tls_args(),
                                      *(extra_args or [])]
         child = Child("matcher", name, args, self.data_dir / "logs" / f"{name}.log", extra_env=self.matcher_env)
         self.addresses[name] = f"{self.host}:{port}"
@@ -346,12 +366,10 @@ class LocalCluster:
 
     def remove_matcher(self, name: str, timeout_s: float = 60.0) -> str:
         """Ask a matcher to leave (it hands its segments off, serves out the grace, exits)."""
-        import grpc
-
         from bluedove.v1 import matcher_pb2 as pb
         from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
-        with grpc.insecure_channel(self.addresses[name]) as ch:
+        with tls.channel(self.addresses[name], self.tls) as ch:
             reply = pb_grpc.MatcherStub(ch).Leave(pb.LeaveRequest(), timeout=timeout_s)
         if not reply.ok:
             raise RuntimeError(f"{name} could not leave: {reply.reason}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-import grpc
+from bluedove import tls
 
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
@@ -21,7 +21,7 @@ class CpuProbe:
 
     def __init__(self, pids: dict[str, int], matchers: dict[str, str]) -> None:
         self.pids = pids
-        self._channels = {m: grpc.insecure_channel(a) for m, a in matchers.items()}
+        self._channels = {m: tls.channel(a, None) for m, a in matchers.items()}
         self._stubs = {m: pb_grpc.MatcherStub(ch) for m, ch in self._channels.items()}
 
     def snap(self) -> dict:

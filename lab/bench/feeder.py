@@ -12,6 +12,7 @@ import time
 import grpc
 import numpy as np
 
+from bluedove import tls
 from bluedove.segments import SegmentTable
 from bluedove.v1 import matcher_pb2 as pb
 from lab.bench.procs import FULL, PAUSED, STREAM_CHUNK, Control, mark_ready
@@ -72,7 +73,7 @@ class _Chunks:
 async def _feed(table_json: dict, seed: int, index: int, ctl: Control, inflight: int, prebuild: int) -> dict:
     table = SegmentTable.from_json(table_json)
     chunks = _Chunks(table, seed, index)
-    channels = {m: grpc.aio.insecure_channel(a) for m, a in table.members.items()}
+    channels = {m: tls.aio_channel(a, None) for m, a in table.members.items()}
     # Requests go out already serialized (the pool's), so the call takes bytes as they are.
     forward = {m: ch.unary_unary("/bluedove.v1.Matcher/Forward", request_serializer=None,
                                  response_deserializer=pb.ForwardReply.FromString) for m, ch in channels.items()}

@@ -8,7 +8,7 @@ import signal
 import tempfile
 import time
 
-import grpc
+from bluedove import tls
 
 from bluedove.local.cluster import LocalCluster
 from bluedove.v1 import matcher_pb2 as pb
@@ -34,7 +34,7 @@ def _ask(addresses: dict[str, str], call: str, request) -> dict:
     """One unary call to every matcher: {member: reply}."""
     out = {}
     for m, a in addresses.items():
-        with grpc.insecure_channel(a) as ch:
+        with tls.channel(a, None) as ch:
             out[m] = getattr(pb_grpc.MatcherStub(ch), call)(request, timeout=5)
     return out
 

@@ -43,6 +43,7 @@ def publisher_main(target: str, names: list[str], seed: int, index: int, ctl: Co
     end send back (ids, points) of every message the service accepted."""
     import grpc
 
+    from bluedove import tls
     from bluedove.client.grpc_transport import stream_elements
     from bluedove.v1 import pubsub_pb2 as pb
     from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
@@ -52,7 +53,7 @@ def publisher_main(target: str, names: list[str], seed: int, index: int, ctl: Co
     points: list[np.ndarray] = []
     error = None
     pacer = Pacer()
-    with grpc.insecure_channel(target) as channel:
+    with tls.channel(target, None) as channel:
         stub = pb_grpc.PubSubStub(channel)
         mark_ready(ctl)
         while not ctl.stop.is_set():

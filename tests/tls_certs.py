@@ -1,0 +1,73 @@
+"""CAs and certificates made in the test (cryptography): no key material is checked in."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+
+@dataclass(frozen=True)
+class Pem:
+    """A certificate, its key and the CA that signed it, as PEM files (TlsSettings' fields)."""
+    tls_cert: str
+    tls_key: str
+    tls_ca: str
+
+
+def _name(cn: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+
+def _write_key(key, path: Path) -> None:
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption()))
+
+
+def make_ca(folder: Path, cn: str = "bluedove test CA") -> tuple[Path, Path]:
+    """A self-signed CA in `folder`: (ca.pem, ca.key)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(_name(cn))
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                         key_agreement=False, encipher_only=False, decipher_only=False),
+                           critical=True)
+            .sign(key, hashes.SHA256()))
+    ca_pem, ca_key = folder / "ca.pem", folder / "ca.key"
+    ca_pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(key, ca_key)
+    return ca_pem, ca_key
+
+
+def issue(folder: Path, ca: tuple[Path, Path], name: str = "node", dns: tuple[str, ...] = ("localhost",),
+          ips: tuple[str, ...] = ("127.0.0.1",)) -> Pem:
+    """A certificate for both ends of a connection (server and client auth) with the given
+    names, signed by `ca`: folder/NAME.pem and folder/NAME.key."""
+    ca_cert = x509.load_pem_x509_certificate(ca[0].read_bytes())
+    ca_key = serialization.load_pem_private_key(ca[1].read_bytes(), password=None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    sans = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+    cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(ca_cert.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pem, key_path = folder / f"{name}.pem", folder / f"{name}.key"
+    pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(key, key_path)
+    return Pem(str(pem), str(key_path), str(ca[0]))
