@@ -94,6 +94,9 @@ class MatcherSettings:
     tls_key: str = ""
     # With a CA, the internal ports are mutual TLS: clients need a certificate it signed.
     tls_ca: str = ""
+    # The name our internal channels expect in a peer's certificate, instead of the host of its
+    # address (gossiped addresses may be pod IPs); "" = that host.
+    tls_server_name: str = ""
 
     def __post_init__(self) -> None:
         check_mode(self.partition, "partition (--partition, BLUEDOVE_PARTITION)")
@@ -156,6 +159,9 @@ class DispatcherSettings:
     tls_key: str = ""
     # With a CA, the internal ports are mutual TLS: clients need a certificate it signed.
     tls_ca: str = ""
+    # The name our internal channels expect in a peer's certificate, instead of the host of its
+    # address (gossiped addresses may be pod IPs); "" = that host.
+    tls_server_name: str = ""
 
     def __post_init__(self) -> None:
         check_mode(self.partition, "partition (--partition, BLUEDOVE_PARTITION)")
@@ -170,6 +176,9 @@ class TlsSettings:
     tls_key: str = ""
     # With a CA, the internal ports are mutual TLS: clients need a certificate it signed.
     tls_ca: str = ""
+    # The name our internal channels expect in a peer's certificate, instead of the host of its
+    # address (gossiped addresses may be pod IPs); "" = that host.
+    tls_server_name: str = ""
 
 
 def from_env(cls: type[T], **overrides) -> T:

@@ -10,6 +10,7 @@ import contextlib
 import platform
 import socket
 import time
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 
 import uvicorn
@@ -68,7 +69,10 @@ class MetricsServer:
     else starts.
     The process keeps its own signal handlers (uvicorn's are not installed)."""
 
-    def __init__(self, host: str, port: int, registry: CollectorRegistry) -> None:
+    def __init__(self, host: str, port: int, registry: CollectorRegistry,
+                 checks: dict[str, Callable[[], bool]] | None = None) -> None:
+        """`checks`: more paths, each 200 while its function says True, else 503 (a matcher's
+        /healthz and /readyz: Kubernetes' probes when its gRPC port speaks TLS)."""
         try:
             self.sock = socket.create_server((host, port))  # SO_REUSEADDR on POSIX, never SO_REUSEPORT
         except OSError as exc:
@@ -79,6 +83,9 @@ class MetricsServer:
         @app.get("/metrics")
         async def metrics() -> Response:  # async: runs on the loop, not in a worker thread
             return Response(exposition(registry), media_type=CONTENT_TYPE_LATEST)
+
+        for path, ok in (checks or {}).items():
+            app.add_api_route(path, _check_route(ok), methods=["GET"])
 
         self._server = _LoopServer(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False))
         self._task: asyncio.Task | None = None
@@ -96,6 +103,14 @@ class MetricsServer:
         if self._task is not None:
             await self._task
         self.sock.close()
+
+
+def _check_route(ok: Callable[[], bool]):
+    async def check() -> Response:
+        good = ok()
+        return Response("ok\n" if good else "not ready\n", status_code=200 if good else 503, media_type="text/plain")
+
+    return check
 
 
 class _LoopServer(uvicorn.Server):

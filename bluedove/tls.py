@@ -30,6 +30,7 @@ class TlsFiles(Protocol):
     tls_cert: str
     tls_key: str
     tls_ca: str
+    tls_server_name: str
 
 
 class TlsError(ValueError):
@@ -96,18 +97,24 @@ def channel_credentials(s: TlsFiles) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials()
 
 
+def _options(s: TlsFiles, options: Options) -> list:
+    """With a server name: the peer's certificate must carry it, whatever host the address has."""
+    name = getattr(s, "tls_server_name", "")
+    return [*options, ("grpc.ssl_target_name_override", name)] if name else list(options)
+
+
 def aio_channel(address: str, s: TlsFiles | None, options: Options = ()) -> grpc.aio.Channel:
     """An asyncio channel to an internal port (a matcher's, a dispatcher's gossip port)."""
     if not enabled(s):
         return grpc.aio.insecure_channel(address, options=list(options))
-    return grpc.aio.secure_channel(address, channel_credentials(s), options=list(options))
+    return grpc.aio.secure_channel(address, channel_credentials(s), options=_options(s, options))
 
 
 def channel(address: str, s: TlsFiles | None, options: Options = ()) -> grpc.Channel:
     """A blocking channel to an internal port."""
     if not enabled(s):
         return grpc.insecure_channel(address, options=list(options))
-    return grpc.secure_channel(address, channel_credentials(s), options=list(options))
+    return grpc.secure_channel(address, channel_credentials(s), options=_options(s, options))
 
 
 def api_channel(address: str, secure: bool, ca: str | None = None, asynchronous: bool = False):
@@ -143,8 +150,13 @@ def add_flags(p, what: str = "this process's ports") -> None:
     p.add_argument("--tls-ca", default=None, metavar="FILE",
                    help="PEM CA: mutual TLS inside the cluster (internal ports require a certificate this CA "
                         "signed, and ours is presented to them); default BLUEDOVE_TLS_CA")
+    p.add_argument("--tls-server-name", default=None, metavar="NAME",
+                   help="the name the other processes' certificates must carry, checked instead of the host of "
+                        "their address (for addresses no certificate names, like pod IPs); default "
+                        "BLUEDOVE_TLS_SERVER_NAME, else the host")
 
 
 def overrides(args) -> dict:
     """The flags as settings overrides (from_env's keyword arguments)."""
-    return {"tls_cert": args.tls_cert, "tls_key": args.tls_key, "tls_ca": args.tls_ca}
+    return {"tls_cert": args.tls_cert, "tls_key": args.tls_key, "tls_ca": args.tls_ca,
+            "tls_server_name": args.tls_server_name}

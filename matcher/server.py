@@ -394,7 +394,11 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
     store = Store(settings.store_url, StoreLimits(dedup_window_s=settings.dedup_window_s))
     m = Matcher(settings, store, deliver, from_env(GossipConfig), seeds, space, seed)
     # Bound first: a metrics port taken ends the start (MetricsBindError) before anything runs.
-    metrics = MetricsServer(settings.host, settings.metrics_port, matcher_registry(m)) if settings.metrics_port else None
+    up = asyncio.Event()  # as health service "": set once started, cleared when stopping
+    # /healthz and /readyz beside /metrics: the probes where the gRPC port speaks TLS (docs/kubernetes.md)
+    checks = {"/healthz": up.is_set, "/readyz": lambda: up.is_set() and m.serving_ready()}
+    metrics = (MetricsServer(settings.host, settings.metrics_port, matcher_registry(m), checks)
+               if settings.metrics_port else None)
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
                                       ("grpc.so_reuseport", 0)])
     pb_grpc.add_MatcherServicer_to_server(MatcherServicer(m), server)
@@ -434,8 +438,10 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
             stopped.cancel()
             starting.result()  # SpaceMismatch, or a failed start, ends the process
             await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+            up.set()
             publisher = loop.create_task(publish_health(m.serving_ready, health_servicer))
             await stop.wait()
+        up.clear()
         await health_servicer.enter_graceful_shutdown()
     finally:
         if publisher is not None:

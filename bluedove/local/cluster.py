@@ -153,7 +153,8 @@ class LocalCluster:
         if self.tls is None:
             return []
         files = (("--tls-cert", self.tls.tls_cert), ("--tls-key", self.tls.tls_key), ("--tls-ca", self.tls.tls_ca))
-        return [x for flag, path in files if path for x in (flag, str(Path(path).resolve()))]
+        name = ["--tls-server-name", self.tls.tls_server_name] if self.tls.tls_server_name else []
+        return [x for flag, path in files if path for x in (flag, str(Path(path).resolve()))] + name
 
     def _open(self, path: str, timeout_s: float):
         """GET one of the dispatchers' URLs (trusting the cluster's CA with TLS)."""

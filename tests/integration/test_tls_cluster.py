@@ -149,6 +149,11 @@ def test_internal_ports_are_mutual_tls(cluster, pki):
                 assert await status(address, ch) == grpc.StatusCode.UNAVAILABLE, (address, why)
 
     asyncio.run(run())
+    # Kubernetes' probes cannot speak TLS to gRPC: the plain metrics port answers them instead.
+    for m, port in cluster.metrics_ports.items():
+        for path in ("/healthz", "/readyz"):
+            r = httpx.get(f"http://{cluster.host}:{port}{path}", timeout=5)
+            assert r.status_code == 200, (m, path, r.text)
 
 
 async def _views(addresses: list[str], files) -> list[tuple[SegmentTable, dict[str, str]]]:

@@ -4,6 +4,7 @@ without a certificate. The handshakes run against in-process gRPC servers on loo
 from __future__ import annotations
 
 import ssl
+from pathlib import Path
 
 import grpc
 import pytest
@@ -164,3 +165,22 @@ def test_client_context_trusts_the_given_ca_else_the_system(pki):
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
     assert any("bluedove test CA" in str(c.get("subject")) for c in ctx.get_ca_certs())
     assert not any("bluedove test CA" in str(c.get("subject")) for c in tls.client_context(None).get_ca_certs())
+
+
+async def test_a_server_name_is_checked_instead_of_the_address(pki, tmp_path):
+    """A certificate naming no address (pods gossip their IPs): --tls-server-name is what the
+    peer's certificate must carry; without it the address's host is checked, and fails."""
+    ours, _ = pki
+    named = issue(tmp_path, (Path(ours.tls_ca), Path(ours.tls_ca).with_suffix(".key")), "named",
+                  dns=("bluedove-internal",), ips=())
+    server, addr = await serve(files(named), internal=True)
+    try:
+        by_name = TlsSettings(ours.tls_cert, ours.tls_key, ours.tls_ca, tls_server_name="bluedove-internal")
+        assert await check(tls.aio_channel(addr, by_name)) == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.aio.AioRpcError):
+            await check(tls.aio_channel(addr, files(ours)))  # 127.0.0.1 is not in the certificate
+        wrong = TlsSettings(ours.tls_cert, ours.tls_key, ours.tls_ca, tls_server_name="someone-else")
+        with pytest.raises(grpc.aio.AioRpcError):
+            await check(tls.aio_channel(addr, wrong))
+    finally:
+        await server.stop(0)
