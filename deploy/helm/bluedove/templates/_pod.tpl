@@ -112,3 +112,41 @@ $(POD_NAME) ...), the store URL from a Secret if any, numba's cache on the writa
 - name: NUMBA_CACHE_DIR
   value: /tmp/numba-cache
 {{- end -}}
+
+
+{{/*
+TLS (.Values.tls): the Secret's files as BLUEDOVE_TLS_* (every component's env), its mount and
+its volume; nothing when TLS is off. Takes (dict "ctx" $).
+*/}}
+{{- define "bluedove.tlsEnv" -}}
+{{- if .ctx.Values.tls.enabled }}
+- name: BLUEDOVE_TLS_CERT
+  value: /etc/bluedove-tls/tls.crt
+- name: BLUEDOVE_TLS_KEY
+  value: /etc/bluedove-tls/tls.key
+- name: BLUEDOVE_TLS_CA
+  value: /etc/bluedove-tls/ca.crt
+- name: BLUEDOVE_TLS_SERVER_NAME
+  value: {{ include "bluedove.tlsServerName" .ctx | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "bluedove.tlsServerName" -}}
+{{- .Values.tls.serverName | default (printf "%s.%s.svc" (include "bluedove.matcher.headless" .) .Release.Namespace) -}}
+{{- end -}}
+
+{{- define "bluedove.tlsMount" -}}
+{{- if .ctx.Values.tls.enabled }}
+- name: tls
+  mountPath: /etc/bluedove-tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "bluedove.tlsVolume" -}}
+{{- if .ctx.Values.tls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ .ctx.Values.tls.secretName | quote }}
+{{- end }}
+{{- end -}}

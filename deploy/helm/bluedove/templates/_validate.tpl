@@ -58,10 +58,13 @@ the render fails once, listing them all, each with what to set.
 {{- $errs = append $errs "dispatcher.ingress.enabled needs dispatcher.ingress.host (the name it answers)" -}}
 {{- end -}}
 {{- if and $v.dispatcher.ingress.tls.enabled (not $v.dispatcher.ingress.enabled) -}}
-{{- $errs = append $errs "dispatcher.ingress.tls.enabled needs dispatcher.ingress.enabled (TLS is the ingress's; in-cluster TLS comes with a later release)" -}}
+{{- $errs = append $errs "dispatcher.ingress.tls.enabled needs dispatcher.ingress.enabled (the ingress's TLS; in-cluster TLS is tls.enabled)" -}}
 {{- end -}}
 {{- if and $v.dispatcher.ingress.tls.enabled (not $v.dispatcher.ingress.tls.secretName) -}}
 {{- $errs = append $errs "dispatcher.ingress.tls.enabled needs dispatcher.ingress.tls.secretName (a kubernetes.io/tls Secret for the host)" -}}
+{{- end -}}
+{{- if and $v.tls.enabled (not $v.tls.secretName) -}}
+{{- $errs = append $errs "tls.enabled needs tls.secretName (a kubernetes.io/tls Secret with tls.crt, tls.key and ca.crt)" -}}
 {{- end -}}
 {{- if and $v.seed (not $v.matcher.bootMembers) -}}
 {{- $errs = append $errs "seed needs matcher.bootMembers=true: the seed places its matchers on the first matcher.replicas pods, which must be the first table's owners" -}}
