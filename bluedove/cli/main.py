@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 from bluedove import tls
 from bluedove.cli.keys_cmd import add_auth_flag, print_auth
 from bluedove.forwarding import POLICIES
-from bluedove.local.flags import PARTITION_HELP, add_cluster_flags, store_flags_problem
+from bluedove.local.flags import PARTITION_HELP, add_cluster_flags, add_up_tls_flags, store_flags_problem, up_tls
 from bluedove.partitioning import MODES, MPARTITION
 
 COMMAND_GROUP = "bluedove.commands"
@@ -36,7 +36,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
                                grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store,
                                space_file=args.space, policy=args.policy, partition=args.partition,
                                sample_rate=args.sample_rate, seed=seed, store_cluster=args.store_cluster,
-                               auth=args.auth, tls_files=_up_tls(args))
+                               auth=args.auth, tls_files=up_tls(args))
         if seed is not None:
             initial_table(cluster.space, numbered_members(args.matchers), seed)
     except SpaceError as exc:
@@ -124,15 +124,6 @@ def _print_endpoints(cluster) -> None:
         print(f"  {c.role:<10} {c.name:<4} pid {c.pid}  log {c.log_path}  metrics {cluster.metrics_url(c)}", flush=True)
     print_auth(cluster)  # "auth: off|keys", and a first admin key on a store with none
     print("ready; Ctrl-C stops every process", flush=True)
-
-
-def _up_tls(args: argparse.Namespace):
-    """`up`'s TLS files (flags, else BLUEDOVE_TLS_*), checked; every process it starts gets them."""
-    from bluedove.settings import TlsSettings, from_env
-
-    files = from_env(TlsSettings, **tls.overrides(args))
-    tls.check(files)
-    return files
 
 
 def _cmd_matcher(args: argparse.Namespace) -> int:
@@ -283,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "(0 = off, the default)")
     up.add_argument("--seed", default=None, metavar="FILE", help=SEED_HELP)
     add_auth_flag(up)
-    tls.add_flags(up, "every port of every process it starts (https:// and grpcs:// with a certificate)")
+    add_up_tls_flags(up)
     up.set_defaults(func=_cmd_up)
 
     m = sub.add_parser("matcher", help="run one matcher (`up` starts them; docs/operations.md starts them by hand)")

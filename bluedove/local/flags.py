@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from bluedove import tls
 
 from bluedove.forwarding import POLICIES
 from bluedove.partitioning import MODES
@@ -36,3 +39,30 @@ def store_flags_problem(args: argparse.Namespace) -> str | None:
     if args.store_cluster < 1:
         return f"--store-cluster {args.store_cluster}: expected 1 or more primaries"
     return None
+
+
+def add_up_tls_flags(up: argparse.ArgumentParser) -> None:
+    tls.add_flags(up, "every port of every process it starts (https:// and grpcs:// with a certificate)")
+    up.add_argument("--tls", choices=("self-signed",), default=None,
+                    help="self-signed: TLS with a private CA and a certificate for 127.0.0.1/localhost made in "
+                         "DATA_DIR/tls (kept for the next run; clients trust DATA_DIR/tls/ca.pem); needs "
+                         "pip install 'bluedove[tls]'")
+
+
+def up_tls(args: argparse.Namespace):
+    """`up`'s TLS files (flags, else BLUEDOVE_TLS_*), checked; every process it starts gets them."""
+    from bluedove.settings import TlsSettings, from_env
+
+    if args.tls == "self-signed":
+        if args.tls_cert or args.tls_key or args.tls_ca:
+            raise tls.TlsError("--tls self-signed makes its own files: not with --tls-cert, --tls-key or --tls-ca")
+        try:
+            from bluedove.local.selfsigned import ensure
+        except ModuleNotFoundError as exc:
+            raise tls.TlsError(f"--tls self-signed needs {exc.name}: pip install 'bluedove[tls]'") from None
+        files, made = ensure(Path(args.data_dir) / "tls")
+        print(f"TLS         {'a new' if made else 'the'} self-signed CA {files.tls_ca} (clients: --tls-ca)", flush=True)
+        return files
+    files = from_env(TlsSettings, **tls.overrides(args))
+    tls.check(files)
+    return files

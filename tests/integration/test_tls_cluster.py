@@ -12,8 +12,10 @@ import asyncio
 import json
 import os
 import random
+import re
 import signal
 import subprocess
+import sys
 import time
 
 import grpc
@@ -26,12 +28,13 @@ from bluedove.client import Client, Unavailable
 from bluedove.local.cluster import bluedove_command
 from bluedove.segments import SegmentTable
 from bluedove.settings import TlsSettings
+from bluedove.store.server import free_port
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from tests.integration.cluster_checks import random_point, subscribe_random
 from tests.integration.conftest import assert_no_children, start_cluster
-from tests.integration.helpers import compare, drain, oracle
-from tests.tls_certs import issue, make_ca
+from tests.integration.helpers import compare, drain, oracle, stop_up
+from bluedove.local.selfsigned import issue, make_ca
 
 pytestmark = pytest.mark.integration
 DIMS = ("x0", "x1", "x2", "x3")
@@ -187,3 +190,44 @@ def test_gossip_and_takeover_under_mutual_tls(cluster, pki):
             assert time.monotonic() < deadline, f"the dispatcher never adopted epoch {epoch}"
             time.sleep(0.2)
     publish_and_check(cluster, ours.tls_ca, random.Random(12), "after", 200)
+
+
+def test_up_with_self_signed_tls_serves_https_and_grpcs(tmp_path):
+    """`bluedove up --tls self-signed`: a CA and a certificate in DATA_DIR/tls, every process
+    started with them, https:// and grpcs:// printed, and the SDK trusting the CA gets through."""
+    port, grpc_port = free_port(), free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "bluedove", "up", "--matchers", "1", "--http-port", str(port),
+                             "--grpc-port", str(grpc_port), "--data-dir", str(tmp_path), "--tls", "self-signed"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("ready"):
+                break
+        out = "".join(lines)
+        ca = tmp_path / "tls" / "ca.pem"
+        assert f"self-signed CA {ca}" in out, out
+        assert f"REST API    https://127.0.0.1:{port}" in out and f"gRPC API    grpcs://127.0.0.1:{grpc_port}" in out, out
+        for pid in (int(p) for p in re.findall(r"pid (\d+)", out)):
+            assert f"--tls-ca\0{ca}" in open(f"/proc/{pid}/cmdline").read(), pid
+        for url in (f"https://127.0.0.1:{port}", f"grpcs://127.0.0.1:{grpc_port}"):
+            with Client(url, tls_ca=str(ca)) as client:
+                q = client.create_queue()
+                sub = client.subscribe(q, x0=(0, 10))
+                client.publish({"x0": 5, "x1": 1, "x2": 1, "x3": 1}, url)
+                got = q.deliveries(wait=5)
+                assert [(d.payload, d.subscriptions) for d in got] == [(url, [sub.id])]
+    finally:
+        stop_up(proc, tmp_path)
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--tls", "self-signed", "--tls-ca", "/etc/hostname"], "--tls self-signed makes its own files"),
+    (["--tls-cert", "/no/cert.pem", "--tls-key", "/no/key.pem"], "--tls-cert /no/cert.pem: no such file"),
+])
+def test_up_refuses_bad_tls_flags_before_starting_anything(tmp_path, flags, says):
+    r = subprocess.run([sys.executable, "-m", "bluedove", "up", "--data-dir", str(tmp_path), *flags],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and says in r.stderr, r.stderr
+    assert not (tmp_path / "logs").exists()  # nothing was started

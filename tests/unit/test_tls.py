@@ -12,7 +12,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from bluedove import tls
 from bluedove.settings import DispatcherSettings, MatcherSettings, TlsSettings, from_env
-from tests.tls_certs import issue, make_ca
+from bluedove.local.selfsigned import issue, make_ca
 
 PLAIN = TlsSettings()
 
@@ -163,8 +163,8 @@ def test_client_context_trusts_the_given_ca_else_the_system(pki):
     ours, _ = pki
     ctx = tls.client_context(ours.tls_ca)
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
-    assert any("bluedove test CA" in str(c.get("subject")) for c in ctx.get_ca_certs())
-    assert not any("bluedove test CA" in str(c.get("subject")) for c in tls.client_context(None).get_ca_certs())
+    assert any("bluedove local CA" in str(c.get("subject")) for c in ctx.get_ca_certs())
+    assert not any("bluedove local CA" in str(c.get("subject")) for c in tls.client_context(None).get_ca_certs())
 
 
 async def test_a_server_name_is_checked_instead_of_the_address(pki, tmp_path):

@@ -1,10 +1,11 @@
-"""CAs and certificates made in the test (cryptography): no key material is checked in."""
+"""A private CA and a certificate it signs, for `bluedove up --tls self-signed` and the tests
+(cryptography, the `tls` extra): the certificate names 127.0.0.1 and localhost, and serves as
+both ends of a connection (docs/operations.md, "TLS")."""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
-from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
@@ -12,13 +13,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from bluedove.settings import TlsSettings
 
-@dataclass(frozen=True)
-class Pem:
-    """A certificate, its key and the CA that signed it, as PEM files (TlsSettings' fields)."""
-    tls_cert: str
-    tls_key: str
-    tls_ca: str
+VALID_DAYS = 365
 
 
 def _name(cn: str) -> x509.Name:
@@ -30,14 +27,14 @@ def _write_key(key, path: Path) -> None:
                                        serialization.NoEncryption()))
 
 
-def make_ca(folder: Path, cn: str = "bluedove test CA") -> tuple[Path, Path]:
+def make_ca(folder: Path, cn: str = "bluedove local CA") -> tuple[Path, Path]:
     """A self-signed CA in `folder`: (ca.pem, ca.key)."""
     folder.mkdir(parents=True, exist_ok=True)
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
     cert = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(_name(cn))
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=VALID_DAYS))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
                                          content_commitment=False, key_encipherment=False, data_encipherment=False,
@@ -47,11 +44,12 @@ def make_ca(folder: Path, cn: str = "bluedove test CA") -> tuple[Path, Path]:
     ca_pem, ca_key = folder / "ca.pem", folder / "ca.key"
     ca_pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     _write_key(key, ca_key)
+    ca_key.chmod(0o600)
     return ca_pem, ca_key
 
 
 def issue(folder: Path, ca: tuple[Path, Path], name: str = "node", dns: tuple[str, ...] = ("localhost",),
-          ips: tuple[str, ...] = ("127.0.0.1",)) -> Pem:
+          ips: tuple[str, ...] = ("127.0.0.1",)) -> TlsSettings:
     """A certificate for both ends of a connection (server and client auth) with the given
     names, signed by `ca`: folder/NAME.pem and folder/NAME.key."""
     ca_cert = x509.load_pem_x509_certificate(ca[0].read_bytes())
@@ -61,7 +59,7 @@ def issue(folder: Path, ca: tuple[Path, Path], name: str = "node", dns: tuple[st
     sans = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
     cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(ca_cert.subject)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=VALID_DAYS))
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
@@ -70,4 +68,13 @@ def issue(folder: Path, ca: tuple[Path, Path], name: str = "node", dns: tuple[st
     pem, key_path = folder / f"{name}.pem", folder / f"{name}.key"
     pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     _write_key(key, key_path)
-    return Pem(str(pem), str(key_path), str(ca[0]))
+    key_path.chmod(0o600)
+    return TlsSettings(str(pem), str(key_path), str(ca[0]))
+
+
+def ensure(folder: Path) -> tuple[TlsSettings, bool]:
+    """FOLDER/ca.pem and FOLDER/node.pem (+ keys): the ones there, else new. (settings, made)"""
+    files = TlsSettings(str(folder / "node.pem"), str(folder / "node.key"), str(folder / "ca.pem"))
+    if all(Path(f).is_file() for f in (files.tls_cert, files.tls_key, files.tls_ca)):
+        return files, False
+    return issue(folder, make_ca(folder)), True
