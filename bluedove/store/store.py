@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from redis.exceptions import ResponseError
 
+from bluedove.queue_bounds import QueueBounds
 from bluedove.store import keys as K
 from bluedove.store import scripts
 from bluedove.store.batch import Call, Runner, group_deliveries
@@ -41,22 +42,6 @@ class StoreLimits:
     # queues had bounds): most undelivered deliveries (0 = no cap), retention s (0 = none).
     max_undelivered: int = 100_000
     retention_s: int = 0
-
-
-@dataclass(frozen=True)
-class QueueBounds:
-    """One queue's bounds, fixed at creation (docs/api.md, "Queues")."""
-
-    max_undelivered: int
-    retention_s: int = 0
-    dead_letter_queue: str | None = None
-    max_deliveries: int = 0  # with dead_letter_queue: how many times a delivery is handed out
-
-    def fields(self) -> dict:
-        out = {"max_undelivered": self.max_undelivered, "retention_s": self.retention_s}
-        if self.dead_letter_queue:
-            out |= {"dl_queue": self.dead_letter_queue, "dl_max": self.max_deliveries}
-        return out
 
 
 class QueueMissing(Exception):

@@ -14,7 +14,12 @@ router = APIRouter()
 
 @router.post("/v1/queues", status_code=201)
 async def create_queue(request: Request):
-    return await ops.create_queue(state(request))
+    return await ops.create_queue(state(request), await json_body(request), bearer(request))
+
+
+@router.get("/v1/queues/{queue}")
+async def queue_info(request: Request, queue: str):
+    return await ops.queue_info(state(request), queue, bearer(request))
 
 
 @router.delete("/v1/queues/{queue}", status_code=204)

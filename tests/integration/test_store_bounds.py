@@ -9,7 +9,8 @@ import json
 import pytest
 
 from bluedove.store import keys as K
-from bluedove.store.store import QueueBounds, StoreLimits
+from bluedove.queue_bounds import QueueBounds
+from bluedove.store.store import StoreLimits
 from tests.integration.store_fixtures import message
 
 pytestmark = pytest.mark.integration
