@@ -143,10 +143,10 @@ class Forwarder:
         self.calls = 0  # Forward calls made, and the messages they carried
         self.forwarded = 0
         self.outstanding = 0  # messages of publish calls under way (backpressure bound)
-        self.refused = 0  # messages refused by backpressure: ours, or every candidate's
+        self.refused = 0  # publish calls refused by backpressure: ours, or every candidate's
 
     def counts(self) -> tuple[int, int, int, int]:
-        """(failovers, Forward calls, messages they carried, messages refused by backpressure)
+        """(failovers, Forward calls, messages they carried, publish calls refused by backpressure)
         since the start, for the metrics."""
         return self.failovers, self.calls, self.forwarded, self.refused
 
@@ -155,6 +155,16 @@ class Forwarder:
         if lane is None:
             lane = self._lanes[member] = _Lane(self, member)
         return lane
+
+    def refuse(self) -> None:
+        """Backpressure at the dispatcher: 503 for a publish call, nothing of it forwarded."""
+        self.refused += 1
+        raise unavailable(f"the dispatcher has {self.outstanding} messages under way (bound "
+                          f"{self.s.max_outstanding}); retry later")
+
+    def full(self) -> bool:
+        """At the bound already: a publish can be refused before its body is even decoded."""
+        return self.outstanding >= self.s.max_outstanding
 
     async def publish(self, batch: Outgoing) -> None:
         """Match and store every message; raises ApiError(503) if one cannot be placed.
@@ -166,9 +176,7 @@ class Forwarder:
             raise unavailable("no segment table yet: the cluster is starting")
         n = len(batch)
         if self.outstanding and self.outstanding + n > self.s.max_outstanding:
-            self.refused += n
-            raise unavailable(f"the dispatcher has {self.outstanding} messages under way (bound "
-                              f"{self.s.max_outstanding}); retry later")
+            self.refuse()
         self.outstanding += n
         try:
             await self._publish(batch, n)
@@ -184,7 +192,7 @@ class Forwarder:
         while pending.size:
             if (attempt[pending] >= ranking.count[pending]).any():
                 if refused:
-                    self.refused += int((attempt[pending] >= ranking.count[pending]).sum())
+                    self.refused += 1
                     raise unavailable("every candidate matcher is over its input bound (backpressure); retry later "
                                       "with the same id")
                 if store_failed:

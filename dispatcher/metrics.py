@@ -65,7 +65,7 @@ class Metrics:
                                      "or more messages of one or more dimensions)", registry=r)
         self.forwarded = Counter("bluedove_forwarded_messages", "Messages carried by Forward calls (a failover "
                                  "carries a message again): over forward_calls, the messages per call", registry=r)
-        self.refused = Counter("bluedove_publish_refused", "Messages refused with 503 by backpressure: over the "
+        self.refused = Counter("bluedove_publish_refused", "Publish calls refused with 503 by backpressure: over the "
                                "dispatcher's max_outstanding, or every candidate matcher over its input bound",
                                registry=r)
         self.sampled = Counter("bluedove_sampled_messages", "Published messages written to the message sample",
@@ -118,7 +118,7 @@ class Metrics:
 
     async def run(self, counts) -> None:
         """Tick every TICK_S until cancelled; `counts()` reads the forwarder's (failovers,
-        calls, messages forwarded, messages refused)."""
+        calls, messages forwarded, publish calls refused)."""
         while True:
             self.tick(*counts())
             await asyncio.sleep(TICK_S)

@@ -303,12 +303,17 @@ async def publish_parsed(d, batch: Batch) -> list[str]:
 
 
 async def publish(d, raw: bytes) -> str:
-    """`POST /v1/messages`: the body's bytes."""
+    """`POST /v1/messages`: the body's bytes (refused before decoding when the forwarder is full)."""
+    if d.forwarder.full():
+        d.forwarder.refuse()
     return (await publish_parsed(d, d.decoder.one(raw)))[0]
 
 
 async def publish_batch(d, raw: bytes) -> list[str]:
-    """`POST /v1/messages:batch`: the body's bytes, decoded and checked whole first."""
+    """`POST /v1/messages:batch`: the body's bytes, decoded and checked whole first (refused
+    whole before decoding when the forwarder is full: backpressure costs the least there)."""
+    if d.forwarder.full():
+        d.forwarder.refuse()
     return await publish_parsed(d, d.decoder.batch(raw))
 
 

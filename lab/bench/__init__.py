@@ -22,6 +22,7 @@ BENCHES = {
     "latency": "publish -> delivered to waiting subscribers, per load level, and where the time goes",
     "seed": "the Spark job's seed against equal widths: balance, simulated and real saturation, risk",
     "subscribe": "subscriptions/s and latency: concurrent and sequential single calls, and :batch",
+    "backpressure": "publishers pushing far beyond capacity: 503 + Retry-After, bounded memory, exact delivery",
 }
 
 
