@@ -3,7 +3,7 @@ dispatchers and matchers must refuse (503 + Retry-After) rather than buffer, so 
 plateaus, and every accepted message must still be delivered exactly.
 
 The cluster runs with small bounds (the dispatcher's max_outstanding, the matchers'
-max_queued). Publisher tasks built on the SDK each keep several batch calls under way, with
+max_queued). Publisher processes built on the SDK each keep several batch calls under way, with
 their own message ids; after a 503 a publisher sends the same batch again after a short pause
 (far less than Retry-After), so the offered load stays a multiple of what is accepted. The matchers' and dispatchers' resident
 memory is sampled all along (psutil). At the end every queue is drained and compared with a
@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing as mp
 import tempfile
 import time
-from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import psutil
@@ -38,6 +40,7 @@ class Tally:
     offered: int = 0  # messages sent in calls, accepted or not
     answers_503: int = 0
     retry_after: list[float] = field(default_factory=list)
+    refused_at: list[float] = field(default_factory=list)  # time.monotonic() of each 503
     other_errors: list[str] = field(default_factory=list)
 
 
@@ -70,6 +73,7 @@ async def _publisher(url: str, name: str, until: float, calls: int, batch: int, 
                 except Unavailable as exc:
                     tally.refused.update(ids)
                     tally.answers_503 += 1
+                    tally.refused_at.append(time.monotonic())
                     if exc.retry_after_s is not None:
                         tally.retry_after.append(exc.retry_after_s)
                     await asyncio.sleep(pause_s)
@@ -79,6 +83,15 @@ async def _publisher(url: str, name: str, until: float, calls: int, batch: int, 
                     ids = []
 
         await asyncio.gather(*(lane(i) for i in range(calls)))
+
+
+def _publisher_process(url: str, name: str, until: float, calls: int, batch: int, pause_s: float,
+                       seed: int) -> tuple[dict, dict]:
+    """One publisher process (its own interpreter, so the publishers are not held to one core):
+    its tally and the points of the messages it made."""
+    tally, points = Tally(), {}
+    asyncio.run(_publisher(url, name, until, calls, batch, pause_s, tally, points, seed))
+    return asdict(tally), points
 
 
 async def _sample_rss(pids: dict[str, int], until: float, every_s: float, out: dict[str, list[tuple[float, int]]]):
@@ -147,7 +160,7 @@ def check(subs: dict[str, dict], points: dict[str, list[float]], tally: Tally, g
 
 
 async def overload(url: str, pids: dict[str, int], seconds: float = 24.0, publishers: int = 4, calls: int = 16,
-                   batch: int = 200, n_queues: int = 20, pause_s: float = 0.005, warmup_s: float = 2.0,
+                   batch: int = 200, n_queues: int = 20, pause_s: float = 0.002, warmup_s: float = 4.0,
                    seed: int = 1) -> dict:
     """Push the cluster at `url` for `seconds` and check it; `pids`: name -> pid to sample."""
     rng = np.random.default_rng(seed)
@@ -168,13 +181,26 @@ async def overload(url: str, pids: dict[str, int], seconds: float = 24.0, publis
     t0 = time.monotonic()
     until = t0 + warmup_s + seconds
     sampler = asyncio.create_task(_sample_rss(pids, until, 0.25, rss))
-    await asyncio.sleep(0)
-    await asyncio.gather(*(_publisher(url, f"p{i}", until, calls, batch, pause_s, tally, points, seed * 100 + i)
-                           for i in range(publishers)))
+    loop = asyncio.get_running_loop()
+    with ProcessPoolExecutor(publishers, mp_context=mp.get_context("spawn")) as pool:
+        outs = await asyncio.gather(*(loop.run_in_executor(pool, _publisher_process, url, f"p{i}", until, calls, batch,
+                                                           pause_s, seed * 100 + i) for i in range(publishers)))
+    for part, pts in outs:
+        tally.accepted |= part["accepted"]
+        tally.refused |= part["refused"]
+        tally.offered += part["offered"]
+        tally.answers_503 += part["answers_503"]
+        tally.retry_after += part["retry_after"]
+        tally.refused_at += part["refused_at"]
+        tally.other_errors += part["other_errors"]
+        points.update(pts)
     await sampler
     took = time.monotonic() - t0
     rss = {n: [(t, r) for t, r in s if t >= warmup_s] for n, s in rss.items()}
     got = await _drain(url, queues)
+    start = t0 + warmup_s
+    thirds = [sum(1 for t in tally.refused_at if start + k * seconds / 3 <= t < start + (k + 1) * seconds / 3)
+              for k in range(3)]
     return {
         "seconds": round(took, 1),
         "offered": tally.offered,
@@ -183,6 +209,7 @@ async def overload(url: str, pids: dict[str, int], seconds: float = 24.0, publis
         "offered_per_s": round(tally.offered / took),
         "accepted_per_s": round(len(tally.accepted) / took),
         "answers_503": tally.answers_503,
+        "answers_503_by_third": thirds,
         "retry_after": sorted(set(tally.retry_after)),
         "with_retry_after": len(tally.retry_after),
         "other_errors": tally.other_errors[:5],
@@ -195,7 +222,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("backpressure", help=BENCHES["backpressure"])
     p.add_argument("--matchers", type=int, default=2, help="matcher processes (default 2)")
     p.add_argument("--seconds", type=float, default=24.0, help="how long the publishers push (default 24)")
-    p.add_argument("--publishers", type=int, default=4, help="publisher tasks (default 4)")
+    p.add_argument("--publishers", type=int, default=4, help="publisher processes (default 4)")
     p.add_argument("--calls", type=int, default=16, help="batch calls under way per publisher (default 16)")
     p.add_argument("--batch", type=int, default=200, help="messages per batch call (default 200)")
     p.add_argument("--max-outstanding", type=int, default=2000, help="the dispatchers' bound (default 2000)")
