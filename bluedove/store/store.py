@@ -436,9 +436,6 @@ class Store:
             "dead_lettered": int(h.get("dead_lettered", 0)),
         }
 
-    async def queue_exists(self, queue: str) -> bool:
-        return valid_queue_id(queue) and bool(await self.r.exists(K.queue_hash(queue)))
-
     async def queue_depth(self, queue: str) -> int:
         return int(await self.r.xlen(K.queue_stream(queue)))
 
