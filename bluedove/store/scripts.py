@@ -62,49 +62,54 @@ return out
 # The deliveries of a batch that fall in one slot (on one server: all of them). KEYS: for each
 # delivery j, the queue's stream, its dedup mark for the message and the queue's hash
 # (KEYS[3j-2], KEYS[3j-1], KEYS[3j]). ARGV: n messages, the default cap and retention (s) of a
-# queue whose hash names none, then n pairs (message json, dedup ttl s), then per delivery j
-# (message index 1..n, subscriptions json). A delivery whose mark is already set was decided
+# queue whose hash names none, the consumer group, then n pairs (message json, dedup ttl s),
+# then per delivery j (message index 1..n, subscriptions json). A delivery whose mark is already set was decided
 # before (a retry, after a crash between two slots' writes or a lost answer): it is not
 # written again, so each call is idempotent on its own. A queue holding its cap of
 # undelivered (not yet acked) deliveries refuses the delivery (counted in its hash's
 # `dropped`; the mark stays, so a retry refuses it again rather than counting it twice);
-# a queue with a retention trims entries older than it (XADD MINID ~: whole stream nodes,
-# cheap). XADD NOMKSTREAM: a delivery to a queue deleted meanwhile is dropped, not
+# a queue with a retention first acks and deletes up to 100 entries older than it (counted
+# in `expired`; acked too, so that none stays in the pending list, as XADD MINID would leave
+# it on Redis 6.2). XADD NOMKSTREAM: a delivery to a queue deleted meanwhile is dropped, not
 # resurrected. Returns {written, dropped, index of each message with a delivery new here...}.
 DELIVER = """
 local n = tonumber(ARGV[1])
 local dcap, dret = tonumber(ARGV[2]), tonumber(ARGV[3])
-local base = 2 * n + 4
+local base = 2 * n + 5
 local written, dropped = 0, 0
 local new, lim = {}, {}
 local now_ms
+local function expire(s, h, ret)
+  if not now_ms then
+    local t = redis.call('TIME')
+    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local old = redis.call('XRANGE', s, '-', tostring(now_ms - ret * 1000 - 1), 'COUNT', 100)
+  if #old > 0 then
+    local ids = {}
+    for i, e in ipairs(old) do ids[i] = e[1] end
+    redis.call('XACK', s, ARGV[4], unpack(ids))
+    redis.call('XDEL', s, unpack(ids))
+    redis.call('HINCRBY', h, 'expired', #ids)
+  end
+end
 for j = 1, #KEYS / 3 do
   local s, h = KEYS[3 * j - 2], KEYS[3 * j]
   local at = base + 2 * (j - 1)
   local mi = tonumber(ARGV[at])
-  if redis.call('SET', KEYS[3 * j - 1], '1', 'NX', 'EX', ARGV[2 * mi + 3]) then
+  if redis.call('SET', KEYS[3 * j - 1], '1', 'NX', 'EX', ARGV[2 * mi + 4]) then
     local l = lim[s]
     if not l then
       local v = redis.call('HMGET', h, 'max_undelivered', 'retention_s')
       l = {tonumber(v[1]) or dcap, tonumber(v[2]) or dret}
       lim[s] = l
+      if l[2] > 0 then expire(s, h, l[2]) end
     end
     if l[1] > 0 and redis.call('XLEN', s) >= l[1] then
       redis.call('HINCRBY', h, 'dropped', 1)
       dropped = dropped + 1
     else
-      local id
-      if l[2] > 0 then
-        if not now_ms then
-          local t = redis.call('TIME')
-          now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        end
-        id = redis.call('XADD', s, 'NOMKSTREAM', 'MINID', '~', now_ms - l[2] * 1000, '*',
-                        'm', ARGV[2 * mi + 2], 's', ARGV[at + 1])
-      else
-        id = redis.call('XADD', s, 'NOMKSTREAM', '*', 'm', ARGV[2 * mi + 2], 's', ARGV[at + 1])
-      end
-      if id then
+      if redis.call('XADD', s, 'NOMKSTREAM', '*', 'm', ARGV[2 * mi + 3], 's', ARGV[at + 1]) then
         written = written + 1
         new[mi] = true
       end
@@ -119,26 +124,17 @@ return out
 # Step two of dead-lettering (step one is POLL's): one delivery into the dead-letter queue,
 # on that queue's slot. KEYS: the dead-letter queue's stream, its hash, the move's mark (the
 # source queue and the delivery's id there: a move repeated after a crash writes nothing).
-# ARGV: message json, subscriptions json, mark ttl s, default cap, default retention s.
-# The dead-letter queue's own cap and retention hold. Returns 1 written, 0 already moved (or
+# ARGV: message json, subscriptions json, mark ttl s, default cap. The dead-letter queue's
+# own cap holds (its retention, at its polls). Returns 1 written, 0 already moved (or
 # the queue gone), -1 refused by the cap.
 DEAD_LETTER = """
 if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[3]) then return 0 end
-local v = redis.call('HMGET', KEYS[2], 'max_undelivered', 'retention_s')
-local cap, ret = tonumber(v[1]) or tonumber(ARGV[4]), tonumber(v[2]) or tonumber(ARGV[5])
+local cap = tonumber(redis.call('HGET', KEYS[2], 'max_undelivered')) or tonumber(ARGV[4])
 if cap > 0 and redis.call('XLEN', KEYS[1]) >= cap then
   if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HINCRBY', KEYS[2], 'dropped', 1) end
   return -1
 end
-local id
-if ret > 0 then
-  local t = redis.call('TIME')
-  id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'MINID', '~', tonumber(t[1]) * 1000 - ret * 1000, '*',
-                  'm', ARGV[1], 's', ARGV[2])
-else
-  id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', 'm', ARGV[1], 's', ARGV[2])
-end
-if id then return 1 end
+if redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', 'm', ARGV[1], 's', ARGV[2]) then return 1 end
 return 0
 """
 

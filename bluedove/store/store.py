@@ -328,7 +328,7 @@ class Store:
         groups = group_deliveries(deliveries, mids, seen, self.runner.slot_of_queue)
         calls = []
         for g in groups.values():
-            args: list = [len(g.messages), self.limits.max_undelivered, self.limits.retention_s]
+            args: list = [len(g.messages), self.limits.max_undelivered, self.limits.retention_s, GROUP]
             for i in g.messages:
                 args += (messages[i][1], ttls[i])
             calls.append(Call(self._deliver, g.keys, args + g.pairs))
@@ -410,8 +410,8 @@ class Store:
         while entries := await self.r.xrange(outbox, count=count):
             calls = [Call(self._dead_letter, [K.queue_stream(dead_queue), K.queue_hash(dead_queue),
                                               K.dead_mark(dead_queue, queue, f["src"])],
-                          [f["m"], f["s"], self.limits.dedup_window_s, self.limits.max_undelivered,
-                           self.limits.retention_s]) for _, f in entries]
+                          [f["m"], f["s"], self.limits.dedup_window_s, self.limits.max_undelivered])
+                     for _, f in entries]
             moved += sum(1 for x in await self.runner.run(calls, wait=True) if int(x) == 1)
             await self.r.xdel(outbox, *(eid for eid, _ in entries))
             if len(entries) < count:

@@ -136,3 +136,15 @@ async def test_deleting_a_queue_removes_its_dead_letter_outbox(store):
     await store.r.xadd(K.dead_outbox(q), {"src": "1-1", "m": "{}", "s": "[]"})
     await store.delete_queue(q)
     assert await store.r.exists(K.dead_outbox(q)) == 0
+
+
+async def test_a_write_to_a_queue_with_a_retention_deletes_and_acks_what_expired(store):
+    q, _ = await store.create_queue(QueueBounds(max_undelivered=0, retention_s=1))
+    await store.deliver([message("a"), message("b")], [(q, 0, '["s"]'), (q, 1, '["s"]')])
+    await store.poll(q, 1, 0)  # "a" handed out, never acked
+    await asyncio.sleep(1.2)
+    await store.deliver([message("c")], [(q, 0, '["s"]')])  # the write expires both, before any poll
+    assert await store.queue_depth(q) == 1
+    assert (await store.queue_info(q))["expired"] == 2
+    pending = await store.r.xpending(K.queue_stream(q), "g")
+    assert pending["pending"] == 0  # nothing left behind in the pending list
