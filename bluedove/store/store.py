@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import time
 from dataclasses import dataclass
 
@@ -24,6 +25,8 @@ from bluedove.store.batch import Call, Runner, group_deliveries
 from bluedove.store.client import async_client, wait_settings
 from bluedove.store.ids import hash_token, new_id, new_token, valid_queue_id
 from bluedove.store.wire import PackedConnection, deliveries_json
+
+log = logging.getLogger("bluedove.store")
 
 GROUP = "g"
 CONSUMER = "c"
@@ -375,7 +378,11 @@ class Store:
                 raise BadToken(queue)
             n, body, again, *dead = res
             if dead and int(dead[0]):
-                await self.move_dead_letters(queue, dead[1])
+                try:
+                    await self.move_dead_letters(queue, dead[1])
+                except Exception as exc:  # noqa: BLE001 - the outbox keeps them for the next poll
+                    log.warning("dead-letter move from %s to %s failed, retried at its next poll: %r",
+                                queue, dead[1], exc)
             self.redelivered += int(again)
             left = deadline - time.monotonic()
             if n or left <= 0 or (stop is not None and stop.is_set()):

@@ -109,8 +109,7 @@ async def test_step_two_of_a_dead_letter_move_repeated_after_a_crash_writes_noth
         raise ConnectionError("crashed before the outbox entry was removed")
 
     store.move_dead_letters = crash_after_write
-    with pytest.raises(ConnectionError):
-        await store.poll(q, 10, 0)
+    assert await store.poll(q, 10, 0) == []  # the poll still answers; the move waits in the outbox
     store.move_dead_letters = orig
     assert fields and len(fields) == 1
     await store.r.xadd(K.dead_outbox(q), fields[0][1])  # the entry the crash left behind
