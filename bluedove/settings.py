@@ -58,6 +58,13 @@ class MatcherSettings:
     tombstone_ttl_s: float = 600.0
     # How long a publisher's message id is remembered: publishing it again delivers nothing.
     dedup_window_s: int = 600
+    # A queue created before queues had bounds gets these (new queues carry their own, set by
+    # the dispatcher that created them): most undelivered deliveries (0 = no cap), retention s.
+    max_undelivered: int = 100_000
+    retention_s: int = 0
+    # Backpressure: a Forward is refused (RESOURCE_EXHAUSTED, the dispatcher tries the next
+    # candidate) while this many messages of one of its dimensions wait in the input queue.
+    max_queued: int = 20_000
     # Ids the dispatcher made are only retried by dispatchers (a few forward timeouts):
     # their marks can expire much sooner, which keeps the store small at high rates.
     retry_dedup_s: int = 120
@@ -139,6 +146,13 @@ class DispatcherSettings:
     max_batch: int = 1000
     max_payload_bytes: int = 256 * 1024
     max_wait_s: float = 20.0
+    # A new queue's bounds unless its creation asks for others (docs/api.md, "Queues"): most
+    # undelivered deliveries it holds (0 = no cap), and how long a delivery is kept (0 = until acked).
+    max_undelivered: int = 100_000
+    retention_s: int = 0
+    # Backpressure: most messages waiting in this dispatcher's forwarder; a publish beyond it is
+    # refused at once (503 unavailable, Retry-After) rather than buffered.
+    max_outstanding: int = 50_000
     # Where subscriptions are sent and which matchers a message may go to (partitioning.py).
     partition: str = MPARTITION
     # -- the message sample (dispatcher/sampler.py): points of published messages for offline jobs --

@@ -46,6 +46,7 @@ class Dispatcher:
         self.store = Store(settings.store_url, StoreLimits(
             max_subscriptions_per_queue=settings.max_subscriptions_per_queue,
             visibility_timeout_s=settings.visibility_timeout_s,
+            max_undelivered=settings.max_undelivered, retention_s=settings.retention_s,
         ))
         self.cluster = ClusterView(settings, self.store, seeds)
         self.forwarder = Forwarder(settings, self.cluster)

@@ -142,10 +142,13 @@ class Forwarder:
         self.failovers = 0
         self.calls = 0  # Forward calls made, and the messages they carried
         self.forwarded = 0
+        self.outstanding = 0  # messages of publish calls under way (backpressure bound)
+        self.refused = 0  # publish calls refused by backpressure: ours, or every candidate's
 
-    def counts(self) -> tuple[int, int, int]:
-        """(failovers, Forward calls, messages they carried) since the start, for the metrics."""
-        return self.failovers, self.calls, self.forwarded
+    def counts(self) -> tuple[int, int, int, int]:
+        """(failovers, Forward calls, messages they carried, publish calls refused by backpressure)
+        since the start, for the metrics."""
+        return self.failovers, self.calls, self.forwarded, self.refused
 
     def _lane(self, member: str) -> _Lane:
         lane = self._lanes.get(member)
@@ -153,18 +156,45 @@ class Forwarder:
             lane = self._lanes[member] = _Lane(self, member)
         return lane
 
+    def refuse(self) -> None:
+        """Backpressure at the dispatcher: 503 for a publish call, nothing of it forwarded."""
+        self.refused += 1
+        raise unavailable(f"the dispatcher has {self.outstanding} messages under way (bound "
+                          f"{self.s.max_outstanding}); retry later")
+
+    def full(self) -> bool:
+        """At the bound already: a publish can be refused before its body is even decoded."""
+        return self.outstanding >= self.s.max_outstanding
+
     async def publish(self, batch: Outgoing) -> None:
-        """Match and store every message; raises ApiError(503) if one cannot be placed."""
+        """Match and store every message; raises ApiError(503) if one cannot be placed.
+
+        Backpressure: a call that would take the messages under way past `max_outstanding`
+        is refused at once, whole (nothing is forwarded); so is a message every candidate
+        refused because its input queue is over its bound (RESOURCE_EXHAUSTED)."""
         if self.cluster.table is None:
             raise unavailable("no segment table yet: the cluster is starting")
         n = len(batch)
+        if self.outstanding and self.outstanding + n > self.s.max_outstanding:
+            self.refuse()
+        self.outstanding += n
+        try:
+            await self._publish(batch, n)
+        finally:
+            self.outstanding -= n
+
+    async def _publish(self, batch: Outgoing, n: int) -> None:
         ranking = self.cluster.rank_batch(batch.points, time.monotonic())
         attempt = np.zeros(n, dtype=np.int64)
         reranks = np.zeros(n, dtype=np.int64)
-        store_failed = False
+        store_failed = refused = False
         pending = np.arange(n)
         while pending.size:
             if (attempt[pending] >= ranking.count[pending]).any():
+                if refused:
+                    self.refused += 1
+                    raise unavailable("every candidate matcher is over its input bound (backpressure); retry later "
+                                      "with the same id")
                 if store_failed:
                     raise unavailable("the store is unreachable; retry with the same id")
                 raise unavailable("no candidate matcher could take the message; retry with the same id")
@@ -198,6 +228,9 @@ class Forwarder:
                         if code == grpc.StatusCode.ABORTED:
                             # The matcher is fine but could not write to the store: try another, blame none.
                             store_failed = True
+                        elif code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                            # The matcher is fine but over its input bound: try another, blame none.
+                            refused = True
                         else:
                             blamed.add(member)
                         attempt[moved] += 1

@@ -65,12 +65,15 @@ class Metrics:
                                      "or more messages of one or more dimensions)", registry=r)
         self.forwarded = Counter("bluedove_forwarded_messages", "Messages carried by Forward calls (a failover "
                                  "carries a message again): over forward_calls, the messages per call", registry=r)
+        self.refused = Counter("bluedove_publish_refused", "Publish calls refused with 503 by backpressure: over the "
+                               "dispatcher's max_outstanding, or every candidate matcher over its input bound",
+                               registry=r)
         self.sampled = Counter("bluedove_sampled_messages", "Published messages written to the message sample",
                                registry=r)
         self.sample_dropped = Counter("bluedove_sample_dropped", "Samples dropped: the sample's buffer was full",
                                       registry=r)
         self._facts = _ClusterFacts()
-        self._seen = {"failovers": 0, "calls": 0, "forwarded": 0}
+        self._seen = {"failovers": 0, "calls": 0, "forwarded": 0, "refused": 0}
         if self.multiprocess_dir:
             self._cpu = Counter("process_cpu_seconds", "Total user and system CPU time spent in seconds",
                                 registry=r)
@@ -96,11 +99,12 @@ class Metrics:
             counter.inc(value - self._seen[name])
             self._seen[name] = value
 
-    def tick(self, failovers: int, calls: int = 0, forwarded: int = 0) -> None:
+    def tick(self, failovers: int, calls: int = 0, forwarded: int = 0, refused: int = 0) -> None:
         """Copy the forwarder's counts and (in multiprocess mode) this process's figures."""
         self._sync("failovers", self.failovers, failovers)
         self._sync("calls", self.forward_calls, calls)
         self._sync("forwarded", self.forwarded, forwarded)
+        self._sync("refused", self.refused, refused)
         if not self.multiprocess_dir:
             return
         for fam in self._process.collect():
@@ -114,12 +118,12 @@ class Metrics:
 
     async def run(self, counts) -> None:
         """Tick every TICK_S until cancelled; `counts()` reads the forwarder's (failovers,
-        calls, messages forwarded)."""
+        calls, messages forwarded, publish calls refused)."""
         while True:
             self.tick(*counts())
             await asyncio.sleep(TICK_S)
 
-    def render(self, cluster, counts: int | tuple[int, int, int], events: dict[str, int]) -> bytes:
+    def render(self, cluster, counts: int | tuple[int, ...], events: dict[str, int]) -> bytes:
         self.tick(*(counts if isinstance(counts, tuple) else (counts,)))
         self._facts.events = dict(events)
         self._facts.matchers = len(cluster.table.members) if cluster.table is not None else None

@@ -17,6 +17,7 @@ from redis.exceptions import ResponseError
 from bluedove.errors import ApiError, not_found, unauthorized
 from bluedove.batch_decode import Batch
 from bluedove.forward_wire import bodies, iso_time, new_ids
+from bluedove.queue_bounds import parse_queue_request
 from bluedove.model import build_subscription, parse_subscription_batch, parse_subscription_request
 from bluedove.store.ids import first_invalid_receipt, new_id
 from bluedove.store.store import BadToken, LimitExceeded, QueueMissing
@@ -123,9 +124,21 @@ async def cluster_view(d) -> dict:
 
 
 # -- queues ------------------------------------------------------------------------------------
-async def create_queue(d) -> dict:
-    queue, token = await d.store.create_queue()
-    return {"queue": queue, "token": token}
+async def create_queue(d, body: Any = None, token: str | None = None) -> dict:
+    """A new queue with the bounds `body` asks for (none: the dispatcher's defaults). A
+    dead-letter queue must exist and `token` must open it: only its owner sends it deliveries."""
+    bounds = parse_queue_request(body, d.store.default_bounds())
+    if bounds.dead_letter_queue is not None and not await d.store.check_token(bounds.dead_letter_queue, token):
+        raise ApiError(401, "unauthorized", "dead_letter.queue must be a queue the bearer token opens",
+                       "dead_letter.queue")
+    queue, created = await d.store.create_queue(bounds)
+    return {"queue": queue, "token": created}
+
+
+async def queue_info(d, queue: str, token: str | None) -> dict:
+    """GET /v1/queues/{queue}: its bounds, depth and counters, for its token's holder."""
+    await require_queue_token(d, queue, token)
+    return await d.store.queue_info(queue)
 
 
 async def delete_queue(d, queue: str, token: str | None) -> None:
@@ -305,14 +318,19 @@ def admit(d, key, n_msgs: int, n_bytes: int) -> None:
 
 
 async def publish(d, raw: bytes, key=None) -> str:
-    """`POST /v1/messages`: the body's bytes."""
+    """`POST /v1/messages`: the body's bytes (refused before decoding when the forwarder is full)."""
+    if d.forwarder.full():
+        d.forwarder.refuse()
     batch = d.decoder.one(raw)
     admit(d, key, 1, len(raw))
     return (await publish_parsed(d, batch, key))[0]
 
 
 async def publish_batch(d, raw: bytes, key=None) -> list[str]:
-    """`POST /v1/messages:batch`: the body's bytes, decoded and checked whole first."""
+    """`POST /v1/messages:batch`: the body's bytes, decoded and checked whole first (refused
+    whole before decoding when the forwarder is full: backpressure costs the least there)."""
+    if d.forwarder.full():
+        d.forwarder.refuse()
     batch = d.decoder.batch(raw)
     admit(d, key, len(batch), len(raw))
     return await publish_parsed(d, batch, key)

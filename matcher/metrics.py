@@ -74,6 +74,11 @@ class MatcherCollector(Collector):
         yield from fam.values()
         yield CounterMetricFamily("bluedove_matcher_deliveries_written", "Deliveries the store wrote (a message "
                                   "it has seen before writes none)", value=totals.written)
+        yield CounterMetricFamily("bluedove_matcher_deliveries_dropped", "Deliveries refused because their queue "
+                                  "held its cap of undelivered deliveries", value=m.store.dropped)
+        yield CounterMetricFamily("bluedove_matcher_forwards_refused", "Forward calls refused because a "
+                                  "dimension's input queue was over its bound (backpressure)",
+                                  value=m.refused)
         h = HistogramMetricFamily("bluedove_matcher_batch_messages", "Messages per matched and stored batch")
         cum, buckets = 0, []
         for bound, n in zip((*map(str, BATCH_BOUNDS), "+Inf"), totals.batches):

@@ -65,6 +65,7 @@ class Matcher:
         self.queue: MatcherQueue | None = None
         self.stats: list[WindowStats] = []
         self.ready = False
+        self.refused = 0  # Forward calls refused for backpressure (the metrics)
         self.deliver_mode = deliver
         self._tasks: list[asyncio.Task] = []
         # Table changes (gossip, store, hand-off) one at a time.
@@ -246,6 +247,14 @@ class Matcher:
                                     f"not the owner of these values on dimension {p.dim} at epoch {self.table.epoch}")
         if not parts:
             return pb.ForwardReply()
+        full = [p.dim for p in parts if self.queue.queued(p.dim) >= self.s.max_queued]
+        if full:
+            # Backpressure: refused whole, before anything is queued; the dispatcher tries the
+            # message's next candidate and answers 503 when every one refuses.
+            self.refused += 1
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"input queue of dimension {full[0]} holds {self.queue.queued(full[0])} messages "
+                                f"(bound {self.s.max_queued}); try another candidate")
         try:
             res = await self.queue.submit(parts)
         except redis.exceptions.RedisError as exc:
@@ -391,7 +400,9 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
                 space: Space | None = None, seed: dict | None = None) -> None:
     """Run a matcher until a signal (or a leave) stops it. Raises SpaceMismatch when the stored
     table's space is not `space`."""
-    store = Store(settings.store_url, StoreLimits(dedup_window_s=settings.dedup_window_s))
+    store = Store(settings.store_url, StoreLimits(dedup_window_s=settings.dedup_window_s,
+                                                  max_undelivered=settings.max_undelivered,
+                                                  retention_s=settings.retention_s))
     m = Matcher(settings, store, deliver, from_env(GossipConfig), seeds, space, seed)
     # Bound first: a metrics port taken ends the start (MetricsBindError) before anything runs.
     up = asyncio.Event()  # as health service "": set once started, cleared when stopping

@@ -14,7 +14,8 @@ from importlib.metadata import entry_points
 from bluedove import tls
 from bluedove.cli.keys_cmd import add_auth_flag, print_auth
 from bluedove.forwarding import POLICIES
-from bluedove.local.flags import PARTITION_HELP, add_cluster_flags, add_up_tls_flags, store_flags_problem, up_tls
+from bluedove.local.flags import (PARTITION_HELP, add_bounds_flags, add_cluster_flags, add_up_tls_flags, bounds_env,
+                                  store_flags_problem, up_tls)
 from bluedove.partitioning import MODES, MPARTITION
 
 COMMAND_GROUP = "bluedove.commands"
@@ -36,7 +37,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
                                grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store,
                                space_file=args.space, policy=args.policy, partition=args.partition,
                                sample_rate=args.sample_rate, seed=seed, store_cluster=args.store_cluster,
-                               auth=args.auth, tls_files=up_tls(args))
+                               auth=args.auth, tls_files=up_tls(args), child_env=bounds_env(args))
         if seed is not None:
             initial_table(cluster.space, numbered_members(args.matchers), seed)
     except SpaceError as exc:
@@ -264,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="run a local cluster as real processes until Ctrl-C")
     add_cluster_flags(up, 8080, 50051)
+    add_bounds_flags(up)
     up.add_argument("--data-dir", default=".bluedove", help="embedded Redis data and process logs")
     up.add_argument("--autoscale", action="store_true",
                     help="add matchers when saturated and remove them when idle (local processes)")

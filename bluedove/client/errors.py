@@ -75,9 +75,11 @@ class RateLimited(LimitExceeded):
 
 
 class Unavailable(BlueDoveError):
-    """503 / UNAVAILABLE, or the service could not be reached: retry later."""
+    """503 / UNAVAILABLE, or the service could not be reached: retry later (REST: after
+    `retry_after_s`, the answer's Retry-After, when it gave one)."""
 
     status = 503
+    retry_after_s: float | None = None
 
 
 BY_CODE: dict[str, type[BlueDoveError]] = {

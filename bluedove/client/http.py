@@ -32,7 +32,14 @@ def decode(status: int, content: bytes, reason: str) -> dict | None:
 
 
 def _check(r: httpx.Response) -> dict | None:
-    return decode(r.status_code, r.content, r.reason_phrase)
+    try:
+        return decode(r.status_code, r.content, r.reason_phrase)
+    except Unavailable as exc:
+        try:
+            exc.retry_after_s = float(r.headers["retry-after"])
+        except (KeyError, ValueError):
+            pass
+        raise
 
 
 def _verify(tls_ca: str | None):

@@ -90,7 +90,7 @@ class LocalCluster:
                  sample_rate: float = 0.0, sample_dir: str | Path | None = None,
                  seed: dict | None = None, store_cluster: int | None = None, auth: str | None = None,
                  matcher_net: dict[str, tuple[str, list[str]]] | None = None,
-                 tls_files: TlsSettings | None = None) -> None:
+                 tls_files: TlsSettings | None = None, child_env: dict | None = None) -> None:
         if store is not None and store_cluster is not None:
             raise ValueError("store and store_cluster exclude each other: one names a running store, "
                              "the other starts one")
@@ -114,6 +114,8 @@ class LocalCluster:
         self.host = host
         self.restart = restart
         self.matcher_env = matcher_env or {}
+        # Environment of every matcher and dispatcher (BLUEDOVE_* settings: `bluedove up`'s bounds flags).
+        self.child_env = child_env or {}
         self.quiet = quiet
         self.deliver = deliver  # "store", or "count": matchers match without writing (benchmarks)
         # Every matcher and dispatcher gets the same mode (None: BLUEDOVE_PARTITION, else mpartition).
@@ -190,7 +192,7 @@ class LocalCluster:
                     "matcher", "--id", m, "--host", self.matcher_host(m), "--port", port, "--store", self.store_url,
                     "--deliver", self.deliver, "--partition", self.partition, *space_args, *joins,
                     "--metrics-port", str(self.metrics_ports[m]), *self._tls_args(),
-                ], logs / f"{m}.log", extra_env=self.matcher_env))
+                ], logs / f"{m}.log", extra_env={**self.child_env, **self.matcher_env}))
             for j in range(self.n_dispatchers):
                 d = f"d{j + 1}"
                 self.children.append(Child("dispatcher", d, cmd + [
@@ -198,7 +200,7 @@ class LocalCluster:
                     "--grpc-port", str(self.grpc_port), "--gossip-port", str(free_port()),
                     "--store", self.store_url, "--policy", self.policy, "--partition", self.partition,
                     "--auth", self.auth, *space_args, *self._sample_args(), *self._tls_args(),
-                ], logs / f"{d}.log", extra_env={MULTIPROC_ENV: str(self.metrics_dir.resolve())}))
+                ], logs / f"{d}.log", extra_env={**self.child_env, MULTIPROC_ENV: str(self.metrics_dir.resolve())}))
             for c in self.children:
                 c.start()
             self.write_targets()
@@ -358,7 +360,7 @@ class LocalCluster:
                                      "--metrics-port", str(self.metrics_ports[name]),
                                      *(x for a in seeds for x in ("--join", a)), *self._tls_args(),
                                      *(extra_args or [])]
-        child = Child("matcher", name, args, self.data_dir / "logs" / f"{name}.log", extra_env=self.matcher_env)
+        child = Child("matcher", name, args, self.data_dir / "logs" / f"{name}.log", extra_env={**self.child_env, **self.matcher_env})
         self.addresses[name] = f"{self.host}:{port}"
         self.children.append(child)
         child.start()

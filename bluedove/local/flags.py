@@ -66,3 +66,29 @@ def up_tls(args: argparse.Namespace):
     files = from_env(TlsSettings, **tls.overrides(args))
     tls.check(files)
     return files
+
+
+# `bluedove up`'s bounds flags -> the settings' environment variables (every matcher and dispatcher)
+BOUNDS_FLAGS = {"max_undelivered": "BLUEDOVE_MAX_UNDELIVERED", "retention_s": "BLUEDOVE_RETENTION_S",
+                "max_outstanding": "BLUEDOVE_MAX_OUTSTANDING", "max_queued": "BLUEDOVE_MAX_QUEUED"}
+
+
+def add_bounds_flags(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--max-undelivered", type=int, default=None, metavar="N",
+                    help="a new queue's cap on undelivered (not yet acked) deliveries unless it asks for another; "
+                         "deliveries beyond it are refused for that queue (0 = no cap; default "
+                         "BLUEDOVE_MAX_UNDELIVERED, else 100000)")
+    sp.add_argument("--retention-s", type=int, default=None, metavar="S",
+                    help="a new queue's retention unless it asks for another: older deliveries are dropped "
+                         "(0 = kept until acked, the default; BLUEDOVE_RETENTION_S)")
+    sp.add_argument("--max-outstanding", type=int, default=None, metavar="N",
+                    help="backpressure: messages a dispatcher holds under way before it answers 503 "
+                         "(default BLUEDOVE_MAX_OUTSTANDING, else 50000)")
+    sp.add_argument("--max-queued", type=int, default=None, metavar="N",
+                    help="backpressure: messages of one dimension a matcher queues before it refuses Forward "
+                         "calls (default BLUEDOVE_MAX_QUEUED, else 20000)")
+
+
+def bounds_env(args: argparse.Namespace) -> dict[str, str]:
+    """The environment the bounds flags give every matcher and dispatcher."""
+    return {env: str(v) for name, env in BOUNDS_FLAGS.items() if (v := getattr(args, name, None)) is not None}

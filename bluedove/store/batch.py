@@ -61,7 +61,7 @@ def group_deliveries(deliveries, mids: list[str], skip: set[int], slot_of) -> di
         if li is None:
             g.messages.append(idx)
             li = g.local[idx] = len(g.messages)
-        g.keys += (K.queue_stream(queue), K.delivery_mark(queue, mids[idx]))
+        g.keys += (K.queue_stream(queue), K.delivery_mark(queue, mids[idx]), K.queue_hash(queue))
         g.pairs += (li, subs)
     return groups
 

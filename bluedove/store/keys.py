@@ -8,6 +8,10 @@ A queue `Q` (tag `{q:Q}`):
   bd:{q:Q}              hash    token (sha256 hex), created
   bd:{q:Q}:s            stream  its deliveries; consumer group `g`
   bd:{q:Q}:dd:<message> string  dedup mark: message <message> was written to Q (expires)
+  bd:{q:Q}:dlo          stream  dead-letter outbox: deliveries leaving Q for its dead-letter queue
+  bd:{q:Q}:dl:<P>:<id>  string  move mark: delivery <id> of queue P was dead-lettered into Q (expires)
+  (the hash also holds the queue's bounds: max_undelivered, retention_s, dl_queue, dl_max, and
+  its counters dropped, expired, dead_lettered)
   bd:tok:<sha256>       string  the queue a token belongs to
   bd:queues             set     every queue id (queue depth sampling walks it)
 
@@ -61,6 +65,14 @@ def queue_stream(queue: str) -> str:
 
 def delivery_mark(queue: str, message_id: str) -> str:
     return f"bd:{{q:{queue}}}:dd:{message_id}"
+
+
+def dead_outbox(queue: str) -> str:
+    return f"bd:{{q:{queue}}}:dlo"
+
+
+def dead_mark(dead_queue: str, queue: str, entry_id: str) -> str:
+    return f"bd:{{q:{dead_queue}}}:dl:{queue}:{entry_id}"
 
 
 def token_key(digest: str) -> str:

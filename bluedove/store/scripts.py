@@ -60,37 +60,88 @@ return out
 """
 
 # The deliveries of a batch that fall in one slot (on one server: all of them). KEYS: for each
-# delivery j, the queue's stream and its dedup mark for the message (KEYS[2j-1], KEYS[2j]).
-# ARGV: n messages, then n pairs (message json, dedup ttl s), then per delivery j (message
-# index 1..n, subscriptions json). A delivery whose mark is already set was written before
-# (a retry, after a crash between two slots' writes or a lost answer): it is not written
-# again, so each call is idempotent on its own. XADD NOMKSTREAM: a delivery to a queue
-# deleted meanwhile is dropped, not resurrected. Returns {written, index of each message
-# with a delivery new here...}.
+# delivery j, the queue's stream, its dedup mark for the message and the queue's hash
+# (KEYS[3j-2], KEYS[3j-1], KEYS[3j]). ARGV: n messages, the default cap and retention (s) of a
+# queue whose hash names none, the consumer group, then n pairs (message json, dedup ttl s),
+# then per delivery j (message index 1..n, subscriptions json). A delivery whose mark is already set was decided
+# before (a retry, after a crash between two slots' writes or a lost answer): it is not
+# written again, so each call is idempotent on its own. A queue holding its cap of
+# undelivered (not yet acked) deliveries refuses the delivery (counted in its hash's
+# `dropped`; the mark stays, so a retry refuses it again rather than counting it twice);
+# a queue with a retention first acks and deletes up to 100 entries older than it (counted
+# in `expired`; acked too, so that none stays in the pending list, as XADD MINID would leave
+# it on Redis 6.2). XADD NOMKSTREAM: a delivery to a queue deleted meanwhile is dropped, not
+# resurrected. Returns {written, dropped, index of each message with a delivery new here...}.
 DELIVER = """
 local n = tonumber(ARGV[1])
-local base = 2 * n + 2
-local written = 0
-local new = {}
-for j = 1, #KEYS / 2 do
+local dcap, dret = tonumber(ARGV[2]), tonumber(ARGV[3])
+local base = 2 * n + 5
+local written, dropped = 0, 0
+local new, lim = {}, {}
+local now_ms
+local function expire(s, h, ret)
+  if not now_ms then
+    local t = redis.call('TIME')
+    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local old = redis.call('XRANGE', s, '-', tostring(now_ms - ret * 1000 - 1), 'COUNT', 100)
+  if #old > 0 then
+    local ids = {}
+    for i, e in ipairs(old) do ids[i] = e[1] end
+    redis.call('XACK', s, ARGV[4], unpack(ids))
+    redis.call('XDEL', s, unpack(ids))
+    redis.call('HINCRBY', h, 'expired', #ids)
+  end
+end
+for j = 1, #KEYS / 3 do
+  local s, h = KEYS[3 * j - 2], KEYS[3 * j]
   local at = base + 2 * (j - 1)
   local mi = tonumber(ARGV[at])
-  if redis.call('SET', KEYS[2 * j], '1', 'NX', 'EX', ARGV[2 * mi + 1]) then
-    if redis.call('XADD', KEYS[2 * j - 1], 'NOMKSTREAM', '*', 'm', ARGV[2 * mi], 's', ARGV[at + 1]) then
-      written = written + 1
-      new[mi] = true
+  if redis.call('SET', KEYS[3 * j - 1], '1', 'NX', 'EX', ARGV[2 * mi + 4]) then
+    local l = lim[s]
+    if not l then
+      local v = redis.call('HMGET', h, 'max_undelivered', 'retention_s')
+      l = {tonumber(v[1]) or dcap, tonumber(v[2]) or dret}
+      lim[s] = l
+      if l[2] > 0 then expire(s, h, l[2]) end
+    end
+    if l[1] > 0 and redis.call('XLEN', s) >= l[1] then
+      redis.call('HINCRBY', h, 'dropped', 1)
+      dropped = dropped + 1
+    else
+      if redis.call('XADD', s, 'NOMKSTREAM', '*', 'm', ARGV[2 * mi + 3], 's', ARGV[at + 1]) then
+        written = written + 1
+        new[mi] = true
+      end
     end
   end
 end
-local out = {written}
+local out = {written, dropped}
 for mi in pairs(new) do out[#out + 1] = mi end
 return out
 """
 
+# Step two of dead-lettering (step one is POLL's): one delivery into the dead-letter queue,
+# on that queue's slot. KEYS: the dead-letter queue's stream, its hash, the move's mark (the
+# source queue and the delivery's id there: a move repeated after a crash writes nothing).
+# ARGV: message json, subscriptions json, mark ttl s, default cap. The dead-letter queue's
+# own cap holds (its retention, at its polls). Returns 1 written, 0 already moved (or
+# the queue gone), -1 refused by the cap.
+DEAD_LETTER = """
+if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[3]) then return 0 end
+local cap = tonumber(redis.call('HGET', KEYS[2], 'max_undelivered')) or tonumber(ARGV[4])
+if cap > 0 and redis.call('XLEN', KEYS[1]) >= cap then
+  if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HINCRBY', KEYS[2], 'dropped', 1) end
+  return -1
+end
+if redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', 'm', ARGV[1], 's', ARGV[2]) then return 1 end
+return 0
+"""
+
 # A queue's next deliveries in one step, as the REST body. KEYS: the queue's stream, the
-# queue's hash. ARGV: group, consumer, visibility timeout ms, max n, token digest ('' when the
-# caller checked the token itself). A wrong digest (or a queue gone) returns false, so the token
-# check costs no round trip of its own. Deliveries whose visibility timeout passed come first
+# queue's hash, its dead-letter outbox. ARGV: group, consumer, visibility timeout ms, max n,
+# token digest ('' when the caller checked the token itself), default retention s. A wrong
+# digest (or a queue gone) returns false, so the token check costs no round trip of its own. Deliveries whose visibility timeout passed come first
 # (following XAUTOCLAIM's cursor, which looks at a bounded number of pending entries per call),
 # then new ones (XREADGROUP, never blocking here). Returns {n, '{"messages":[...]}', r}, r of the
 # n handed out again after their visibility timeout (redeliveries): each stored
@@ -98,14 +149,39 @@ return out
 # handing the entries back as Lua tables cost redis-server ~14 µs of CPU per delivery, more than
 # reading them (docs/benchmarks.md, "Delivery"). Entries deleted meanwhile (nil in XAUTOCLAIM's
 # reply on Redis 6.2) are skipped.
+#
+# Retention (the hash's retention_s, else ARGV[6]): entries older than it are first acked and
+# deleted (up to 1,000 a call, counted in the hash's `expired`), and any older one left is
+# never handed out. Dead-lettering (the hash's dl_queue and dl_max): expired unacked entries
+# are then found with XPENDING instead of XAUTOCLAIM; one handed out dl_max times already
+# moves, in this call, to the queue's outbox (KEYS[3], same slot: step one of the move) and
+# leaves the queue (counted in `dead_lettered`); the others are reclaimed with XCLAIM. The
+# reply then also carries the outbox's length and the dead-letter queue, for step two
+# (DEAD_LETTER, on that queue's slot).
 POLL = """
-if ARGV[5] ~= '' and redis.call('HGET', KEYS[2], 'token') ~= ARGV[5] then return false end
+local h = redis.call('HMGET', KEYS[2], 'token', 'retention_s', 'dl_queue', 'dl_max')
+if ARGV[5] ~= '' and h[1] ~= ARGV[5] then return false end
 local n = tonumber(ARGV[4])
 local out = {}
 local got = 0
+local ret = tonumber(h[2]) or tonumber(ARGV[6] or '0')
+local cutoff
+if ret > 0 then
+  local t = redis.call('TIME')
+  cutoff = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - ret * 1000
+  local old = redis.call('XRANGE', KEYS[1], '-', tostring(cutoff - 1), 'COUNT', 1000)
+  if #old > 0 then
+    local ids = {}
+    for i, e in ipairs(old) do ids[i] = e[1] end
+    redis.call('XACK', KEYS[1], ARGV[1], unpack(ids))
+    redis.call('XDEL', KEYS[1], unpack(ids))
+    if h[1] then redis.call('HINCRBY', KEYS[2], 'expired', #ids) end
+  end
+end
 local function add(e)
   local f = e[2]
   if type(f) ~= 'table' then return end
+  if cutoff and tonumber(string.match(e[1], '^(%d+)')) < cutoff then return end
   local m, s
   for i = 1, #f - 1, 2 do
     if f[i] == 'm' then m = f[i + 1] elseif f[i] == 's' then s = f[i + 1] end
@@ -128,14 +204,41 @@ local function add(e)
   out[#out + 1] = '"}'
   got = got + 1
 end
-local cursor = '0-0'
-for _ = 1, 16 do
-  local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], cursor, 'COUNT', n - got)
-  cursor = r[1]
-  for _, e in ipairs(r[2]) do
-    if type(e) == 'table' then add(e) end
+local dlq, dlmax = h[3], tonumber(h[4])
+if dlq and dlmax and KEYS[3] then
+  local start, moved = '-', 0
+  for _ = 1, 16 do
+    local p = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', ARGV[3], start, '+', n - got)
+    for _, x in ipairs(p) do
+      local id = x[1]
+      local e = redis.call('XRANGE', KEYS[1], id, id)[1]
+      if not e then
+        redis.call('XACK', KEYS[1], ARGV[1], id)  -- deleted under its pending entry: forget it
+      elseif tonumber(x[4]) >= dlmax then
+        redis.call('XADD', KEYS[3], '*', 'src', id, unpack(e[2]))
+        redis.call('XACK', KEYS[1], ARGV[1], id)
+        redis.call('XDEL', KEYS[1], id)
+        moved = moved + 1
+      else
+        for _, c in ipairs(redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], id)) do
+          if type(c) == 'table' then add(c) end
+        end
+      end
+      start = '(' .. id
+    end
+    if #p == 0 or got >= n then break end
   end
-  if cursor == '0-0' or got >= n then break end
+  if moved > 0 and h[1] then redis.call('HINCRBY', KEYS[2], 'dead_lettered', moved) end
+else
+  local cursor = '0-0'
+  for _ = 1, 16 do
+    local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], cursor, 'COUNT', n - got)
+    cursor = r[1]
+    for _, e in ipairs(r[2]) do
+      if type(e) == 'table' then add(e) end
+    end
+    if cursor == '0-0' or got >= n then break end
+  end
 end
 local reclaimed = got
 if got < n then
@@ -144,7 +247,9 @@ if got < n then
     for _, e in ipairs(r[1][2]) do add(e) end
   end
 end
-return {got, '{"messages":[' .. table.concat(out) .. ']}', reclaimed}
+local body = '{"messages":[' .. table.concat(out) .. ']}'
+if dlq and dlmax and KEYS[3] then return {got, body, reclaimed, redis.call('XLEN', KEYS[3]), dlq} end
+return {got, body, reclaimed}
 """
 
 # Ack: remove deliveries from the pending list and the stream in one call. KEYS: the queue's

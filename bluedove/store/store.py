@@ -12,17 +12,21 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import time
 from dataclasses import dataclass
 
 from redis.exceptions import ResponseError
 
+from bluedove.queue_bounds import QueueBounds
 from bluedove.store import keys as K
 from bluedove.store import scripts
 from bluedove.store.batch import Call, Runner, group_deliveries
 from bluedove.store.client import async_client, wait_settings
 from bluedove.store.ids import hash_token, new_id, new_token, valid_queue_id
 from bluedove.store.wire import PackedConnection, deliveries_json
+
+log = logging.getLogger("bluedove.store")
 
 GROUP = "g"
 CONSUMER = "c"
@@ -37,6 +41,10 @@ class StoreLimits:
     dedup_window_s: int = 600
     visibility_timeout_s: float = 30.0
     catalog_log_maxlen: int = 1_000_000
+    # A queue's bounds when it was created without its own (and for queues created before
+    # queues had bounds): most undelivered deliveries (0 = no cap), retention s (0 = none).
+    max_undelivered: int = 100_000
+    retention_s: int = 0
 
 
 class QueueMissing(Exception):
@@ -65,11 +73,14 @@ class Store:
         self._remove_sub = self.r.register_script(scripts.REMOVE_SUBSCRIPTION)
         self._delete_subs = self.r.register_script(scripts.DELETE_QUEUE_SUBSCRIPTIONS)
         self._deliver = self.r.register_script(scripts.DELIVER)
+        self._dead_letter = self.r.register_script(scripts.DEAD_LETTER)
         self._put_table_if = self.r.register_script(scripts.PUT_TABLE_IF)
         self._poll = self.r.register_script(scripts.POLL)
         self._ack = self.r.register_script(scripts.ACK)
         # Deliveries this process handed out again after their visibility timeout (the series).
         self.redelivered = 0
+        # Deliveries refused by a full queue in the writes of this process (the metrics).
+        self.dropped = 0
 
     async def close(self) -> None:
         await self.r.aclose()
@@ -85,20 +96,25 @@ class Store:
         return bool(await self.r.ping())
 
     # -- queues ----------------------------------------------------------------------------
-    async def create_queue(self) -> tuple[str, str]:
+    async def create_queue(self, bounds: QueueBounds | None = None) -> tuple[str, str]:
         """A new queue and its token (shown once; only its hash is kept)."""
-        return (await self.create_queues(1))[0]
+        return (await self.create_queues(1, bounds=bounds))[0]
 
-    async def create_queues(self, n: int, chunk: int = 1000) -> list[tuple[str, str]]:
-        """`n` new queues with their tokens, pipelined. Not one transaction (the keys live in
-        different slots): a failure part way leaves at most a queue nobody has the token of."""
+    def default_bounds(self) -> QueueBounds:
+        return QueueBounds(self.limits.max_undelivered, self.limits.retention_s)
+
+    async def create_queues(self, n: int, chunk: int = 1000, bounds: QueueBounds | None = None) -> list[tuple[str, str]]:
+        """`n` new queues with their tokens, pipelined, each with `bounds` (default: the
+        store's limits), kept in its hash. Not one transaction (the keys live in different
+        slots): a failure part way leaves at most a queue nobody has the token of."""
+        extra = (bounds or self.default_bounds()).fields()
         out: list[tuple[str, str]] = []
         for start in range(0, n, chunk):
             made = [(new_id(), new_token()) for _ in range(min(chunk, n - start))]
             async with self.r.pipeline(transaction=False) as p:
                 for queue, token in made:
                     digest = hash_token(token)
-                    p.hset(K.queue_hash(queue), mapping={"token": digest, "created": time.time()})
+                    p.hset(K.queue_hash(queue), mapping={"token": digest, "created": time.time(), **extra})
                     p.xgroup_create(K.queue_stream(queue), GROUP, id="0", mkstream=True)
                     p.set(K.token_key(digest), queue)
                 p.sadd(K.QUEUES, *(q for q, _ in made))
@@ -134,6 +150,7 @@ class Store:
         async with self.r.pipeline(transaction=False) as p:
             p.delete(K.queue_hash(queue))
             p.delete(K.queue_stream(queue))
+            p.delete(K.dead_outbox(queue))
             if digest:
                 p.delete(K.token_key(digest))
             p.srem(K.QUEUES, queue)
@@ -314,15 +331,16 @@ class Store:
         groups = group_deliveries(deliveries, mids, seen, self.runner.slot_of_queue)
         calls = []
         for g in groups.values():
-            args: list = [len(g.messages)]
+            args: list = [len(g.messages), self.limits.max_undelivered, self.limits.retention_s, GROUP]
             for i in g.messages:
                 args += (messages[i][1], ttls[i])
             calls.append(Call(self._deliver, g.keys, args + g.pairs))
         written = 0
         new = {i for i in marked if i not in seen}
         if calls:
-            for g, (n, *local) in zip(groups.values(), await self.runner.run(calls, wait=True)):
+            for g, (n, dropped, *local) in zip(groups.values(), await self.runner.run(calls, wait=True)):
                 written += int(n)
+                self.dropped += int(dropped)
                 new.update(g.messages[int(li) - 1] for li in local)
         fresh = [i for i in marked if i not in seen]
         if fresh:
@@ -350,15 +368,21 @@ class Store:
         if token is not None and not valid_queue_id(queue):
             raise BadToken(queue)
         key = K.queue_stream(queue)
-        keys = [key, K.queue_hash(queue)]
+        keys = [key, K.queue_hash(queue), K.dead_outbox(queue)]
         args = [GROUP, CONSUMER, int(self.limits.visibility_timeout_s * 1000), max_n,
-                "" if token is None else hash_token(token)]
+                "" if token is None else hash_token(token), self.limits.retention_s]
         deadline = time.monotonic() + wait_s
         while True:
             res = await self._poll(keys=keys, args=args)
             if res is None:
                 raise BadToken(queue)
-            n, body, again = res
+            n, body, again, *dead = res
+            if dead and int(dead[0]):
+                try:
+                    await self.move_dead_letters(queue, dead[1])
+                except Exception as exc:  # noqa: BLE001 - the outbox keeps them for the next poll
+                    log.warning("dead-letter move from %s to %s failed, retried at its next poll: %r",
+                                queue, dead[1], exc)
             self.redelivered += int(again)
             left = deadline - time.monotonic()
             if n or left <= 0 or (stop is not None and stop.is_set()):
@@ -383,6 +407,41 @@ class Store:
         if acked is None:
             raise BadToken(queue)
         return int(acked)
+
+    async def move_dead_letters(self, queue: str, dead_queue: str, count: int = 100) -> int:
+        """Step two of dead-lettering: what POLL put in `queue`'s outbox goes into `dead_queue`
+        (one DEAD_LETTER call per delivery, on that queue's slot, marked so that a repeat after
+        a crash writes nothing), then leaves the outbox. Returns how many were written."""
+        outbox = K.dead_outbox(queue)
+        moved = 0
+        while entries := await self.r.xrange(outbox, count=count):
+            calls = [Call(self._dead_letter, [K.queue_stream(dead_queue), K.queue_hash(dead_queue),
+                                              K.dead_mark(dead_queue, queue, f["src"])],
+                          [f["m"], f["s"], self.limits.dedup_window_s, self.limits.max_undelivered])
+                     for _, f in entries]
+            moved += sum(1 for x in await self.runner.run(calls, wait=True) if int(x) == 1)
+            await self.r.xdel(outbox, *(eid for eid, _ in entries))
+            if len(entries) < count:
+                break
+        return moved
+
+    async def queue_info(self, queue: str) -> dict:
+        """A queue's bounds and counters (GET /v1/queues/{queue}); the caller checked its token."""
+        async with self.r.pipeline(transaction=False) as p:
+            p.hgetall(K.queue_hash(queue))
+            p.xlen(K.queue_stream(queue))
+            h, depth = await p.execute()
+        dl = h.get("dl_queue")
+        return {
+            "queue": queue,
+            "depth": int(depth),
+            "max_undelivered": int(h.get("max_undelivered", self.limits.max_undelivered)),
+            "retention_s": int(h.get("retention_s", self.limits.retention_s)),
+            "dead_letter": {"queue": dl, "max_deliveries": int(h["dl_max"])} if dl else None,
+            "dropped": int(h.get("dropped", 0)),
+            "expired": int(h.get("expired", 0)),
+            "dead_lettered": int(h.get("dead_lettered", 0)),
+        }
 
     async def queue_depth(self, queue: str) -> int:
         return int(await self.r.xlen(K.queue_stream(queue)))

@@ -16,9 +16,15 @@ router = APIRouter()
 
 @router.post("/v1/queues", status_code=201)
 async def create_queue(request: Request):
-    d = state(request)
-    await caller(d, request.headers.get("authorization"), SUBSCRIBE)
-    return await ops.create_queue(d)
+    d, auth = state(request), request.headers.get("authorization")
+    await caller(d, auth, SUBSCRIBE)
+    # a dead-letter queue named in the body needs that queue's token
+    return await ops.create_queue(d, await json_body(request), queue_token(d, auth, request.headers.get("x-queue-token")))
+
+
+@router.get("/v1/queues/{queue}")
+async def queue_info(request: Request, queue: str):
+    return await ops.queue_info(state(request), queue, bearer(request))
 
 
 @router.delete("/v1/queues/{queue}", status_code=204)

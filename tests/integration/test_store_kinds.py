@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 HERE = Path(__file__).parent
 ON_A_CLUSTER = [
-    "test_store.py", "test_store_deliveries.py", "test_store_bulk.py", "test_store_series.py",
+    "test_store.py", "test_store_deliveries.py", "test_store_bounds.py", "test_store_bulk.py", "test_store_series.py",
     "test_matcher_queue.py", "test_exactness.py", "test_takeover.py", "test_api_contract.py",
 ]
 

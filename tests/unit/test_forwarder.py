@@ -121,6 +121,39 @@ async def test_store_failure_blames_no_matcher_and_says_so():
     assert c.down == []
 
 
+async def test_a_matcher_over_its_bound_is_passed_over_without_blame():
+    c = FakeCluster({"m1": [rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED)]})
+    fwd = Forwarder(DispatcherSettings(), c)
+    await fwd.publish(messages(4))
+    assert c.calls == [("m1", 4), ("m2", 4)] and c.down == [] and fwd.refused == 0
+
+
+async def test_every_candidate_over_its_bound_is_a_503_that_says_backpressure():
+    c = FakeCluster({m: [rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED)] for m in ("m1", "m2")})
+    fwd = Forwarder(DispatcherSettings(), c)
+    with pytest.raises(ApiError) as exc:
+        await fwd.publish(messages(3))
+    assert exc.value.status == 503 and "backpressure" in exc.value.message
+    assert c.down == [] and fwd.refused == 1 and fwd.outstanding == 0
+
+
+async def test_past_max_outstanding_a_publish_is_refused_whole_before_any_call():
+    c = FakeCluster({})
+    fwd = Forwarder(DispatcherSettings(max_outstanding=5), c)
+    fwd.outstanding = 3  # three messages of other publishes under way
+    assert not fwd.full()
+    with pytest.raises(ApiError) as exc:
+        await fwd.publish(messages(3))
+    assert exc.value.status == 503 and c.calls == [] and fwd.refused == 1 and fwd.outstanding == 3
+    await fwd.publish(messages(2))  # fits: taken, and counted out again once stored
+    assert c.calls == [("m1", 2)] and fwd.outstanding == 3
+    fwd.outstanding = 5
+    assert fwd.full()
+    fwd.outstanding = 0
+    await fwd.publish(messages(9))  # alone, a publish bigger than the bound still goes
+    assert c.calls[-1] == ("m1", 9)
+
+
 class SpreadCluster(FakeCluster):
     """Message i goes first to dimension i % 3 of m1, then to dimension 0 of m2."""
 

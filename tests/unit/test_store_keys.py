@@ -21,6 +21,15 @@ def test_a_queues_keys_and_its_deliveries_marks_share_one_slot(queue, message_id
     assert key_slot(K.delivery_mark(queue, message_id).encode()) == slot
 
 
+@given(queue_ids, queue_ids, st.text(alphabet="0123456789-", min_size=3, max_size=30))
+def test_each_step_of_a_dead_letter_move_keeps_to_one_slot(queue, dead_queue, entry_id):
+    # step one: the queue's stream, hash and outbox; step two: the dead-letter queue's keys and the move's mark
+    slot = key_slot(K.queue_stream(queue).encode())
+    assert key_slot(K.dead_outbox(queue).encode()) == slot
+    dead = key_slot(K.queue_stream(dead_queue).encode())
+    assert key_slot(K.dead_mark(dead_queue, queue, entry_id).encode()) == dead == key_slot(K.queue_hash(dead_queue).encode())
+
+
 @given(queue_ids)
 def test_a_queues_catalogue_keys_share_its_shards_slot(queue):
     shard = K.shard_of(queue)
