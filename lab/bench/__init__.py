@@ -23,6 +23,7 @@ BENCHES = {
     "seed": "the Spark job's seed against equal widths: balance, simulated and real saturation, risk",
     "subscribe": "subscriptions/s and latency: concurrent and sequential single calls, and :batch",
     "faults": "faults on real processes under steady publishing: messages lost, duplicated, refused seconds",
+    "soak": "a long run with churn and matcher restarts: RSS/fd growth and lost deliveries judged",
 }
 
 
