@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -93,8 +94,13 @@ def _processes(series: dict, verdicts: list[Verdict]) -> dict:
     return out
 
 
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM (nohup, kill): stop the cluster on the way out as Ctrl-C does
+
+
 def run(args: argparse.Namespace) -> int:
     plan = plan_of(args)
+    signal.signal(signal.SIGTERM, _interrupt)
     with tempfile.TemporaryDirectory(prefix="bluedove-soak-") as tmp:
         expire = args.expire if args.expire is not None else min(120.0, args.warmup * plan.seconds / 2)
         for name in ("DEDUP_WINDOW_S", "RETRY_DEDUP_S", "TOMBSTONE_TTL_S"):  # the children inherit them
