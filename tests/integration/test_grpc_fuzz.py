@@ -85,8 +85,8 @@ class World:
         STATS[f"tried:{method}"] += 1
         STATS[code.name] += 1
         assert code not in SERVER_FAULT, f"{method}: {code.name} {detail}"
-        assert code in PROPER or code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED), \
-            f"{method}: unexpected {code.name} {detail}"
+        stopped = method == "Listen" and code == grpc.StatusCode.DEADLINE_EXCEEDED  # the test's 0.5 s
+        assert code in PROPER or stopped, f"{method}: unexpected {code.name} {detail}"
         if code == grpc.StatusCode.OK or method in ("Poll", "Listen", "Ack"):
             self.sentinel_deliveries()  # a valid publish reached it: fine
             self.baseline = catalogue_size(self.redis)

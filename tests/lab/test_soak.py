@@ -154,3 +154,13 @@ def test_two_minute_soak_with_churn_and_restarts_loses_nothing(tmp_path):
     judged = [p["rss"] for p in out["processes"].values() if p["rss"]["judged"]]
     assert {"d1#0", "redis#0"} <= {v["series"] for v in judged}
     assert out["ok"], out["failures"]
+
+
+def test_short_runs_scale_restarts_queue_swaps_and_samples():
+    from lab.bench import parse
+    from lab.bench.soak import plan_of
+
+    long, short = plan_of(parse(["soak"])), plan_of(parse(["soak", "--minutes", "2"]))
+    assert (long.seconds, long.restart_every, long.queue_every, long.sample_every) == (1800, 300, 30, 10)
+    assert (short.seconds, short.restart_every, short.queue_every, short.sample_every) == (120, 40, 12, 2)
+    assert plan_of(parse(["soak", "--minutes", "2", "--restart-every", "0"])).restart_every == 0
