@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncIterator
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -27,17 +28,65 @@ log = logging.getLogger("bluedove.dispatcher.grpc")
 SERVICE = pb.DESCRIPTOR.services_by_name["PubSub"].full_name
 
 
+FIELD_MAX = 200  # characters of a field path in an error: a client's key can be any length
+
+
+def header_safe(text: str, limit: int = FIELD_MAX) -> str:
+    """`text` as an ASCII metadata value: other characters escaped (\\x00, \\u00e9), cut to
+    `limit` characters with "..." after. A field path holds the client's own keys: a NUL or a
+    70 000-character name must not make the status itself invalid (gRPC would answer INTERNAL)."""
+    out = "".join(c if " " <= c <= "~" else ascii(c)[1:-1] for c in text[:limit + 1])
+    return out if len(out) <= limit else out[:limit] + "..."
+
+
 async def abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
     """End the call with the gRPC status of the API error `exc` stands for; re-raise an
     unforeseen one (gRPC answers it UNKNOWN and logs it)."""
     err = as_api_error(exc)
     if err is None:
         raise exc
-    meta = [("bluedove-error-code", err.code)] + ([("bluedove-error-field", err.field)] if err.field else [])
+    field = header_safe(err.field) if err.field else None
+    meta = [("bluedove-error-code", err.code)] + ([("bluedove-error-field", field)] if field else [])
     if err.headers and "Retry-After" in err.headers:  # rate_limited: when to try again (seconds)
         meta.append(("retry-after", err.headers["Retry-After"]))
     context.set_trailing_metadata(tuple(meta))
-    await context.abort(grpc_code(err), f"{err.field}: {err.message}" if err.field else err.message)
+    message = err.message if len(err.message) <= 2000 else err.message[:2000] + "..."  # grpc-message is %-encoded
+    await context.abort(grpc_code(err), f"{field}: {message}" if field else message)
+
+
+class Undecodable:
+    """A request whose bytes are not the method's message (what the deserializer hands on
+    instead of raising: gRPC would answer a raising deserializer UNKNOWN)."""
+
+    def __init__(self, type_name: str, reason: str) -> None:
+        self.type_name = type_name
+        self.reason = reason
+
+    def error(self, field: str | None = None) -> ApiError:
+        return ApiError(400, "invalid_json", f"the request is not a valid {self.type_name}: {self.reason}", field)
+
+
+def lenient(cls):
+    """A deserializer of `cls` that returns an Undecodable for bytes that do not parse."""
+
+    def parse(data: bytes):
+        try:
+            return cls.FromString(data)
+        except DecodeError as exc:
+            return Undecodable(cls.DESCRIPTOR.full_name, str(exc))
+
+    return parse
+
+
+def add_pubsub(servicer, server) -> None:
+    """The generated add_PubSubServicer_to_server, with lenient deserializers."""
+    kinds = {(False, False): grpc.unary_unary_rpc_method_handler, (True, False): grpc.stream_unary_rpc_method_handler,
+             (False, True): grpc.unary_stream_rpc_method_handler}
+    handlers = {m.name: kinds[m.client_streaming, m.server_streaming](
+        getattr(servicer, m.name), request_deserializer=lenient(getattr(pb, m.input_type.name)),
+        response_serializer=getattr(pb, m.output_type.name).SerializeToString)
+        for m in pb.DESCRIPTOR.services_by_name["PubSub"].methods}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
 
 
 def unary(fn):
@@ -46,6 +95,8 @@ def unary(fn):
     @functools.wraps(fn)
     async def handler(self, request, context):
         try:
+            if isinstance(request, Undecodable):
+                raise request.error()
             return await fn(self, request, context)
         except Exception as exc:  # noqa: BLE001 - mapped or re-raised
             await abort(context, exc)
@@ -146,6 +197,8 @@ class PubSubServicer(pb_grpc.PubSubServicer):
         async def batches() -> AsyncIterator[Batch]:
             i = 0  # messages so far: an error names messages[i] counted over the whole stream
             async for el in request_iterator:
+                if isinstance(el, Undecodable):
+                    raise el.error(f"messages[{i}]")
                 if el.messages:
                     if el.attributes or el.payload or el.id:
                         raise ApiError(422, "invalid_message", "a stream element carries one message or a batch "
@@ -179,6 +232,8 @@ class PubSubServicer(pb_grpc.PubSubServicer):
 
     async def Listen(self, request, context):
         try:
+            if isinstance(request, Undecodable):
+                raise request.error()
             async for m in ops.listen(self.d, request.queue, token(context), request.max or ops.DEFAULT_LISTEN_MAX):
                 yield delivery_pb(m)
         except Exception as exc:  # noqa: BLE001 - mapped or re-raised
@@ -215,7 +270,7 @@ class GrpcApi:
     def __init__(self, dispatcher, host: str, port: int, tls_files: tls.TlsFiles | None = None) -> None:
         self.d = dispatcher
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 1)])
-        pb_grpc.add_PubSubServicer_to_server(PubSubServicer(dispatcher), self.server)
+        add_pubsub(PubSubServicer(dispatcher), self.server)
         self.health = ReadinessHealth(dispatcher)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection([SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)

@@ -24,6 +24,7 @@ BENCHES = {
     "subscribe": "subscriptions/s and latency: concurrent and sequential single calls, and :batch",
     "faults": "faults on real processes under steady publishing: messages lost, duplicated, refused seconds",
     "backpressure": "publishers pushing far beyond capacity: 503 + Retry-After, bounded memory, exact delivery",
+    "soak": "a long run with churn and matcher restarts: RSS/fd growth and lost deliveries judged",
 }
 
 
