@@ -47,11 +47,18 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
+KEEP_ALIVE_S = 75
+
+
 def serve(settings: DispatcherSettings, space: Space, seeds: tuple[str, ...] = ()) -> None:
     sock = listen_socket(settings.host, settings.http_port)
     app = create_app(settings, space, address=f"{settings.host}:{settings.http_port}", seeds=seeds)
+    # An idle keep-alive connection is kept longer than clients keep theirs (httpx: 5 s, the
+    # SDK's; load balancers: 60 s): when the server closes first, a request the client sends on
+    # that connection at the same moment fails with a reset it cannot tell from a crash.
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5,
-                            loop="asyncio", http="httptools", **tls.uvicorn_ssl(settings))
+                            timeout_keep_alive=KEEP_ALIVE_S, loop="asyncio", http="httptools",
+                            **tls.uvicorn_ssl(settings))
     closing = app.state.dispatcher.closing
 
     async def main() -> None:

@@ -25,6 +25,24 @@ import redis
 from bluedove.store.cluster_server import RedisClusterServers
 from bluedove.store.server import RedisServer
 
+# -- two workers ---------------------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Two groups for pytest-xdist's `--dist loadgroup` (pyproject.toml's addopts): the tests
+    that run in-process (tests/unit) and those that start processes (clusters, redis-server,
+    spark-submit, a browser). Each group runs on one worker, in file order, so no test that
+    starts processes ever shares the machine with another such test: the timings and
+    process checks they make hold as in one process; only the unit tests' CPU runs beside."""
+    root = config.rootpath / "tests"
+    for item in items:
+        try:
+            part = item.path.relative_to(root).parts[0]
+        except ValueError:
+            part = ""
+        item.add_marker(pytest.mark.xdist_group("in-process" if part == "unit" else "processes"))
+
+
 # -- store -----------------------------------------------------------------------------------
 
 STORE_KINDS = ("single", "cluster")

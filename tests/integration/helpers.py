@@ -132,3 +132,41 @@ def stop_up(proc, data_dir) -> None:
         proc.communicate()
     everything = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
     assert str(data_dir) not in everything, "a process outlived `bluedove up`"
+
+
+def extra_dispatcher(cluster, name: str, extra_args: list[str]) -> tuple[str, str]:
+    """One more dispatcher on the cluster's matchers and store, on its own HTTP and gRPC ports
+    (the cluster's dispatchers share one port, so a test could not tell which answered),
+    stopped with the cluster; (REST URL, gRPC address) once it is ready."""
+    import time
+
+    from bluedove.local.cluster import Child, bluedove_command
+    from bluedove.store.server import free_port
+
+    port, gport = free_port(), free_port()
+    child = Child("dispatcher", name, bluedove_command() + [
+        "dispatcher", "--id", name, "--host", cluster.host, "--http-port", str(port), "--grpc-port", str(gport),
+        "--gossip-port", "0", "--store", cluster.store_url, *extra_args, *cluster._space_args(),
+    ], cluster.data_dir / "logs" / f"{name}.log")
+    cluster.children.append(child)
+    child.start()
+    url = f"http://{cluster.host}:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return url, f"{cluster.host}:{gport}"
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"dispatcher {name} not ready within 30 s")
+
+
+def output_until_ready(proc) -> str:
+    """What a `bluedove up` process printed up to its `ready` line (or its end)."""
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("ready"):
+            break
+    return "".join(lines)

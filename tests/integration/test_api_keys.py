@@ -15,14 +15,13 @@ import httpx
 import pytest
 
 from bluedove.client import Client, Forbidden, RateLimited, Unauthorized
-from bluedove.local.cluster import Child, bluedove_command
 from bluedove.store import keys as K
 from bluedove.store.apikeys import KeyStore
 from bluedove.store.client import async_client, sync_client
-from bluedove.store.server import free_port
 from bluedove.v1 import pubsub_pb2 as pb
 from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 from tests.integration.conftest import assert_no_children, start_cluster
+from tests.integration.helpers import extra_dispatcher
 
 pytestmark = pytest.mark.integration
 ATTRS = {"x0": 120.5, "x1": 7, "x2": 3.25, "x3": 999}
@@ -30,25 +29,8 @@ REVOKE_DEADLINE_S = 1.0
 
 
 def add_dispatcher(cluster) -> tuple[str, str]:
-    """A second dispatcher on its own HTTP and gRPC ports (the cluster's share one port, so a
-    test could not tell which answered); (REST URL, gRPC address)."""
-    port, gport = free_port(), free_port()
-    child = Child("dispatcher", "d2", bluedove_command() + [
-        "dispatcher", "--id", "d2", "--host", cluster.host, "--http-port", str(port), "--grpc-port", str(gport),
-        "--gossip-port", "0", "--store", cluster.store_url, "--auth", "keys", *cluster._space_args(),
-    ], cluster.data_dir / "logs" / "d2.log")
-    cluster.children.append(child)  # stopped with the cluster
-    child.start()
-    url = f"http://{cluster.host}:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return url, f"{cluster.host}:{gport}"
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"dispatcher d2 not ready: {child.log_path.read_text()[-2000:]}")
+    """A second dispatcher with keys on, on ports of its own: (REST URL, gRPC address)."""
+    return extra_dispatcher(cluster, "d2", ["--auth", "keys"])
 
 
 @pytest.fixture(scope="module")

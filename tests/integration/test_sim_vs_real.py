@@ -46,9 +46,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bluedove.local.cluster import Child, bluedove_command
 from bluedove.model import build_subscription
-from bluedove.store.server import RedisServer, free_port
+from bluedove.store.server import RedisServer
 from bluedove.store.store import Store
 from bluedove.workloads.paper import get as get_workload
 from lab.bench.e2e import batch_bodies, step
@@ -57,6 +56,7 @@ from lab.sim.engine import Pool, SimConfig
 from lab.sim.layouts import build
 from lab.sim.saturation import Budget, Prepared, run_at
 from tests.integration.conftest import start_cluster
+from tests.integration.helpers import extra_dispatcher
 
 pytestmark = pytest.mark.integration
 
@@ -88,26 +88,7 @@ def populate(url: str, w) -> None:
 
 def add_dispatcher(cluster, policy: str) -> str:
     """A second dispatcher on the same matchers and store, with its own policy; returns its URL."""
-    port = free_port()
-    child = Child("dispatcher", f"d-{policy}", bluedove_command() + [
-        "dispatcher", "--id", f"d-{policy}", "--host", cluster.host, "--http-port", str(port),
-        "--grpc-port", str(free_port()), "--gossip-port", "0", "--store", cluster.store_url, "--policy", policy,
-        *cluster._space_args(),
-    ], cluster.data_dir / "logs" / f"d-{policy}.log")
-    cluster.children.append(child)  # stopped with the cluster
-    child.start()
-    url = f"http://{cluster.host}:{port}"
-    import httpx
-
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"dispatcher {policy} not ready")
+    return extra_dispatcher(cluster, f"d-{policy}", ["--policy", policy])[0]
 
 
 def real_loads(cluster, url: str, w) -> tuple[np.ndarray, np.ndarray]:

@@ -33,7 +33,7 @@ from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from tests.integration.cluster_checks import random_point, subscribe_random
 from tests.integration.conftest import assert_no_children, start_cluster
-from tests.integration.helpers import compare, drain, oracle, stop_up
+from tests.integration.helpers import compare, drain, oracle, output_until_ready, stop_up
 from bluedove.local.selfsigned import issue, make_ca
 
 pytestmark = pytest.mark.integration
@@ -200,12 +200,7 @@ def test_up_with_self_signed_tls_serves_https_and_grpcs(tmp_path):
                              "--grpc-port", str(grpc_port), "--data-dir", str(tmp_path), "--tls", "self-signed"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("ready"):
-                break
-        out = "".join(lines)
+        out = output_until_ready(proc)
         ca = tmp_path / "tls" / "ca.pem"
         assert f"self-signed CA {ca}" in out, out
         assert f"REST API    https://127.0.0.1:{port}" in out and f"gRPC API    grpcs://127.0.0.1:{grpc_port}" in out, out

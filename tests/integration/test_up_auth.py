@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from bluedove.store.server import free_port
-from tests.integration.helpers import stop_up
+from tests.integration.helpers import output_until_ready, stop_up
 
 pytestmark = pytest.mark.integration
 KEY = re.compile(r"^\s*(bdk_[0-9a-f]{16}_[A-Za-z0-9_-]{43})$", re.MULTILINE)
@@ -26,12 +26,7 @@ def up(data_dir, *flags: str, env: dict | None = None) -> tuple[subprocess.Popen
                              "--grpc-port", str(free_port()), "--data-dir", str(data_dir), *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, **(env or {})})
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("ready"):
-            break
-    out = "".join(lines)
+    out = output_until_ready(proc)
     if not out.rstrip().endswith("ready; Ctrl-C stops every process"):
         stop_up(proc, data_dir)
         pytest.fail(f"bluedove up did not get ready:\n{out}")

@@ -14,7 +14,7 @@ import pytest
 
 from bluedove.local.cluster import LocalCluster
 from bluedove.store.server import free_port
-from tests.integration.helpers import stop_up
+from tests.integration.helpers import output_until_ready, stop_up
 from tests.integration.test_store_cluster_server import running_on
 
 pytestmark = pytest.mark.integration
@@ -64,12 +64,7 @@ def test_up_with_a_store_cluster_serves_and_stops(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     ports: list[int] = []
     try:
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("ready"):
-                break
-        out = "".join(lines)
+        out = output_until_ready(proc)
         found = re.search(r"^store +redis\+cluster://(\S+)$", out, re.M)
         assert found, out
         startup = [int(a.rsplit(":", 1)[1]) for a in found[1].split(",")]
