@@ -28,19 +28,19 @@ from bluedove.store.server import RedisServer
 # -- two workers ---------------------------------------------------------------------------------
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Two groups for pytest-xdist's `--dist loadgroup` (pyproject.toml's addopts): the tests
-    that run in-process (tests/unit) and those that start processes (clusters, redis-server,
-    spark-submit, a browser). Each group runs on one worker, in file order, so no test that
-    starts processes ever shares the machine with another such test: the timings and
-    process checks they make hold as in one process; only the unit tests' CPU runs beside."""
-    root = config.rootpath / "tests"
-    for item in items:
-        try:
-            part = item.path.relative_to(root).parts[0]
-        except ValueError:
-            part = ""
-        item.add_marker(pytest.mark.xdist_group("in-process" if part == "unit" else "processes"))
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Two workers (pyproject.toml's addopts `-n 2`), two units of work: the tests that run
+    in-process (tests/unit) on one, every test that starts processes (clusters, redis-server,
+    spark-submit, a browser) on the other, in file order. No test that starts processes ever
+    shares the machine with another such test, so the timings and process checks they make
+    hold as in one process; only the unit tests' CPU runs beside them."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TwoUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "in-process" if nodeid.startswith("tests/unit/") else "processes"
+
+    return TwoUnits(config, log)
 
 
 # -- store -----------------------------------------------------------------------------------
