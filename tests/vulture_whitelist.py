@@ -16,6 +16,7 @@ pytestmark
 # pytest hooks, called by name
 pytest_collection_modifyitems  # tests/browser/conftest.py
 pytest_addoption  # tests/conftest.py (--store-kind)
+pytest_xdist_make_scheduler, _split_scope  # tests/conftest.py: the two workers' scheduler, called by xdist
 # shlex reads it while it splits (split on blanks, not on shell words' punctuation)
 whitespace_split  # tests/deploy/test_dockerfile.py
 # uvicorn.Server reads them: its exit flag, and the hook overridden to keep the process's signal handlers
