@@ -198,6 +198,21 @@ def grown(old: SegmentTable, new: SegmentTable) -> dict[str, dict[int, tuple[flo
     return out
 
 
+def gained(old: SegmentTable, taker: str, ranges: dict[int, tuple[float, float]]
+           ) -> list[tuple[int, set[str], float, float]]:
+    """What `taker` gains of its grown `ranges` (grown()'s entry for it): per dimension the new
+    range minus the old one, below and above it (a re-seed may move a range clear of the old
+    one, so each part is clipped to the new range), with the part's other owners in `old`:
+    (dim, owners, low, high). A hand-off fetches each part from its single old owner."""
+    out = []
+    before = old.segments_of(taker)
+    for i, (lo, hi) in ranges.items():
+        was = before.get(i)
+        parts = [(lo, hi)] if was is None else [(lo, min(hi, was[0])), (max(lo, was[1]), hi)]
+        out += [(i, old.overlapping(i, a, b) - {taker}, a, b) for a, b in parts if a < b]
+    return out
+
+
 def split(table: SegmentTable, new_id: str, new_addr: str, at: dict[int, tuple[str, float]]) -> SegmentTable:
     """The next epoch's table with `new_id` joined (the BlueDove paper §III-C, a join is a split).
 

@@ -28,7 +28,7 @@ import grpc
 from bluedove import tls
 from bluedove.forwarding import LoadReport
 from bluedove.seeding import Seed, parse_seed
-from bluedove.segments import SegmentTable, grown, merge_out, plan_split, split
+from bluedove.segments import SegmentTable, gained, grown, merge_out, plan_split, split
 from bluedove.settings import MatcherSettings
 from bluedove.store import Store
 from bluedove.v1 import matcher_pb2 as pb
@@ -322,23 +322,14 @@ class Membership:
         several, or the owner takes ranges in this change too (a re-seed): its Prepare swaps
         its sets while we fetch, so its export could miss rows of the range."""
         out = []
-        before = old.segments_of(taker)
         takers = grown(old, new)
-        for i, (lo, hi) in takers.get(taker, {}).items():
-            was = before.get(i)
-            # The new range minus the old one: below and above it (a re-seed may move a range
-            # clear of the old one, so clip each part to the new range).
-            added = [(lo, hi)] if was is None else [(lo, min(hi, was[0])), (max(lo, was[1]), hi)]
-            for a, b in added:
-                if not a < b:
-                    continue
-                owners = old.overlapping(i, a, b) - {taker}
-                src = next(iter(owners)) if len(owners) == 1 else None
-                e = self.node.members.get(src) if src else None
-                if e is None or e.status == DEAD or (e.status != ALIVE and src != self.m.s.id) \
-                        or not old.members[src] or src in takers:
-                    return []
-                out.append(pb.Source(dimension=i, member=src, address=old.members[src], low=a, high=b))
+        for i, owners, a, b in gained(old, taker, takers.get(taker, {})):
+            src = next(iter(owners)) if len(owners) == 1 else None
+            e = self.node.members.get(src) if src else None
+            if e is None or e.status == DEAD or (e.status != ALIVE and src != self.m.s.id) \
+                    or not old.members[src] or src in takers:
+                return []
+            out.append(pb.Source(dimension=i, member=src, address=old.members[src], low=a, high=b))
         return out
 
     async def _prepare(self, member: str, table: SegmentTable, adopt: bool, sources=()) -> None:

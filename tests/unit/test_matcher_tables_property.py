@@ -22,7 +22,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bluedove.segments import SegmentTable, equal_partition, grown, merge_out, shrunk, split
+from bluedove.segments import SegmentTable, equal_partition, gained, grown, merge_out, split
 from bluedove.space import Dimension, Space
 from matcher.catalog import SubscriptionSets
 from matcher.index import PackThresholds, SubscriptionSet
@@ -111,17 +111,10 @@ class Model:
         """(dim, old owner, low, high) per range the taker gains; None when one has no single
         live old owner that is not itself taking (the catalogue then), as the coordinator decides."""
         out = []
-        before = old.segments_of(taker)
-        for i, (lo, hi) in ranges.items():
-            was = before.get(i)
-            added = [(lo, hi)] if was is None else [(lo, min(hi, was[0])), (max(lo, was[1]), hi)]
-            for a, b in added:
-                if not a < b:
-                    continue
-                owners = old.overlapping(i, a, b) - {taker}
-                if len(owners) != 1 or next(iter(owners)) in busy:
-                    return None
-                out.append((i, next(iter(owners)), a, b))
+        for i, owners, a, b in gained(old, taker, ranges):
+            if len(owners) != 1 or next(iter(owners)) in busy:
+                return None
+            out.append((i, next(iter(owners)), a, b))
         return out
 
     def _handoff(self, taker, new, mine, sources) -> SubscriptionSets:
