@@ -22,6 +22,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from rtree import index as rtree_index
 
+from matcher.matches import Directory, Matches
 from matcher.packed import PackedTree
 
 # add_many packs the whole set anew when it brings at least this many new subscriptions and
@@ -79,6 +80,9 @@ class SubscriptionSet:
         self._boxes: dict[int, bytes] = {}  # internal id -> stored box (tree order, float64 bytes)
         self.sub_ids: dict[int, str] = {}  # internal id -> subscription id
         self.queues: dict[int, str] = {}  # internal id -> delivery queue
+        self.directory = Directory()  # the same two as arrays, for turning matches into deliveries
+        self._writes = 0  # adds and removes so far: `coverage` keeps its sorted bounds until it moves
+        self._sorted_bounds: tuple[tuple[int, int], np.ndarray, np.ndarray] = ((-1, -1), np.empty(0), np.empty(0))
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -131,7 +135,10 @@ class SubscriptionSet:
         blob, width = boxes.tobytes(), boxes.shape[1] * 8
         self._by_id.update(zip(sids, iids))
         self.sub_ids.update(zip(iids, sids))
-        self.queues.update(zip(iids, (queues[r] for r in keep)))
+        qs = [queues[r] for r in keep]
+        self._writes += 1
+        self.queues.update(zip(iids, qs))
+        self.directory.put(iids.start, sids, qs)
         self._boxes.update(zip(iids, (blob[j:j + width] for j in range(0, n * width, width))))
         if n >= self.thresholds.bulk_min and n >= len(self) - n:
             self._pack()  # a fresh STR-packed tree over everything, old and new
@@ -154,6 +161,8 @@ class SubscriptionSet:
             self._recent.delete(iid, np.frombuffer(box, dtype=np.float64).tolist())
             self._n_recent -= 1
         del self.sub_ids[iid], self.queues[iid]
+        self.directory.drop(iid)
+        self._writes += 1
         self._pack_if_due()
         return True
 
@@ -184,39 +193,27 @@ class SubscriptionSet:
 
     def match_batch(self, points: np.ndarray) -> list[Mapping[str, list[str]]]:
         """For each point, {delivery queue: [subscription ids]} of every subscription it matches
-        (NO_MATCH, shared and read-only, when there is none); a subscription removed while the
-        query ran is left out. Only the points that matched are visited: on a delivery-heavy
-        workload most points match nothing."""
-        return self.group(*self.match_ids(points))
+        (NO_MATCH, shared and read-only, when there is none)."""
+        return self.matches(points).as_dicts(NO_MATCH)
 
-    def group(self, ids: np.ndarray, counts: np.ndarray) -> list[Mapping[str, list[str]]]:
-        """`match_ids`' answer as `match_batch`'s: per point, {queue: [subscription ids]}."""
-        out: list[Mapping[str, list[str]]] = [NO_MATCH] * len(counts)
-        if not len(ids):
-            return out
-        hit = np.flatnonzero(counts)
-        ends = np.cumsum(counts)[hit].tolist()
-        sub_ids, queues, found = self.sub_ids, self.queues, ids.tolist()
-        for i, end, c in zip(hit.tolist(), ends, counts[hit].tolist()):
-            groups: dict[str, list[str]] = {}
-            for iid in found[end - c:end]:
-                q = queues.get(iid)
-                sid = sub_ids.get(iid)
-                if q is not None and sid is not None:
-                    groups.setdefault(q, []).append(sid)
-            if groups:
-                out[i] = groups
-        return out
+    def matches(self, points: np.ndarray, deliveries: bool = True) -> Matches:
+        """What each point matches, as arrays (matcher/matches.py): counts, deliveries, and
+        (unless `deliveries` is False) each delivery's subscription ids."""
+        return self.directory.matches(*self.match_ids(points), deliveries=deliveries)
 
     def coverage(self, dim: int, values: Sequence[float]) -> list[int]:
-        """For each value, how many subscriptions' ranges on `dim` hold it (low <= v < high)."""
+        """For each value, how many subscriptions' ranges on `dim` hold it (low <= v < high).
+        The sorted bounds are kept until the set changes (a matcher asks every 2 s)."""
         n = len(self._boxes)
         if not n or not len(values):
             return [0] * len(values)
-        boxes = np.frombuffer(b"".join(self._boxes.values()), dtype=np.float64).reshape(n, 2 * self._tk)
-        col = int(np.flatnonzero(self._order == dim)[0]) if self.k >= 2 else 0
-        lows = np.sort(boxes[:, col])
-        highs = np.sort(boxes[:, self._tk + col])  # nextafter(high, -inf): v <= it means v < high
+        key = (self._writes, dim)
+        if self._sorted_bounds[0] != key:
+            boxes = np.frombuffer(b"".join(self._boxes.values()), dtype=np.float64).reshape(n, 2 * self._tk)
+            col = int(np.flatnonzero(self._order == dim)[0]) if self.k >= 2 else 0
+            # nextafter(high, -inf) is stored: v <= it means v < high
+            self._sorted_bounds = (key, np.sort(boxes[:, col]), np.sort(boxes[:, self._tk + col]))
+        _, lows, highs = self._sorted_bounds
         v = np.asarray(values, dtype=np.float64)
         # lows <= v, minus highs < v (ranges that ended before v; lows <= highs)
         return (np.searchsorted(lows, v, side="right") - np.searchsorted(highs, v, side="left")).tolist()
@@ -283,6 +280,8 @@ class SubscriptionSet:
         self._boxes[iid] = box
         self.sub_ids[iid] = sub_id
         self.queues[iid] = queue
+        self.directory.put(iid, [sub_id], [queue])
+        self._writes += 1
 
 
 def _tree_boxes(lows: np.ndarray, highs: np.ndarray, order: np.ndarray, tk: int) -> np.ndarray:

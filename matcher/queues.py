@@ -12,7 +12,6 @@ counted by dimension, and the index job times each dimension's matching apart.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import deque
 from concurrent.futures import Executor
@@ -25,17 +24,8 @@ import redis.exceptions
 from bluedove.forward_wire import Part
 from bluedove.store import Store
 from matcher.index import SubscriptionSet
+from matcher.matches import Matches
 from matcher.stats import Totals, ValueSample, WindowStats
-
-
-def json_strings(items: list[str]) -> str:
-    """`json.dumps(items)` (compact) for a list of strings, by joining them when none needs
-    escaping, as the service's hex subscription ids never do (json.dumps was ~5 % of a loaded
-    matcher's CPU)."""
-    joined = '","'.join(items)
-    if joined.isascii() and joined.isprintable() and "\\" not in joined and joined.count('"') == 2 * len(items) - 2:
-        return f'["{joined}"]'
-    return json.dumps(items, separators=(",", ":"))
 
 
 @dataclass
@@ -129,48 +119,53 @@ class MatcherQueue:
             batch = self._take()
             parts = [p for r in batch for p in r.parts]
             try:
-                groups, busy, walk_cpu = await loop.run_in_executor(self.executor, self._match, parts)
+                found, busy, walk_cpu = await loop.run_in_executor(self.executor, self._match, parts)
             except BaseException as exc:
                 self._answer(batch, exc)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 continue
             self.totals.walked(walk_cpu)
-            task = loop.create_task(self._finish(batch, parts, groups, busy))
+            task = loop.create_task(self._finish(batch, parts, found, busy))
             self._finishing.add(task)
             task.add_done_callback(self._finishing.discard)
 
-    def _match(self, parts: list[Part]) -> tuple[list[list[dict[str, list[str]]]], dict[int, float],
-                                                  dict[int, float]]:
-        """On the index thread: each part's {queue: [subscription ids]} per message, one index
-        call per dimension of the batch, and each dimension's matching time (μ's work) and the
-        index thread's CPU time in the walk alone (`match_ids`, Totals.walk_cpu_s)."""
+    def _match(self, parts: list[Part]) -> tuple[list[Matches], dict[int, float], dict[int, float]]:
+        """On the index thread: what each part's messages match (as arrays, matcher/matches.py),
+        one index call per dimension of the batch, and each dimension's matching time (μ's
+        work) and the index thread's CPU time in the walk alone (`match_ids`,
+        Totals.walk_cpu_s). A matcher that only counts (`deliver="count"`) skips fetching
+        the subscription ids."""
         by_dim: dict[int, list[int]] = {}
         for i, p in enumerate(parts):
             by_dim.setdefault(p.dim, []).append(i)
-        groups: list[list[dict[str, list[str]]]] = [[] for _ in parts]
+        found: list[Matches] = [None] * len(parts)  # type: ignore[list-item]
         busy: dict[int, float] = {}
         cpu: dict[int, float] = {}
+        fetch = self.deliver_mode != "count"
         for dim, idx in by_dim.items():
             points = parts[idx[0]].points if len(idx) == 1 else np.concatenate([parts[i].points for i in idx])
             s = self._get_set(dim)
             t0, c0 = time.perf_counter(), time.thread_time()
             ids, counts = s.match_ids(points)  # the walk (what `bench kernel` times)
             cpu[dim] = time.thread_time() - c0
-            found = s.group(ids, counts)  # match_batch's answer: ids to {queue: [subscription ids]}
+            m = s.directory.matches(ids, counts, deliveries=fetch)
             busy[dim] = time.perf_counter() - t0
+            if len(idx) == 1:
+                found[idx[0]] = m
+                continue
             pos = 0
             for i in idx:
                 n = parts[i].n
-                groups[i] = found[pos:pos + n]
+                found[i] = m.part(pos, pos + n)
                 pos += n
-        return groups, busy, cpu
+        return found, busy, cpu
 
-    async def _finish(self, batch: list[_Request], parts: list[Part], groups: list[list[dict[str, list[str]]]],
+    async def _finish(self, batch: list[_Request], parts: list[Part], found: list[Matches],
                       busy: dict[int, float]) -> None:
         """Store one matched batch (one atomic call), then answer each of its forwarders."""
         try:
-            result = await self._store(parts, groups)
+            result = await self._store(parts, found)
         except BaseException as exc:  # the store failed: every forwarder of the batch hears it
             self._answer(batch, exc)
             if isinstance(exc, asyncio.CancelledError):
@@ -179,22 +174,21 @@ class MatcherQueue:
         now = time.monotonic()
         done: dict[int, int] = {}
         matched = []
-        for p, g in zip(parts, groups):
-            counts = [sum(map(len, m.values())) if m else 0 for m in g]
-            matched.append(sum(counts))
+        for p, m in zip(parts, found):
+            matched.append(int(m.counts.sum()))
             done[p.dim] = done.get(p.dim, 0) + p.n
             self.totals.matches[p.dim] += matched[-1]
-            self.totals.deliveries[p.dim] += sum(map(len, g))
-            self.samples[p.dim].add(p.points[:, p.dim], np.array(counts, dtype=np.float64))
+            self.totals.deliveries[p.dim] += int(m.fanout.sum())
+            self.samples[p.dim].add(p.points[:, p.dim], m.counts.astype(np.float64))
         for dim, n in done.items():
             self.stats[dim].processed(n, busy.get(dim, 0.0), now)
         self.totals.batch(sum(done.values()), result.delivered)
         pos = 0
         for r in batch:
-            m = sum(matched[pos:pos + len(r.parts)])
+            n = sum(matched[pos:pos + len(r.parts)])
             pos += len(r.parts)
             if not r.done.done():
-                r.done.set_result(BatchResult(matched=m, delivered=result.delivered, fresh=result.fresh))
+                r.done.set_result(BatchResult(matched=n, delivered=result.delivered, fresh=result.fresh))
         self._answer(batch, None)
 
     def _answer(self, batch: list[_Request], exc: BaseException | None) -> None:
@@ -206,30 +200,30 @@ class MatcherQueue:
                 self._queued[p.dim] -= p.n
         self._slots.release()
 
-    async def _store(self, parts: list[Part], groups: list[list[dict[str, list[str]]]]) -> BatchResult:
+    async def _store(self, parts: list[Part], found: list[Matches]) -> BatchResult:
         if self.deliver_mode == "count":
             return BatchResult()
         messages: list[tuple[str, bytes, int]] = []
         deliveries: list[tuple[str, int, str]] = []
         marks: list[bool] = []
-        for p, g in zip(parts, groups):
+        for p, m in zip(parts, found):
             client = p.client.tolist()
-            for j, found in enumerate(g):
-                if not found and not client[j]:
-                    continue  # nothing to write, nothing to remember
-                i = len(messages)
-                # bytes go to Redis as they are
+            # a message is written when it has deliveries or its publisher chose its id (its
+            # own mark); the others leave nothing to write or remember
+            written = np.flatnonzero((m.fanout > 0) | p.client).tolist()
+            index = dict(zip(written, range(len(messages), len(messages) + len(written))))
+            for j in written:
                 messages.append((p.id(j), p.body(j), self.client_ttl if client[j] else self.own_ttl))
                 marks.append(client[j])
-                for queue, subs in found.items():
-                    deliveries.append((queue, i, json_strings(subs)))
+            at, queues, texts = m.delivery_rows()
+            deliveries.extend(zip(queues, map(index.__getitem__, at), texts))
         if not messages:
             return BatchResult()
         try:
-            fresh, written = await self.store.deliver(messages, deliveries, marks)
+            fresh, written_n = await self.store.deliver(messages, deliveries, marks)
         except AttributeError as exc:
             # redis-py's asyncio cluster client, connecting to a node that has just died, can
             # fail with an AttributeError (its socket writer gone) instead of a ConnectionError.
             # The store failed, not this matcher: the caller answers ABORTED, as for any RedisError.
             raise redis.exceptions.ConnectionError(f"the store connection was lost: {exc!r}") from exc
-        return BatchResult(delivered=written, fresh=fresh)
+        return BatchResult(delivered=written_n, fresh=fresh)

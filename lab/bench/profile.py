@@ -32,7 +32,7 @@ PB_BUILD = "protobuf build (ForwardRequest, message body)"
 GRPC = "gRPC calls and server"
 MATCHER_DECODE = "matcher decode (ForwardRequest to points)"
 WALK = "index walk"
-RESULTS = "match results to {queue: ids}"
+RESULTS = "match results to counts and deliveries"
 STORE = "store write"
 ASYNCIO = "asyncio overhead"
 OTHER = "other"
@@ -72,8 +72,9 @@ RULES: dict[str, list[tuple[str, str | None, str]]] = {
         *_COMMON,
     ],
     "matcher": [
-        # match_batch and group turn the walk's ids into {queue: [subscription ids]}
-        (r"^matcher/index\.py$", r"match_batch|\.group$", RESULTS),
+        # the walk's ids to counts and deliveries (matcher/matches.py)
+        (r"^matcher/matches\.py$", None, RESULTS),
+        (r"^matcher/index\.py$", r"match_batch|\.matches$", RESULTS),
         (r"^matcher/(index|packed)\.py$", None, WALK),
         (r"(^|/)rtree/", None, WALK),
         (r"(^|/)numba/", None, WALK),

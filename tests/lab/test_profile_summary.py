@@ -47,7 +47,7 @@ MATCHER = "\n".join([
     "MatcherQueue._match (matcher/queues.py:168);SubscriptionSet.match_batch (matcher/index.py:190);"
     "SubscriptionSet.match_ids (matcher/index.py:174);PackedTree.query (matcher/packed.py:93) 40",
     "Thread._bootstrap (threading.py:1002);_worker (concurrent/futures/thread.py:83);"
-    "MatcherQueue._match (matcher/queues.py:168);SubscriptionSet.group (matcher/index.py:199) 10",
+    "MatcherQueue._match (matcher/queues.py:168);Directory.matches (matcher/matches.py:99) 10",
     f"{LOOP};_handle_unary (grpc/aio/_server.py:1);deserialize (grpc/_common.py:88) 6",
     f"{LOOP};Servicer.Forward (matcher/server.py:313);Matcher.forward (matcher/server.py:237) 14",
     f"{LOOP};MatcherQueue._finish (matcher/queues.py:190) 5",
@@ -82,7 +82,7 @@ def test_matcher_stacks_and_the_split_of_its_cpu_per_message():
     s = summarise(MATCHER, "matcher")
     assert s["waiting"] == 30 and s["samples"] == 80
     assert s["by_category"][WALK] == 40 and s["by_category"][MATCHER_DECODE] == 20
-    assert s["by_category"][RESULTS] == 10  # group: the walk's ids to {queue: [ids]}
+    assert s["by_category"][RESULTS] == 10  # the walk's ids to counts and deliveries
     assert s["by_category"][STORE] == 5 and s["by_category"][OTHER] == 5
     # 2 s of process CPU over 10,000 messages: 200 µs per message, split by the shares
     out = per_message(s, 10_000, 2.0)

@@ -8,7 +8,7 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matcher.queues import json_strings
+from matcher.matches import json_strings
 
 
 @given(st.lists(st.text(max_size=12), max_size=6))
