@@ -48,6 +48,10 @@ class MatcherSettings:
     table_refresh_s: float = 5.0
     # How long one blocking read of the catalogue log waits before looping.
     catalog_block_ms: int = 1000
+    # The catalogue tail applies what one read found this long after the read: the dispatchers'
+    # direct calls, which follow each catalogue write, are in by then, so the tail skips their
+    # changes unparsed, and it wakes at most once per linger (a batch each time).
+    catalog_linger_ms: int = 100
     # After a table change shrinks our range, the moved part is kept this long: dispatchers
     # still on the old table may send us its messages until they pull the new one.
     handoff_grace_s: float = 10.0

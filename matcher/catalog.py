@@ -20,6 +20,10 @@ from bluedove.space import Space
 from matcher.index import SubscriptionSet
 
 
+# Most direct-call ids remembered for the tail (a tail far behind parses the rest instead).
+DIRECT_MAX = 200_000
+
+
 class SubscriptionSets:
     def __init__(self, member_id: str, table: SegmentTable, tombstone_ttl_s: float = 600.0,
                  mode: str = MPARTITION) -> None:
@@ -30,6 +34,9 @@ class SubscriptionSets:
         self.sets = [SubscriptionSet(table.space.k) for _ in range(table.space.k)]
         self._tombstones: dict[str, float] = {}
         self._tombstone_ttl_s = tombstone_ttl_s
+        # Ids a dispatcher's direct call gave these sets, not yet seen in the catalogue tail:
+        # their log entries (which come first in the log, and hold the same rows) need no parse.
+        self._direct: set[str] = set()
 
     def dims_for(self, lows, highs) -> list[int]:
         """mPartition from this matcher's side: the dimensions whose segment overlaps the range."""
@@ -70,6 +77,31 @@ class SubscriptionSets:
                 added += self.sets[i].add_many([ids[r] for r in rows], [queues[r] for r in rows],
                                                lows[rows], highs[rows])
         return added
+
+    def add_direct(self, ids: list[str], queues: list[str], lows: np.ndarray, highs: np.ndarray) -> int:
+        """`add_rows` for a dispatcher's direct call (each id is in the catalogue log already,
+        with these rows): remembered, so the catalogue tail skips it without parsing."""
+        self._remember_direct(ids)
+        return self.add_rows(ids, queues, lows, highs)
+
+    def add_direct_one(self, sub_id: str, queue: str, lows, highs) -> int:
+        """`add_direct` of one subscription."""
+        self._remember_direct((sub_id,))
+        return self.add(sub_id, queue, lows, highs)
+
+    def _remember_direct(self, ids) -> None:
+        if len(self._direct) > DIRECT_MAX:  # the tail is far behind (or stopped): forget, it parses
+            self._direct.clear()
+        self._direct.update(ids)
+
+    def filed(self, sub_id: str) -> bool:
+        """Whether the tail can skip the catalogue's add of `sub_id` unparsed: a direct call
+        gave it to these sets already (forgotten here, as each add is logged once), or it is
+        removed. Adds are idempotent: skipping one of these changes nothing."""
+        if sub_id in self._direct:
+            self._direct.discard(sub_id)
+            return True
+        return sub_id in self._tombstones
 
     def carry_removals(self, old: "SubscriptionSets") -> None:
         """Keep `old`'s record of removed ids: an id removed before a reload stays removed, even

@@ -282,13 +282,13 @@ class Matcher:
         subs = req.subscriptions
         if len(subs) == 1:
             s = subs[0]
-            return await self.run_index(sets.add, s.id, s.queue, tuple(s.lows), tuple(s.highs))
+            return await self.run_index(sets.add_direct_one, s.id, s.queue, tuple(s.lows), tuple(s.highs))
         # A batch (dispatchers gather the subscribes under way): each set takes its rows in one
         # bulk insert, as at a catalogue load, rather than one tree insert per subscription.
         ids, queues = [s.id for s in subs], [s.queue for s in subs]
         lows = np.array([list(s.lows) for s in subs], dtype=np.float64)
         highs = np.array([list(s.highs) for s in subs], dtype=np.float64)
-        return await self.run_index(sets.add_rows, ids, queues, lows, highs)
+        return await self.run_index(sets.add_direct, ids, queues, lows, highs)
 
     async def remove_subscriptions(self, req: pb.RemoveRequest) -> int:
         sets = self.sets

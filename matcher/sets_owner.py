@@ -10,19 +10,17 @@ log before a dispatcher sends it directly, so the replay misses nothing the old 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from typing import Awaitable, Callable, NamedTuple
 
 import numpy as np
 
-from bluedove.model import Subscription
 from bluedove.partitioning import held
 from bluedove.segments import SegmentTable
 from bluedove.settings import MatcherSettings
 from bluedove.store import Store
-from bluedove.store.keys import CATALOG_SHARDS, pos_max, pos_min, pos_of, pos_with
+from bluedove.store.keys import join_pos, parse_pos, pos_max, pos_min
 from matcher.catalog import SubscriptionSets, rows_from_catalogue
 
 log = logging.getLogger("bluedove.matcher")
@@ -117,35 +115,57 @@ class SetsOwner:
         return pos, ids, queues, lows, highs
 
     async def follow(self) -> None:
-        """Tail every shard of the catalogue log into the current sets, forever: one task per
-        shard, each waiting on its own log."""
-        await asyncio.gather(*(self._follow_shard(shard) for shard in range(CATALOG_SHARDS)))
+        """Tail the catalogue log into the current sets, forever: one task per group of shards
+        the store reads in one blocking call (all of them on one server, one each on a
+        cluster)."""
+        await asyncio.gather(*(self._follow_group(g) for g in self.store.catalogue_read_groups()))
 
-    async def _follow_shard(self, shard: int) -> None:
+    async def _follow_group(self, shards: list[int]) -> None:
+        linger_s = self.s.catalog_linger_ms / 1000
         while True:
             try:
-                after = pos_of(self.log_pos, shard)
-                entries = await self.store.catalogue_tail(shard, after, self.s.catalog_block_ms)
-                if not entries:
+                ids = parse_pos(self.log_pos)
+                after = {shard: ids[shard] for shard in shards}
+                got = await self.store.catalogue_tail_many(after, self.s.catalog_block_ms)
+                if not got:
                     continue
+                # Apply them a little later: their direct calls, sent once the catalogue had
+                # them, are in by then, and `filed` skips them unparsed. What is written
+                # meanwhile waits for the next read, which returns at once, and so on: at most
+                # one index job per linger, each a batch.
+                await asyncio.sleep(linger_s)
                 async with self.log_lock:
-                    if pos_of(self.log_pos, shard) != after:  # a reload swapped the sets meanwhile: read again
+                    ids = parse_pos(self.log_pos)
+                    if any(ids[shard] != after[shard] for shard in shards):  # a reload swapped the sets meanwhile
                         continue
-                    await self.run_index(applier(self.sets, [f for _, f in entries], self.sets.table))
-                    self.log_pos = pos_with(self.log_pos, shard, entries[-1][0])
+                    changes = [f for shard in shards for _, f in got.get(shard, ())]
+                    await self.run_index(applier(self.sets, changes, self.sets.table))
+                    for shard, entries in got.items():
+                        ids[shard] = entries[-1][0]
+                    self.log_pos = join_pos(ids)
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("catalogue tail of shard %d failed; retrying", shard)
+                log.exception("catalogue tail of shards %s failed; retrying", shards)
                 await asyncio.sleep(self.s.catalog_retry_s)
 
 
 def applier(sets: SubscriptionSets, changes: list[dict], table: SegmentTable) -> Callable[[], None]:
-    """Catalogue log changes as one job for the index thread."""
+    """Catalogue log changes as one job for the index thread. An add the sets have `filed`
+    (a direct call brought it) is skipped before any parse; the other adds between two
+    removes are parsed together and added in one bulk call; a remove applies in its place,
+    after the adds before it (an add and a remove of one id keep their order)."""
     def apply() -> None:
+        raws: list[str] = []
         for f in changes:
             if f["op"] == "add":
-                sets.add_subscription(Subscription.from_json(json.loads(f["sub"]), table.space))
+                if not sets.filed(f["id"]):
+                    raws.append(f["sub"])
             else:
+                if raws:
+                    sets.add_rows(*rows_from_catalogue(raws, table.space))
+                    raws = []
                 sets.remove(f["id"])
+        if raws:
+            sets.add_rows(*rows_from_catalogue(raws, table.space))
     return apply

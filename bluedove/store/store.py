@@ -301,10 +301,30 @@ class Store:
                              count: int = 1000) -> list[tuple[str, dict]]:
         """One shard's log entries after `after_id` [(entry id, {op, id, sub?})], waiting up
         to `block_ms` for the first (None: not at all)."""
-        key = K.catalog_log(shard)
+        return (await self.catalogue_tail_many({shard: after_id}, block_ms, count)).get(shard, [])
+
+    def catalogue_read_groups(self) -> list[list[int]]:
+        """The catalogue shards one `catalogue_tail_many` may read together: all of them on one
+        server; one each on a cluster, where the shards sit in different slots (a command's
+        keys must share a slot there, even on one node)."""
+        shards = list(range(K.CATALOG_SHARDS))
+        return [[s] for s in shards] if self.runner.cluster else [shards]
+
+    async def catalogue_tail_many(self, after: dict[int, str], block_ms: int | None = None,
+                                  count: int = 1000) -> dict[int, list[tuple[str, dict]]]:
+        """The log entries of several shards (one group of `catalogue_read_groups`) after each
+        one's id in `after`: {shard: [(entry id, {op, id, sub?})]} for the shards that have
+        some, up to `count` each, in one XREAD waiting up to `block_ms` for the first (None:
+        not at all)."""
+        shards = list(after)
+        keys = [K.catalog_log(s) for s in shards]
         wait = () if block_ms is None else ("BLOCK", block_ms)
-        res = await self.r.execute_command("XREAD", "COUNT", count, *wait, "STREAMS", key, after_id, **self._at(key))
-        return list(res[0][1]) if res else []
+        res = await self.r.execute_command("XREAD", "COUNT", count, *wait, "STREAMS", *keys,
+                                           *(after[s] for s in shards), **self._at(keys[0]))
+        if not res:
+            return {}
+        shard_of_key = dict(zip(keys, shards))
+        return {shard_of_key[key]: list(entries) for key, entries in res if entries}
 
     # -- deliveries ------------------------------------------------------------------------
     async def deliver(self, messages: list[tuple], deliveries: list[tuple[str, int, str]],

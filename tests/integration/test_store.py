@@ -171,6 +171,45 @@ async def test_catalogue_changes_long_polls_for_the_next_change(make_store):
     assert [c["id"] for _, c in changes] == ["s1"]
 
 
+async def test_one_read_tails_a_group_of_shards(make_store):
+    """`catalogue_tail_many` over each group `catalogue_read_groups` gives (every shard at once
+    on one server, one each on a cluster): a blocked read wakes for a write to any shard of its
+    group, and a read hands out each shard's entries after its own id, in order."""
+    reader, writer = make_store(), make_store()
+    queues = {}
+    while len(queues) < 3:  # queues of three different shards
+        q, _ = await writer.create_queue()
+        queues.setdefault(K.shard_of(q), q)
+    pos, _ = await reader.catalogue_snapshot()
+    groups = reader.catalogue_read_groups()
+    assert sorted(s for g in groups for s in g) == list(range(K.CATALOG_SHARDS))
+    assert len(groups) == (K.CATALOG_SHARDS if reader.runner.cluster else 1)
+    group_of = {s: g for g in groups for s in g}
+    shards = list(queues)
+    last = shards[-1]
+    after = {s: K.pos_of(pos, s) for s in group_of[last]}
+    task = asyncio.create_task(reader.catalogue_tail_many(after, block_ms=10_000))
+    await asyncio.sleep(0.2)
+    assert not task.done()
+    await writer.add_subscription(sub_json("w", queues[last]))
+    woke = await asyncio.wait_for(task, 5)
+    assert list(woke) == [last] and [f["id"] for _, f in woke[last]] == ["w"]
+    for i, (shard, q) in enumerate(queues.items()):
+        for j in range(2):
+            await writer.add_subscription(sub_json(f"s{i}{j}", q))
+    got: dict[int, list] = {}
+    for g in groups:
+        got.update(await reader.catalogue_tail_many({s: K.pos_of(pos, s) for s in g}))
+    want = {s: [f"s{i}0", f"s{i}1"] for i, s in enumerate(shards)}
+    want[last] = ["w", *want[last]]
+    assert {s: [f["id"] for _, f in e] for s, e in got.items()} == want
+    # after the first of a shard's entries: only the ones that follow it
+    first = got[shards[0]][0][0]
+    rest = await reader.catalogue_tail_many({s: (first if s == shards[0] else K.pos_of(pos, s))
+                                             for s in group_of[shards[0]]})
+    assert [f["id"] for _, f in rest[shards[0]]] == ["s01"]
+
+
 async def test_catalogue_changes_blocking_times_out_empty(store):
     pos, _ = await store.catalogue_snapshot()
     assert await store.catalogue_tail(3, K.pos_of(pos, 3), block_ms=100) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from bluedove.model import build_subscription
@@ -205,3 +206,32 @@ def test_rows_from_catalogue_equal_one_by_one_building():
     one = [_Sub.from_json(d, space) for d in docs]
     assert ids == ["a", "b", "c"] and queues == ["q1", "q2", "q1"]
     assert _np.array_equal(lows, _np.array([s.lows for s in one])) and _np.array_equal(highs, _np.array([s.highs for s in one]))
+
+
+# -- what the catalogue tail may skip unparsed ----------------------------------------------------
+
+
+def test_a_direct_add_is_filed_once_and_a_removed_id_always():
+    sets = sets_of()
+    s = sub("s1", {"x0": [300, 400]})
+    sets.add_direct_one(s.id, s.queue, s.lows, s.highs)
+    assert filed_in(sets, "s1") == [0, 1, 2, 3]
+    assert sets.filed("s1")  # the tail's read of its log entry
+    assert not sets.filed("s1")  # each add is logged once: the id is forgotten
+    assert not sets.filed("s2")  # the tail parses what no direct call brought
+    sets.remove("s3")
+    assert sets.filed("s3") and sets.filed("s3")  # a removed id stays skipped
+
+
+def test_direct_ids_the_tail_never_reads_are_forgotten_past_a_bound(monkeypatch):
+    import matcher.catalog as catalog
+
+    monkeypatch.setattr(catalog, "DIRECT_MAX", 3)
+    sets = sets_of()
+    lows, highs = np.zeros((1, 4)), np.full((1, 4), 1000.0)
+    for i in range(5):
+        sets.add_direct([f"s{i}"], ["q1"], lows, highs)
+    # Over the bound the record starts again: the older ids are parsed by the tail (an add
+    # of what the sets hold changes nothing), never lost.
+    assert [sets.filed(f"s{i}") for i in range(5)] == [False, False, False, False, True]
+    assert filed_in(sets, "s0") == [0, 1, 2, 3]
