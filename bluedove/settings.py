@@ -134,8 +134,9 @@ class DispatcherSettings:
     load_interval_s: float = 1.0
     # A forward call slower than this fails over to the next candidate.
     forward_timeout_s: float = 5.0
-    # Most messages carried by one Forward call (all dimensions together), and concurrent
-    # calls per matcher.
+    # Most messages carried by one Forward call (all dimensions together), and most concurrent
+    # calls per matcher: a further call goes out beside one under way only once half of
+    # forward_batch_max waits (dispatcher/forwarder.py).
     forward_batch_max: int = 512
     forward_inflight: int = 4
     # A matcher whose call failed is passed over as first choice for this long.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import yaml
@@ -31,12 +32,21 @@ class Space:
     def k(self) -> int:
         return len(self.dimensions)
 
-    @property
+    @cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(d.name for d in self.dimensions)
 
+    @cached_property
+    def _positions(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.names)}
+
     def index(self, name: str) -> int:
-        return self.names.index(name)
+        """The position of dimension `name`; ValueError if the space has none of that name.
+        (Once per predicate of every subscription: a dict, built once.)"""
+        try:
+            return self._positions[name]
+        except KeyError:
+            raise ValueError(f"{name!r} is not a dimension of the space") from None
 
     def to_json(self) -> dict:
         return {"dimensions": [d.to_json() for d in self.dimensions]}

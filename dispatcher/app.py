@@ -29,7 +29,7 @@ from dispatcher.cluster import ClusterView
 from dispatcher.errors import HTTP_HEADERS, STORE_ERRORS, as_api_error, http_status
 from dispatcher.forwarder import Forwarder
 from dispatcher.metrics import Metrics
-from dispatcher.routes import cluster, messages, queues, stats, subscriptions
+from dispatcher.routes import cluster, hot, messages, queues, stats, subscriptions
 from dispatcher.sampler import Sampler
 from dispatcher.subscriber import Subscriber
 from dispatcher.series import DispatcherSeries
@@ -168,5 +168,5 @@ def create_app(settings: DispatcherSettings, space: Space, address: str = "",
 
     for r in (queues.router, subscriptions.router, messages.router, cluster.router, stats.router):
         app.include_router(r)
-    app.add_middleware(queues.HotRoutes)  # poll and ack without FastAPI's per-request layers
+    app.add_middleware(hot.HotRoutes)  # publish, poll and ack without FastAPI's per-request layers
     return app

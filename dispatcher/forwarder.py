@@ -4,8 +4,10 @@ A publish call's messages are ranked together (`ClusterView.rank_batch`), then g
 their choice (matcher, dimension): each group is one chunk with one future, not one future
 per message. Chunks bound for the same matcher share Forward calls, whatever their dimensions
 and whichever publish call they come from: a lane takes whatever has queued up, up to
-`forward_batch_max` messages, with at most `forward_inflight` calls under way, and sends each
-dimension's messages as one packed part (bluedove/forward_wire.py). A call costs both tiers
+`forward_batch_max` messages, and sends each dimension's messages as one packed part
+(bluedove/forward_wire.py). While a call is under way the next waits to gather what comes
+meanwhile; more calls go out alongside (at most `forward_inflight`) only once half a call's
+worth waits (`_Lane`). A call costs both tiers
 far more than a message does, so one lane per matcher rather than per (matcher, dimension)
 makes k times fewer, bigger calls. A chunk whose call fails or times out goes to each of its
 messages' next candidates; the matcher's dedup on message id makes a retry after a late
@@ -57,13 +59,19 @@ class _Chunk:
 
 
 class _Lane:
-    """Calls to one matcher, batched."""
+    """Calls to one matcher, batched. A chunk goes out at once when no call is under way;
+    while one is, chunks wait and leave together in the next call, and a further call goes
+    out alongside (up to `forward_inflight`) only once half a call's worth waits. A call costs
+    the dispatcher ~200 µs of CPU in grpc.aio whatever it carries, and the matcher more than
+    a message does: sending every publish's chunk on its own call as soon as a slot was free
+    made twice the calls, each half as full (docs/benchmarks.md, "Publish")."""
 
     def __init__(self, fwd: "Forwarder", member: str) -> None:
         self.fwd, self.member = fwd, member
         self.items: deque[_Chunk] = deque()
-        self.sem = asyncio.Semaphore(fwd.s.forward_inflight)
-        self.running = False
+        self.queued = 0  # messages in `items`
+        self.inflight = 0
+        self.scheduled = False
 
     def submit(self, dim: int, batch: Outgoing, idx: np.ndarray) -> list[asyncio.Future]:
         """Queue rows `idx` of `batch` along `dim`, in pieces of at most forward_batch_max."""
@@ -72,31 +80,28 @@ class _Lane:
         futs = []
         for at in range(0, len(idx), most):
             fut = loop.create_future()
-            self.items.append(_Chunk(dim, batch, idx[at:at + most], fut))
+            piece = idx[at:at + most]
+            self.items.append(_Chunk(dim, batch, piece, fut))
+            self.queued += len(piece)
             futs.append(fut)
-        if not self.running:
-            self.running = True
-            loop.create_task(self._drain())
+        if not self.scheduled:  # after the callbacks ready now: chunks submitted meanwhile share the call
+            self.scheduled = True
+            loop.call_soon(self._pump)
         return futs
 
-    async def _drain(self) -> None:
-        try:
-            while self.items:
-                await self.sem.acquire()
-                batch, n, most = [], 0, self.fwd.s.forward_batch_max
-                while self.items and (not batch or n + len(self.items[0].idx) <= most):
-                    c = self.items.popleft()
-                    batch.append(c)
-                    n += len(c.idx)
-                if not batch:
-                    self.sem.release()
-                    break
-                asyncio.get_running_loop().create_task(self._call(batch, n))
-        finally:
-            self.running = False
-            if self.items:  # raced with a submit after the loop ended
-                self.running = True
-                asyncio.get_running_loop().create_task(self._drain())
+    def _pump(self) -> None:
+        self.scheduled = False
+        s = self.fwd.s
+        most = s.forward_batch_max
+        while self.items and self.inflight < s.forward_inflight and (not self.inflight or self.queued >= most // 2):
+            batch, n = [], 0
+            while self.items and (not batch or n + len(self.items[0].idx) <= most):
+                c = self.items.popleft()
+                batch.append(c)
+                n += len(c.idx)
+            self.queued -= n
+            self.inflight += 1
+            asyncio.get_running_loop().create_task(self._call(batch, n))
 
     async def _call(self, chunks: list[_Chunk], n: int) -> None:
         try:
@@ -117,7 +122,8 @@ class _Lane:
                 if not c.fut.done():
                     c.fut.set_result(exc)
         finally:
-            self.sem.release()
+            self.inflight -= 1
+            self._pump()
 
 
 def _packed(dim: int, chunks: list[_Chunk]) -> pb.PackedPart:

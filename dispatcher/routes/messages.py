@@ -1,9 +1,13 @@
-"""Publishing: single and batch. 202 only once every delivery is stored."""
+"""Publishing: single and batch. 202 only once every delivery is stored.
+
+Both are served by `dispatcher.routes.hot` ahead of FastAPI's routing. The answer is written
+as bytes: an id is 1-128 characters of A-Z a-z 0-9 . _ : ~ - (ours are hex), none of which
+JSON escapes, so `{"ids":["…","…"]}` joined is what `json.dumps` would give, without a
+pass over a list of 200 strings per request."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Request, Response
 
 from bluedove.apikeys import PUBLISH
 from dispatcher import operations as ops
@@ -11,6 +15,7 @@ from dispatcher.auth import caller
 from dispatcher.deps import state
 
 router = APIRouter()
+JSON = "application/json"
 
 
 @router.post("/v1/messages", status_code=202)
@@ -18,7 +23,7 @@ async def publish(request: Request):
     d = state(request)
     key = await caller(d, request.headers.get("authorization"), PUBLISH)
     mid = await ops.publish(d, await request.body(), key)
-    return JSONResponse({"id": mid}, status_code=202)
+    return Response(b'{"id":"' + mid.encode() + b'"}', status_code=202, media_type=JSON)
 
 
 @router.post("/v1/messages:batch", status_code=202)
@@ -26,4 +31,4 @@ async def publish_batch(request: Request):
     d = state(request)
     key = await caller(d, request.headers.get("authorization"), PUBLISH)
     ids = await ops.publish_batch(d, await request.body(), key)
-    return JSONResponse({"ids": ids}, status_code=202)
+    return Response(('{"ids":["' + '","'.join(ids) + '"]}').encode(), status_code=202, media_type=JSON)

@@ -75,16 +75,23 @@ def _measure(mode: str, args, cluster: LocalCluster, pids: dict[str, int], names
         p.start()
     outs = [results.get(timeout=args.duration + 120) for _ in procs]
     dt = time.monotonic() - t0
-    cpu = {n: round(100 * (cpu_seconds(p) - before[n]) / dt, 1) for n, p in pids.items()}
+    used = {n: cpu_seconds(p) - before[n] for n, p in pids.items()}
+    cpu = {n: round(100 * v / dt, 1) for n, v in used.items()}
     for p in procs:
         p.join(timeout=10)
     sent = sum(o[0] for o in outs)
     secs = max(o[2] for o in outs)
     roles: dict[str, float] = {}
+    spent: dict[str, float] = {}
     for n, v in cpu.items():
         roles[role(n)] = round(roles.get(role(n), 0.0) + v, 1)
-    return {"msgs_per_s": round(sent / secs), "messages": sent, "ids": sum(o[1] for o in outs),
-            "seconds": round(secs, 2), "cpu_pct": roles, "errors": [o[3] for o in outs if o[3]][:3]}
+        spent[role(n)] = spent.get(role(n), 0.0) + used[n]
+    ids = sum(o[1] for o in outs)
+    # Every message accepted (ids), window or not, over all the CPU spent from the first
+    # publisher's start to the last answer: the service's cost per message, whatever the pace.
+    per_msg = {r: round(1e6 * v / max(ids, 1), 1) for r, v in spent.items()}
+    return {"msgs_per_s": round(sent / secs), "messages": sent, "ids": ids, "seconds": round(secs, 2),
+            "cpu_pct": roles, "cpu_us_per_msg": per_msg, "errors": [o[3] for o in outs if o[3]][:3]}
 
 
 def add_parser(sub) -> None:
@@ -188,7 +195,8 @@ def run_publish_bench(args: argparse.Namespace) -> int:
         for m, v in modes.items():
             cpu = ", ".join(f"{k} {x:.0f}%" for k, x in v["cpu_pct"].items())
             vs = f"  ({result['ratio_vs_single'][m]}x single)" if single else ""
-            print(f"{m:<12} {v['msgs_per_s']:>8,} msg/s{vs}  cpu: {cpu}")
+            per = ", ".join(f"{k} {x:.1f}" for k, x in v["cpu_us_per_msg"].items())
+            print(f"{m:<12} {v['msgs_per_s']:>8,} msg/s{vs}  cpu: {cpu}  µs per message: {per}")
     if not ok:
         print(f"bench publish: a mode failed or lost ids: {modes}", file=sys.stderr)
         return 1

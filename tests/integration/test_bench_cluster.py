@@ -63,6 +63,7 @@ def test_bench_publish_smoke():
         assert m["msgs_per_s"] > 0 and m["messages"] > 0, mode
         assert m["ids"] >= m["messages"] and m["errors"] == []
         assert {"redis", "matchers", "dispatchers"} <= set(m["cpu_pct"])
+        assert set(m["cpu_us_per_msg"]) == set(m["cpu_pct"]) and m["cpu_us_per_msg"]["dispatchers"] > 0, mode
     assert out["ratio_vs_single"]["rest_single"] == 1.0 and out["ok"] is True
 
 

@@ -265,3 +265,67 @@ async def test_a_matcher_that_answers_again_is_marked_up_at_once():
     assert v.usable("m1", now) and v.ranked_candidates(point, now)[0] == (0, "m1")
     v.mark_down("m1", now=now)
     assert v.health["m1"].down_until == now + v.s.down_backoff_s
+
+
+class HeldCluster(FakeCluster):
+    """Every message goes to m1 (dimension 0); each Forward call is held until `release()`."""
+
+    def __init__(self):
+        super().__init__({})
+        self.sizes: list[int] = []  # messages per call, in the order the calls were made
+        self.gate = asyncio.Event()
+        self.under_way = 0
+        self.most_under_way = 0
+
+    def stub(self, member):
+        cluster = self
+
+        class Stub:
+            async def Forward(self, req, timeout):
+                cluster.sizes.append(sum(p.count for p in req.packed))
+                cluster.under_way += 1
+                cluster.most_under_way = max(cluster.most_under_way, cluster.under_way)
+                await cluster.gate.wait()
+                cluster.under_way -= 1
+                return pb.ForwardReply()
+
+        return Stub()
+
+
+async def settle():
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_while_a_call_is_under_way_later_chunks_wait_and_leave_together():
+    """A publish's chunk leaves at once on an idle lane; three small publishes arriving while
+    that call is under way (together under half a call's worth) wait, then share one call."""
+    c = HeldCluster()
+    fwd = Forwarder(DispatcherSettings(forward_batch_max=100, forward_inflight=4), c)
+    first = asyncio.ensure_future(fwd.publish(messages(10)))
+    await settle()
+    assert c.sizes == [10]
+    later = []
+    for n in (5, 6, 7):  # one after the other, each with slots free
+        later.append(asyncio.ensure_future(fwd.publish(messages(n))))
+        await settle()
+    assert c.sizes == [10] and not any(t.done() for t in later)  # waiting, not sent on free slots
+    c.gate.set()
+    await asyncio.gather(first, *later)
+    assert c.sizes == [10, 18] and fwd.calls == 2 and fwd.forwarded == 28
+
+
+async def test_half_a_call_waiting_goes_out_alongside_up_to_forward_inflight():
+    """Once half of forward_batch_max waits, a further call goes out while others are under
+    way, but never more than forward_inflight at once; every message is sent once."""
+    c = HeldCluster()
+    fwd = Forwarder(DispatcherSettings(forward_batch_max=100, forward_inflight=3), c)
+    tasks = [asyncio.ensure_future(fwd.publish(messages(10)))]
+    await settle()
+    tasks += [asyncio.ensure_future(fwd.publish(messages(60))) for _ in range(4)]
+    await settle()
+    assert c.sizes == [10, 60, 60] and c.under_way == 3  # the bound: two more wait
+    c.gate.set()
+    await asyncio.gather(*tasks)
+    # the two that waited leave on calls of their own (together they would be over 100)
+    assert c.sizes == [10, 60, 60, 60, 60] and c.most_under_way == 3 and fwd.forwarded == 250

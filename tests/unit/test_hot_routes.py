@@ -1,4 +1,4 @@
-"""dispatcher/routes/queues.py's HotRoutes: poll and ack served without FastAPI's routing stack
+"""dispatcher/routes/hot.py's HotRoutes: poll and ack served without FastAPI's routing stack
 answer exactly as the FastAPI routes do (status, headers, body), for success and for every
 error the app maps (401, 422, 400, 503 store down, 500 unforeseen); other paths and methods
 go on to FastAPI."""
@@ -15,7 +15,7 @@ from bluedove.settings import DispatcherSettings
 from bluedove.space import default_space
 from bluedove.store.store import BadToken
 from dispatcher.app import create_app
-from dispatcher.routes.queues import HotRoutes
+from dispatcher.routes.hot import HotRoutes
 
 
 class FakeStore:
