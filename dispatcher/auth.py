@@ -91,7 +91,10 @@ class KeyAuth:
         if gen != self.gen:
             self.cache.clear()
             self.verified.clear()
-            self.limits.clear()  # a revoked key's buckets go; a live key's refill (at most one burst)
+            # The rate buckets stay: a key's limits never change (a new key replaces it), and
+            # refilling every key's buckets on any key's creation or revocation would let each
+            # key publish a fresh burst whenever keys are managed. A revoked key's bucket is
+            # never reached again (its requests end in 401); `admit` bounds their number.
             self.gen = gen
         self.fresh_at = time.monotonic()
 
@@ -138,6 +141,8 @@ class KeyAuth:
         now = time.monotonic()
         lim = self.limits.get(rec.id)
         if lim is None:
+            if len(self.limits) >= MAX_CACHED:
+                self.limits.clear()
             lim = self.limits[rec.id] = KeyLimit(rec.rate_msgs, rec.rate_bytes, rec.burst_msgs, rec.burst_bytes,
                                                  now, self.share)
         else:

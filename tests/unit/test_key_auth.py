@@ -136,3 +136,22 @@ def test_a_rate_limited_publish_is_429_with_retry_after_and_takes_nothing():
     assert (exc.value.status, exc.value.code) == (429, "rate_limited")
     assert exc.value.headers == {"Retry-After": "1"}
     assert a.limits[kid].msgs.tokens > -1  # about 0, not -5: the refusal took nothing
+
+
+def test_managing_other_keys_refills_no_bucket():
+    """A key's creation or revocation moves the generation: the verified keys are dropped, but a
+    key that spent its burst stays limited (a refill would give every key a fresh burst)."""
+    a, keys, key, kid = make("publish")
+    rec = replace(keys.records[kid], rate_msgs=10)
+
+    async def go():
+        await a.refresh()
+        a.admit(rec, 10, 0)  # the burst, spent
+        keys.gen += 1  # another key created or revoked
+        await a.refresh()
+        assert not a.verified and not a.cache
+        with pytest.raises(ApiError) as exc:
+            a.admit(rec, 5, 0)
+        assert exc.value.status == 429
+
+    run(go())
