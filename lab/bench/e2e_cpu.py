@@ -5,7 +5,9 @@ kernel's on the same workload."""
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 
 from bluedove import tls
 
@@ -16,11 +18,16 @@ from lab.bench.cpu import cpu_seconds, role
 SERVICE = ("dispatchers", "matchers", "redis")  # the service's processes; publishers are the load
 
 
-class CpuProbe:
-    """Snapshots of the CPU seconds of named processes and of the matchers' walk totals."""
+_CALLS = re.compile(r"^bluedove_(forward_calls|forwarded_messages)_total (\S+)$", re.M)
 
-    def __init__(self, pids: dict[str, int], matchers: dict[str, str]) -> None:
+
+class CpuProbe:
+    """Snapshots of the CPU seconds of named processes, of the matchers' walk totals and, given
+    the one dispatcher's /metrics address, of its Forward calls and the messages they carried."""
+
+    def __init__(self, pids: dict[str, int], matchers: dict[str, str], metrics_url: str | None = None) -> None:
         self.pids = pids
+        self.metrics_url = metrics_url
         self._channels = {m: tls.channel(a, None) for m, a in matchers.items()}
         self._stubs = {m: pb_grpc.MatcherStub(ch) for m, ch in self._channels.items()}
 
@@ -30,8 +37,13 @@ class CpuProbe:
             r = stub.Report(pb.ReportRequest(), timeout=10)
             walk[m] = sum(d.walk_cpu_s for d in r.dims)
             matched[m] = sum(d.matched_total for d in r.dims)
+        calls = None
+        if self.metrics_url:
+            with urllib.request.urlopen(self.metrics_url, timeout=10) as f:
+                found = dict(_CALLS.findall(f.read().decode()))
+            calls = (float(found.get("forward_calls", 0)), float(found.get("forwarded_messages", 0)))
         return {"t": time.monotonic(), "cpu": {n: cpu_seconds(p) for n, p in self.pids.items()},
-                "walk": walk, "matched": matched}
+                "walk": walk, "matched": matched, "calls": calls}
 
     def close(self) -> None:
         for ch in self._channels.values():
@@ -64,7 +76,12 @@ def account(a: dict, b: dict, messages: int, publisher_cpu_s: list[float]) -> di
     walk_s = sum(b["walk"][m] - a["walk"][m] for m in a["walk"])
     matched = sum(b["matched"][m] - a["matched"][m] for m in a["matched"])
     matchers_s = sum(b["cpu"][n] - a["cpu"][n] for n in a["cpu"] if role(n) == "matchers")
-    return {"messages": messages, "seconds": round(b["t"] - a["t"], 2),
+    calls = {}
+    if a.get("calls") and b.get("calls"):
+        n_calls, carried = b["calls"][0] - a["calls"][0], b["calls"][1] - a["calls"][1]
+        calls = {"forward_calls_per_s": round(n_calls / max(b["t"] - a["t"], 1e-9)),
+                 "messages_per_forward_call": round(carried / n_calls, 1) if n_calls else None}
+    return {"messages": messages, "seconds": round(b["t"] - a["t"], 2), **calls,
             "us_per_msg": by_process, "roles_us_per_msg": roles,
             "service_us_per_msg": round(sum(roles.get(r, 0.0) for r in SERVICE), 2),
             "matcher_walk_us_per_msg": _us(walk_s, messages),
@@ -108,6 +125,10 @@ def print_cpu(r: dict) -> None:
     width = [max(len(str(x[i])) for x in (head, *rows)) for i in range(len(head))]
     for row in (head, *rows):
         print("  ".join(str(x).ljust(wd) for x, wd in zip(row, width)).rstrip())
+    for name, s in r["systems"].items():
+        c = s.get("cpu") or {}
+        if c.get("forward_calls_per_s") is not None:
+            print(f"{name}: {c['forward_calls_per_s']:,} Forward calls/s, {c['messages_per_forward_call']} messages per call")
     for name, s in r["systems"].items():
         for proc, p in (s.get("profile") or {}).get("processes", {}).items():
             if not p.get("us_per_msg"):

@@ -233,7 +233,7 @@ async def _measure(args: argparse.Namespace, w, cluster: LocalCluster, loads: li
         await asyncio.gather(listening, return_exceptions=True)
     return {"saturation_msgs_per_s": round(saturation), "saturation_measured": args.rate is None,
             "saturation_steps": steps, "subscribe_s": subscribe_s, "levels": levels,
-            "subscriber_errors": dict(b.subs.errors)}
+            "subscriber_errors": dict(b.subs.errors), "subscriber_error_samples": dict(b.subs.error_samples)}
 
 
 def run_latency(args: argparse.Namespace) -> int:

@@ -114,6 +114,7 @@ class Subscribers:
     got: list[Received] = field(default_factory=list)
     gaps_ns: list[int] = field(default_factory=list)  # REST: answer read -> next poll sent
     errors: dict[str, int] = field(default_factory=dict)
+    error_samples: dict[str, str] = field(default_factory=dict)  # the first message of each kind
     last_delivery: float = 0.0  # time.monotonic() of the newest delivery
 
     async def run(self) -> None:
@@ -146,6 +147,7 @@ class Subscribers:
 
     def _failed(self, exc: Exception) -> None:
         self.errors[type(exc).__name__] = self.errors.get(type(exc).__name__, 0) + 1
+        self.error_samples.setdefault(type(exc).__name__, str(exc)[:300])
 
     def _keep(self, i: int, msgs: list[dict], before: int, issued: int, answered: int, decoded: int) -> None:
         if msgs:

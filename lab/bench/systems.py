@@ -105,7 +105,10 @@ def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: st
         time.sleep(1.5)  # let matchers' catalogue tails and the load reports settle
         stored = _stored(cluster)
         pids = {**cluster.pids(), **({"redis": store_pid} if store_pid else {})}
-        probe = CpuProbe(pids, {m: a for m, a in cluster.addresses.items() if m in pids})
+        # Forward calls are counted from the dispatcher's /metrics when there is one dispatcher
+        # (several share the port: a scrape would reach one of them)
+        probe = CpuProbe(pids, {m: a for m, a in cluster.addresses.items() if m in pids},
+                         f"{cluster.url}/metrics" if args.dispatchers == 1 else None)
         kw = {"probe": probe, "transport": getattr(args, "transport", "rest"), "target": cluster.grpc_address}
         load_start = os.getloadavg()[0]
         try:

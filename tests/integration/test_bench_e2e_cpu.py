@@ -49,6 +49,9 @@ def test_bench_e2e_cpu_per_message_over_publish_stream_with_profiles(tmp_path):
         assert 0 < cpu["matcher_walk_us_per_msg"] <= cpu["roles_us_per_msg"]["matchers"]
         assert cpu["matcher_outside_walk_us_per_msg"] == pytest.approx(
             cpu["roles_us_per_msg"]["matchers"] - cpu["matcher_walk_us_per_msg"], abs=0.05)
+        # the dispatcher's Forward calls over the step (its /metrics): at most one call per
+        # message, each of at most forward_batch_max (512)
+        assert cpu["forward_calls_per_s"] > 0 and 1 <= cpu["messages_per_forward_call"] <= 512
     # the reported step's account, or the saturated one's when even the first step saturated
     reported = s["cpu"] or s["cpu_saturated"]
     assert reported["service_over_kernel"] == pytest.approx(
