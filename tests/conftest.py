@@ -28,17 +28,27 @@ from bluedove.store.server import RedisServer
 # -- two workers ---------------------------------------------------------------------------------
 
 
+# Tests that start processes but check only what they compute (no timings, no machine-wide
+# process checks): the Spark job against its numpy oracle, the chart rendered and validated.
+# They run on the in-process worker after the unit tests, beside the process tests.
+BESIDE = ("tests/unit/", "tests/spark/", "tests/deploy/test_chart_contract.py", "tests/deploy/test_chart_render.py",
+          "tests/deploy/test_chart_store.py", "tests/deploy/test_chart_tls.py", "tests/deploy/test_chart_values.py",
+          "tests/deploy/test_dockerfile.py", "tests/deploy/test_grafana.py")
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """Two workers (pyproject.toml's addopts `-n 2`), two units of work: the tests that run
-    in-process (tests/unit) on one, every test that starts processes (clusters, redis-server,
-    spark-submit, a browser) on the other, in file order. No test that starts processes ever
-    shares the machine with another such test, so the timings and process checks they make
-    hold as in one process; only the unit tests' CPU runs beside them."""
+    """Two workers (pyproject.toml's addopts `-n 2`), two units of work, each in file order:
+    the tests that run in-process (tests/unit) and those that start processes but check only
+    their answers (`BESIDE`: Spark jobs, chart renders) on one; every other test that starts
+    processes (clusters, redis-server, a browser) on the other. No test that times something
+    or checks the machine's processes ever shares the machine with another process test, so
+    its timings and process checks hold as in one process; only the first worker's CPU runs
+    beside it. (All on one worker took ~30 min in CI, the first worker idle after ~4.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class TwoUnits(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "in-process" if nodeid.startswith("tests/unit/") else "processes"
+            return "beside" if nodeid.startswith(BESIDE) else "processes"
 
     return TwoUnits(config, log)
 
