@@ -28,22 +28,26 @@ from bluedove.store.server import RedisServer
 # -- two workers ---------------------------------------------------------------------------------
 
 
-# Tests that start processes but check only what they compute (no timings, no machine-wide
-# process checks): the Spark job against its numpy oracle, the chart rendered and validated.
-# They run on the in-process worker after the unit tests, beside the process tests.
-BESIDE = ("tests/unit/", "tests/spark/", "tests/deploy/test_chart_contract.py", "tests/deploy/test_chart_render.py",
-          "tests/deploy/test_chart_store.py", "tests/deploy/test_chart_tls.py", "tests/deploy/test_chart_values.py",
-          "tests/deploy/test_dockerfile.py", "tests/deploy/test_grafana.py")
+# Tests that start processes but check only what they compute (no timings beyond generous
+# waits, no machine-wide process checks): the Spark job against its numpy oracle, the chart
+# rendered and validated, and the integration tests of answers and exactness. They run on
+# the in-process worker beside the other process tests.
+_INTEGRATION = ("api_errors", "boot", "cli_pubsub", "exactness", "export_catalogue", "partition_baselines",
+                "queue_bounds_api", "sdk", "seeded", "store", "store_bulk", "subscribe_batch", "tokens")
+_DEPLOY = ("chart_contract", "chart_render", "chart_store", "chart_tls", "chart_values", "dockerfile", "grafana")
+BESIDE = ("tests/unit/", "tests/spark/", *(f"tests/integration/test_{n}.py" for n in _INTEGRATION),
+          *(f"tests/deploy/test_{n}.py" for n in _DEPLOY))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """Two workers (pyproject.toml's addopts `-n 2`), two units of work, each in file order:
     the tests that run in-process (tests/unit) and those that start processes but check only
-    their answers (`BESIDE`: Spark jobs, chart renders) on one; every other test that starts
+    their answers (`BESIDE`) on one; every other test that starts
     processes (clusters, redis-server, a browser) on the other. No test that times something
     or checks the machine's processes ever shares the machine with another process test, so
     its timings and process checks hold as in one process; only the first worker's CPU runs
-    beside it. (All on one worker took ~30 min in CI, the first worker idle after ~4.)"""
+    beside it. (With every process test on one worker CI took ~30 min, the other worker idle
+    after ~4.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class TwoUnits(LoadScopeScheduling):
