@@ -21,7 +21,7 @@ RUN pip wheel --no-cache-dir --wheel-dir /wheels '.[kubernetes]'
 
 # -- runtime ---------------------------------------------------------------------------------------
 FROM python:3.11.14-slim-bookworm
-# NUMBA_CACHE_DIR: where numba keeps the matchers' compiled index walk (matcher/packed.py caches it
+# NUMBA_CACHE_DIR: where numba keeps the matchers' compiled index walk (bluedove/matcher/packed.py caches it
 # on disk). NUMBA_CPU_NAME=generic: code for any x86-64, so the cache compiled below at build time
 # is valid on whatever CPU runs the image (numba keys its cache by CPU model; the generic walk is
 # as fast as the host-tuned one: 2.0-2.1 against 2.2 µs per point on 92,000 boxes).
@@ -47,7 +47,7 @@ WORKDIR /var/lib/bluedove
 # the pod's root filesystem is read-only the chart mounts an emptyDir at /tmp: it hides this cache,
 # the first start compiles into the emptyDir (NUMBA_CACHE_DIR on an emptyDir is the fallback), and
 # a restarted container of the same pod finds it there.
-RUN python -c "from matcher.packed import warm_up; warm_up()"
+RUN python -c "from bluedove.matcher.packed import warm_up; warm_up()"
 # matcher gRPC (API, gossip, health) 7001; dispatcher gossip 7002, HTTP 8080, public gRPC 50051
 EXPOSE 7001 7002 8080 50051
 ENTRYPOINT ["bluedove"]

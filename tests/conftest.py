@@ -10,7 +10,7 @@ it, and stops it at the end of the session. Tests that need an empty store ask f
 `redis_clean_url`, which flushes it first.
 
 `pytest --store-kind cluster` runs the same tests against a local Redis Cluster instead (3
-primaries with a replica each, bluedove/store/cluster_server.py): `redis_url` is then a
+primaries with a replica each, bluedove/store/redis_cluster.py): `redis_url` is then a
 `redis+cluster://` URL and `redis_clean_url` flushes every primary.
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from bluedove.store.cluster_server import RedisClusterServers
+from bluedove.store.redis_cluster import RedisClusterServers
 from bluedove.store.server import RedisServer
 
 # -- two workers ---------------------------------------------------------------------------------

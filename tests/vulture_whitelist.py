@@ -1,16 +1,16 @@
 """Names vulture cannot see used: frameworks call them (tests/unit/test_hygiene.py)."""
 
 # FastAPI routes and exception handlers, registered by decorators
-http_error, validation_error, internal_error  # dispatcher/app.py
-get_space, get_cluster, dashboard, dashboard_asset, healthz, readyz  # dispatcher/routes/cluster.py
-get_stats  # dispatcher/routes/stats.py
+http_error, validation_error, internal_error  # bluedove/dispatcher/app.py
+get_space, get_cluster, dashboard, dashboard_asset, healthz, readyz  # bluedove/dispatcher/routes/cluster.py
+get_stats  # bluedove/dispatcher/routes/stats.py
 # gRPC servicer methods, called by the generated stubs' names
-GetSpace  # dispatcher/grpc_api.py
+GetSpace  # bluedove/dispatcher/grpc_api.py
 # rtree index properties, read by libspatialindex when the index is created
-leaf_capacity, index_capacity, near_minimum_overlap_factor, fill_factor  # matcher/index.py
+leaf_capacity, index_capacity, near_minimum_overlap_factor, fill_factor  # bluedove/matcher/index.py
 # dataclass fields read by name (getattr, asdict)
-per_dimension  # lab/sim/costmodel.py Models
-span_s  # lab/sim/engine.py RunResult
+per_dimension  # bluedove/lab/sim/costmodel.py Models
+span_s  # bluedove/lab/sim/engine.py RunResult
 # pytest reads a module's marks from this name
 pytestmark
 # pytest hooks, called by name
@@ -20,5 +20,5 @@ pytest_xdist_make_scheduler, _split_scope  # tests/conftest.py: the two workers'
 # shlex reads it while it splits (split on blanks, not on shell words' punctuation)
 whitespace_split  # tests/deploy/test_dockerfile.py
 # uvicorn.Server reads them: its exit flag, and the hook overridden to keep the process's signal handlers
-should_exit, capture_signals  # bluedove/telemetry.py
+should_exit, capture_signals  # bluedove/runtime/telemetry.py
 pytest_configure  # tests/conftest.py (--store-kind for start_cluster, through the environment)

@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 
-from bluedove import tls
+from bluedove.runtime import tls
 
 DRAIN_TIMEOUT_ENV = "BLUEDOVE_DRAIN_TIMEOUT_S"
 METRICS_PORT_ENV = "BLUEDOVE_METRICS_PORT"
@@ -38,18 +38,22 @@ def add_command(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:  # the Kubernetes client is an extra: the service runs without it
-        from autoscaler.kubernetes import (KubernetesBackend, KubernetesBackendError, KubernetesConfigError,
-                                           pod_namespace)
+        from bluedove.autoscaler.kubernetes import (
+            KubernetesBackend,
+            KubernetesBackendError,
+            KubernetesConfigError,
+            pod_namespace,
+        )
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in ("kubernetes", "urllib3"):
             raise
         print("bluedove autoscaler: the Kubernetes backend needs the Kubernetes client: "
               "pip install 'bluedove[kubernetes]'", file=sys.stderr)
         return 2
-    from autoscaler.policy import ScalingConfig
-    from bluedove.partitioning import MPARTITION
-    from bluedove.settings import DispatcherSettings, TlsSettings, from_env
-    from bluedove.telemetry import MetricsBindError
+    from bluedove.autoscaler.policy import ScalingConfig
+    from bluedove.core.partition.modes import MPARTITION
+    from bluedove.runtime.settings import DispatcherSettings, TlsSettings, from_env
+    from bluedove.runtime.telemetry import MetricsBindError
 
     partition = from_env(DispatcherSettings).partition
     if partition != MPARTITION:
@@ -105,11 +109,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(backend, store_url: str, config, metrics_host: str, metrics_port: int, tls_files=None) -> None:
-    from autoscaler.drain import MatcherDrainer
-    from autoscaler.metrics import autoscaler_registry
-    from autoscaler.runner import Autoscaler
+    from bluedove.autoscaler.drain import MatcherDrainer
+    from bluedove.autoscaler.metrics import autoscaler_registry
+    from bluedove.autoscaler.runner import Autoscaler
+    from bluedove.runtime.telemetry import serve_metrics
     from bluedove.store import Store
-    from bluedove.telemetry import serve_metrics
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -6,10 +6,16 @@ import argparse
 import asyncio
 import sys
 
-from bluedove.bootstrap import (BootError, check_space, ensure_table, load_seed, numbered_members,
-                                parse_members)
-from bluedove.segments import SegmentTable
-from bluedove.space import Space, SpaceError, load_space
+from bluedove.core.partition.bootstrap import (
+    BootError,
+    check_space,
+    ensure_table,
+    load_seed,
+    numbered_members,
+    parse_members,
+)
+from bluedove.core.partition.segments import SegmentTable
+from bluedove.core.space import Space, SpaceError, load_space
 
 MEMBERS_HELP = ("the initial owners, comma-separated: ID or ID=HOST:PORT (an owner without an address "
                 "registers its own when its matcher starts)")

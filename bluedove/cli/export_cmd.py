@@ -17,9 +17,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from bluedove.model import build_subscription
-from bluedove.segments import SegmentTable
-from bluedove.space import Space
+from bluedove.core.model import build_subscription
+from bluedove.core.partition.segments import SegmentTable
+from bluedove.core.space import Space
 from bluedove.store import keys as K
 from bluedove.store.client import sync_client
 

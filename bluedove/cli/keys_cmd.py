@@ -9,7 +9,7 @@ import json
 import sys
 import time
 
-from bluedove.settings import AUTH_MODES
+from bluedove.runtime.settings import AUTH_MODES
 
 AUTH_HELP = ("off: anyone may publish and create queues (the default; env BLUEDOVE_AUTH); keys: publishing and "
              "creating queues and subscriptions need an API key (docs/api.md, \"API keys\")")
@@ -65,7 +65,7 @@ def _fail(message: str, code: int = 1) -> int:
 
 
 def _create(args: argparse.Namespace) -> int:
-    from bluedove.apikeys import check_scopes
+    from bluedove.core.apikeys import check_scopes
 
     try:
         scopes = check_scopes(args.scope)
@@ -112,7 +112,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _revoke(args: argparse.Namespace) -> int:
-    from bluedove.apikeys import key_id_of
+    from bluedove.core.apikeys import key_id_of
 
     key_id = key_id_of(args.key)
     if key_id is None:

@@ -11,12 +11,19 @@ import sys
 import time
 from importlib.metadata import entry_points
 
-from bluedove import tls
 from bluedove.cli.keys_cmd import add_auth_flag, print_auth
-from bluedove.forwarding import POLICIES
-from bluedove.local.flags import (PARTITION_HELP, add_bounds_flags, add_cluster_flags, add_up_tls_flags, bounds_env,
-                                  store_flags_problem, up_tls)
-from bluedove.partitioning import MODES, MPARTITION
+from bluedove.core.forwarding import POLICIES
+from bluedove.core.partition.modes import MODES, MPARTITION
+from bluedove.local.flags import (
+    PARTITION_HELP,
+    add_bounds_flags,
+    add_cluster_flags,
+    add_up_tls_flags,
+    bounds_env,
+    store_flags_problem,
+    up_tls,
+)
+from bluedove.runtime import tls
 
 COMMAND_GROUP = "bluedove.commands"
 SEED_HELP = ("a partition seed (JSON, docs/operations.md \"Seeds\"): the first table's boundaries and which "
@@ -25,9 +32,9 @@ SEED_HELP = ("a partition seed (JSON, docs/operations.md \"Seeds\"): the first t
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    from bluedove.bootstrap import BootError, SpaceMismatch, initial_table, load_seed, numbered_members
+    from bluedove.core.partition.bootstrap import BootError, SpaceMismatch, initial_table, load_seed, numbered_members
+    from bluedove.core.space import SpaceError
     from bluedove.local.cluster import LocalCluster
-    from bluedove.space import SpaceError
 
     if problem := store_flags_problem(args):
         return _usage("up", problem)
@@ -82,9 +89,9 @@ def _cmd_up(args: argparse.Namespace) -> int:
         return 1
     scaler = None
     if args.autoscale:
-        from autoscaler.policy import ScalingConfig
-        from autoscaler.local import AutoscalerThread
-        from bluedove.settings import from_env
+        from bluedove.autoscaler.local import AutoscalerThread
+        from bluedove.autoscaler.policy import ScalingConfig
+        from bluedove.runtime.settings import from_env
 
         config = from_env(ScalingConfig, min_matchers=args.min_matchers, max_matchers=args.max_matchers)
         scaler = AutoscalerThread(cluster, config, metrics_port=0).start()
@@ -128,12 +135,19 @@ def _print_endpoints(cluster) -> None:
 
 
 def _cmd_matcher(args: argparse.Namespace) -> int:
-    from bluedove.bootstrap import BootError, SpaceMismatch, check_address, initial_table, load_seed, parse_members
-    from bluedove.settings import MatcherSettings, from_env
-    from bluedove.space import SpaceError, load_space
-    from bluedove.telemetry import MetricsBindError
-    from gossip.peers import PeersSpecError, parse_spec
-    from matcher.server import serve
+    from bluedove.core.partition.bootstrap import (
+        BootError,
+        SpaceMismatch,
+        check_address,
+        initial_table,
+        load_seed,
+        parse_members,
+    )
+    from bluedove.core.space import SpaceError, load_space
+    from bluedove.gossip.peers import PeersSpecError, parse_spec
+    from bluedove.matcher.server import serve
+    from bluedove.runtime.settings import MatcherSettings, from_env
+    from bluedove.runtime.telemetry import MetricsBindError
 
     settings = from_env(MatcherSettings, id=args.id, host=args.host, port=args.port, store_url=args.store,
                         leave_on_sigterm=True if args.leave_on_sigterm else None, partition=args.partition,
@@ -186,14 +200,13 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
 
 
 def _cmd_dispatcher(args: argparse.Namespace) -> int:
-    from bluedove.bootstrap import BootError, SpaceMismatch, check_address
     from bluedove.cli.boot import dispatcher_space
-    from bluedove.settings import DispatcherSettings, from_env
-    from bluedove.space import SpaceError
-    from dispatcher.server import serve
-    from gossip.peers import PeersSpecError, parse_spec
-
-    from dispatcher.sampler import check_sample_settings
+    from bluedove.core.partition.bootstrap import BootError, SpaceMismatch, check_address
+    from bluedove.core.space import SpaceError
+    from bluedove.dispatcher.sampler import check_sample_settings
+    from bluedove.dispatcher.server import serve
+    from bluedove.gossip.peers import PeersSpecError, parse_spec
+    from bluedove.runtime.settings import DispatcherSettings, from_env
 
     try:
         settings = from_env(DispatcherSettings, id=args.id, host=args.host, http_port=args.http_port,
@@ -244,7 +257,7 @@ def _usage(cmd: str, message: str) -> int:
 
 
 def add_sample_flags(d: argparse.ArgumentParser) -> None:
-    """The message sample's flags (dispatcher/sampler.py; env BLUEDOVE_SAMPLE_*)."""
+    """The message sample's flags (bluedove/dispatcher/sampler.py; env BLUEDOVE_SAMPLE_*)."""
     d.add_argument("--sample-rate", type=float, default=None, metavar="F",
                    help="the fraction of published messages whose point and time are written to --sample-dir "
                         "(0 = off, the default; 1 = all)")

@@ -1,7 +1,7 @@
 """`bluedove seed`: compute a partition seed with the Spark job, and lay out a cluster by one.
 
 - `--subscriptions PATH [--messages PATH] --matchers N --out FILE` runs the skew-statistics job
-  (spark/skew_stats.py, docs/spark.md) on a local SparkSession (`local[*]`), or on `--master URL`.
+  (bluedove/spark/skew_stats.py, docs/spark.md) on a local SparkSession (`local[*]`), or on `--master URL`.
 - `--from FILE --apply --store URL` re-lays out a running cluster by a seed with no restart: it
   reads the stored table, builds the seed's next epoch of it (the same members in order: matcher
   j of the seed is the table's j-th member), hands it to a live owner (`ProposeTable`: the takers
@@ -24,10 +24,10 @@ from collections.abc import Callable
 
 import grpc
 
-from bluedove import tls
-from bluedove.bootstrap import BootError, load_seed
-from bluedove.seeding import SeedError, reseeded
-from bluedove.segments import SegmentTable
+from bluedove.core.partition.bootstrap import BootError, load_seed
+from bluedove.core.partition.seeds import SeedError, reseeded
+from bluedove.core.partition.segments import SegmentTable
+from bluedove.runtime import tls
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
@@ -35,7 +35,7 @@ RETRY_S = 0.5  # between proposals refused because another change was under way
 
 
 def add_command(sub) -> argparse.ArgumentParser:
-    from spark.job import add_arguments  # the job's flags (no Spark imported until it runs)
+    from bluedove.spark.job import add_arguments  # the job's flags (no Spark imported until it runs)
 
     p = sub.add_parser("seed", help="compute a partition seed with Spark, or lay out a running cluster by one",
                        description="With --subscriptions: run the skew-statistics job (docs/spark.md) and write a "
@@ -75,7 +75,7 @@ def _cmd_seed(args: argparse.Namespace) -> int:
 
 def _tls(args: argparse.Namespace):
     """The matchers' TLS, for the table proposal (--tls-*, else BLUEDOVE_TLS_*)."""
-    from bluedove.settings import TlsSettings, from_env
+    from bluedove.runtime.settings import TlsSettings, from_env
 
     return from_env(TlsSettings, **tls.overrides(args))
 
@@ -91,7 +91,7 @@ def _job(args: argparse.Namespace) -> int:
         if isinstance(planned, str):
             return _usage(planned)
         args.matchers = planned
-    from spark.job import job_from_args
+    from bluedove.spark.job import job_from_args
 
     try:
         job = job_from_args(args)
@@ -100,7 +100,7 @@ def _job(args: argparse.Namespace) -> int:
     try:
         from pyspark.sql import SparkSession
 
-        from spark.skew_stats import run
+        from bluedove.spark.skew_stats import run
     except ImportError as exc:
         return _usage(f"the job needs the spark extra: pip install 'bluedove[spark]' ({exc})")
     master = args.master or "local[*]"

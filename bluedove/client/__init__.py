@@ -1,9 +1,22 @@
 """The Python SDK: `Client` and `AsyncClient` over REST (http://) or gRPC (grpc://)."""
 
 from bluedove.client.client import AsyncClient, Client
-from bluedove.client.errors import (BlueDoveError, Forbidden, InvalidAck, InvalidJson, InvalidMessage,
-                                    InvalidParameter, InvalidRequest, InvalidSubscription, LimitExceeded, NotFound,
-                                    PayloadTooLarge, RateLimited, Unauthorized, Unavailable)
+from bluedove.client.errors import (
+                                    BlueDoveError,
+                                    Forbidden,
+                                    InvalidAck,
+                                    InvalidJson,
+                                    InvalidMessage,
+                                    InvalidParameter,
+                                    InvalidRequest,
+                                    InvalidSubscription,
+                                    LimitExceeded,
+                                    NotFound,
+                                    PayloadTooLarge,
+                                    RateLimited,
+                                    Unauthorized,
+                                    Unavailable,
+)
 from bluedove.client.objects import Delivery, Queue, Subscription
 
 __all__ = [

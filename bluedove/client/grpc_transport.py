@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import grpc
 
 from bluedove.client.errors import BlueDoveError, InvalidMessage, InvalidSubscription, api_error
-from bluedove.tls import api_channel
+from bluedove.runtime.tls import api_channel
 from bluedove.v1 import pubsub_pb2 as pb
 from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 

@@ -46,7 +46,7 @@ def _verify(tls_ca: str | None):
     """httpx's `verify` for https://: the CA file's roots, else the system's."""
     if not tls_ca:
         return True
-    from bluedove.tls import client_context
+    from bluedove.runtime.tls import client_context
 
     return client_context(tls_ca)
 

@@ -20,18 +20,18 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bluedove.bootstrap import ensure_table
-from bluedove.partitioning import MPARTITION
-from bluedove.segments import SegmentTable
-from bluedove import tls
-from bluedove.settings import DispatcherSettings, TlsSettings, from_env
-from bluedove.space import Space, load_space
-from bluedove.store import Store
 from prometheus_client.multiprocess import mark_process_dead
 
-from bluedove.store.cluster_server import RedisClusterServers
+from bluedove.core.partition.bootstrap import ensure_table
+from bluedove.core.partition.modes import MPARTITION
+from bluedove.core.partition.segments import SegmentTable
+from bluedove.core.space import Space, load_space
+from bluedove.runtime import tls
+from bluedove.runtime.settings import DispatcherSettings, TlsSettings, from_env
+from bluedove.runtime.telemetry import MULTIPROC_ENV
+from bluedove.store import Store
+from bluedove.store.redis_cluster import RedisClusterServers
 from bluedove.store.server import RedisServer, free_port
-from bluedove.telemetry import MULTIPROC_ENV
 
 
 def bluedove_command() -> list[str]:
@@ -97,7 +97,7 @@ class LocalCluster:
         self.n_matchers = matchers
         # The matchers' ids (None: m1..mN); a test names them as a StatefulSet names its pods.
         self.matcher_ids = matcher_ids
-        self.seed = seed  # the first table's layout (bluedove/seeding.py); None: equal widths
+        self.seed = seed  # the first table's layout (bluedove/core/partition/seeds.py); None: equal widths
         # Matchers on their own network: {id: (the host it binds and is reached at, the command
         # prefix that runs it there, e.g. `ip netns exec NS`)} — the fault bench's partitions.
         self.matcher_net = matcher_net or {}
@@ -135,7 +135,7 @@ class LocalCluster:
         # they share a port, so whichever answers a scrape sums them all; docs/metrics.md).
         self.metrics_dir = self.data_dir / "metrics" / "dispatchers"
         self.extra_targets: dict[str, str] = {}  # role -> host:port of another /metrics
-        # TLS on every port of every process, mutual inside with a CA (bluedove/tls.py); None: plain.
+        # TLS on every port of every process, mutual inside with a CA (bluedove/runtime/tls.py); None: plain.
         self.tls = tls_files if tls.enabled(tls_files) else None
 
     @property

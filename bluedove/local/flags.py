@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bluedove import tls
-
-from bluedove.forwarding import POLICIES
-from bluedove.partitioning import MODES
+from bluedove.core.forwarding import POLICIES
+from bluedove.core.partition.modes import MODES
+from bluedove.runtime import tls
 
 PARTITION_HELP = ("mpartition (BlueDove, the default) or a baseline of the paper's §IV-B: p2p, full-replication; "
                   "the same on every matcher and dispatcher (default BLUEDOVE_PARTITION, else mpartition)")
@@ -51,7 +50,7 @@ def add_up_tls_flags(up: argparse.ArgumentParser) -> None:
 
 def up_tls(args: argparse.Namespace):
     """`up`'s TLS files (flags, else BLUEDOVE_TLS_*), checked; every process it starts gets them."""
-    from bluedove.settings import TlsSettings, from_env
+    from bluedove.runtime.settings import TlsSettings, from_env
 
     if args.tls == "self-signed":
         if args.tls_cert or args.tls_key or args.tls_ca:

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from bluedove.settings import TlsSettings
+from bluedove.runtime.settings import TlsSettings
 
 VALID_DAYS = 365
 

@@ -1,4 +1,4 @@
-"""API key records in the store (bluedove/apikeys.py says what a key is).
+"""API key records in the store (bluedove/core/apikeys.py says what a key is).
 
 Every key record lives in the hash tag `{keys}` (bluedove/store/keys.py), one slot on a Redis
 Cluster, so a change is one atomic script. The generation counter is bumped by every create
@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import time
 
-from bluedove.apikeys import KeyRecord, new_key
+from bluedove.core.apikeys import KeyRecord, new_key
 from bluedove.store.keys import API_KEY_GEN as GEN
 from bluedove.store.keys import API_KEY_IDS as IDS
 from bluedove.store.keys import api_key as key_hash
-
 
 # KEYS: the key's hash, IDS, GEN. ARGV: id, then field/value pairs.
 _CREATE = """

@@ -1,7 +1,7 @@
 """The last hour of cluster time series in the store, and the per-process recorder that writes it.
 
 Keys (prefix `bd:`):
-  bd:ts:<unix second>   hash    that second's record (bluedove/timeseries.py): counts added
+  bd:ts:<unix second>   hash    that second's record (bluedove/core/timeseries.py): counts added
                                 by every process (HINCRBY), gauges set (HSET); expires after
                                 KEY_TTL_S
   bd:density            hash    dispatcher id -> its recent message rate per density bin,
@@ -22,9 +22,9 @@ import math
 import time
 from collections.abc import Callable, Mapping
 
+from bluedove.core.timeseries import KEY_TTL_S
 from bluedove.store import keys as K
 from bluedove.store.store import GROUP, Store
-from bluedove.timeseries import KEY_TTL_S
 
 log = logging.getLogger("bluedove.series")
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from redis.exceptions import ResponseError
 
-from bluedove.queue_bounds import QueueBounds
+from bluedove.core.queue_bounds import QueueBounds
 from bluedove.store import keys as K
 from bluedove.store import scripts
 from bluedove.store.batch import Call, Runner, group_deliveries
@@ -208,7 +208,7 @@ class Store:
         just created), each one atomic as in `add_subscription`, all in one round trip:
         each one's log id, or the exception it met (QueueMissing if its queue was deleted
         since, LimitExceeded, or a store error), in order. The dispatcher gathers the
-        subscribes under way into one such call (dispatcher/subscriber.py)."""
+        subscribes under way into one such call (bluedove/dispatcher/subscriber.py)."""
         calls = [self._add_call(s, self.limits.max_subscriptions_per_queue) for s in subs]
         results = await self.runner.run_each(calls)
         return [self._refusal(x, s["queue"]) if isinstance(x, Exception) else x for s, x in zip(subs, results)]
@@ -486,7 +486,7 @@ class Store:
         return bool(await self._put_table_if(keys=[K.TABLE], args=[expected_epoch, json.dumps(table)]))
 
     async def put_seed(self, seed: dict) -> None:
-        """The partition seed the table was last laid out by (bluedove/seeding.py); the split
+        """The partition seed the table was last laid out by (bluedove/core/partition/seeds.py); the split
         planner reads it for where a range's load halves."""
         await self.r.set(K.SEED, json.dumps(seed))
 

@@ -15,7 +15,7 @@ import pytest
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-STATIC = Path(__file__).resolve().parents[2] / "dispatcher" / "static"
+STATIC = Path(__file__).resolve().parents[2] / "bluedove" / "dispatcher" / "static"
 DATA = Path(__file__).resolve().parent / "data"
 VIEWPORT = {"width": 1280, "height": 800}
 

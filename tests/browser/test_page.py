@@ -8,8 +8,6 @@ import copy
 import json
 from urllib.parse import parse_qs, urlparse
 
-import pytest
-
 from tests.browser.conftest import STATIC, recorded
 
 ORIGIN = "http://bluedove.test"

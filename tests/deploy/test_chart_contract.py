@@ -2,7 +2,7 @@
 
 Names, ports and args as the contract gives them; RBAC as the autoscaler's backend uses it;
 probes on ports the containers expose and paths the dispatcher serves; the space ConfigMap as
-bluedove.space reads it.
+bluedove.core.space reads it.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import re
 import pytest
 import yaml
 
-from bluedove.settings import DispatcherSettings
-from bluedove.space import Space, default_space, load_space
-from dispatcher.app import create_app
+from bluedove.core.space import Space, default_space, load_space
+from bluedove.dispatcher.app import create_app
+from bluedove.runtime.settings import DispatcherSettings
 from tests.deploy.chart import CHART, load_values, render
 
 HEADLESS = "bluedove-matcher-headless"
@@ -80,7 +80,7 @@ def test_the_statefulset_its_headless_service_and_port_agree():
 
 def test_the_autoscaler_role_is_exactly_scale_of_the_matcher_statefulset():
     """get and patch on statefulsets/scale of that one StatefulSet: the two requests of
-    autoscaler/kubernetes.py (current() GETs the scale subresource, scale_to() merge-patches it;
+    bluedove/autoscaler/kubernetes.py (current() GETs the scale subresource, scale_to() merge-patches it;
     tests/integration/test_kubernetes_backend.py records them on the wire), under any release name."""
     for values, sts_name in (({}, "bluedove-matcher"), ({"fullnameOverride": "pubsub"}, "pubsub-matcher")):
         r = render(values)
@@ -93,7 +93,7 @@ def test_the_autoscaler_role_is_exactly_scale_of_the_matcher_statefulset():
         assert args[args.index("--statefulset") + 1] == sts_name
     # The client methods the backend calls, as RBAC sees them: read_* is a GET (verb get),
     # patch_* a PATCH (verb patch); *_stateful_set_scale is resource statefulsets/scale.
-    from autoscaler import kubernetes as backend
+    from bluedove.autoscaler import kubernetes as backend
 
     source = backend.__loader__.get_source(backend.__name__)
     calls = set(re.findall(r"self\.api\.(\w+)_namespaced_stateful_set_scale\b", source))

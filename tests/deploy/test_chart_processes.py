@@ -30,10 +30,10 @@ import redis
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bluedove.space import Space
+from bluedove.core.space import Space
 from bluedove.store.server import RedisServer
-from tests.deploy.chart_pods import PodNetwork, workloads
 from tests.deploy.chart import NAMESPACE, render
+from tests.deploy.chart_pods import PodNetwork, workloads
 from tests.integration.cluster_checks import EXACT, publish_steadily, random_workload
 from tests.integration.helpers import compare, drain, new_queue, oracle
 from tests.integration.test_kubernetes_backend import NS, STATEFULSETS, STS, apiserver  # noqa: F401

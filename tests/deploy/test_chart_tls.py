@@ -7,7 +7,7 @@ from __future__ import annotations
 import helm_python as helm
 import pytest
 
-from bluedove.settings import DispatcherSettings, MatcherSettings, TlsSettings, from_env
+from bluedove.runtime.settings import DispatcherSettings, MatcherSettings, TlsSettings, from_env
 from tests.deploy.chart import CHART, load_values, render
 from tests.deploy.test_chart_contract import container, env_of, pod_spec
 

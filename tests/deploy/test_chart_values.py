@@ -249,14 +249,14 @@ SEED = {"version": 1, "matchers": 2,
 
 def test_a_seed_reaches_the_matchers_as_a_mounted_file_and_lays_out_the_first_table(tmp_path):
     """The value `seed` becomes a ConfigMap mounted into matchers and passed as --seed; the file
-    it renders is one `bluedove.seeding` reads into the table the seed describes. Without it,
+    it renders is one `bluedove.core.partition.seeds` reads into the table the seed describes. Without it,
     nothing of it is rendered; a change of seed alone rolls no pod (the store keeps its table)."""
     import json
 
     import yaml
 
-    from bluedove.bootstrap import initial_table
-    from bluedove.space import Space
+    from bluedove.core.partition.bootstrap import initial_table
+    from bluedove.core.space import Space
 
     values = load_values(CHART / "ci" / "autoscaling-off-values.yaml") | {"seed": SEED}
     values["matcher"] = {**values.get("matcher", {}), "bootMembers": True, "replicas": 2}

@@ -215,7 +215,7 @@ def ignored(path: str, patterns: list[str]) -> bool:
 
 
 @pytest.mark.parametrize("path", [
-    ".venv/bin/python", ".git/HEAD", "matcher/__pycache__/packed.cpython-311.pyc", "bluedove.egg-info/PKG-INFO",
+    ".venv/bin/python", ".git/HEAD", "bluedove/matcher/__pycache__/packed.cpython-311.pyc", "bluedove.egg-info/PKG-INFO",
     ".pytest_cache/v/cache/nodeids", ".hypothesis/examples/x", ".benchmarks/run.json", "build/lib/x.py",
     ".bluedove/redis/appendonly.aof", "some/dir/.bluedove/logs/m1.log", "tests/unit/test_layers.py",
 ])
@@ -225,8 +225,8 @@ def test_the_context_leaves_out(path):
 
 def test_the_context_keeps_what_the_wheel_needs():
     """pyproject.toml, the README (the package's long description) and every package."""
-    keep = ["pyproject.toml", "README.md", "dispatcher/static/dashboard.html", "bluedove/v1/matcher_pb2.py",
-            "matcher/packed.py", "gossip/__init__.py", "autoscaler/kubernetes.py", "lab/__init__.py"]
+    keep = ["pyproject.toml", "README.md", "bluedove/dispatcher/static/dashboard.html", "bluedove/v1/matcher_pb2.py",
+            "bluedove/matcher/packed.py", "bluedove/gossip/__init__.py", "bluedove/autoscaler/kubernetes.py", "bluedove/lab/__init__.py"]
     assert [p for p in keep if ignored(p, ignore_patterns())] == []
 
 
@@ -275,9 +275,9 @@ def test_the_wheel_holds_the_package_data_and_declares_the_kubernetes_extra(whee
         names = set(z.namelist())
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         eps = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
-    for must in ("dispatcher/static/dashboard.html", "bluedove/v1/matcher_pb2.py", "bluedove/v1/matcher_pb2_grpc.py",
-                 "bluedove/v1/pubsub_pb2_grpc.py", "bluedove/v1/gossip_pb2.py", "matcher/packed.py",
-                 "autoscaler/kubernetes.py", "bluedove/cli/main.py"):
+    for must in ("bluedove/dispatcher/static/dashboard.html", "bluedove/v1/matcher_pb2.py", "bluedove/v1/matcher_pb2_grpc.py",
+                 "bluedove/v1/pubsub_pb2_grpc.py", "bluedove/v1/gossip_pb2.py", "bluedove/matcher/packed.py",
+                 "bluedove/autoscaler/kubernetes.py", "bluedove/cli/main.py"):
         assert must in names, f"{must} is not in {wheel.name}"
     assert not [n for n in names if n.startswith("tests/") or "__pycache__" in n]
     assert "Provides-Extra: kubernetes" in meta
@@ -300,7 +300,7 @@ def test_the_runtime_install_of_the_wheel_gives_the_entry_point(wheel, tmp_path)
     assert script.startswith(f"#!{python}") and "from bluedove.cli.main import main" in script, script
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    assert (Path(site) / "dispatcher" / "static" / "dashboard.html").is_file()
+    assert (Path(site) / "bluedove" / "dispatcher" / "static" / "dashboard.html").is_file()
     assert (Path(site) / "bluedove" / "v1" / "matcher_pb2.py").is_file()
 
 
@@ -350,8 +350,8 @@ def test_the_numba_warm_up_compiles_what_a_matcher_runs(tmp_path):
     assert cached, "the warm-up cached nothing"
     matcher_like = (
         "import json, numpy as np\n"
-        "from matcher.index import SubscriptionSet\n"
-        "from matcher.packed import _contains, _query\n"
+        "from bluedove.matcher.index import SubscriptionSet\n"
+        "from bluedove.matcher.packed import _contains, _query\n"
         "rng = np.random.default_rng(7)\n"
         "s = SubscriptionSet(4)\n"
         "lows = rng.uniform(0, 900, (5000, 4)); highs = lows + rng.uniform(1, 100, (5000, 4))\n"

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from lab.faults import netns
-from lab.faults.run import run_fault
+from bluedove.lab.faults import netns
+from bluedove.lab.faults.run import run_fault
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import time
 import grpc
 import httpx
 
-from bluedove.segments import SegmentTable
+from bluedove.core.partition.segments import SegmentTable
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from tests.integration.helpers import drain, new_queue

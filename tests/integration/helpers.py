@@ -6,8 +6,8 @@ import asyncio
 
 import httpx
 
-from bluedove.model import build_subscription
-from bluedove.space import Space
+from bluedove.core.model import build_subscription
+from bluedove.core.space import Space
 from bluedove.store import keys as K
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+
 from bluedove.store import keys as K
 from bluedove.store.store import Store
 

@@ -1,4 +1,4 @@
-"""The autoscaler on a real LocalCluster acts on the real bottleneck (autoscaler/relief.py):
+"""The autoscaler on a real LocalCluster acts on the real bottleneck (bluedove/autoscaler/relief.py):
 with the publishers the limit (matchers idle) it adds no matcher; and a scale-out that relieves
 nothing stops the next, with an event naming the limit and the Prometheus metrics saying so.
 
@@ -19,8 +19,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoscaler.local import AutoscalerThread
-from autoscaler.policy import ScalingConfig
+from bluedove.autoscaler.local import AutoscalerThread
+from bluedove.autoscaler.policy import ScalingConfig
 from tests.integration.cluster_checks import DIMS, subscribe_random
 from tests.integration.conftest import assert_no_children, start_cluster
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
-from autoscaler.policy import ScalingConfig
-from autoscaler.runner import Autoscaler
+from bluedove.autoscaler.policy import ScalingConfig
+from bluedove.autoscaler.runner import Autoscaler
 
 
 class NoBackend:

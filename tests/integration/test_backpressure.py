@@ -1,6 +1,6 @@
 """Backpressure on a real cluster: publishers built on the SDK push far more than it can take
 for ~20 s; the dispatcher and matchers refuse (503 + Retry-After) instead of buffering, their
-memory plateaus, and every accepted message is delivered exactly (lab/bench/backpressure.py)."""
+memory plateaus, and every accepted message is delivered exactly (bluedove/lab/bench/backpressure.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from lab.bench.backpressure import overload
+from bluedove.lab.bench.backpressure import overload
 from tests.integration.conftest import assert_no_children, start_cluster
 
 pytestmark = pytest.mark.integration

@@ -13,11 +13,11 @@ import grpc
 import httpx
 import pytest
 
+from bluedove.lab.bench.cpu import cpu_seconds
+from bluedove.lab.bench.profile import CATEGORIES, py_spy
 from bluedove.local.cluster import LocalCluster
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
-from lab.bench.cpu import cpu_seconds
-from lab.bench.profile import CATEGORIES, py_spy
 
 pytestmark = pytest.mark.integration
 

@@ -17,13 +17,12 @@ import pytest
 import redis
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bluedove.bootstrap import ensure_table
+from bluedove.core.partition.bootstrap import ensure_table
+from bluedove.core.partition.segments import SegmentTable
+from bluedove.core.space import load_space
 from bluedove.local.cluster import LocalCluster
-from bluedove.segments import SegmentTable
-from bluedove.space import load_space
 from bluedove.store.client import is_cluster_url, sync_client
 from bluedove.store.server import free_port
-from bluedove.store.store import Store
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 

@@ -16,7 +16,7 @@ import grpc
 import httpx
 import pytest
 
-from bluedove.segments import SegmentTable
+from bluedove.core.partition.segments import SegmentTable
 from bluedove.store.client import sync_client
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
@@ -48,7 +48,7 @@ async def test_two_matchers_leaving_at_once_both_go_without_spinning(tmp_path):
         table = stored_table(cluster.store_url)
         assert set(table.members) == {"m1"}, table.members
         for m in ("m2", "m3"):
-            attempts = cluster.child(m).log_path.read_text().count(f"merge: epoch")
+            attempts = cluster.child(m).log_path.read_text().count("merge: epoch")
             # one plan per table it saw: the first, and at most one after losing the race
             assert attempts <= 3, f"{m} planned its merge {attempts} times"
         with httpx.Client(base_url=cluster.url, timeout=30) as api:

@@ -17,10 +17,15 @@ import time
 import httpx
 import pytest
 
+from tests.integration.cluster_checks import (
+    gossip_views,
+    match_on_every_candidate,
+    publish_steadily,
+    random_predicates,
+    subscribe_random,
+)
 from tests.integration.conftest import assert_no_children, start_cluster
 from tests.integration.helpers import drain, oracle, timed_compare
-from tests.integration.cluster_checks import (gossip_views, match_on_every_candidate, publish_steadily,
-                                              random_predicates, subscribe_random)
 
 pytestmark = pytest.mark.integration
 

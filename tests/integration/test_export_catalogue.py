@@ -15,10 +15,10 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from bluedove.bootstrap import ensure_table, numbered_members
 from bluedove.cli.export_cmd import running_store_port
+from bluedove.core.partition.bootstrap import ensure_table, numbered_members
+from bluedove.core.space import Space
 from bluedove.local.cluster import LocalCluster
-from bluedove.space import Space
 from bluedove.store.server import free_port
 from bluedove.store.store import Store, StoreLimits
 

@@ -18,7 +18,7 @@ import yaml
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoscaler.kubernetes import SCALE_PATCH, KubernetesBackend, KubernetesBackendError
+from bluedove.autoscaler.kubernetes import SCALE_PATCH, KubernetesBackend, KubernetesBackendError
 from bluedove.store.server import free_port
 from tests.deploy.chart import render
 from tests.integration.conftest import assert_no_children, start_cluster

@@ -18,14 +18,22 @@ import httpx
 import kmock
 import pytest
 
-from autoscaler.drain import MatcherDrainer, table_owners
+from bluedove.autoscaler.drain import MatcherDrainer, table_owners
 from bluedove.store import Store
 from bluedove.store.client import sync_client
 from tests.integration.cluster_checks import publish_steadily, subscribe_random
 from tests.integration.conftest import assert_no_children, start_cluster
 from tests.integration.helpers import compare, drain, oracle
-from tests.integration.test_kubernetes_backend import (NS, STATEFULSETS, STS, apiserver, as_scale,  # noqa: F401
-                                                       backend_for, replicas_stored, wire)
+from tests.integration.test_kubernetes_backend import (  # noqa: F401
+    NS,
+    STATEFULSETS,
+    STS,
+    apiserver,
+    as_scale,
+    backend_for,
+    replicas_stored,
+    wire,
+)
 
 pytestmark = pytest.mark.integration
 PODS = [f"{STS}-{i}" for i in range(3)]

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from lab.sim.costmodel import CostModel, Models
+from bluedove.lab.sim.costmodel import CostModel, Models
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""matcher/queues.py against a real redis-server: batches are matched while earlier ones are
+"""bluedove/matcher/queues.py against a real redis-server: batches are matched while earlier ones are
 being stored, at most `store_inflight` store calls at a time, each delivery written once, a
 failed store call fails exactly the requests of its batch, and a request's parts are matched
 each against its own dimension's set and stored together, with λ, μ and q kept per dimension."""
@@ -13,12 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from bluedove.forward_wire import Part, encode_part
+from bluedove.core.wire import Part, encode_part
+from bluedove.matcher.index import SubscriptionSet
+from bluedove.matcher.load import WindowStats
+from bluedove.matcher.queues import MatcherQueue
 from bluedove.store import keys as K
 from bluedove.store.store import Store
-from matcher.index import SubscriptionSet
-from matcher.queues import MatcherQueue
-from matcher.stats import WindowStats
 
 pytestmark = pytest.mark.integration
 

@@ -146,8 +146,8 @@ def file_sampler(folder, **kw):
     from prometheus_client import CollectorRegistry
     from prometheus_client import Counter as PromCounter
 
-    from bluedove.space import default_space
-    from dispatcher.sampler import Sampler
+    from bluedove.core.space import default_space
+    from bluedove.dispatcher.sampler import Sampler
 
     r = CollectorRegistry()
     opts = {"rotate_s": 300.0, "rotate_mb": 64.0, "keep": 48, **kw}

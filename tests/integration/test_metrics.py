@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -19,8 +19,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoscaler.local import AutoscalerThread
-from autoscaler.policy import ScalingConfig
+from bluedove.autoscaler.local import AutoscalerThread
+from bluedove.autoscaler.policy import ScalingConfig
 from bluedove.local.cluster import LocalCluster
 from bluedove.store.server import free_port
 from tests.integration.conftest import assert_no_children, start_cluster

@@ -16,10 +16,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from bluedove.dispatcher.metrics import Metrics
+from bluedove.matcher.load import BATCH_BOUNDS, Totals
+from bluedove.runtime.telemetry import MULTIPROC_ENV, BuildInfo, MetricsBindError, serve_metrics
 from bluedove.store.server import free_port
-from bluedove.telemetry import MULTIPROC_ENV, BuildInfo, MetricsBindError, serve_metrics
-from dispatcher.metrics import Metrics
-from matcher.stats import BATCH_BOUNDS, Totals
 from tests.metrics_doc import documented, family_name
 
 pytestmark = pytest.mark.integration

@@ -17,14 +17,19 @@ import grpc
 import httpx
 import pytest
 
-from bluedove.seeding import reseeded
-from bluedove.segments import SegmentTable
-from bluedove.space import default_space
+from bluedove.core.partition.seeds import reseeded
+from bluedove.core.partition.segments import SegmentTable
+from bluedove.core.space import default_space
 from bluedove.store import Store
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
-from tests.integration.cluster_checks import (EXACT, gossip_views, match_on_every_candidate, publish_steadily,
-                                              subscribe_random)
+from tests.integration.cluster_checks import (
+    EXACT,
+    gossip_views,
+    match_on_every_candidate,
+    publish_steadily,
+    subscribe_random,
+)
 from tests.integration.conftest import assert_no_children, start_cluster
 from tests.integration.helpers import compare, drain, oracle
 

@@ -7,8 +7,15 @@ import uuid
 
 import pytest
 
-from bluedove.client import (AsyncClient, Client, InvalidMessage, InvalidSubscription, NotFound, Unauthorized,
-                             Unavailable)
+from bluedove.client import (
+    AsyncClient,
+    Client,
+    InvalidMessage,
+    InvalidSubscription,
+    NotFound,
+    Unauthorized,
+    Unavailable,
+)
 from bluedove.store.server import free_port
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""A cluster laid out by a partition seed (bluedove/seeding.py): uneven boundaries, and owners
+"""A cluster laid out by a partition seed (bluedove/core/partition/seeds.py): uneven boundaries, and owners
 that are a different permutation on every dimension (m1 owns the third segment of x0 but the
 second of x1, …). Every part that routes by the table — dispatchers' forwarding and
 subscription placement, matchers' ownership checks, takeover's merge and its hand-off
@@ -20,12 +20,18 @@ import time
 import httpx
 import pytest
 
-from bluedove.segments import SegmentTable
-from bluedove.space import default_space
+from bluedove.core.partition.segments import SegmentTable
+from bluedove.core.space import default_space
 from bluedove.store import Store
 from bluedove.store.server import free_port
-from tests.integration.cluster_checks import (EXACT, gossip_views, match_on_every_candidate, publish_points,
-                                              random_point, random_workload)
+from tests.integration.cluster_checks import (
+    EXACT,
+    gossip_views,
+    match_on_every_candidate,
+    publish_points,
+    random_point,
+    random_workload,
+)
 from tests.integration.conftest import assert_no_children, start_cluster
 from tests.integration.helpers import compare, drain, new_queue, oracle, stop_up
 

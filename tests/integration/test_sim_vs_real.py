@@ -9,7 +9,7 @@ the part both model, at a rate well inside the dispatcher's capacity: three matc
 policy (two dispatchers on the same matchers, one adaptive, one random). The real routing is
 read from the matchers' reports (`/v1/cluster` loads: arrival rate λ per matcher and
 dimension over the last 5 s); the simulator routes the same rate through its own
-dispatchers (reports as dispatcher/cluster.py fetches them). Per-message costs come from a
+dispatchers (reports as bluedove/dispatcher/view.py fetches them). Per-message costs come from a
 model fitted here (`bluedove sim calibrate`'s method on a small plan, thread CPU time), each
 set's scaled by how much slower that real set ran: (1/μ it reported in the random run, which
 feeds every set) / (the model's mean cost on it). At this rate the real matchers run small
@@ -51,15 +51,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bluedove.model import build_subscription
+from bluedove.core.model import build_subscription
+from bluedove.lab.bench.e2e import batch_bodies, step
+from bluedove.lab.sim.calibrate import calibrate
+from bluedove.lab.sim.engine import Pool, SimConfig
+from bluedove.lab.sim.layouts import build
+from bluedove.lab.sim.saturation import Budget, Prepared, run_at
+from bluedove.lab.workloads.paper import get as get_workload
 from bluedove.store.server import RedisServer
 from bluedove.store.store import Store
-from bluedove.workloads.paper import get as get_workload
-from lab.bench.e2e import batch_bodies, step
-from lab.sim.calibrate import calibrate
-from lab.sim.engine import Pool, SimConfig
-from lab.sim.layouts import build
-from lab.sim.saturation import Budget, Prepared, run_at
 from tests.integration.conftest import start_cluster
 from tests.integration.helpers import extra_dispatcher
 

@@ -15,8 +15,8 @@ import httpx
 import numpy as np
 import pytest
 
-from bluedove import timeseries as ts
-from bluedove.space import default_space
+from bluedove.core import timeseries as ts
+from bluedove.core.space import default_space
 from tests.integration.cluster_checks import publish_steadily, subscribe_random
 from tests.integration.conftest import assert_no_children, start_cluster
 from tests.integration.helpers import oracle
@@ -146,7 +146,7 @@ def test_up_autoscale_records_the_autoscalers_input_thresholds_and_target(tmp_pa
 
             s = wait_stats(api, start - 1, scaled, limit_s=60)
             series = s["series"]
-            # The thresholds are the policy's defaults (autoscaler/policy.py, ScalingConfig).
+            # The thresholds are the policy's defaults (bluedove/autoscaler/policy.py, ScalingConfig).
             assert {v for v in series["autoscaler_out"] if v is not None} == {0.8}
             assert {v for v in series["autoscaler_in"] if v is not None} == {0.25}
             assert all(v >= 0 for v in series["autoscaler_input"] if v is not None)

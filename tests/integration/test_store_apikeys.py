@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bluedove.apikeys import split_key, verify
+from bluedove.core.apikeys import split_key, verify
 from bluedove.store.apikeys import KeyStore
 
 pytestmark = pytest.mark.integration

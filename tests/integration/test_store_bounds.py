@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from bluedove.core.queue_bounds import QueueBounds
 from bluedove.store import keys as K
-from bluedove.queue_bounds import QueueBounds
 from bluedove.store.store import StoreLimits
 from tests.integration.store_fixtures import message
 

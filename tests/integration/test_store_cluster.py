@@ -4,7 +4,7 @@ timing), a primary killed under steady publishing with and without ?wait=1 (chec
 the oracle), and what ?wait=1 costs. docs/operations.md, "A Redis Cluster: what each failure
 does", gives the figures these tests print.
 
-Each test starts its own Redis Cluster (bluedove/store/cluster_server.py) and LocalCluster,
+Each test starts its own Redis Cluster (bluedove/store/redis_cluster.py) and LocalCluster,
 whatever --store-kind says, and stops both whatever happens.
 """
 
@@ -24,15 +24,15 @@ import pytest
 import redis
 from redis.crc import key_slot
 
+from bluedove.core.model import build_subscription
 from bluedove.local.cluster import LocalCluster
-from bluedove.model import build_subscription
 from bluedove.store import keys as K
 from bluedove.store.batch import Runner
 from bluedove.store.client import sync_client
-from bluedove.store.cluster_server import RedisClusterServers
+from bluedove.store.redis_cluster import RedisClusterServers
 from bluedove.store.store import Store, new_id
-from tests.integration.conftest import assert_no_children
 from tests.integration.cluster_checks import publish_steadily, subscribe_random
+from tests.integration.conftest import assert_no_children
 from tests.integration.helpers import drain, new_queue, oracle
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The local Redis Cluster (bluedove/store/cluster_server.py): it comes up whole, a cluster
+"""The local Redis Cluster (bluedove/store/redis_cluster.py): it comes up whole, a cluster
 client reads and writes on every primary, a killed primary's replica takes over with what was
 acknowledged by WAIT, and nothing outlives stop() — nor a start() that fails."""
 
@@ -12,7 +12,7 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
-from bluedove.store.cluster_server import RedisClusterServers, free_cluster_ports
+from bluedove.store.redis_cluster import RedisClusterServers, free_cluster_ports
 from tests.conftest import flush_store
 
 pytestmark = pytest.mark.integration

@@ -10,11 +10,21 @@ import time
 
 import pytest
 
-from bluedove.store import keys as K
-from bluedove import timeseries as ts
-from bluedove.store.series import (Recorder, depth_pause_s, hold_depth_turn, put_density, put_gauges,
-                                   put_matcher_stats, queue_depth, read_density, read_matcher_stats,
-                                   read_records, take_depth_turn, ts_key)
+from bluedove.core import timeseries as ts
+from bluedove.store.series import (
+    Recorder,
+    depth_pause_s,
+    hold_depth_turn,
+    put_density,
+    put_gauges,
+    put_matcher_stats,
+    queue_depth,
+    read_density,
+    read_matcher_stats,
+    read_records,
+    take_depth_turn,
+    ts_key,
+)
 from bluedove.store.store import StoreLimits
 from tests.integration.store_fixtures import message
 

@@ -1,6 +1,6 @@
 """POST /v1/subscriptions:batch, gRPC SubscribeBatch and the SDK's subscribe_many on a real
 4-matcher cluster; and single subscribes under way together (their store writes and matcher
-calls are batched: dispatcher/subscriber.py) keeping read-your-writes.
+calls are batched: bluedove/dispatcher/subscriber.py) keeping read-your-writes.
 
 Read-your-writes: messages published right after the 201 are delivered exactly as the
 brute-force oracle says. All or nothing: a batch refused (a bad item, a token, the limit)
@@ -22,8 +22,8 @@ import pytest
 
 from bluedove.client import AsyncClient, Client
 from bluedove.client.errors import InvalidSubscription, Unauthorized
-from bluedove.model import build_subscription
-from bluedove.segments import SegmentTable
+from bluedove.core.model import build_subscription
+from bluedove.core.partition.segments import SegmentTable
 from bluedove.store import keys as K
 from bluedove.store.client import sync_client
 from bluedove.v1 import pubsub_pb2 as pb

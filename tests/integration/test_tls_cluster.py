@@ -23,18 +23,18 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bluedove import tls
 from bluedove.client import Client, Unavailable
+from bluedove.core.partition.segments import SegmentTable
 from bluedove.local.cluster import bluedove_command
-from bluedove.segments import SegmentTable
-from bluedove.settings import TlsSettings
+from bluedove.local.selfsigned import issue, make_ca
+from bluedove.runtime import tls
+from bluedove.runtime.settings import TlsSettings
 from bluedove.store.server import free_port
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 from tests.integration.cluster_checks import random_point, subscribe_random
 from tests.integration.conftest import assert_no_children, start_cluster
 from tests.integration.helpers import compare, drain, oracle, output_until_ready, stop_up
-from bluedove.local.selfsigned import issue, make_ca
 
 pytestmark = pytest.mark.integration
 DIMS = ("x0", "x1", "x2", "x3")

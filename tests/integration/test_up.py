@@ -103,7 +103,7 @@ def test_up_refuses_a_port_another_cluster_listens_on(tmp_path, flag):
     """Dispatchers listen with SO_REUSEPORT (to share one port among themselves): a second
     `up` on a taken port used to join it silently, and the kernel split clients between two
     unrelated clusters. It must refuse before starting anything."""
-    from dispatcher.server import listen_socket
+    from bluedove.dispatcher.server import listen_socket
 
     taken = listen_socket("127.0.0.1", 0)  # as a running dispatcher listens
     port = taken.getsockname()[1]

@@ -1,4 +1,4 @@
-"""lab/aio_transport.py against a real HTTP server on loopback (aiohttp's own test server): the
+"""bluedove/lab/aio_transport.py against a real HTTP server on loopback (aiohttp's own test server): the
 requests it sends, the answers it decodes and the errors it raises, as the SDK's transport."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from bluedove.client.errors import Unauthorized, Unavailable
+from bluedove.lab.aio_transport import AioHttpTransport
 from bluedove.store.server import free_port
-from lab.aio_transport import AioHttpTransport
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ def test_each_bench_declares_its_own_flags_with_its_own_defaults():
     import pytest
 
     from bluedove.cli.main import build_parser
-    from lab.bench import parse
+    from bluedove.lab.bench import parse
 
     args = build_parser().parse_args(["bench", "delivery", "--workload", "sparse", "--duration", "8"])
     assert (args.kind, args.flags) == ("delivery", ["--workload", "sparse", "--duration", "8"])
@@ -21,8 +21,8 @@ def test_each_bench_declares_its_own_flags_with_its_own_defaults():
 
 
 def test_delivery_bench_defaults_its_own_connections_and_the_poll_interval():
-    from lab.bench import parse
-    from lab.bench.delivery import POLLER_CONNECTIONS
+    from bluedove.lab.bench import parse
+    from bluedove.lab.bench.delivery import POLLER_CONNECTIONS
 
     args = parse(["delivery"])
     assert args.connections == POLLER_CONNECTIONS != parse(["publish"]).connections
@@ -36,7 +36,7 @@ def test_bench_e2e_systems_workloads_and_ratios():
 
     import pytest
 
-    from lab.bench.systems import parse_systems, ratios, workload
+    from bluedove.lab.bench.systems import parse_systems, ratios, workload
 
     assert parse_systems(None) == ["mpartition"]
     assert parse_systems(["mpartition,p2p", "full-replication", "p2p"]) == ["mpartition", "p2p", "full-replication"]

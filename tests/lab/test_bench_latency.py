@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from lab.bench import parse
+from bluedove.lab.bench import parse
 
 TINY = ["--subs", "120", "--matchers", "2", "--rate", "200", "--load", "0.5", "--single-rate", "10",
         "--duration", "1.5", "--warmup", "0.3", "--json"]

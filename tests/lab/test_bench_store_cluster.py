@@ -73,7 +73,7 @@ def test_bench_delivery_on_a_two_primary_cluster_reports_each_node():
     (["--store-cluster", "2", "--compare-stores", "single"], "--compare-stores"),
 ])
 def test_bench_delivery_store_flags_refuse_bad_values(flags, message, capsys):
-    from lab.bench import parse
+    from bluedove.lab.bench import parse
 
     args = parse(["delivery", *flags])
     assert args.func(args) == 2  # before starting anything
@@ -81,7 +81,7 @@ def test_bench_delivery_store_flags_refuse_bad_values(flags, message, capsys):
 
 
 def test_compare_stores_shapes():
-    from lab.bench.store_nodes import StoreShape, parse_shapes
+    from bluedove.lab.bench.store_nodes import StoreShape, parse_shapes
 
     assert parse_shapes("single,3,1x0", replicas=1) == [StoreShape(), StoreShape(3, 1), StoreShape(1, 0)]
     assert [s.label for s in parse_shapes("single, 2x2", replicas=0)] == ["single", "2x2"]

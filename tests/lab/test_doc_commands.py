@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.bench import BENCHES, parse
+from bluedove.lab.bench import BENCHES, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = re.compile(r"bluedove bench ([a-z0-9]+(?: [^`#|]*)?)")

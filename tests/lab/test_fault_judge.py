@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from lab.bench import parse
-from lab.faults.inject import is_whole
-from lab.faults.workload import expected_pairs, judge
+from bluedove.lab.bench import parse
+from bluedove.lab.faults.inject import is_whole
+from bluedove.lab.faults.workload import expected_pairs, judge
 
 SUBS = {"s1": ("qa", {"x0": [0, 500]}), "s2": ("qa", {"x1": [100, 200]}), "s3": ("qb", {})}
 POINTS = {"m1": (10.0, 150.0, 0.0, 0.0), "m2": (600.0, 0.0, 999.0, 500.0)}

@@ -1,4 +1,4 @@
-"""The lab's load (lab/load.py) on a fake clock against a stand-in service (httpx.MockTransport):
+"""The lab's load (bluedove/lab/load.py) on a fake clock against a stand-in service (httpx.MockTransport):
 pollers paced like a fleet of phones (each queue at most once per interval, the connections'
 passes offset from each other), unpaced for the final drain, stopping on a failed poll or
 ack; the open-loop publisher keeps its rate, skips what it cannot send and counts refusals;
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from lab.load import PacedPublisher, Pollers, closed_loop, poll_queues, pool, publish_due, publish_encoded
+from bluedove.lab.load import PacedPublisher, Pollers, closed_loop, poll_queues, pool, publish_due, publish_encoded
 
 URL = "http://bluedove.test"
 

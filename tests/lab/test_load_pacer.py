@@ -1,4 +1,4 @@
-"""The load's Pacer (lab/load.py): a paced sender keeps to its
+"""The load's Pacer (bluedove/lab/load.py): a paced sender keeps to its
 schedule, makes up a late start of up to a second, forgets more, and restarts the schedule
 on a new rate or a pause."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.load import Pacer
+from bluedove.lab.load import Pacer
 
 
 def test_on_time_sends_are_spaced_by_the_rate():

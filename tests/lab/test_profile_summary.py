@@ -1,39 +1,56 @@
-"""The py-spy summary of `bench e2e --profile` (lab/bench/profile.py) on a small hand-made raw profile:
+"""The py-spy summary of `bench e2e --profile` (bluedove/lab/bench/profile.py) on a small hand-made raw profile:
 each stack's category, waiting threads left out, and the per-message split of the process's CPU."""
 
 from __future__ import annotations
 
 import pytest
 
-from lab.bench.profile import (ASYNCIO, CATEGORIES, DECODE, GRPC, MATCHER_DECODE, OTHER, PB_BUILD, RANKING, RESULTS,
-                               STORE, VALIDATION, WALK, categorise, parse_raw, per_message, resummarise, summarise)
+from bluedove.lab.bench.profile import (
+    ASYNCIO,
+    CATEGORIES,
+    DECODE,
+    GRPC,
+    MATCHER_DECODE,
+    OTHER,
+    PB_BUILD,
+    RANKING,
+    RESULTS,
+    STORE,
+    VALIDATION,
+    WALK,
+    categorise,
+    parse_raw,
+    per_message,
+    resummarise,
+    summarise,
+)
 
 LOOP = ("<module> (bluedove:8);main (bluedove/cli/main.py:360);run (asyncio/runners.py:190);"
         "BaseEventLoop._run_once (asyncio/base_events.py:1922);Handle._run (asyncio/events.py:80)")
 ROUTE = (f"{LOOP};FastAPI.__call__ (fastapi/applications.py:1224);"
-         "publish_batch (dispatcher/routes/messages.py:22)")
+         "publish_batch (bluedove/dispatcher/routes/messages.py:22)")
 DISPATCHER = "\n".join([
     # json.loads under the route's body reader: request decode
-    f"{ROUTE};json_body (dispatcher/deps.py:19);loads (json/__init__.py:346);"
+    f"{ROUTE};json_body (bluedove/dispatcher/deps.py:19);loads (json/__init__.py:346);"
     "JSONDecoder.raw_decode (json/decoder.py:353) 30",
-    f"{ROUTE};publish_batch (dispatcher/operations.py:218);parse_batch (bluedove/model.py:160);"
-    "parse_message (bluedove/model.py:120) 10",
+    f"{ROUTE};publish_batch (bluedove/dispatcher/operations.py:218);parse_batch (bluedove/core/model.py:160);"
+    "parse_message (bluedove/core/model.py:120) 10",
     # the message body's JSON is the body's build, not HTTP: json passes the decision on
-    f"{ROUTE};publish_parsed (dispatcher/operations.py:193);_forward_message (dispatcher/operations.py:185);"
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:193);_forward_message (bluedove/dispatcher/operations.py:185);"
     "dumps (json/__init__.py:238);JSONEncoder.iterencode (json/encoder.py:258) 20",
-    f"{ROUTE};publish_parsed (dispatcher/operations.py:193);_forward_message (dispatcher/operations.py:185);"
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:193);_forward_message (bluedove/dispatcher/operations.py:185);"
     "__create_fn__.<locals>.__init__ (<string>:3) 5",
-    f"{ROUTE};publish_parsed (dispatcher/operations.py:196);Forwarder.publish (dispatcher/forwarder.py:105);"
-    "ClusterView.ranked_candidates (dispatcher/cluster.py:210);rank (bluedove/forwarding.py:120) 15",
-    f"{LOOP};_Lane._call (dispatcher/forwarder.py:70);UnaryUnaryCall._invoke (grpc/aio/_call.py:560) 8",
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:196);Forwarder.publish (bluedove/dispatcher/publish/forwarder.py:105);"
+    "ClusterView.ranked_candidates (bluedove/dispatcher/view.py:210);rank (bluedove/core/forwarding.py:120) 15",
+    f"{LOOP};_Lane._call (bluedove/dispatcher/publish/forwarder.py:70);UnaryUnaryCall._invoke (grpc/aio/_call.py:560) 8",
     # the lane call's own lines build the ForwardRequest
-    f"{LOOP};_Lane._call (dispatcher/forwarder.py:69) 2",
+    f"{LOOP};_Lane._call (bluedove/dispatcher/publish/forwarder.py:69) 2",
     # asyncio's own work at the leaf, under the service's code
-    f"{ROUTE};publish_parsed (dispatcher/operations.py:196);Forwarder.publish (dispatcher/forwarder.py:115);"
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:196);Forwarder.publish (bluedove/dispatcher/publish/forwarder.py:115);"
     "gather (asyncio/tasks.py:800) 6",
     f"{LOOP} 4",
     # the service's code that no rule names
-    f"{ROUTE};publish_parsed (dispatcher/operations.py:201);Series.on_publish (dispatcher/series.py:40) 3",
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:201);Series.on_publish (bluedove/dispatcher/series.py:40) 3",
     # waiting threads: left out
     "<module> (bluedove:8);BaseEventLoop._run_once (asyncio/base_events.py:1886);"
     "EpollSelector.select (selectors.py:468) 50",
@@ -44,13 +61,13 @@ DISPATCHER = "\n".join([
 ])
 MATCHER = "\n".join([
     "Thread._bootstrap (threading.py:1002);_worker (concurrent/futures/thread.py:83);"
-    "MatcherQueue._match (matcher/queues.py:168);SubscriptionSet.match_batch (matcher/index.py:190);"
-    "SubscriptionSet.match_ids (matcher/index.py:174);PackedTree.query (matcher/packed.py:93) 40",
+    "MatcherQueue._match (bluedove/matcher/queues.py:168);SubscriptionSet.match_batch (bluedove/matcher/index.py:190);"
+    "SubscriptionSet.match_ids (bluedove/matcher/index.py:174);PackedTree.query (bluedove/matcher/packed.py:93) 40",
     "Thread._bootstrap (threading.py:1002);_worker (concurrent/futures/thread.py:83);"
-    "MatcherQueue._match (matcher/queues.py:168);Directory.matches (matcher/matches.py:99) 10",
+    "MatcherQueue._match (bluedove/matcher/queues.py:168);Directory.matches (bluedove/matcher/matches.py:99) 10",
     f"{LOOP};_handle_unary (grpc/aio/_server.py:1);deserialize (grpc/_common.py:88) 6",
-    f"{LOOP};Servicer.Forward (matcher/server.py:313);Matcher.forward (matcher/server.py:237) 14",
-    f"{LOOP};MatcherQueue._finish (matcher/queues.py:190) 5",
+    f"{LOOP};Servicer.Forward (bluedove/matcher/server.py:313);Matcher.forward (bluedove/matcher/server.py:237) 14",
+    f"{LOOP};MatcherQueue._finish (bluedove/matcher/queues.py:190) 5",
     f"{LOOP};Store.deliver (bluedove/store/store.py:300);Pipeline.execute (redis/asyncio/client.py:1500) 5",
     "Thread._bootstrap (threading.py:1002);_worker (concurrent/futures/thread.py:81) 30",
 ])

@@ -1,4 +1,4 @@
-"""The lab's phone-like readers (lab/readers.py), as the demo uses them, on a fake clock against
+"""The lab's phone-like readers (bluedove/lab/readers.py), as the demo uses them, on a fake clock against
 a stand-in service (httpx.MockTransport): a lone reader long-polls and acks in batches, a reader
 of several queues goes round them, failures are reported and retried."""
 
@@ -9,8 +9,8 @@ import json
 
 import httpx
 
-from lab.load import pool
-from lab.readers import ACK_EVERY_S, Inbox, read, reading
+from bluedove.lab.load import pool
+from bluedove.lab.readers import ACK_EVERY_S, Inbox, read, reading
 
 URL = "http://bluedove.test"
 

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
-import random
-
-from bluedove.forwarding import LoadReport, matcher_time, rank
-from bluedove.workloads.paper import get as get_workload
-from lab.sim.costmodel import CostModel, Models, fit
-from lab.sim.dimindex import DimensionIndex
-from lab.sim.engine import Pool, SimConfig, Simulator
-from lab.sim.fluid import matcher_time as matcher_time_v
-from lab.sim.fluid import rank_vectorised
-from lab.sim.layouts import build, count_matches, expected_matches, set_sizes, split
-from lab.sim.saturation import Budget, Prepared, run_at, saturation
+from bluedove.core.forwarding import rank
+from bluedove.core.load import LoadReport, matcher_time
+from bluedove.lab.sim.costmodel import CostModel, Models, fit
+from bluedove.lab.sim.dimindex import DimensionIndex
+from bluedove.lab.sim.engine import Pool, SimConfig, Simulator
+from bluedove.lab.sim.fluid import matcher_time as matcher_time_v
+from bluedove.lab.sim.fluid import rank_vectorised
+from bluedove.lab.sim.layouts import build, count_matches, expected_matches, set_sizes, split
+from bluedove.lab.sim.saturation import Budget, Prepared, run_at, saturation
+from bluedove.lab.workloads.paper import get as get_workload
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +183,7 @@ def full_pool_matches(w):
 
 
 def test_discrete_event_forwarding_goes_through_rank(monkeypatch, w):
-    import lab.sim.engine as engine
+    import bluedove.lab.sim.engine as engine
 
     calls = []
 

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from lab.bench.soak import FD_SLACK, judge
-from lab.bench.soak_judge import Ledger, failures, judge_series
+from bluedove.lab.bench.soak import FD_SLACK, judge
+from bluedove.lab.bench.soak_judge import Ledger, failures, judge_series
 
 
 def _flat(t0: float, t1: float, value: float, step: float = 1.0, noise: float = 0.0, seed: int = 0):
@@ -157,8 +157,8 @@ def test_two_minute_soak_with_churn_and_restarts_loses_nothing(tmp_path):
 
 
 def test_short_runs_scale_restarts_queue_swaps_and_samples():
-    from lab.bench import parse
-    from lab.bench.soak import plan_of
+    from bluedove.lab.bench import parse
+    from bluedove.lab.bench.soak import plan_of
 
     long, short = plan_of(parse(["soak"])), plan_of(parse(["soak", "--minutes", "2"]))
     assert (long.seconds, long.restart_every, long.queue_every, long.sample_every) == (1800, 300, 30, 10)

@@ -1,4 +1,4 @@
-"""The whole job: `spark-submit spark/skew_stats.py` on a generated skewed workload, its seed
+"""The whole job: `spark-submit bluedove/spark/skew_stats.py` on a generated skewed workload, its seed
 checked against a numpy oracle of the load model; the job without a message sample; bad input."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bluedove.workloads.paper import paper
-from lab.bench.seed import write_inputs  # the inputs exactly as the bench writes them
-from spark.job import DEFAULT_COST, Job, read_space
-from spark.skew_stats import run
+from bluedove.lab.bench.seed import write_inputs  # the inputs exactly as the bench writes them
+from bluedove.lab.workloads.paper import paper
+from bluedove.spark.job import DEFAULT_COST, Job, read_space
+from bluedove.spark.skew_stats import run
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 4
@@ -46,7 +46,7 @@ def test_spark_submit_writes_an_equal_load_seed_that_matches_a_numpy_oracle(tmp_
     out = tmp_path / "seed.json"
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     run_ = subprocess.run([str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
-                           "--conf", "spark.ui.enabled=false", str(ROOT / "spark" / "skew_stats.py"),
+                           "--conf", "spark.ui.enabled=false", str(ROOT / "bluedove" / "spark" / "skew_stats.py"),
                            "--subscriptions", str(subs), "--messages", str(samples), "--matchers", str(N),
                            "--window-s", "30", "--out", str(out)],
                           capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path)
@@ -92,7 +92,7 @@ def test_without_a_sample_messages_are_taken_as_uniform(spark, tmp_path):
 
 
 def test_bad_input_stops_before_spark_starts_with_the_flag_named(tmp_path):
-    from spark.skew_stats import main
+    from bluedove.spark.skew_stats import main
     (tmp_path / "subscriptions").mkdir()
     assert main(["--subscriptions", str(tmp_path / "subscriptions"), "--matchers", "2"]) == 2  # no space.json
     (tmp_path / "space.json").write_text('{"dimensions": [{"name": "x", "min": 0, "max": 1}]}')

@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bluedove.lab.workloads.paper import paper
 from bluedove.store.server import free_port
-from bluedove.workloads.paper import paper
 from tests.integration.cluster_checks import EXACT
 from tests.integration.conftest import assert_no_children, start_cluster
 from tests.integration.helpers import compare, drain, new_queue, oracle, stop_up
@@ -78,7 +78,7 @@ def test_sample_export_spark_submit_and_a_seeded_cluster_deliver_exactly(tmp_pat
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     seed_file = tmp_path / "seed.json"
     job = subprocess.run([str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
-                          "--conf", "spark.ui.enabled=false", str(ROOT / "spark" / "skew_stats.py"),
+                          "--conf", "spark.ui.enabled=false", str(ROOT / "bluedove" / "spark" / "skew_stats.py"),
                           "--subscriptions", str(tmp_path / "export" / "subscriptions"),
                           "--messages", str(samples), "--matchers", str(N), "--out", str(seed_file)],
                          capture_output=True, text=True, timeout=400, env=env)

@@ -12,7 +12,7 @@ import sys
 import httpx
 import pytest
 
-from bluedove.workloads.paper import paper
+from bluedove.lab.workloads.paper import paper
 from tests.integration.cluster_checks import EXACT
 from tests.integration.conftest import assert_no_children, start_cluster
 from tests.integration.helpers import compare, drain, new_queue, oracle

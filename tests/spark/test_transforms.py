@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spark import transforms as T
-from spark.skew_stats import bucket_edges
+from bluedove.spark import transforms as T
+from bluedove.spark.skew_stats import bucket_edges
 
 SPACE = [("x", 0.0, 30.0), ("y", 0.0, 100.0)]
 EDGES = [[0.0, 10.0, 20.0, 30.0], [0.0, 50.0, 100.0]]

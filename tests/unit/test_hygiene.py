@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["bluedove", "dispatcher", "matcher", "gossip", "autoscaler", "lab", "tests", "scripts"]
+PACKAGES = ["bluedove", "tests", "scripts"]
 
 
 def _tool(name: str) -> str:

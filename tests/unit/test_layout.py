@@ -33,14 +33,16 @@ def test_the_lab_commands_come_from_the_entry_point_group():
     from bluedove.cli.main import COMMAND_GROUP, build_parser
 
     assert {ep.name: ep.value for ep in entry_points(group=COMMAND_GROUP)} == {
-        "demo": "lab.demo:add_parser", "bench": "lab.bench:add_parser", "sim": "lab.sim.command:add_parser"}
+        "demo": "bluedove.lab.demo:add_parser", "bench": "bluedove.lab.bench:add_parser", "sim": "bluedove.lab.sim.command:add_parser"}
     sub = next(a for a in build_parser()._actions if a.dest == "command")  # noqa: SLF001
     assert {"up", "matcher", "dispatcher", "demo", "bench", "sim"} <= set(sub.choices)
 
 
 def test_the_demo_needs_no_extra():
-    """`pip install -e .` runs `bluedove demo`: the demo and the load it uses (lab/load.py, lab/readers.py) import no extra."""
-    lab = imports("lab")
-    found = {**imports("lab/demo"), "lab/load.py": lab["lab/load.py"], "lab/readers.py": lab["lab/readers.py"]}
+    """`pip install -e .` runs `bluedove demo`: the demo and the load it uses (bluedove/lab/load.py,
+    bluedove/lab/readers.py) import no extra."""
+    lab = imports("bluedove/lab")
+    found = {**imports("bluedove/lab/demo"), "bluedove/lab/load.py": lab["bluedove/lab/load.py"],
+             "bluedove/lab/readers.py": lab["bluedove/lab/readers.py"]}
     bad = {f: n & {"psutil", "matplotlib", "kubernetes"} for f, n in found.items()}
     assert {f: n for f, n in bad.items() if n} == {}

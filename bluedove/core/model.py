@@ -1,0 +1,203 @@
+"""Subscriptions and messages: validation of API input into normalised, exact forms.
+
+Matching semantics (docs/design.md §1): message m matches subscription S iff
+`low_d <= m_d < high_d` for every dimension d that S constrains. A dimension a
+subscription leaves out is a wildcard, stored as the whole range of the space.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from bluedove.core.errors import ApiError
+from bluedove.core.space import Space
+
+MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_BATCH = 1000
+_ID_RE = re.compile(r"[A-Za-z0-9._:~-]{1,128}")  # used with fullmatch: `$` would pass "id\n"
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A validated subscription. `lows`/`highs` cover every dimension (wildcards = space)."""
+
+    id: str
+    queue: str
+    predicates: dict[str, tuple[float, float]]  # constrained dims only, clipped to the space
+    lows: tuple[float, ...]
+    highs: tuple[float, ...]
+
+    @property
+    def void(self) -> bool:
+        """True when clipping left an empty range on some dimension: it can match nothing."""
+        return any(lo >= hi for lo, hi in zip(self.lows, self.highs))
+
+    def matches(self, point: tuple[float, ...] | list[float]) -> bool:
+        return all(lo <= v < hi for lo, v, hi in zip(self.lows, point, self.highs))
+
+    def to_json(self) -> dict:
+        return {
+            "id": self.id,
+            "queue": self.queue,
+            "predicates": {d: [lo, hi] for d, (lo, hi) in self.predicates.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict, space: Space) -> "Subscription":
+        """Rebuild from the catalogue form (already validated when it was stored)."""
+        return build_subscription(data["id"], data["queue"], data["predicates"], space)
+
+
+def _finite_number(v: Any) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # a JSON integer too big for a double
+        return False
+
+
+def build_subscription(sub_id: str, queue: str, predicates: dict, space: Space) -> Subscription:
+    """Clip `predicates` ({dim: [low, high]}) to the space; raises ApiError naming the field."""
+
+    def bad(msg: str, where: str) -> ApiError:
+        return ApiError(422, "invalid_subscription", msg, where)
+
+    if not isinstance(predicates, dict):
+        raise bad("predicates must be an object mapping dimension names to [low, high]", "predicates")
+    lows = [d.min for d in space.dimensions]
+    highs = [d.max for d in space.dimensions]
+    clipped: dict[str, tuple[float, float]] = {}
+    for name, rng in predicates.items():
+        where = f"predicates.{name}"
+        try:
+            i = space.index(name)
+        except ValueError:
+            raise bad(f"unknown dimension {name!r}; the space has {list(space.names)}", where) from None
+        if not isinstance(rng, (list, tuple)) or len(rng) != 2:
+            raise bad("a predicate must be a list [low, high]", where)
+        lo, hi = rng
+        if not _finite_number(lo):
+            raise bad(f"low bound must be a finite number, got {lo!r}", f"{where}[0]")
+        if not _finite_number(hi):
+            raise bad(f"high bound must be a finite number, got {hi!r}", f"{where}[1]")
+        if not lo < hi:
+            raise bad(f"low ({lo}) must be below high ({hi}): the range is [low, high)", where)
+        dim = space.dimensions[i]
+        lo_c, hi_c = max(float(lo), dim.min), min(float(hi), dim.max)
+        clipped[name] = (lo_c, hi_c)
+        lows[i], highs[i] = lo_c, hi_c
+    return Subscription(sub_id, queue, clipped, tuple(lows), tuple(highs))
+
+
+def parse_subscription_request(body: Any, prefix: str = "") -> tuple[str | None, dict]:
+    """Check the shape of a POST /v1/subscriptions body; returns (queue or None, predicates).
+    `prefix` goes before the field an error names (`subscriptions[3].` in a batch)."""
+    if not isinstance(body, dict):
+        what = "a subscription" if prefix else "the body"
+        raise ApiError(422, "invalid_subscription", f"{what} must be a JSON object", prefix.rstrip(".") or None)
+    unknown = set(body) - {"queue", "predicates"}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise ApiError(422, "invalid_subscription", f"unknown field {name!r}", f"{prefix}{name}")
+    queue = body.get("queue")
+    if queue is not None and not isinstance(queue, str):
+        raise ApiError(422, "invalid_subscription", "queue must be a string", f"{prefix}queue")
+    if "predicates" not in body:
+        raise ApiError(422, "invalid_subscription", "predicates is required (use {} to match everything)",
+                       f"{prefix}predicates")
+    return queue, body["predicates"]
+
+
+def parse_subscription_batch(body: Any, space: Space, max_batch: int = MAX_BATCH) -> list[tuple[str | None, Subscription]]:
+    """Validate a whole POST /v1/subscriptions:batch body before anything is stored (all or
+    nothing); returns [(queue or None, subscription with an empty id and queue)] in order.
+    Errors name the field, as `subscriptions[3].predicates.x2[1]`."""
+    def bad(msg: str, where: str) -> ApiError:
+        return ApiError(422, "invalid_subscription", msg, where)
+
+    if not isinstance(body, dict):
+        raise bad("the body must be {\"subscriptions\": [...]}", "subscriptions")
+    unknown = set(body) - {"subscriptions"}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise bad(f"unknown field {name!r}", name)
+    items = body.get("subscriptions")
+    if not isinstance(items, list):
+        raise bad("the body must be {\"subscriptions\": [...]}", "subscriptions")
+    if not items:
+        raise bad("a batch needs at least one subscription", "subscriptions")
+    if len(items) > max_batch:
+        raise bad(f"a batch holds at most {max_batch} subscriptions, got {len(items)}", "subscriptions")
+    out = []
+    for i, item in enumerate(items):
+        prefix = f"subscriptions[{i}]."
+        queue, predicates = parse_subscription_request(item, prefix)
+        try:
+            sub = build_subscription("", "", predicates, space)
+        except ApiError as exc:
+            raise ApiError(exc.status, exc.code, exc.message, f"{prefix}{exc.field}") from None
+        out.append((queue, sub))
+    return out
+
+
+def parse_message(body: Any, space: Space, prefix: str = "",
+                  max_payload: int = MAX_PAYLOAD_BYTES) -> tuple[str | None, tuple[float, ...], Any]:
+    """Validate one message body; returns (id or None, point, payload). Errors name the field."""
+
+    def bad(msg: str, where: str, status: int = 422, code: str = "invalid_message") -> ApiError:
+        return ApiError(status, code, msg, f"{prefix}{where}" if where else prefix.rstrip(".") or None)
+
+    if not isinstance(body, dict):
+        raise bad("a message must be a JSON object", "")
+    unknown = set(body) - {"attributes", "payload", "id"}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise bad(f"unknown field {name!r}", name)
+    msg_id = body.get("id")
+    if msg_id is not None and (not isinstance(msg_id, str) or not _ID_RE.fullmatch(msg_id)):
+        raise bad("id must be 1-128 characters of A-Z a-z 0-9 . _ : ~ -", "id")
+    attrs = body.get("attributes")
+    if not isinstance(attrs, dict):
+        raise bad("attributes must be an object with a value for every dimension", "attributes")
+    for name in attrs:
+        if name not in space.names:
+            raise bad(f"unknown dimension {name!r}; the space has {list(space.names)}", f"attributes.{name}")
+    point = []
+    for dim in space.dimensions:
+        where = f"attributes.{dim.name}"
+        if dim.name not in attrs:
+            raise bad(f"missing dimension {dim.name!r}: every dimension is required", where)
+        v = attrs[dim.name]
+        if not _finite_number(v):
+            raise bad(f"value must be a finite number, got {v!r}", where)
+        if not dim.min <= v < dim.max:
+            raise bad(f"value {v} is outside the space [{dim.min:g}, {dim.max:g})", where)
+        point.append(float(v))
+    payload = body.get("payload")
+    # UTF-8 bytes, not \u-escaped ASCII; surrogatepass: JSON may carry a lone "\ud800".
+    size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    if size > max_payload:
+        raise bad(f"payload is {size} bytes; the limit is {max_payload}", "payload", 413, "payload_too_large")
+    return msg_id, tuple(point), payload
+
+
+def parse_batch(body: Any, space: Space, max_batch: int = MAX_BATCH,
+                max_payload: int = MAX_PAYLOAD_BYTES) -> list[tuple[str | None, tuple[float, ...], Any]]:
+    """Validate a whole batch before anything is published (docs/api.md: all or nothing)."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        raise ApiError(422, "invalid_message", "the body must be {\"messages\": [...]}", "messages")
+    unknown = set(body) - {"messages"}
+    if unknown:  # as in a message: a field we do not know is an error, not silently dropped
+        name = sorted(unknown)[0]
+        raise ApiError(422, "invalid_message", f"unknown field {name!r}", name)
+    msgs = body["messages"]
+    if not msgs:
+        raise ApiError(422, "invalid_message", "a batch needs at least one message", "messages")
+    if len(msgs) > max_batch:
+        raise ApiError(422, "invalid_message", f"a batch holds at most {max_batch} messages, got {len(msgs)}", "messages")
+    return [parse_message(m, space, f"messages[{i}].", max_payload) for i, m in enumerate(msgs)]

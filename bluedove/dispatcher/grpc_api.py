@@ -1,0 +1,285 @@
+"""The public gRPC API (bluedove.v1.PubSub): a thin servicer over bluedove/dispatcher/operations.py."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+from google.protobuf.message import DecodeError
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from bluedove.core.apikeys import PUBLISH, SUBSCRIBE
+from bluedove.core.errors import ApiError
+from bluedove.dispatcher import operations as ops
+from bluedove.dispatcher.auth import caller, queue_token
+from bluedove.dispatcher.deps import parse_bearer
+from bluedove.dispatcher.errors import as_api_error, grpc_code
+from bluedove.dispatcher.publish.decode import Batch
+from bluedove.runtime import tls
+from bluedove.v1 import pubsub_pb2 as pb
+from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
+
+log = logging.getLogger("bluedove.dispatcher.grpc")
+
+SERVICE = pb.DESCRIPTOR.services_by_name["PubSub"].full_name
+
+
+FIELD_MAX = 200  # characters of a field path in an error: a client's key can be any length
+
+
+def header_safe(text: str, limit: int = FIELD_MAX) -> str:
+    """`text` as an ASCII metadata value: other characters escaped (\\x00, \\u00e9), cut to
+    `limit` characters with "..." after. A field path holds the client's own keys: a NUL or a
+    70 000-character name must not make the status itself invalid (gRPC would answer INTERNAL)."""
+    out = "".join(c if " " <= c <= "~" else ascii(c)[1:-1] for c in text[:limit + 1])
+    return out if len(out) <= limit else out[:limit] + "..."
+
+
+async def abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
+    """End the call with the gRPC status of the API error `exc` stands for; re-raise an
+    unforeseen one (gRPC answers it UNKNOWN and logs it)."""
+    err = as_api_error(exc)
+    if err is None:
+        raise exc
+    field = header_safe(err.field) if err.field else None
+    meta = [("bluedove-error-code", err.code)] + ([("bluedove-error-field", field)] if field else [])
+    if err.headers and "Retry-After" in err.headers:  # rate_limited: when to try again (seconds)
+        meta.append(("retry-after", err.headers["Retry-After"]))
+    context.set_trailing_metadata(tuple(meta))
+    message = err.message if len(err.message) <= 2000 else err.message[:2000] + "..."  # grpc-message is %-encoded
+    await context.abort(grpc_code(err), f"{field}: {message}" if field else message)
+
+
+class Undecodable:
+    """A request whose bytes are not the method's message (what the deserializer hands on
+    instead of raising: gRPC would answer a raising deserializer UNKNOWN)."""
+
+    def __init__(self, type_name: str, reason: str) -> None:
+        self.type_name = type_name
+        self.reason = reason
+
+    def error(self, field: str | None = None) -> ApiError:
+        return ApiError(400, "invalid_json", f"the request is not a valid {self.type_name}: {self.reason}", field)
+
+
+def lenient(cls):
+    """A deserializer of `cls` that returns an Undecodable for bytes that do not parse."""
+
+    def parse(data: bytes):
+        try:
+            return cls.FromString(data)
+        except DecodeError as exc:
+            return Undecodable(cls.DESCRIPTOR.full_name, str(exc))
+
+    return parse
+
+
+def add_pubsub(servicer, server) -> None:
+    """The generated add_PubSubServicer_to_server, with lenient deserializers."""
+    kinds = {(False, False): grpc.unary_unary_rpc_method_handler, (True, False): grpc.stream_unary_rpc_method_handler,
+             (False, True): grpc.unary_stream_rpc_method_handler}
+    handlers = {m.name: kinds[m.client_streaming, m.server_streaming](
+        getattr(servicer, m.name), request_deserializer=lenient(getattr(pb, m.input_type.name)),
+        response_serializer=getattr(pb, m.output_type.name).SerializeToString)
+        for m in pb.DESCRIPTOR.services_by_name["PubSub"].methods}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+
+
+def unary(fn):
+    """Run a unary handler, turning API, store and matcher errors into gRPC statuses."""
+
+    @functools.wraps(fn)
+    async def handler(self, request, context):
+        try:
+            if isinstance(request, Undecodable):
+                raise request.error()
+            return await fn(self, request, context)
+        except Exception as exc:  # noqa: BLE001 - mapped or re-raised
+            await abort(context, exc)
+
+    return handler
+
+
+def metadata(context: grpc.aio.ServicerContext, name: str) -> str | None:
+    return next((value for key, value in context.invocation_metadata() or () if key == name), None)
+
+
+def token(context: grpc.aio.ServicerContext) -> str | None:
+    return parse_bearer(metadata(context, "authorization"))
+
+
+async def key(d, context: grpc.aio.ServicerContext, scope: str):
+    """The call's API key when keys are on (None when off): 401 / 403 as over REST."""
+    return await caller(d, metadata(context, "authorization"), scope)
+
+
+async def managing(d, context: grpc.aio.ServicerContext) -> str | None:
+    """A managing call's queue token, once its API key (when keys are on) is checked."""
+    await key(d, context, SUBSCRIBE)
+    return queue_token(d, metadata(context, "authorization"), metadata(context, "x-queue-token"))
+
+
+def delivery_pb(m: dict) -> pb.Delivery:
+    payload = m.get("payload")
+    return pb.Delivery(id=m["id"], attributes=m["attributes"], subscriptions=m["subscriptions"],
+                       payload="" if payload is None else json.dumps(payload, separators=(",", ":")),
+                       receipt=m["receipt"], published_at=m.get("published_at", ""))
+
+
+def subscription_json(r: pb.SubscribeRequest) -> dict:
+    """A pb.SubscribeRequest in the REST body form, for the shared validation."""
+    body: dict = {"predicates": {k: [x.low, x.high] for k, x in r.predicates.items()}}
+    if r.queue:
+        body["queue"] = r.queue
+    return body
+
+
+def predicates_pb(predicates: dict) -> dict:
+    return {name: pb.Range(low=lo, high=hi) for name, (lo, hi) in predicates.items()}
+
+
+class PubSubServicer(pb_grpc.PubSubServicer):
+    def __init__(self, dispatcher) -> None:
+        self.d = dispatcher
+
+    @unary
+    async def GetSpace(self, request, context):
+        return pb.Space(dimensions=[pb.Dimension(name=x.name, min=x.min, max=x.max) for x in self.d.space.dimensions])
+
+    @unary
+    async def CreateQueue(self, request, context):
+        await key(self.d, context, SUBSCRIBE)
+        return pb.CreateQueueReply(**await ops.create_queue(self.d))
+
+    @unary
+    async def DeleteQueue(self, request, context):
+        await ops.delete_queue(self.d, request.queue, await managing(self.d, context))
+        return pb.Empty()
+
+    @unary
+    async def Subscribe(self, request, context):
+        tok = await managing(self.d, context)
+        return pb.SubscribeReply(**await ops.subscribe(self.d, subscription_json(request), tok))
+
+    @unary
+    async def Unsubscribe(self, request, context):
+        await ops.unsubscribe(self.d, request.id, await managing(self.d, context))
+        return pb.Empty()
+
+    @unary
+    async def GetSubscription(self, request, context):
+        sub = await ops.get_subscription(self.d, request.id, token(context))
+        return pb.SubscriptionInfo(id=sub["id"], queue=sub["queue"], predicates=predicates_pb(sub["predicates"]))
+
+    @unary
+    async def Publish(self, request, context):
+        k = await key(self.d, context, PUBLISH)
+        batch = self.d.decoder.messages([request], None)
+        ops.admit(self.d, k, 1, request.ByteSize() if k else 0)
+        return pb.PublishReply(id=(await ops.publish_parsed(self.d, batch, k))[0])
+
+    @unary
+    async def PublishBatch(self, request, context):
+        k = await key(self.d, context, PUBLISH)
+        batch = self.d.decoder.pb_batch(request.messages)
+        ops.admit(self.d, k, len(batch), request.ByteSize() if k else 0)
+        return pb.PublishBatchReply(ids=await ops.publish_parsed(self.d, batch, k))
+
+    @unary
+    async def PublishStream(self, request_iterator, context):
+        decoder = self.d.decoder
+        k = await key(self.d, context, PUBLISH)
+
+        async def batches() -> AsyncIterator[Batch]:
+            i = 0  # messages so far: an error names messages[i] counted over the whole stream
+            async for el in request_iterator:
+                if isinstance(el, Undecodable):
+                    raise el.error(f"messages[{i}]")
+                if el.messages:
+                    if el.attributes or el.payload or el.id:
+                        raise ApiError(422, "invalid_message", "a stream element carries one message or a batch "
+                                       "in `messages`, not both", f"messages[{i}]")
+                    batch = decoder.messages(el.messages, "messages", i)
+                else:
+                    batch = decoder.messages([el], "messages", i)
+                # over the key's rate: this element and what follows are not sent
+                ops.admit(self.d, k, len(batch), el.ByteSize() if k else 0)
+                i += len(batch)
+                yield batch
+
+        return pb.PublishBatchReply(ids=await ops.publish_stream(self.d, batches(), k))
+
+    @unary
+    async def Poll(self, request, context):
+        msgs = await ops.poll(self.d, request.queue, token(context), request.max or ops.DEFAULT_POLL_MAX, request.wait)
+        return pb.PollReply(messages=[delivery_pb(m) for m in msgs])
+
+    @unary
+    async def Ack(self, request, context):
+        await ops.ack(self.d, request.queue, token(context), list(request.receipts))
+        return pb.Empty()
+
+    @unary
+    async def SubscribeBatch(self, request, context):
+        tok = await managing(self.d, context)
+        body = {"subscriptions": [subscription_json(r) for r in request.subscriptions]}
+        out = await ops.subscribe_batch(self.d, body, tok)
+        return pb.SubscribeBatchReply(subscriptions=[pb.SubscribeReply(**o) for o in out])
+
+    async def Listen(self, request, context):
+        try:
+            if isinstance(request, Undecodable):
+                raise request.error()
+            async for m in ops.listen(self.d, request.queue, token(context), request.max or ops.DEFAULT_LISTEN_MAX):
+                yield delivery_pb(m)
+        except Exception as exc:  # noqa: BLE001 - mapped or re-raised
+            await abort(context, exc)
+
+
+class ReadinessHealth(health.aio.HealthServicer):
+    """grpc.health.v1, SERVING exactly while the dispatcher is ready (`ops.readiness`, as
+    /readyz): asked at each Check and at the start of each Watch, not polled, so it never lags
+    behind /readyz. A watcher also sees every change a Check observes."""
+
+    def __init__(self, dispatcher) -> None:
+        super().__init__()
+        self.d = dispatcher
+
+    async def refresh(self) -> None:
+        ready = not await ops.readiness(self.d)
+        status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", SERVICE):
+            await self.set(name, status)  # (ignored once shutting down: NOT_SERVING for good)
+
+    async def Check(self, request, context):
+        await self.refresh()
+        return await super().Check(request, context)
+
+    async def Watch(self, request, context):
+        await self.refresh()
+        return await super().Watch(request, context)
+
+
+class GrpcApi:
+    """The gRPC server of one dispatcher: PubSub, health (SERVING while ready) and reflection."""
+
+    def __init__(self, dispatcher, host: str, port: int, tls_files: tls.TlsFiles | None = None) -> None:
+        self.d = dispatcher
+        self.server = grpc.aio.server(options=[("grpc.so_reuseport", 1)])
+        add_pubsub(PubSubServicer(dispatcher), self.server)
+        self.health = ReadinessHealth(dispatcher)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection([SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)
+        self.port = tls.add_port(self.server, f"{host}:{port}", tls_files, internal=False)  # public: no client certificate
+
+    async def start(self) -> None:
+        await self.health.refresh()  # both services known from the start (NOT_SERVING on shutdown)
+        await self.server.start()
+
+    async def stop(self, grace_s: float = 3.0) -> None:
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace_s)

@@ -1,0 +1,136 @@
+"""Prometheus metrics of one dispatcher process (docs/metrics.md lists them).
+
+Several dispatchers may share one HTTP port (SO_REUSEPORT; `bluedove up --dispatchers N`), and
+each scrape of that port reaches one of them. With `PROMETHEUS_MULTIPROC_DIR` set (`up` sets
+it to a directory of the cluster's, emptied at start), every process writes its counters,
+histograms and gauges to files there and whichever answers a scrape sums all of them: a
+counter is the cluster's total and never goes back, whichever process answers. The process
+collector reads only its own process, so in that mode each dispatcher also copies its CPU time
+into a counter and its memory and descriptors into gauges (summed over live processes) once a
+second. The cluster-wide values (matchers in the table, events in the store) are read at
+scrape time by the process that answers: they are the same from any of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, multiprocess
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from bluedove.runtime.telemetry import MULTIPROC_ENV, BuildInfo, exposition, process_registry
+
+# How often a dispatcher copies its process figures (and failovers) into the shared files.
+TICK_S = 1.0
+
+
+class _ClusterFacts(Collector):
+    """Values read from the cluster view and the store when a scrape comes."""
+
+    def __init__(self) -> None:
+        self.matchers: int | None = None
+        self.events: dict[str, int] = {}
+
+    def collect(self):
+        ev = CounterMetricFamily("bluedove_cluster_events", "Cluster events stored since the store was created, "
+                                 "by action (takeover, split, merge, scale_out, scale_in, reseed)", labels=["action"])
+        for action, n in sorted(self.events.items()):
+            ev.add_metric([action], n)
+        yield ev
+        if self.matchers is not None:
+            yield GaugeMetricFamily("bluedove_cluster_matchers", "Matchers owning segments in the table this "
+                                    "dispatcher holds", value=self.matchers)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.multiprocess_dir = os.environ.get(MULTIPROC_ENV) or None
+        # In multiprocess mode the values live in the shared files, and the objects sit in a
+        # registry of their own that no scrape reads; the scrape registry reads the files.
+        r = CollectorRegistry() if self.multiprocess_dir else process_registry("dispatcher")
+        self.published = Counter("bluedove_messages_published", "Messages accepted (202)", registry=r)
+        self.publish_failures = Counter("bluedove_publish_failures", "Messages refused for lack of a matcher",
+                                        registry=r)
+        self.publish_seconds = Histogram(
+            "bluedove_publish_duration_seconds", "Time from accepting a publish request to every delivery stored",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5), registry=r)
+        self.subscriptions = Counter("bluedove_subscriptions_created", "Subscriptions created", registry=r)
+        self.polled = Counter("bluedove_deliveries_polled", "Deliveries handed to pollers", registry=r)
+        self.acked = Counter("bluedove_deliveries_acked", "Deliveries acked", registry=r)
+        self.failovers = Counter("bluedove_forward_failovers", "Messages sent on to another candidate after a "
+                                 "forward failed", registry=r)
+        self.forward_calls = Counter("bluedove_forward_calls", "Forward calls made to matchers (each carries one "
+                                     "or more messages of one or more dimensions)", registry=r)
+        self.forwarded = Counter("bluedove_forwarded_messages", "Messages carried by Forward calls (a failover "
+                                 "carries a message again): over forward_calls, the messages per call", registry=r)
+        self.refused = Counter("bluedove_publish_refused", "Publish calls refused with 503 by backpressure: over the "
+                               "dispatcher's max_outstanding, or every candidate matcher over its input bound",
+                               registry=r)
+        self.sampled = Counter("bluedove_sampled_messages", "Published messages written to the message sample",
+                               registry=r)
+        self.sample_dropped = Counter("bluedove_sample_dropped", "Samples dropped: the sample's buffer was full",
+                                      registry=r)
+        self._facts = _ClusterFacts()
+        self._seen = {"failovers": 0, "calls": 0, "forwarded": 0, "refused": 0}
+        if self.multiprocess_dir:
+            self._cpu = Counter("process_cpu_seconds", "Total user and system CPU time spent in seconds",
+                                registry=r)
+            self._gauges = {
+                name: Gauge(name, help_, registry=r, multiprocess_mode=mode) for name, help_, mode in (
+                    ("process_resident_memory_bytes", "Resident memory size in bytes", "livesum"),
+                    ("process_virtual_memory_bytes", "Virtual memory size in bytes", "livesum"),
+                    ("process_open_fds", "Number of open file descriptors", "livesum"),
+                    ("process_max_fds", "Maximum number of open file descriptors", "livemin"),
+                    ("process_start_time_seconds", "Start time of the process since unix epoch in seconds",
+                     "livemin"))}
+            self._process = ProcessCollector(registry=None)
+            self._cpu_seen = 0.0
+            self.registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(self.registry, self.multiprocess_dir)
+            self.registry.register(BuildInfo("dispatcher"))
+        else:
+            self.registry = r
+        self.registry.register(self._facts)
+
+    def _sync(self, name: str, counter: Counter, value: int) -> None:
+        if value > self._seen[name]:
+            counter.inc(value - self._seen[name])
+            self._seen[name] = value
+
+    def tick(self, failovers: int, calls: int = 0, forwarded: int = 0, refused: int = 0) -> None:
+        """Copy the forwarder's counts and (in multiprocess mode) this process's figures."""
+        self._sync("failovers", self.failovers, failovers)
+        self._sync("calls", self.forward_calls, calls)
+        self._sync("forwarded", self.forwarded, forwarded)
+        self._sync("refused", self.refused, refused)
+        if not self.multiprocess_dir:
+            return
+        for fam in self._process.collect():
+            for s in fam.samples:
+                if s.name == "process_cpu_seconds_total":
+                    if s.value > self._cpu_seen:
+                        self._cpu.inc(s.value - self._cpu_seen)
+                        self._cpu_seen = s.value
+                elif s.name in self._gauges:
+                    self._gauges[s.name].set(s.value)
+
+    async def run(self, counts) -> None:
+        """Tick every TICK_S until cancelled; `counts()` reads the forwarder's (failovers,
+        calls, messages forwarded, publish calls refused)."""
+        while True:
+            self.tick(*counts())
+            await asyncio.sleep(TICK_S)
+
+    def render(self, cluster, counts: int | tuple[int, ...], events: dict[str, int]) -> bytes:
+        self.tick(*(counts if isinstance(counts, tuple) else (counts,)))
+        self._facts.events = dict(events)
+        self._facts.matchers = len(cluster.table.members) if cluster.table is not None else None
+        return exposition(self.registry)
+
+    def close(self) -> None:
+        """In multiprocess mode: this process's live gauges leave the sums (its counters stay)."""
+        if self.multiprocess_dir:
+            multiprocess.mark_process_dead(os.getpid(), self.multiprocess_dir)
+

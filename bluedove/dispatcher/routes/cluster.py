@@ -1,0 +1,70 @@
+"""Operations: the space, the cluster view, the dashboard, health and readiness, Prometheus metrics."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from bluedove.dispatcher import operations as ops
+from bluedove.dispatcher.deps import state
+
+router = APIRouter()
+
+
+@router.get("/v1/space")
+async def get_space(request: Request):
+    return state(request).space.to_json()
+
+
+@router.get("/v1/cluster")
+async def get_cluster(request: Request):
+    return await ops.cluster_view(state(request))
+
+
+# The dashboard's files (dispatcher/static, shipped in the package): only these are served.
+DASHBOARD_ASSETS = {"dashboard.js": "text/javascript", "charts.js": "text/javascript", "dashboard.css": "text/css"}
+
+
+@functools.cache
+def static_file(name: str) -> str:
+    return (Path(__file__).resolve().parent.parent / "static" / name).read_text(encoding="utf-8")
+
+
+@router.get("/dashboard", response_class=HTMLResponse)
+async def dashboard():
+    """The live cluster page: it reads GET /v1/cluster and GET /v1/stats once a second."""
+    return HTMLResponse(static_file("dashboard.html"))
+
+
+@router.get("/dashboard/{name}", include_in_schema=False)
+async def dashboard_asset(name: str):
+    """The page's script and style."""
+    if name not in DASHBOARD_ASSETS:
+        return JSONResponse({"error": {"code": "not_found", "message": f"no dashboard file {name}", "field": "name"}},
+                            status_code=404)
+    return Response(static_file(name), media_type=DASHBOARD_ASSETS[name])
+
+
+@router.get("/healthz")
+async def healthz():
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(request: Request):
+    d = state(request)
+    problems = await ops.readiness(d)
+    if problems:
+        return JSONResponse({"status": "not ready", "problems": problems}, status_code=503)
+    return {"status": "ready", "epoch": d.cluster.table.epoch}
+
+
+@router.get("/metrics")
+async def metrics(request: Request):
+    d = state(request)
+    body = d.metrics.render(d.cluster, d.forwarder.counts(), await d.store.event_counts())
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,60 @@
+"""The busiest requests served below FastAPI's routing stack: publish, batch publish, poll, ack."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi import Request
+
+from bluedove.dispatcher.routes import messages, queues
+
+_QUEUE_PATH = re.compile(r"/v1/queues/([^/]+)/(messages|ack)")
+_QUEUE = {("GET", "messages"): queues.poll, ("POST", "ack"): queues.ack}
+_EXACT = {("POST", "/v1/messages"): messages.publish, ("POST", "/v1/messages:batch"): messages.publish_batch}
+
+
+class HotRoutes:
+    """ASGI middleware that serves poll, ack and both publishes by calling their route
+    functions directly.
+
+    A fleet of phones polling every few seconds makes poll and ack the service's busiest
+    requests, and most of them carry few deliveries; publishers send single messages or
+    batches as fast as the dispatcher takes them. FastAPI's middleware, routing and endpoint
+    layers cost ~100 µs of CPU per request, three times what uvicorn itself does
+    (docs/benchmarks.md, "Delivery" and "Publish"). The routes stay declared with FastAPI
+    (OpenAPI, and any method or path this does not take); an exception becomes the response
+    the app's own handler for it gives, and one without a handler goes on to the app's
+    last-resort 500."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            path, method = scope["path"], scope["method"]
+            endpoint, args = _EXACT.get((method, path)), ()
+            if endpoint is None and (m := _QUEUE_PATH.fullmatch(path)):
+                endpoint, args = _QUEUE.get((method, m.group(2))), (m.group(1),)
+            if endpoint is not None:
+                request = Request(scope, receive)
+                try:
+                    response = await endpoint(request, *args)
+                except Exception as exc:
+                    handler = _handler_for(request.app, exc)
+                    if handler is None:
+                        raise
+                    response = await handler(request, exc)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _handler_for(app, exc: Exception):
+    """The app's exception handler for `exc` (the nearest class), as FastAPI's would pick it;
+    None for the catch-all (Exception), which answers outside any middleware."""
+    for cls in type(exc).__mro__:
+        if cls is Exception:
+            return None
+        if cls in app.exception_handlers:
+            return app.exception_handlers[cls]
+    return None

@@ -1,0 +1,60 @@
+"""Queues: create, delete, long-poll deliveries, ack; poll and ack also served by `bluedove.dispatcher.routes.hot`."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from bluedove.core.apikeys import SUBSCRIBE
+from bluedove.dispatcher import operations as ops
+from bluedove.dispatcher.auth import caller, queue_token
+from bluedove.dispatcher.deps import bearer, json_body, state
+
+router = APIRouter()
+
+
+@router.post("/v1/queues", status_code=201)
+async def create_queue(request: Request):
+    d, auth = state(request), request.headers.get("authorization")
+    await caller(d, auth, SUBSCRIBE)
+    # a dead-letter queue named in the body needs that queue's token
+    return await ops.create_queue(d, await json_body(request), queue_token(d, auth, request.headers.get("x-queue-token")))
+
+
+@router.get("/v1/queues/{queue}")
+async def queue_info(request: Request, queue: str):
+    return await ops.queue_info(state(request), queue, bearer(request))
+
+
+@router.delete("/v1/queues/{queue}", status_code=204)
+async def delete_queue(request: Request, queue: str):
+    d, auth = state(request), request.headers.get("authorization")
+    await caller(d, auth, SUBSCRIBE)
+    await ops.delete_queue(d, queue, queue_token(d, auth, request.headers.get("x-queue-token")))
+    return Response(status_code=204)
+
+
+def _num_param(request: Request, name: str, default: float) -> float:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        return float("nan")  # ops.check_range names the parameter
+
+
+@router.get("/v1/queues/{queue}/messages")
+async def poll(request: Request, queue: str):
+    body = await ops.poll_json(state(request), queue, bearer(request),
+                               _num_param(request, "max", ops.DEFAULT_POLL_MAX), _num_param(request, "wait", 0))
+    # The body comes spliced from the stored JSON: no decode and re-encode per delivery (docs/benchmarks.md).
+    return Response(body, media_type="application/json")
+
+
+@router.post("/v1/queues/{queue}/ack", status_code=204)
+async def ack(request: Request, queue: str):
+    body = await json_body(request)
+    receipts = body.get("receipts") if isinstance(body, dict) else None
+    unknown = sorted(set(body) - {"receipts"}) if isinstance(body, dict) else []
+    await ops.ack(state(request), queue, bearer(request), receipts, unknown[0] if unknown else None)
+    return Response(status_code=204)

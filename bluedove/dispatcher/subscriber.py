@@ -1,0 +1,156 @@
+"""The subscribe path, batched across the subscribes under way.
+
+A subscribe costs a catalogue write and an AddSubscriptions call to every matcher mPartition
+names; both cost far more per call than per subscription. So, as the forwarder's lanes do for
+publishes (bluedove/dispatcher/publish/forwarder.py):
+
+- the catalogue writes of concurrent single subscribes go to the store together: the writer
+  takes whatever has queued up (up to WRITE_BATCH_MAX) into one round trip, each subscription
+  still its own atomic step against its queue's limit, with at most WRITE_INFLIGHT round trips
+  under way;
+- the matcher calls go through one lane per matcher: a lane takes whatever subscriptions have
+  queued up for its matcher (up to SEND_BATCH_MAX) into one AddSubscriptions, with at most
+  SEND_INFLIGHT calls under way.
+
+Each subscribe still answers only once every matcher it went to acked it (read-your-writes),
+and failures are handled as for a single call: a matcher that fails or does not answer within
+subscribe_timeout_s of the subscription being queued for it is marked down and gets the
+subscription from the catalogue log; a matcher whose answer shows a newer table makes us pull
+it and send to its owners too.
+
+A batch's `log_id` is left empty: a catalogue position has one stream id per shard
+(bluedove/store/keys.py), so one id cannot stand for subscriptions of several queues, and the
+matchers do not read it (they follow every shard's log themselves).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from bluedove.core.model import Subscription
+from bluedove.dispatcher.view import ClusterView
+from bluedove.runtime.settings import DispatcherSettings
+from bluedove.store import Store
+from bluedove.v1 import matcher_pb2 as pb
+
+SEND_BATCH_MAX = 1000  # subscriptions per AddSubscriptions call
+SEND_INFLIGHT = 4  # AddSubscriptions calls under way per matcher
+WRITE_BATCH_MAX = 1000  # subscriptions per catalogue round trip
+WRITE_INFLIGHT = 4  # catalogue round trips under way
+
+
+class _Batcher:
+    """Items submitted one by one, handled `max_n` at a time by `handle(items) -> results`,
+    with at most `inflight` handles under way; each submitter awaits its own result (an
+    exception is returned, not raised)."""
+
+    def __init__(self, handle, max_n: int, inflight: int) -> None:
+        self.handle, self.max_n = handle, max_n
+        self.items: deque[tuple[object, asyncio.Future]] = deque()
+        self.sem = asyncio.Semaphore(inflight)
+        self.running = False
+
+    def submit(self, item) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self.items.append((item, fut))
+        if not self.running:
+            self.running = True
+            asyncio.get_running_loop().create_task(self._drain())
+        return fut
+
+    async def _drain(self) -> None:
+        try:
+            while self.items:
+                await self.sem.acquire()
+                batch = [self.items.popleft() for _ in range(min(len(self.items), self.max_n))]
+                if not batch:
+                    self.sem.release()
+                    break
+                asyncio.get_running_loop().create_task(self._call(batch))
+        finally:
+            self.running = False
+            if self.items:  # raced with a submit after the loop ended
+                self.running = True
+                asyncio.get_running_loop().create_task(self._drain())
+
+    async def _call(self, batch) -> None:
+        try:
+            results = await self.handle([item for item, _ in batch])
+        except Exception as exc:  # noqa: BLE001 - reported to each waiting submitter
+            results = [exc] * len(batch)
+        finally:
+            self.sem.release()
+        for (_, f), r in zip(batch, results):
+            if not f.done():
+                f.set_result(r)
+
+
+class Subscriber:
+    """The catalogue writer and the matcher lanes of one dispatcher."""
+
+    def __init__(self, settings: DispatcherSettings, cluster: ClusterView, store: Store) -> None:
+        self.s, self.cluster, self.store = settings, cluster, store
+        self._writer = _Batcher(store.add_subscriptions_each, WRITE_BATCH_MAX, WRITE_INFLIGHT)
+        self._lanes: dict[str, _Batcher] = {}
+
+    async def write(self, sub: Subscription) -> str:
+        """Store one subscription (its queue known to exist) with those of the subscribes under
+        way; its log id, or the store's exception (QueueMissing, LimitExceeded, ...) raised."""
+        out = await self._writer.submit(sub.to_json())
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+    def _lane(self, member: str) -> _Batcher:
+        lane = self._lanes.get(member)
+        if lane is None:
+            async def call(subs: list[pb.Subscription]) -> list:
+                reply = await self.cluster.stub(member).AddSubscriptions(pb.SubscriptionBatch(subscriptions=subs),
+                                                    timeout=self.s.subscribe_timeout_s)
+                return [reply] * len(subs)
+
+            lane = self._lanes[member] = _Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT)
+        return lane
+
+    async def send(self, subs: list[Subscription]) -> None:
+        """Send stored subscriptions to every matcher mPartition names for each (read-your-writes).
+
+        During a table change (docs/design.md §3) each goes to the owners under both the new and
+        the previous table; and a matcher whose answer shows a newer epoch than ours makes us
+        pull that table and send to its owners too, before the API answers. A matcher that does
+        not answer in time gets them from the catalogue log instead, and is passed over for
+        forwarding meanwhile."""
+        live = [s for s in subs if not s.void]
+        if self.cluster.table is None or not live:
+            return
+        msgs = [pb.Subscription(id=s.id, queue=s.queue, lows=s.lows, highs=s.highs) for s in live]
+        sent: list[set[str]] = [set() for _ in live]
+        for _ in range(3):  # a table change while we send: at most a couple of rounds
+            calls: list[tuple[str, asyncio.Future]] = []
+            for i, s in enumerate(live):
+                members = [m for m in self.cluster.placement(s.lows, s.highs) if m not in sent[i]]
+                sent[i].update(members)
+                calls += [(m, self._lane(m).submit(msgs[i])) for m in members]
+            if not calls:
+                return
+            # A subscription waits for a matcher no longer than a call of its own would, however
+            # many calls are ahead of it in the lane: after that it is left to the catalogue log.
+            futs = [f for _, f in calls]
+            done, _ = await asyncio.wait(futs, timeout=self.s.subscribe_timeout_s)
+            results = [f.result() if f in done else TimeoutError("no answer in time") for f in futs]
+            newer, failed, answered = None, set(), set()
+            for (m, _), r in zip(calls, results):
+                if isinstance(r, BaseException):
+                    failed.add(m)
+                    continue
+                answered.add(m)
+                if r.epoch > self.cluster.table.epoch:
+                    newer = m
+            for m in answered - failed:
+                self.cluster.mark_up(m)
+            for m in failed:
+                self.cluster.mark_down(m)
+            if newer is None:
+                return
+            await self.cluster.pull_table(newer)

@@ -1,0 +1,310 @@
+"""The dispatcher's view of the cluster: the segment table, matcher stubs, load reports, health.
+
+Stateless: everything here comes from the matchers. The dispatcher is a gossip member of its
+own (role "dispatcher", `bluedove/dispatcher/gossip_member.py`): the table and the membership come
+from its node, a newer table adopted as soon as the node learns it (within a round of the
+change), the membership every round. Load reports are pulled from each matcher every
+`load_interval_s`. The store is read for the table at boot, and every `store_fallback_s`
+while no matcher is usable (all down, or none known yet). A matcher's answer showing a newer
+epoch (a subscription's ack) makes it ask that matcher for its table at once. Only a newer
+epoch replaces the table. A matcher that gossip calls suspect or dead, or whose call failed
+(for `down_backoff_s`, doubling while it keeps failing, until a call to it succeeds), is
+passed over as first choice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+import grpc
+import numpy as np
+
+from bluedove.core.forwarding import BATCH_POLICIES, Ranking, matcher_loads, rank, rank_batch
+from bluedove.core.load import LoadReport, cost
+from bluedove.core.partition import modes
+from bluedove.core.partition.segments import SegmentTable
+from bluedove.dispatcher.gossip_member import GossipMember as GossipNode
+from bluedove.gossip.state import DISPATCHER, MATCHER, STATUS_NAMES
+from bluedove.runtime import tls
+from bluedove.runtime.settings import DispatcherSettings
+from bluedove.store import Store
+from bluedove.v1 import matcher_pb2 as pb
+from bluedove.v1 import matcher_pb2_grpc as pb_grpc
+
+log = logging.getLogger("bluedove.dispatcher")
+
+
+@dataclass
+class MemberHealth:
+    down_until: float = 0.0
+    failures: int = 0
+    ready: bool = False
+    reachable: bool = False
+    generation: int = 0
+    report_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class GossipMember:
+    """A member as this dispatcher's gossip node sees it."""
+
+    id: str
+    address: str
+    status: str  # alive, suspect, dead, left
+    generation: int
+    subs: tuple[int, ...]
+    role: str = MATCHER
+
+
+class ClusterView:
+    def __init__(self, settings: DispatcherSettings, store: Store, seeds: tuple[str, ...] = ()) -> None:
+        self.s = settings
+        self.store = store
+        self.table: SegmentTable | None = None
+        self.reports: dict[tuple[str, int], LoadReport] = {}
+        # work (matcher seconds) this dispatcher sent each matcher since its last report (adaptive)
+        self.sent: dict[str, float] = {}
+        self.health: dict[str, MemberHealth] = {}
+        self.gossip: dict[str, GossipMember] = {}  # matchers
+        self.dispatchers: dict[str, GossipMember] = {}  # dispatchers, this one included
+        self.member = GossipNode(settings, seeds)
+        self.member.on_change.append(self._from_gossip)
+        # The table before the last change, until its hand-off grace ends.
+        self.previous: tuple[SegmentTable, float] | None = None
+        self.adopted_at: float | None = None  # Unix time the current table was adopted
+        self.gossip_sent: dict[str, tuple[int, int]] = {}  # member -> (bytes, envelopes) since its start
+        self._channels: dict[str, tuple[str, grpc.aio.Channel, pb_grpc.MatcherStub]] = {}
+        self._tasks: list[asyncio.Task] = []
+        self.rng = random.Random()
+        self.np_rng = np.random.default_rng()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        raw = await self.store.get_table()
+        if raw:
+            self._set_table(SegmentTable.from_json(raw))
+        await self.member.start(self.table)
+        if self.table is not None:
+            await self.refresh_loads()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._store_fallback_loop()), loop.create_task(self._load_loop())]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await self.member.stop()
+        for _, ch, _ in self._channels.values():
+            await ch.close()
+
+    def address(self, member: str) -> str | None:
+        if self.table is not None and member in self.table.members:
+            return self.table.members[member]
+        g = self.gossip.get(member)
+        return g.address if g else None
+
+    def known(self) -> list[str]:
+        """Table owners, then members only gossip knows of (idle, joining, or gone)."""
+        owners = list(self.table.members) if self.table else []
+        return owners + sorted(m for m in self.gossip if m not in owners)
+
+    def stub(self, member: str) -> pb_grpc.MatcherStub:
+        address = self.address(member)
+        cached = self._channels.get(member)
+        if cached is None or cached[0] != address:
+            ch = tls.aio_channel(address, self.s, options=[
+                ("grpc.max_send_message_length", 64 * 1024 * 1024),
+                ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+                # Reconnect quickly after a matcher restarts.
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 1000),
+            ])
+            cached = (address, ch, pb_grpc.MatcherStub(ch))
+            self._channels[member] = cached
+        return cached[2]
+
+    def _set_table(self, table: SegmentTable) -> None:
+        if self.table is None or table.epoch > self.table.epoch:
+            if self.table is not None:
+                self.previous = (self.table, time.monotonic() + self.s.handoff_grace_s)
+            self.table = table
+            self.adopted_at = time.time()
+            for m in table.members:
+                self.health.setdefault(m, MemberHealth())
+            if self.member.node is not None:
+                self.member.offer(table)
+                self.member.reseed(table)
+
+    def _from_gossip(self) -> None:
+        """After an envelope or a round of our gossip node: a newer table it carries replaces
+        ours; the members are taken as it sees them (matchers and dispatchers apart)."""
+        node = self.member.node
+        if node.table_json and (self.table is None or node.epoch > self.table.epoch):
+            self._set_table(SegmentTable.from_json(json.loads(node.table_json)))
+        matchers, dispatchers = {}, {}
+        for e in node.members.values():
+            g = GossipMember(e.id, e.addr, STATUS_NAMES[e.status], e.generation, e.subs, e.role)
+            if e.role == DISPATCHER:
+                dispatchers[e.id] = g
+            else:
+                matchers[e.id] = g
+                self.health.setdefault(e.id, MemberHealth())
+        self.gossip, self.dispatchers = matchers, dispatchers
+
+    # -- health ----------------------------------------------------------------------------
+    def mark_down(self, member: str, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        h = self.health.setdefault(member, MemberHealth())
+        h.failures += 1
+        h.down_until = now + self.s.down_backoff_s * min(2 ** (h.failures - 1), 8)
+
+    def mark_up(self, member: str) -> None:
+        h = self.health.get(member)
+        if h and h.failures:
+            h.failures = 0
+            h.down_until = 0.0
+
+    def usable(self, member: str, now: float) -> bool:
+        h = self.health.get(member)
+        g = self.gossip.get(member)
+        # An owner with no address yet (`bluedove init --matchers N`) is not usable until it registers one.
+        return h is not None and h.ready and now >= h.down_until and (g is None or g.status == "alive") \
+            and bool(self.address(member))
+
+    def status(self, member: str, now: float | None = None) -> str:
+        now = time.monotonic() if now is None else now
+        g = self.gossip.get(member)
+        if g is not None and g.status != "alive":
+            return {"left": "leaving"}.get(g.status, g.status)
+        h = self.health.get(member)
+        if h is None or not h.reachable:
+            return "dead" if h and h.report_at else "joining"
+        if not h.ready:
+            return "joining"
+        return "suspect" if now < h.down_until else "alive"
+
+    def placement(self, lows, highs) -> set[str]:
+        """The partition mode's placement (mPartition by default) under the current table, and
+        under the previous one during a hand-off."""
+        mode = self.s.partition
+        out = set(modes.placement(mode, self.table, lows, highs))
+        if self.previous is not None:
+            prev, until = self.previous
+            if time.monotonic() < until:
+                out |= {m for m in modes.placement(mode, prev, lows, highs) if self.address(m) is not None}
+            else:
+                self.previous = None
+        return out
+
+    # -- forwarding decisions --------------------------------------------------------------
+    def ranked_candidates(self, point, now: float) -> list[tuple[int, str]]:
+        """Candidates best first: usable ones by the policy, then the rest as a last resort.
+        (Full replication: every member, each along its one set, dimension 0.)"""
+        cands = modes.candidates(self.s.partition, self.table, point)
+        good = [c for c in cands if self.usable(c[1], now)]
+        # candidates are (dimension, member); reports are kept by (member, dimension)
+        report = lambda c: self.reports.get((c[1], c[0]), LoadReport())  # noqa: E731
+        dims = range(self.table.space.k)
+        # every dimension's report of a matcher: its one index thread serves them all
+        siblings = lambda m: [self.reports[(m, i)] for i in dims if (m, i) in self.reports]  # noqa: E731
+        order = rank(self.s.policy, good, report, now, self.rng, siblings, self.sent)
+        seen = {m for _, m in order}
+        rest = rank(self.s.policy, [c for c in cands if c[1] not in seen], report, now, self.rng, siblings)
+        if order:
+            self.charge(order[0])
+        return order + rest
+
+    def rank_batch(self, points: np.ndarray, now: float) -> Ranking:
+        """`ranked_candidates` of every row of `points`, ranked in one compiled loop
+        (bluedove/core/forwarding.py `rank_batch`) and charged as they are ranked; `random` message by
+        message."""
+        if self.s.policy not in BATCH_POLICIES:
+            return Ranking.from_lists([self.ranked_candidates(p, now) for p in points.tolist()])
+        table = self.table
+        members, cand_m, cand_d = modes.candidates_batch(self.s.partition, table, points)
+        usable = np.array([self.usable(m, now) for m in members], dtype=np.bool_)
+        sent = np.array([self.sent.get(m, 0.0) for m in members])
+        draws = self.np_rng.random((len(points), 2 * cand_m.shape[1]))
+        loads = matcher_loads(members, table.space.k, self.reports)
+        order, count = rank_batch(self.s.policy, cand_m, cand_d, usable, loads, sent, now, draws)
+        if self.s.policy == "adaptive":
+            for m, v in zip(members, sent.tolist()):
+                if v:
+                    self.sent[m] = v
+        return Ranking(members, cand_m, cand_d, order, count)
+
+    def charge(self, candidate: tuple[int, str]) -> None:
+        """Count a message sent to `candidate` (dimension, member) in the adaptive estimate, so
+        that the next message sees it in the matcher's backlog (`bluedove.core.load.backlog`)."""
+        if self.s.policy == "adaptive":
+            dim, member = candidate
+            self.sent[member] = self.sent.get(member, 0.0) + cost(self.reports.get((member, dim), LoadReport()))
+
+    # -- table from elsewhere than gossip ---------------------------------------------------
+    async def pull_table(self, member: str) -> None:
+        """Ask `member` (whose answer showed a newer epoch than ours) for its table."""
+        try:
+            reply = await self.stub(member).GetTable(pb.TableRequest(), timeout=2.0)
+        except grpc.aio.AioRpcError:
+            return  # keep the last good table; gossip brings the new one within a round
+        self._set_table(SegmentTable.from_json(json.loads(reply.table_json)))
+
+    async def read_store_if_cut_off(self) -> None:
+        """The stored table, when no matcher is usable: at boot before the first load report,
+        when every matcher is down, or when we are cut off from all of them."""
+        now = time.monotonic()
+        if any(self.usable(m, now) for m in self.known()):
+            return
+        raw = await self.store.get_table()
+        if raw:
+            self._set_table(SegmentTable.from_json(raw))
+
+    async def refresh_loads(self) -> None:
+        if self.table is None:
+            return
+        members = [m for m in self.known() if (m in self.table.members or self.gossip[m].status != "dead")
+                   and self.address(m)]  # no address yet: nothing to ask
+        replies = await asyncio.gather(
+            *(self.stub(m).Report(pb.ReportRequest(), timeout=max(self.s.load_interval_s, 0.5)) for m in members),
+            return_exceptions=True,
+        )
+        now = time.monotonic()
+        for m, r in zip(members, replies):
+            h = self.health.setdefault(m, MemberHealth())
+            if isinstance(r, BaseException):
+                h.reachable, h.ready = False, False
+                for key in [k for k in self.reports if k[0] == m]:
+                    del self.reports[key]  # no stale load for a member we cannot reach
+                self.sent.pop(m, None)
+                continue
+            h.reachable, h.ready, h.report_at = True, r.ready, now
+            if r.generation != h.generation:  # restarted: forget its failures
+                h.generation, h.failures, h.down_until = r.generation, 0, 0.0
+            for i, d in enumerate(r.dims):
+                self.reports[(m, i)] = LoadReport(d.lam, d.mu, d.q, d.subs, now, d.matched_total)
+            self.sent.pop(m, None)  # what was sent before the report is in its queues or done
+            self.gossip_sent[m] = (r.gossip_bytes_sent, r.gossip_messages_sent)
+
+    async def _store_fallback_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.s.store_fallback_s)
+            try:
+                await self.read_store_if_cut_off()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("store table read failed")
+
+    async def _load_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.s.load_interval_s)
+            try:
+                await self.refresh_loads()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("load refresh failed")

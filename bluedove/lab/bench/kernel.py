@@ -1,0 +1,250 @@
+"""`bluedove bench kernel`: one core's matching rate on each message's least-loaded candidate set; exact or exit 1."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import rtree
+
+from bluedove.core.partition.segments import SegmentTable, equal_partition
+from bluedove.lab.bench import BENCHES
+from bluedove.lab.bench.base import add_output_flags, add_workload_flags, report
+from bluedove.lab.workloads import Workload, brute_force
+from bluedove.lab.workloads.paper import get as get_workload
+from bluedove.matcher import index as index_mod
+from bluedove.matcher import packed as packed_mod
+from bluedove.matcher.index import SubscriptionSet
+
+
+@dataclass
+class Partitioned:
+    """Every matcher's k sets (mPartition, the paper's §III-A): sets[m][i] is S^i(M_m)."""
+
+    table: SegmentTable
+    sets: list[list[SubscriptionSet]]
+    sizes: np.ndarray  # (matchers, k) subscriptions per set: what dispatchers learn by gossip
+    owner: list[np.ndarray]  # per dimension: segment j -> matcher index
+    cuts: list[np.ndarray]  # per dimension: segment lower bounds
+
+
+def build_partitioned(w: Workload, table: SegmentTable, sub_ids: list[str], queues: list[str]) -> Partitioned:
+    """A subscription goes, along dimension i, to every owner whose dim-i segment overlaps its range."""
+    members = list(table.members)
+    m_of = {m: n for n, m in enumerate(members)}
+    k = w.space.k
+    sets = [[SubscriptionSet(k) for _ in range(k)] for _ in members]
+    for i in range(k):
+        lo_i, hi_i = w.lows[:, i], w.highs[:, i]
+        for j, owner in enumerate(table.owners[i]):
+            seg_lo, seg_hi = table.segment_bounds(i, j)
+            rows = np.nonzero((lo_i < seg_hi) & (seg_lo < hi_i) & (lo_i < hi_i))[0]
+            sets[m_of[owner]][i].add_many([sub_ids[r] for r in rows], [queues[r] for r in rows],
+                                          w.lows[rows], w.highs[rows])
+    sizes = np.array([[len(s) for s in row] for row in sets], dtype=np.int64)
+    owner = [np.array([m_of[o] for o in table.owners[i]], dtype=np.intp) for i in range(k)]
+    cuts = [np.array(table.cuts[i]) for i in range(k)]
+    return Partitioned(table, sets, sizes, owner, cuts)
+
+
+def choose(p: Partitioned, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Subscription amount based policy (the paper's §III-B.1): among the k candidates CM^i (owner of
+    the dim-i segment holding m^i), the one whose dim-i set is smallest; ties go to the lower i."""
+    n, k = points.shape
+    cand = np.empty((n, k), dtype=np.intp)
+    for i in range(k):
+        seg = np.maximum(np.searchsorted(p.cuts[i], points[:, i], side="right") - 1, 0)
+        cand[:, i] = p.owner[i][seg]
+    dim = np.argmin(p.sizes[cand, np.arange(k)], axis=1)
+    return cand[np.arange(n), dim], dim
+
+
+def match_partitioned(p: Partitioned, points: np.ndarray):
+    """Choose, group by (matcher, dimension) set, one match_ids call per group.
+    Returns [(message rows, ids, counts)] per group and the matches per message."""
+    member, dim = choose(p, points)
+    k = points.shape[1]
+    key = member * k + dim
+    order = np.argsort(key, kind="stable")
+    sorted_keys = key[order]
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    counts = np.empty(len(points), dtype=np.int64)
+    groups = []
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        rows = order[a:b]
+        g = int(sorted_keys[a])
+        ids, c = p.sets[g // k][g % k].match_ids(points[rows])
+        counts[rows] = c
+        groups.append((rows, g, ids, c))
+    return groups, counts
+
+
+def _timed(fns: list, repeat: int) -> tuple[list[list[float]], list]:
+    """Run each function `repeat` times, interleaved (so a noisy neighbour hurts all alike):
+    the wall times of each, and each one's last result."""
+    times: list[list[float]] = [[] for _ in fns]
+    outs: list = [None] * len(fns)
+    for _ in range(repeat):
+        for j, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            outs[j] = fn()
+            times[j].append(time.perf_counter() - t0)
+    return times, outs
+
+
+def _verify(w: Workload, p: Partitioned, full: SubscriptionSet, points: np.ndarray) -> list[str]:
+    """Compare both paths with the brute-force oracle on `points`; a list of discrepancies."""
+    errors = []
+    expected = brute_force(w.lows, w.highs, points)
+    groups, _ = match_partitioned(p, points)
+    got_part: dict[int, list[int]] = {}
+    k = points.shape[1]
+    for rows, g, ids, c in groups:
+        names = p.sets[g // k][g % k].sub_ids
+        pos = 0
+        for r, n in zip(rows.tolist(), c.tolist()):
+            got_part[r] = sorted(int(names[x]) for x in ids[pos:pos + n].tolist())
+            pos += n
+    ids, c = full.match_ids(points)
+    pos = 0
+    for r, n in enumerate(c.tolist()):
+        want = expected[r].tolist()
+        got_full = sorted(int(full.sub_ids[x]) for x in ids[pos:pos + n].tolist())
+        pos += n
+        for label, got in (("partitioned", got_part.get(r, [])), ("full replication", got_full)):
+            if got != want:
+                extra, missing = sorted(set(got) - set(want))[:5], sorted(set(want) - set(got))[:5]
+                errors.append(f"{label}: point {points[r].tolist()} gave {len(got)} matches, oracle {len(want)}"
+                              f" (extra {extra}, missing {missing})")
+    return errors
+
+
+def _check_points(w: Workload, points: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """A sample of the messages plus points exactly on subscriptions' lows and (inside the space) highs."""
+    sample = points[rng.choice(len(points), size=min(n, len(points)), replace=False)]
+    subs = rng.choice(w.n_subs, size=min(n // 4 + 1, w.n_subs), replace=False)
+    on_low = w.lows[subs].copy()
+    on_high = w.highs[subs].copy()
+    maxs = np.array([d.max for d in w.space.dimensions])
+    on_high = np.where(on_high < maxs, on_high, on_low)  # a high on the space's max is not a message
+    return np.vstack([sample, on_low, on_high])
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("kernel", help=BENCHES["kernel"])
+    add_workload_flags(p, variants=True)
+    p.add_argument("--partitions", type=int, default=20, help="matchers the space is cut for")
+    p.add_argument("--messages", type=int, default=20000)
+    p.add_argument("--repeat", type=int, default=5, help="timed runs; the best is reported with the spread")
+    p.add_argument("--verify", type=int, default=200, help="messages checked against brute force")
+    add_output_flags(p)
+    p.set_defaults(func=run_bench)
+
+
+def _workload(args: argparse.Namespace) -> Workload | None:
+    """The workload of the flags; None after saying why on stderr."""
+    if args.messages < 1 or args.partitions < 1:
+        print("bench: --messages and --partitions must be at least 1", file=sys.stderr)
+        return None
+    params = {key: getattr(args, key, None) for key in ("sigma", "adverse", "dims", "n_subs")}
+    try:
+        return get_workload(args.workload, seed=args.seed, **params)
+    except (ValueError, TypeError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return None
+
+
+def _not_exact(errors: list[str], points: np.ndarray, counts: np.ndarray, full_counts: np.ndarray) -> bool:
+    """Say on stderr what differs from brute force or full replication; True if anything does."""
+    if not np.array_equal(counts, full_counts):
+        bad = np.flatnonzero(counts != full_counts)
+        errors.append(f"{len(bad)} messages have different match counts partitioned vs full replication,"
+                      f" first {points[bad[0]].tolist()}: {counts[bad[0]]} vs {full_counts[bad[0]]}")
+    if errors:
+        print("bench kernel: MATCHING IS NOT EXACT", file=sys.stderr)
+        for e in errors[:20]:
+            print("  " + e, file=sys.stderr)
+    return bool(errors)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    w = _workload(args)
+    if w is None:
+        return 2
+    repeat = max(1, getattr(args, "repeat", 5) or 5)
+    # messages from an independent stream of the same seed (not the subscriptions' stream)
+    points = w.sample(args.messages, np.random.default_rng([args.seed, 1]))
+    table = equal_partition(w.space, {f"m{j}": "" for j in range(args.partitions)})
+    sub_ids = [str(n) for n in range(w.n_subs)]
+    queues = [f"q{q}" for q in w.queue_of.tolist()]
+
+    t0 = time.perf_counter()
+    part = build_partitioned(w, table, sub_ids, queues)
+    build_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    full = SubscriptionSet(w.space.k)
+    full.add_many(sub_ids, queues, w.lows, w.highs)
+    full_build_s = time.perf_counter() - t0
+
+    check = _check_points(w, points, getattr(args, "verify", 200) or 200, np.random.default_rng([args.seed, 2]))
+    errors = _verify(w, part, full, check)
+    (part_times, full_times), ((groups, counts), (_, full_counts)) = _timed(
+        [lambda: match_partitioned(part, points), lambda: full.match_ids(points)], repeat)
+    if _not_exact(errors, points, counts, full_counts):
+        return 1
+
+    member, dim = choose(part, points)
+    n = len(points)
+    rate = sorted(n / t for t in part_times)
+    full_rate = sorted(n / t for t in full_times)
+    result = {
+        "workload": w.name, "kind": "kernel", "partitions": args.partitions, "dims": w.space.k,
+        "subscriptions": w.n_subs, "messages": n, "seed": args.seed, "repeat": repeat,
+        "msgs_per_s": round(rate[-1]), "msgs_per_s_median": round(statistics.median(rate)),
+        "msgs_per_s_worst": round(rate[0]),
+        "matches_per_msg": round(float(counts.mean()), 2),
+        "set_size_searched": round(float(part.sizes[member, dim].mean()), 1),
+        "set_size_mean": round(float(part.sizes.mean()), 1), "set_size_max": int(part.sizes.max()),
+        "groups": len(groups), "build_s": round(build_s, 3),
+        "full_msgs_per_s": round(full_rate[-1]), "full_msgs_per_s_median": round(statistics.median(full_rate)),
+        "full_build_s": round(full_build_s, 3), "speedup_vs_full": round(rate[-1] / full_rate[-1], 2),
+        "verified_points": len(check),
+        "exact": True,
+        "index": {"packed_capacity": packed_mod.CAPACITY, "leaf_capacity": index_mod.LEAF_CAPACITY,
+                  "index_capacity": index_mod.INDEX_CAPACITY, "fill_factor": index_mod.FILL_FACTOR,
+                  "bulk_min": index_mod.BULK_MIN, "delta_min": index_mod.DELTA_MIN,
+                  "delta_share": index_mod.DELTA_SHARE},
+        "rtree": rtree.__version__, "numba": numba.__version__, "python": platform.python_version(),
+        "machine": platform.machine(),
+    }
+    report(result, args.json, _print_table)
+    return 0
+
+
+def _print_table(r: dict) -> None:
+    rows = [
+        ("workload", f"{r['workload']}  ({r['subscriptions']} subs, {r['dims']} dims, seed {r['seed']})"),
+        ("partitions", f"{r['partitions']} matchers x {r['dims']} sets, {r['groups']} searched"),
+        ("messages", f"{r['messages']}, best of {r['repeat']} runs"),
+        ("matching rate", f"{r['msgs_per_s']:,} msg/s  (median {r['msgs_per_s_median']:,},"
+                          f" worst {r['msgs_per_s_worst']:,})"),
+        ("matches / msg", f"{r['matches_per_msg']}"),
+        ("set searched", f"{r['set_size_searched']:,} subs on average (all sets: mean {r['set_size_mean']:,},"
+                         f" max {r['set_size_max']:,})"),
+        ("build", f"{r['build_s']} s for all sets"),
+        ("full replication", f"{r['full_msgs_per_s']:,} msg/s  (median {r['full_msgs_per_s_median']:,}),"
+                             f" one set of {r['subscriptions']:,}, built in {r['full_build_s']} s"),
+        ("ratio", f"{r['speedup_vs_full']}x full replication"),
+        ("exactness", f"checked against brute force on {r['verified_points']} points: exact"),
+        ("index", ", ".join(f"{k}={v}" for k, v in r["index"].items()) + f"; rtree {r['rtree']}"),
+    ]
+    width = max(len(a) for a, _ in rows)
+    for a, b in rows:
+        print(f"{a:<{width}}  {b}")

@@ -1,0 +1,204 @@
+"""`bench latency`'s clients: a paced publisher (its own process) whose messages carry their send
+time, and subscribers that keep a long-poll (or a gRPC `Listen` stream) open on every queue.
+
+Clocks: every timestamp is `time.time_ns()` (CLOCK_REALTIME, one clock for every process of one
+machine), as are the dispatcher's `published_at` and Redis's stream entry ids (a receipt is
+`<ms>-<seq>`: when the delivery was stored, to the millisecond).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing as mp
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import httpx
+
+from bluedove.client.errors import BlueDoveError
+from bluedove.client.http import AsyncHttpTransport, decode
+from bluedove.lab.load import Pacer, pool
+
+T_MARK = "@T@"  # where a message's send time goes in its prepared JSON
+K_MARK = "@K@"  # where its number goes
+LISTEN_WAIT_S = 20  # a REST subscriber's long-poll (the API's longest)
+POLL_MAX = 100
+LISTENERS_PER_POOL = 4  # REST subscribers sharing one httpx pool (one connection each)
+STREAMS_PER_CHANNEL = 50  # gRPC Listen streams sharing one channel
+PUBLISH_INFLIGHT = 32
+
+
+def message_json(point: list[float], names: tuple[str, ...]) -> str:
+    """A message at `point` as the API's JSON, its payload {"k", "t"} with K_MARK and T_MARK where
+    its number and send time go."""
+    attrs = json.dumps(dict(zip(names, point)), separators=(",", ":"))
+    return f'{{"attributes":{attrs},"payload":{{"k":{K_MARK},"t":{T_MARK}}}}}'
+
+
+# -- the publisher -------------------------------------------------------------------------------
+def publisher(url: str, rate: float, batch: int, warmup_s: float, duration_s: float, messages: list[str],
+              k0: int, out: mp.Queue) -> None:
+    """Publish messages k0, k0 + 1, … (message k: `messages[k % len(messages)]`, message_json's) at `rate` msg/s for warmup_s + duration_s,
+    `batch` a request (1: POST /v1/messages, else /v1/messages:batch); puts
+    {"sends": [(k of the first, n, sent ns, answered ns or 0, warm-up?)], "skipped", "cpu_s"}."""
+
+    async def main() -> dict:
+        transport = pool(url, PUBLISH_INFLIGHT)
+        sends: list[tuple[int, int, int, int, bool]] = []
+        pacer, tasks = Pacer(), set()
+        skipped, j = 0, k0
+        path = "/v1/messages" if batch == 1 else "/v1/messages:batch"
+        start = time.monotonic()
+
+        async def one(k: int, n: int, warm: bool) -> None:
+            t0 = time.time_ns()
+            stamp = str(t0)
+            texts = [messages[(k + i) % len(messages)].replace(K_MARK, str(k + i)).replace(T_MARK, stamp)
+                     for i in range(n)]
+            body = texts[0] if batch == 1 else '{"messages":[' + ",".join(texts) + "]}"
+            try:
+                r = await transport.h.post(path, content=body, headers={"Content-Type": "application/json"})
+                decode(r.status_code, r.content, r.reason_phrase)
+                sends.append((k, n, t0, time.time_ns(), warm))
+            except (BlueDoveError, httpx.HTTPError):
+                sends.append((k, n, t0, 0, warm))
+
+        try:
+            while (now := time.monotonic()) - start < warmup_s + duration_s:
+                if len(tasks) >= PUBLISH_INFLIGHT:
+                    skipped += batch
+                else:
+                    task = asyncio.get_running_loop().create_task(one(j, batch, now - start < warmup_s))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                j += batch
+                await asyncio.sleep(pacer.wait_s(rate, batch, time.monotonic()))
+            await asyncio.gather(*tasks)
+        finally:
+            await transport.close()
+        return {"sends": sends, "skipped": skipped, "next_k": j, "elapsed_s": time.monotonic() - start}
+
+    res = asyncio.run(main())
+    res["cpu_s"] = time.process_time()
+    out.put(res)
+
+
+# -- the subscribers -----------------------------------------------------------------------------
+@dataclass
+class Received:
+    """One delivery as a subscriber got it (ns, but `stored_ms`)."""
+
+    queue: int
+    k: int
+    sent: int  # the publisher's time.time_ns() just before its request
+    accepted: int  # the dispatcher's published_at
+    stored_ms: int  # Redis's stream entry time (ms)
+    issued: int  # the poll that brought it was sent (REST); the stream's previous message (gRPC)
+    before: int  # the subscriber's previous poll answered (REST; 0: none); = issued (gRPC)
+    answered: int  # the poll's answer was read whole (REST); the message came off the stream (gRPC)
+    decoded: int  # its JSON decoded
+
+
+@dataclass
+class Subscribers:
+    """Every queue's subscriber while running: REST long-polls (a new one as soon as the last
+    answered) or gRPC Listen streams; each answer acked by a task of its own, so that the next
+    long-poll does not wait for the ack. `recording` off: deliveries are acked, not kept."""
+
+    url: str
+    queues: list[tuple[str, str]]
+    grpc_url: str | None = None  # Listen streams instead of long-polls
+    recording: bool = False
+    got: list[Received] = field(default_factory=list)
+    gaps_ns: list[int] = field(default_factory=list)  # REST: answer read -> next poll sent
+    errors: dict[str, int] = field(default_factory=dict)
+    error_samples: dict[str, str] = field(default_factory=dict)  # the first message of each kind
+    last_delivery: float = 0.0  # time.monotonic() of the newest delivery
+
+    async def run(self) -> None:
+        """Until cancelled."""
+        tasks: list[asyncio.Task] = []
+        transports: list = []
+        try:
+            per = STREAMS_PER_CHANNEL if self.grpc_url else LISTENERS_PER_POOL
+            for i, (q, token) in enumerate(self.queues):
+                if i % per == 0:
+                    transports.append(self._transport(per))
+                read = self._stream if self.grpc_url else self._long_poll
+                tasks.append(asyncio.create_task(read(transports[-1], i, q, token)))
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for t in transports:
+                await t.close()
+
+    def _transport(self, per: int):
+        if self.grpc_url:
+            from bluedove.client.grpc_transport import AsyncGrpcTransport
+
+            return AsyncGrpcTransport(self.grpc_url, 30.0)
+        # a connection per long-poll, as many for acks: one pool of 16 for every subscriber's
+        # acks spent the bench's core in httpcore's search of its queued requests (1,000 queues)
+        return pool(self.url, 2 * per, timeout_s=30.0)
+
+    def _failed(self, exc: Exception) -> None:
+        self.errors[type(exc).__name__] = self.errors.get(type(exc).__name__, 0) + 1
+        self.error_samples.setdefault(type(exc).__name__, str(exc)[:300])
+
+    def _keep(self, i: int, msgs: list[dict], before: int, issued: int, answered: int, decoded: int) -> None:
+        if msgs:
+            self.last_delivery = time.monotonic()
+        for m in msgs:
+            p = m.get("payload")
+            if not (self.recording and isinstance(p, dict) and "t" in p):
+                continue  # the saturation search's
+            at = datetime.fromisoformat(m["published_at"].replace("Z", "+00:00"))
+            self.got.append(Received(i, p["k"], p["t"], round(at.timestamp() * 1e6) * 1000,
+                                     int(m["receipt"].split("-")[0]), issued, before, answered, decoded))
+
+    def _ack(self, acks, q: str, token: str, msgs: list[dict]) -> None:
+        async def ack() -> None:
+            try:
+                await acks.ack(q, token, [m["receipt"] for m in msgs])
+            except BlueDoveError as exc:
+                self._failed(exc)
+
+        asyncio.get_running_loop().create_task(ack())
+
+    async def _long_poll(self, t: AsyncHttpTransport, i: int, q: str, token: str) -> None:
+        path, auth = f"/v1/queues/{q}/messages", {"Authorization": f"Bearer {token}"}
+        params = {"max": POLL_MAX, "wait": LISTEN_WAIT_S}
+        answered = 0
+        while True:
+            issued, before = time.time_ns(), answered
+            if answered:
+                self.gaps_ns.append(issued - answered)
+            try:
+                r = await t.h.get(path, params=params, headers=auth)
+                answered = time.time_ns()
+                msgs = decode(r.status_code, r.content, r.reason_phrase)["messages"]
+            except (BlueDoveError, httpx.HTTPError) as exc:
+                self._failed(exc)
+                answered = 0
+                await asyncio.sleep(0.2)
+                continue
+            self._keep(i, msgs, before, issued, answered, time.time_ns())
+            if msgs:
+                self._ack(t, q, token, msgs)
+
+    async def _stream(self, t, i: int, q: str, token: str) -> None:
+        while True:
+            try:
+                prev = time.time_ns()
+                async for m in t.listen(q, token, POLL_MAX):  # the SDK decodes each message
+                    now = time.time_ns()
+                    self._keep(i, [m], prev, prev, now, now)
+                    self._ack(t, q, token, [m])
+                    prev = now
+            except BlueDoveError as exc:
+                self._failed(exc)
+            await asyncio.sleep(0.2)

@@ -1,0 +1,148 @@
+"""The matcher's membership decisions, pure: given the table, the gossip view of the members
+and the time, which table change (if any) this matcher makes next.
+
+- who is gone: an owner gossip agreed is dead (never a member merely not heard of yet), or
+  one that left on purpose but is still an owner `left_timeout_s` after (its own hand-off
+  failed);
+- who coordinates: the lowest-id live owner; every member agrees once gossip has settled;
+- join or refuse: an alive matcher that owns nothing joins (mPartition), or stays idle under
+  the baseline partitions, which are fixed-size; a dispatcher (a gossip member of role
+  "dispatcher") is never idle, never joined and never taken over: it owns nothing;
+- leave: a leaving owner merges itself (and owners already dead) out into the live ones.
+
+No I/O and no clock: `membership.py` passes the time and executes what is decided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Protocol
+
+from bluedove.core.partition.modes import MPARTITION
+from bluedove.core.partition.segments import SegmentTable
+from bluedove.gossip.state import ALIVE, DEAD, LEFT, MATCHER
+
+
+class Member(Protocol):
+    """A member as gossip sees it (`bluedove.gossip.state.MemberState`)."""
+
+    status: int
+    generation: int
+    role: str
+
+
+# The changes, each executed by `membership.py`.
+@dataclass(frozen=True)
+class Adopt:
+    epoch: int  # gossip carries this newer table epoch: adopt that table first
+
+
+@dataclass(frozen=True)
+class Takeover:
+    gone: frozenset[str]  # merge these owners' segments into adjacent live owners
+
+
+@dataclass(frozen=True)
+class Join:
+    member: str  # split the busiest segments to give this idle member its share
+
+
+@dataclass(frozen=True)
+class Refuse:
+    member: str  # this idle member stays idle: the partition mode takes no joins
+    partition: str
+
+
+@dataclass(frozen=True)
+class Leave:
+    gone: frozenset[str]  # merge ourselves and the owners not alive out into the live ones
+
+
+@dataclass(frozen=True)
+class Stuck:
+    reason: str  # we are leaving but no other owner is alive to take our segments
+
+
+Change = Adopt | Takeover | Join | Refuse | Leave | Stuck
+
+
+def alive(members: Mapping[str, Member], member: str) -> bool:
+    e = members.get(member)
+    return e is not None and e.role == MATCHER and e.status == ALIVE
+
+
+def coordinator(table: SegmentTable, members: Mapping[str, Member]) -> str | None:
+    """The lowest-id live owner of segments, or None when no owner is alive."""
+    live = [i for i in table.members if alive(members, i)]
+    return min(live) if live else None
+
+
+def note_left(left_since: Mapping[str, float], table: SegmentTable, members: Mapping[str, Member],
+              now: float) -> dict[str, float]:
+    """`left_since` with the owners gossip says left, each at the first time it was seen so."""
+    out = dict(left_since)
+    for o in table.members:
+        e = members.get(o)
+        if e is not None and e.role == MATCHER and e.status == LEFT:
+            out.setdefault(o, now)
+    return out
+
+
+def gone(table: SegmentTable, members: Mapping[str, Member], me: str, now: float,
+         left_since: Mapping[str, float], left_timeout_s: float) -> frozenset[str]:
+    """The owners other than us that are dead, or left more than `left_timeout_s` ago."""
+    out = set()
+    for o in table.members:
+        e = members.get(o)
+        if o == me or e is None or e.role != MATCHER:  # a dispatcher's entry says nothing of an owner
+            continue
+        if e.status == DEAD or now - left_since.get(o, now) > left_timeout_s:
+            out.add(o)
+    return frozenset(out)
+
+
+def leave_change(table: SegmentTable, members: Mapping[str, Member], me: str) -> Leave | Stuck | None:
+    """A leaving member's next step: None once it owns nothing."""
+    if me not in table.members:
+        return None
+    others = [o for o in table.members if o != me and alive(members, o)]
+    if not others:
+        return Stuck("no other live owner to hand the segments to")
+    return Leave(frozenset({me} | {o for o in table.members if o not in others}))
+
+
+def next_change(table: SegmentTable, members: Mapping[str, Member], me: str, now: float, *,
+                ready: bool = True, busy: bool = False, leaving: bool = False, gossip_epoch: int = 0,
+                partition: str = MPARTITION, retry_at: float = 0.0,
+                left_since: Mapping[str, float] | None = None, left_timeout_s: float = 30.0) -> Change | None:
+    """The table change this matcher makes now, if any.
+
+    `busy`: a change is under way (one at a time); `gossip_epoch`: the newest table epoch gossip
+    carries; `retry_at`: after a failed change, nothing before then; `left_since`: when each
+    owner was first seen left (`note_left`)."""
+    if busy:
+        return None
+    if leaving:
+        return leave_change(table, members, me)
+    if gossip_epoch > table.epoch:
+        return Adopt(gossip_epoch)
+    if not ready or now < retry_at or coordinator(table, members) != me:
+        return None
+    out = gone(table, members, me, now, left_since or {}, left_timeout_s)
+    if out:
+        return Takeover(out)
+    idle = sorted(i for i, e in members.items()
+                  if e.role == MATCHER and e.status == ALIVE and e.generation > 0 and i not in table.members)
+    if not idle:
+        return None
+    if partition != MPARTITION:
+        # The baselines are fixed-size: a split plans mPartition's segments.
+        return Refuse(idle[0], partition)
+    return Join(idle[0])
+
+
+def serving_ready(loaded: bool, me: str, table: SegmentTable | None, newest_epoch: int) -> bool:
+    """The readiness probe's answer (gRPC health "bluedove.ready"): the catalogue is loaded, we
+    own segments, and our table is the newest epoch we have seen (in the store or through
+    gossip). An idle member, or one about to adopt a newer table, takes no traffic."""
+    return loaded and table is not None and me in table.members and table.epoch >= newest_epoch

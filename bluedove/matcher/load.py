@@ -1,0 +1,125 @@
+"""Per-dimension load statistics over a sliding window (the paper's §III-B: λ, μ, q).
+
+λ is arrivals per second over the last `window_s`; μ is messages matched per second of
+matching work (service rate, so an idle matcher still reports how fast it *can* match);
+q is the current queue length, kept by the caller. Time is an argument.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class _Bucket:
+    start: float
+    arrived: int = 0
+    processed: int = 0
+    busy_s: float = 0.0
+
+
+class WindowStats:
+    def __init__(self, window_s: float = 5.0, bucket_s: float = 0.5) -> None:
+        self.window_s = window_s
+        self.bucket_s = bucket_s
+        self._buckets: deque[_Bucket] = deque()
+        self._last_mu = 0.0
+        self.total_arrived = 0
+        self.total_processed = 0
+
+    def _bucket(self, now: float) -> _Bucket:
+        if not self._buckets or now - self._buckets[-1].start >= self.bucket_s:
+            self._buckets.append(_Bucket(now))
+        while self._buckets and now - self._buckets[0].start > self.window_s + self.bucket_s:
+            self._buckets.popleft()
+        return self._buckets[-1]
+
+    def arrived(self, n: int, now: float) -> None:
+        self._bucket(now).arrived += n
+        self.total_arrived += n
+
+    def processed(self, n: int, busy_s: float, now: float) -> None:
+        b = self._bucket(now)
+        b.processed += n
+        b.busy_s += busy_s
+        self.total_processed += n
+
+    def rates(self, now: float) -> tuple[float, float]:
+        """(λ, μ) over the window ending at `now`."""
+        self._bucket(now)
+        live = [b for b in self._buckets if now - b.start <= self.window_s]
+        span = max(min(self.window_s, now - live[0].start) if live else self.window_s, self.bucket_s)
+        arrived = sum(b.arrived for b in live)
+        processed = sum(b.processed for b in live)
+        busy = sum(b.busy_s for b in live)
+        if processed and busy > 0:
+            self._last_mu = processed / busy
+        return arrived / span, self._last_mu
+
+
+# Upper bounds of the batch-size histogram (messages per batch; the last is +Inf).
+BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+
+
+class Totals:
+    """Since the matcher started: per dimension, subscription matches found and deliveries
+    asked of the store; deliveries the store wrote (fewer: a message seen before writes
+    nothing again); batches by size. Read by bluedove/matcher/metrics.py."""
+
+    def __init__(self, k: int) -> None:
+        self.matches = [0] * k
+        self.deliveries = [0] * k
+        # CPU seconds of the index thread inside each set's walk (SubscriptionSet.match_ids),
+        # by thread time: what the matcher spends outside it is its cost beside the kernel's
+        # (`bench e2e`, docs/benchmarks.md)
+        self.walk_cpu_s = [0.0] * k
+        self.written = 0
+        self.batches = [0] * (len(BATCH_BOUNDS) + 1)  # per bound, then above the last
+        self.batch_messages = 0
+
+    def walked(self, cpu_s: dict[int, float]) -> None:
+        for dim, s in cpu_s.items():
+            self.walk_cpu_s[dim] += s
+
+    def batch(self, n: int, written: int) -> None:
+        self.written += written
+        self.batch_messages += n
+        self.batches[next((i for i, b in enumerate(BATCH_BOUNDS) if n <= b), len(BATCH_BOUNDS))] += 1
+
+
+# Per-message matching work in units of one match: the fixed cost of a message is about that
+# of 25 matches (bluedove sim calibrate: ~20 µs per message against ~0.8 µs per match).
+MESSAGE_WORK = 25.0
+
+
+class ValueSample:
+    """The recent values of one dimension's matched messages, each weighted by its work
+    (MESSAGE_WORK + matches): where this matcher's load lies inside its segment."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.values = np.zeros(capacity)
+        self.weights = np.zeros(capacity)
+        self._n = 0  # values seen; the ring holds the last `capacity`
+
+    def add(self, values: np.ndarray, matches: np.ndarray) -> None:
+        cap = len(self.values)
+        values, w = values[-cap:], MESSAGE_WORK + matches[-cap:]
+        idx = (self._n + np.arange(len(values))) % cap
+        self.values[idx], self.weights[idx] = values, w
+        self._n += len(values)
+
+    def load_median(self, lo: float, hi: float) -> float:
+        """The value that halves the sampled work inside [lo, hi); NaN with too few samples."""
+        n = min(self._n, len(self.values))
+        v, w = self.values[:n], self.weights[:n]
+        inside = (v >= lo) & (v < hi)
+        if inside.sum() < 32:
+            return float("nan")
+        v, w = v[inside], w[inside]
+        order = np.argsort(v, kind="stable")
+        v, cum = v[order], np.cumsum(w[order])
+        at = float(v[np.searchsorted(cum, cum[-1] / 2)])
+        return at if lo < at < hi else float("nan")

@@ -1,0 +1,94 @@
+"""A matcher's Prometheus metrics (`--metrics-port`; docs/metrics.md lists them): read from the
+matcher's own state when a scrape comes, on its event loop (bluedove/runtime/telemetry.py serves
+them there), so nothing is counted twice and nothing changes under the reader."""
+
+from __future__ import annotations
+
+import math
+import time
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from bluedove.matcher.load import BATCH_BOUNDS
+from bluedove.runtime.telemetry import process_registry
+
+DIM = ["dimension"]
+
+
+class MatcherCollector(Collector):
+    def __init__(self, matcher) -> None:
+        self.m = matcher
+
+    def collect(self):
+        m = self.m
+        names = list(m.table.space.names) if m.table is not None else []
+        yield GaugeMetricFamily("bluedove_matcher_ready", "1 once the matcher has loaded its subscriptions and "
+                                "serves", value=1 if m.ready else 0)
+        yield GaugeMetricFamily("bluedove_matcher_table_epoch", "Epoch of the segment table the matcher holds",
+                                value=m.table.epoch if m.table is not None else 0)
+        transport = m.membership.transport
+        yield CounterMetricFamily("bluedove_matcher_gossip_sent_bytes", "Gossip bytes this matcher sent",
+                                  value=transport.bytes_sent)
+        yield CounterMetricFamily("bluedove_matcher_gossip_sent_messages", "Gossip messages this matcher sent",
+                                  value=transport.sent)
+        if m.queue is None or len(m.stats) != len(names):
+            return  # still booting: no table, no queues yet
+        fam = {
+            "received": CounterMetricFamily("bluedove_matcher_messages_received", "Messages forwarded to this "
+                                            "matcher, by the dimension they came for", labels=DIM),
+            "processed": CounterMetricFamily("bluedove_matcher_messages_processed", "Messages matched against the "
+                                             "dimension's subscription set and stored", labels=DIM),
+            "matches": CounterMetricFamily("bluedove_matcher_matches", "Subscriptions matched (a message matching "
+                                           "n subscriptions counts n)", labels=DIM),
+            "deliveries": CounterMetricFamily("bluedove_matcher_deliveries", "Deliveries (message, queue) handed to "
+                                              "the store, by dimension", labels=DIM),
+            "q": GaugeMetricFamily("bluedove_matcher_queue_messages", "Messages waiting, being matched or being "
+                                   "stored (q)", labels=DIM),
+            "lam": GaugeMetricFamily("bluedove_matcher_arrival_rate_per_second", "Arrival rate λ: messages per "
+                                     "second over the stats window", labels=DIM),
+            "mu": GaugeMetricFamily("bluedove_matcher_service_rate_per_second", "Matching rate μ: messages matched "
+                                    "per second of matching work", labels=DIM),
+            "cong": GaugeMetricFamily("bluedove_matcher_congestion_ratio", "λ/μ: above 1 sustained, the queue "
+                                      "grows (absent while μ is 0)", labels=DIM),
+            "subs": GaugeMetricFamily("bluedove_matcher_subscriptions", "Subscriptions in the dimension's set",
+                                      labels=DIM),
+        }
+        now = time.monotonic()
+        counts = m.sets.counts() if m.sets is not None else [0] * len(names)
+        totals = m.queue.totals
+        for i, name in enumerate(names):
+            st = m.stats[i]
+            lam, mu = st.rates(now)
+            fam["received"].add_metric([name], st.total_arrived)
+            fam["processed"].add_metric([name], st.total_processed)
+            fam["matches"].add_metric([name], totals.matches[i])
+            fam["deliveries"].add_metric([name], totals.deliveries[i])
+            fam["q"].add_metric([name], m.queue.queued(i))
+            fam["lam"].add_metric([name], lam)
+            fam["mu"].add_metric([name], mu)
+            if mu > 0 and math.isfinite(lam / mu):
+                fam["cong"].add_metric([name], lam / mu)
+            fam["subs"].add_metric([name], counts[i])
+        yield from fam.values()
+        yield CounterMetricFamily("bluedove_matcher_deliveries_written", "Deliveries the store wrote (a message "
+                                  "it has seen before writes none)", value=totals.written)
+        yield CounterMetricFamily("bluedove_matcher_deliveries_dropped", "Deliveries refused because their queue "
+                                  "held its cap of undelivered deliveries", value=m.store.dropped)
+        yield CounterMetricFamily("bluedove_matcher_forwards_refused", "Forward calls refused because a "
+                                  "dimension's input queue was over its bound (backpressure)",
+                                  value=m.refused)
+        h = HistogramMetricFamily("bluedove_matcher_batch_messages", "Messages per matched and stored batch")
+        cum, buckets = 0, []
+        for bound, n in zip((*map(str, BATCH_BOUNDS), "+Inf"), totals.batches):
+            cum += n
+            buckets.append((f"{float(bound)}" if bound != "+Inf" else bound, cum))
+        h.add_metric([], buckets, sum_value=totals.batch_messages)
+        yield h
+
+
+def matcher_registry(matcher) -> CollectorRegistry:
+    r = process_registry("matcher")
+    r.register(MatcherCollector(matcher))
+    return r

@@ -1,0 +1,229 @@
+"""The matcher's input queue and its worker: drain whole requests in batches, match every
+dimension of a batch in one index job, store every delivery of the batch in one atomic call
+(overlapping the next match), then answer.
+
+One queue per matcher, not per dimension: the index runs on one thread anyway, and the fixed
+costs (a thread hop, a store round trip, a gRPC call) are paid per batch, so a batch that
+holds all the dimensions' waiting messages pays them once. The per-dimension figures of
+the paper's §III-B (λ, μ, q) are still kept per dimension: arrivals and queued messages are
+counted by dimension, and the index job times each dimension's matching apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import redis.exceptions
+
+from bluedove.core.wire import Part
+from bluedove.matcher.index import SubscriptionSet
+from bluedove.matcher.load import Totals, ValueSample, WindowStats
+from bluedove.matcher.matches import Matches
+from bluedove.store import Store
+
+
+@dataclass
+class _Request:
+    parts: list[Part]
+    n: int
+    done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+@dataclass
+class BatchResult:
+    matched: int = 0
+    delivered: int = 0
+    fresh: int = 0
+
+
+class MatcherQueue:
+    def __init__(self, k: int, get_set: Callable[[int], SubscriptionSet], store: Store, executor: Executor,
+                 stats: list[WindowStats], batch_max: int = 1024, deliver: str = "store",
+                 store_inflight: int = 8, ttls: tuple[int, int] = (600, 120)) -> None:
+        self.k = k
+        # a message's dedup marks live this long (s): an id the publisher chose, one we made
+        self.client_ttl, self.own_ttl = ttls
+        self._get_set = get_set  # the live SubscriptionSet of a dimension (sets are swapped on reload)
+        self.store = store
+        self.executor = executor
+        self.stats = stats
+        self.samples = [ValueSample() for _ in range(k)]  # where inside each segment the work lies
+        self.totals = Totals(k)  # matches, deliveries and batches since start (bluedove/matcher/metrics.py)
+        self.batch_max = batch_max
+        self.deliver_mode = deliver  # "store" (normal) or "count" (benchmarks: match only)
+        # Batches matched and not yet stored: while one batch's store call is under way the
+        # next is matched (the store round trip no longer idles the index), and what queues
+        # meanwhile forms a bigger next batch. Each batch is still one atomic store call.
+        # Eight, not two: on a loaded machine a store call spends much of its time waiting
+        # for Redis, shared by every matcher, and the index idled behind two such calls
+        # (`bench delivery`, write phase: ~31,000 deliveries/s with 2 or 4, ~38,000 with 8).
+        self._slots = asyncio.Semaphore(store_inflight)
+        self._pending: deque[_Request] = deque()
+        self._queued = [0] * k
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._finishing: set[asyncio.Task] = set()
+
+    def __len__(self) -> int:
+        return sum(self._queued)
+
+    def queued(self, dim: int) -> int:
+        """Messages of dimension `dim` waiting or being matched or stored (the paper's q)."""
+        return self._queued[dim]
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="match")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._task, *self._finishing) if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            try:
+                await t
+            except asyncio.CancelledError:
+                pass
+
+    async def submit(self, parts: list[Part]) -> BatchResult:
+        """Match and store one request's messages (all its parts in the same batch)."""
+        now = time.monotonic()
+        for p in parts:
+            self._queued[p.dim] += p.n
+            self.stats[p.dim].arrived(p.n, now)
+        req = _Request(parts, sum(p.n for p in parts))
+        self._pending.append(req)
+        self._wake.set()
+        return await req.done
+
+    def _take(self) -> list[_Request]:
+        taken, n = [], 0
+        while self._pending and (not taken or n + self._pending[0].n <= self.batch_max):
+            req = self._pending.popleft()
+            taken.append(req)
+            n += req.n
+        return taken
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._pending:
+                self._wake.clear()
+                await self._wake.wait()
+            await self._slots.acquire()  # released when the batch taken next is answered
+            batch = self._take()
+            parts = [p for r in batch for p in r.parts]
+            try:
+                found, busy, walk_cpu = await loop.run_in_executor(self.executor, self._match, parts)
+            except BaseException as exc:
+                self._answer(batch, exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                continue
+            self.totals.walked(walk_cpu)
+            task = loop.create_task(self._finish(batch, parts, found, busy))
+            self._finishing.add(task)
+            task.add_done_callback(self._finishing.discard)
+
+    def _match(self, parts: list[Part]) -> tuple[list[Matches], dict[int, float], dict[int, float]]:
+        """On the index thread: what each part's messages match (as arrays, bluedove/matcher/matches.py),
+        one index call per dimension of the batch, and each dimension's matching time (μ's
+        work) and the index thread's CPU time in the walk alone (`match_ids`,
+        Totals.walk_cpu_s). A matcher that only counts (`deliver="count"`) skips fetching
+        the subscription ids."""
+        by_dim: dict[int, list[int]] = {}
+        for i, p in enumerate(parts):
+            by_dim.setdefault(p.dim, []).append(i)
+        found: list[Matches] = [None] * len(parts)  # type: ignore[list-item]
+        busy: dict[int, float] = {}
+        cpu: dict[int, float] = {}
+        fetch = self.deliver_mode != "count"
+        for dim, idx in by_dim.items():
+            points = parts[idx[0]].points if len(idx) == 1 else np.concatenate([parts[i].points for i in idx])
+            s = self._get_set(dim)
+            t0, c0 = time.perf_counter(), time.thread_time()
+            ids, counts = s.match_ids(points)  # the walk (what `bench kernel` times)
+            cpu[dim] = time.thread_time() - c0
+            m = s.directory.matches(ids, counts, deliveries=fetch)
+            busy[dim] = time.perf_counter() - t0
+            if len(idx) == 1:
+                found[idx[0]] = m
+                continue
+            pos = 0
+            for i in idx:
+                n = parts[i].n
+                found[i] = m.part(pos, pos + n)
+                pos += n
+        return found, busy, cpu
+
+    async def _finish(self, batch: list[_Request], parts: list[Part], found: list[Matches],
+                      busy: dict[int, float]) -> None:
+        """Store one matched batch (one atomic call), then answer each of its forwarders."""
+        try:
+            result = await self._store(parts, found)
+        except BaseException as exc:  # the store failed: every forwarder of the batch hears it
+            self._answer(batch, exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        now = time.monotonic()
+        done: dict[int, int] = {}
+        matched = []
+        for p, m in zip(parts, found):
+            matched.append(int(m.counts.sum()))
+            done[p.dim] = done.get(p.dim, 0) + p.n
+            self.totals.matches[p.dim] += matched[-1]
+            self.totals.deliveries[p.dim] += int(m.fanout.sum())
+            self.samples[p.dim].add(p.points[:, p.dim], m.counts.astype(np.float64))
+        for dim, n in done.items():
+            self.stats[dim].processed(n, busy.get(dim, 0.0), now)
+        self.totals.batch(sum(done.values()), result.delivered)
+        pos = 0
+        for r in batch:
+            n = sum(matched[pos:pos + len(r.parts)])
+            pos += len(r.parts)
+            if not r.done.done():
+                r.done.set_result(BatchResult(matched=n, delivered=result.delivered, fresh=result.fresh))
+        self._answer(batch, None)
+
+    def _answer(self, batch: list[_Request], exc: BaseException | None) -> None:
+        """The batch leaves the queue: fail whoever still waits with `exc`, free its slot."""
+        for r in batch:
+            if exc is not None and not r.done.done():
+                r.done.set_exception(exc if isinstance(exc, Exception) else RuntimeError("matcher stopping"))
+            for p in r.parts:
+                self._queued[p.dim] -= p.n
+        self._slots.release()
+
+    async def _store(self, parts: list[Part], found: list[Matches]) -> BatchResult:
+        if self.deliver_mode == "count":
+            return BatchResult()
+        messages: list[tuple[str, bytes, int]] = []
+        deliveries: list[tuple[str, int, str]] = []
+        marks: list[bool] = []
+        for p, m in zip(parts, found):
+            client = p.client.tolist()
+            # a message is written when it has deliveries or its publisher chose its id (its
+            # own mark); the others leave nothing to write or remember
+            written = np.flatnonzero((m.fanout > 0) | p.client).tolist()
+            index = dict(zip(written, range(len(messages), len(messages) + len(written))))
+            for j in written:
+                messages.append((p.id(j), p.body(j), self.client_ttl if client[j] else self.own_ttl))
+                marks.append(client[j])
+            at, queues, texts = m.delivery_rows()
+            deliveries.extend(zip(queues, map(index.__getitem__, at), texts))
+        if not messages:
+            return BatchResult()
+        try:
+            fresh, written_n = await self.store.deliver(messages, deliveries, marks)
+        except AttributeError as exc:
+            # redis-py's asyncio cluster client, connecting to a node that has just died, can
+            # fail with an AttributeError (its socket writer gone) instead of a ConnectionError.
+            # The store failed, not this matcher: the caller answers ABORTED, as for any RedisError.
+            raise redis.exceptions.ConnectionError(f"the store connection was lost: {exc!r}") from exc
+        return BatchResult(delivered=written_n, fresh=fresh)

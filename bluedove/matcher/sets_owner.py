@@ -1,0 +1,171 @@
+"""The one owner of a matcher's subscription sets, the catalogue log position they are
+current to, the lock that keeps the two together, and the tombstones carried across reloads.
+
+Every reload — a catalogue load, a hand-off from the old owners, a trim after the grace —
+is the same `rebuild`: build new sets, replay the catalogue log since the positions their
+rows are current to, and swap them in. The old sets serve meanwhile: every change is in the
+log before a dispatcher sends it directly, so the replay misses nothing the old sets had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Awaitable, Callable, NamedTuple
+
+import numpy as np
+
+from bluedove.core.partition.modes import held
+from bluedove.core.partition.segments import SegmentTable
+from bluedove.matcher.sets import SubscriptionSets, rows_from_catalogue
+from bluedove.runtime.settings import MatcherSettings
+from bluedove.store import Store
+from bluedove.store.keys import join_pos, parse_pos, pos_max, pos_min
+
+log = logging.getLogger("bluedove.matcher")
+
+# Fills new sets (on the index thread): given the new sets and the old ones (None at start).
+Fill = Callable[[SubscriptionSets, "SubscriptionSets | None"], None]
+RunIndex = Callable[..., Awaitable]
+
+
+class Rebuilt(NamedTuple):
+    build_s: float  # filling the new sets
+    replayed: int  # catalogue log changes replayed onto them
+    replay_s: float
+
+
+class SetsOwner:
+    def __init__(self, settings: MatcherSettings, store: Store, run_index: RunIndex) -> None:
+        self.s = settings
+        self.store = store
+        self.run_index = run_index
+        self.sets: SubscriptionSets | None = None
+        self.log_pos = "0-0"  # one stream id per catalogue shard (bluedove/store/keys.py)
+        # The catalogue tail and a reload must not interleave: one swaps the sets and the
+        # log position together, the other applies changes after that position.
+        self.log_lock = asyncio.Lock()
+
+    def begin(self, table: SegmentTable) -> None:
+        """Empty sets for `table` until the first load: the queue and the RPCs find sets at once."""
+        self.sets = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s, self.s.partition)
+
+    async def rebuild(self, table: SegmentTable, fill: Fill, since: list[str], uses_old: bool = False,
+                      widen: dict[int, tuple[float, float]] | None = None) -> Rebuilt:
+        """Build sets for `table` with `fill`, replay the log from the oldest of `since` (the
+        positions the filled rows are current to), and swap them in. When `fill` copies rows of
+        the old sets (`uses_old`), the log lock is held throughout, so those stay at our log
+        position, which counts among `since`. Adds and removes are idempotent: replaying what
+        a set already has changes nothing."""
+        if not uses_old:
+            new, build_s = await self._fill(table, fill, widen)
+            async with self.log_lock:
+                return await self._replay_and_swap(new, table, since, build_s)
+        async with self.log_lock:
+            new, build_s = await self._fill(table, fill)
+            return await self._replay_and_swap(new, table, [self.log_pos, *since], build_s)
+
+    async def _fill(self, table: SegmentTable, fill: Fill,
+                    widen: dict[int, tuple[float, float]] | None = None) -> tuple[SubscriptionSets, float]:
+        t0 = time.monotonic()
+        new = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s, self.s.partition)
+        if widen:  # hold these ranges instead of the table's (a superset of them)
+            new.segments = dict(widen)
+        old = self.sets
+        if old is not None:
+            new.carry_removals(old)
+        await self.run_index(fill, new, old)
+        return new, time.monotonic() - t0
+
+    async def _replay_and_swap(self, new: SubscriptionSets, table: SegmentTable, since: list[str],
+                               build_s: float) -> Rebuilt:
+        t0 = time.monotonic()
+        pos = pos_min(since)
+        replayed = 0
+        while True:
+            pos, changes = await self.store.catalogue_changes(pos)
+            if not changes:
+                break
+            await self.run_index(applier(new, changes, table))
+            replayed += len(changes)
+        self.sets, self.log_pos = new, pos_max([pos, self.log_pos])
+        return Rebuilt(build_s, replayed, time.monotonic() - t0)
+
+    async def load_catalogue(self, table: SegmentTable, widen: dict[int, tuple[float, float]] | None = None) -> Rebuilt:
+        """Rebuild for `table`'s segments (or the wider `widen`) from a catalogue snapshot plus
+        the log since."""
+        if not held(self.s.partition, table, self.s.id):
+            # We own nothing: no need to read the catalogue, only to follow it.
+            pos, raws = await self.store.catalogue_position(), []
+        else:
+            pos, raws = await self.store.catalogue_snapshot_raw()
+
+        def fill(sets: SubscriptionSets, _old) -> None:
+            if raws:
+                sets.add_rows(*rows_from_catalogue(raws, table.space))
+
+        return await self.rebuild(table, fill, [pos], widen=widen)
+
+    async def export(self, dim: int, low: float, high: float) -> tuple[str, list, list, np.ndarray, np.ndarray]:
+        """The log position and the rows of dimension `dim`'s set overlapping [low, high)."""
+        async with self.log_lock:  # the rows and the position must agree
+            pos = self.log_pos
+            ids, queues, lows, highs = await self.run_index(self.sets.sets[dim].export, dim, low, high)
+        return pos, ids, queues, lows, highs
+
+    async def follow(self) -> None:
+        """Tail the catalogue log into the current sets, forever: one task per group of shards
+        the store reads in one blocking call (all of them on one server, one each on a
+        cluster)."""
+        await asyncio.gather(*(self._follow_group(g) for g in self.store.catalogue_read_groups()))
+
+    async def _follow_group(self, shards: list[int]) -> None:
+        linger_s = self.s.catalog_linger_ms / 1000
+        while True:
+            try:
+                ids = parse_pos(self.log_pos)
+                after = {shard: ids[shard] for shard in shards}
+                got = await self.store.catalogue_tail_many(after, self.s.catalog_block_ms)
+                if not got:
+                    continue
+                # Apply them a little later: their direct calls, sent once the catalogue had
+                # them, are in by then, and `filed` skips them unparsed. What is written
+                # meanwhile waits for the next read, which returns at once, and so on: at most
+                # one index job per linger, each a batch.
+                await asyncio.sleep(linger_s)
+                async with self.log_lock:
+                    ids = parse_pos(self.log_pos)
+                    if any(ids[shard] != after[shard] for shard in shards):  # a reload swapped the sets meanwhile
+                        continue
+                    changes = [f for shard in shards for _, f in got.get(shard, ())]
+                    await self.run_index(applier(self.sets, changes, self.sets.table))
+                    for shard, entries in got.items():
+                        ids[shard] = entries[-1][0]
+                    self.log_pos = join_pos(ids)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("catalogue tail of shards %s failed; retrying", shards)
+                await asyncio.sleep(self.s.catalog_retry_s)
+
+
+def applier(sets: SubscriptionSets, changes: list[dict], table: SegmentTable) -> Callable[[], None]:
+    """Catalogue log changes as one job for the index thread. An add the sets have `filed`
+    (a direct call brought it) is skipped before any parse; the other adds between two
+    removes are parsed together and added in one bulk call; a remove applies in its place,
+    after the adds before it (an add and a remove of one id keep their order)."""
+    def apply() -> None:
+        raws: list[str] = []
+        for f in changes:
+            if f["op"] == "add":
+                if not sets.filed(f["id"]):
+                    raws.append(f["sub"])
+            else:
+                if raws:
+                    sets.add_rows(*rows_from_catalogue(raws, table.space))
+                    raws = []
+                sets.remove(f["id"])
+        if raws:
+            sets.add_rows(*rows_from_catalogue(raws, table.space))
+    return apply

@@ -1,0 +1,113 @@
+"""What the skew job is asked to do: its flags, its inputs' readers, its cost terms.
+
+Imports no Spark, so `bluedove seed` builds its parser without starting a JVM; the job itself is
+`bluedove/spark/skew_stats.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass, field
+
+# Our matcher's cost terms (seconds) as `bluedove sim calibrate` fitted them (the `rtree` regime
+# of docs/sim/model.json; a test keeps the two equal). `--cost-model FILE` reads a newer fit.
+DEFAULT_COST = {"one": 1.9327622394951393e-06, "searched": 2.305827734072313e-09,
+                "matches": 5.001340302380068e-07}
+UNIFORM_MESSAGES = 1_000_000.0  # the nominal sample size of "no sample: uniform messages"
+
+
+@dataclass
+class Job:
+    subscriptions: str
+    space: list  # [(name, min, max)]
+    matchers: int
+    out: str | None = None
+    messages: str | None = None
+    buckets: int = 1024
+    window_s: float = 60.0
+    headroom: float = 0.25
+    z: float = 1.645
+    cost: dict = field(default_factory=lambda: dict(DEFAULT_COST))
+    cost_source: str = "built in (docs/sim/model.json, rtree)"
+
+
+
+def read_space(path: str) -> list[tuple[str, float, float]]:
+    """A space file (`{"dimensions": [{name, min, max}, …]}`, JSON or YAML) as (name, min, max)."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        import yaml  # a space file written by hand is YAML
+        data = yaml.safe_load(text)
+    try:
+        dims = [(str(d["name"]), float(d["min"]), float(d["max"])) for d in data["dimensions"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"--space {path}: expected {{dimensions: [{{name, min, max}}, …]}} ({exc!r})") from None
+    if not dims or any(not lo < hi for _, lo, hi in dims):
+        raise ValueError(f"--space {path}: every dimension needs min < max")
+    return dims
+
+
+def read_cost(path: str, regime: str = "rtree") -> dict:
+    """A regime's terms from a `bluedove sim calibrate` model file (or a bare {"terms": …}):
+    `rtree`, our matcher, or `per_dimension`, the paper's per-dimension index."""
+    with open(path) as f:
+        data = json.load(f)
+    if regime not in data and "terms" not in data:
+        raise ValueError(f"--cost-model {path}: no regime {regime!r} in it (it has {', '.join(data)})")
+    terms = data.get(regime, data).get("terms")
+    if not isinstance(terms, dict) or not {"one", "searched"} <= set(terms):
+        raise ValueError(f"--cost-model {path}: expected the {regime} terms one, searched, matches")
+    return {t: float(terms.get(t, 0.0)) for t in DEFAULT_COST}
+
+
+def parser(prog: str = "skew_stats.py") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Compute a partition seed from subscriptions and sampled messages.")
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
+    """The job's flags; `required=False` where another mode of the command needs none of them
+    (`bluedove seed --from FILE`), which then checks them itself."""
+    p.add_argument("--subscriptions", required=required, metavar="PATH",
+                   help="the catalogue export's Parquet (`bluedove export catalogue`: OUT/subscriptions)")
+    p.add_argument("--space", default=None, metavar="FILE",
+                   help="the space (default: space.json beside the subscriptions folder)")
+    p.add_argument("--messages", default=None, metavar="PATH",
+                   help="sampled messages: the dispatchers' sample folder, JSON lines or Parquet "
+                        "(default: none, messages taken as uniform)")
+    p.add_argument("--matchers", type=int, required=required, default=None, metavar="N",
+                   help="segments per dimension")
+    p.add_argument("--out", default="seed.json", metavar="FILE", help="the seed file to write (default seed.json)")
+    p.add_argument("--buckets", type=int, default=1024, help="fine buckets per dimension (default 1024)")
+    p.add_argument("--window-s", type=float, default=60.0, help="time window of the load series (default 60)")
+    p.add_argument("--headroom", type=float, default=0.25,
+                   help="capacity of a matcher above the mean load, for the risk (default 0.25)")
+    p.add_argument("--z", type=float, default=1.645, help="z of the effective size mu + z*sigma (default 1.645)")
+    p.add_argument("--regime", default="rtree", choices=("rtree", "per_dimension"),
+                   help="with --cost-model: whose cost terms (default rtree, our matcher's)")
+    p.add_argument("--cost-model", default=None, metavar="FILE",
+                   help="a `bluedove sim calibrate` model file (default: the built-in fit)")
+
+
+def job_from_args(args: argparse.Namespace) -> Job:
+    """A Job from parsed arguments; ValueError naming the flag on bad input."""
+    space_path = args.space or os.path.join(os.path.dirname(os.path.normpath(args.subscriptions)), "space.json")
+    if not os.path.exists(space_path):
+        raise ValueError(f"--space: no space file at {space_path}; give --space FILE")
+    for flag, v, ok in (("--matchers", args.matchers, args.matchers >= 1), ("--buckets", args.buckets, args.buckets >= 8),
+                        ("--window-s", args.window_s, args.window_s > 0), ("--headroom", args.headroom, args.headroom >= 0)):
+        if not ok:
+            raise ValueError(f"{flag} {v}: out of range")
+    job = Job(subscriptions=args.subscriptions, space=read_space(space_path), matchers=args.matchers, out=args.out,
+              messages=args.messages, buckets=args.buckets, window_s=args.window_s, headroom=args.headroom, z=args.z)
+    if args.cost_model:
+        job.cost, job.cost_source = read_cost(args.cost_model, args.regime), f"{args.cost_model} ({args.regime})"
+    return job
+
+

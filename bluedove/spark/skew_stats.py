@@ -1,0 +1,245 @@
+"""The skew-statistics job: a partition seed from the subscriptions and a message sample.
+
+    spark-submit bluedove/spark/skew_stats.py --subscriptions EXPORT/subscriptions --space EXPORT/space.json \
+        [--messages SAMPLES] --matchers N --out seed.json
+
+Extract reads the catalogue export (Parquet: `lows`, `highs`) and the dispatchers' message
+sample (JSON lines or Parquet: `ts`, `point`); the transforms (`bluedove/spark/transforms.py`) build the
+per-dimension histograms, the load model and the per-segment load series as Spark plans; only
+aggregates reach the driver, where `bluedove/spark/placement.py` cuts equal-load boundaries and places
+segments on matchers; load writes the seed (its schema: docs/spark.md). Runs on any master:
+executors need nothing but Spark (no Python function runs on them but the covariance's rows).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import datetime, timezone
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make `bluedove.spark` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import numpy as np  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from bluedove.spark import placement as P  # noqa: E402
+from bluedove.spark import transforms as T  # noqa: E402
+from bluedove.spark.job import UNIFORM_MESSAGES, Job, job_from_args, parser  # noqa: E402
+
+RISK_HEADROOMS = (0.1, 0.25, 0.5, 1.0)  # capacities the risk is also reported at (mean × 1 + h)
+
+# -- extract -------------------------------------------------------------------------------
+def extract_subscriptions(spark: SparkSession, path: str) -> DataFrame:
+    return spark.read.parquet(path).select("lows", "highs")
+
+
+def extract_messages(spark: SparkSession, path: str) -> DataFrame:
+    """Parquet, or JSON lines (a file, a folder of `*.jsonl`, or the sample folder itself)."""
+    if path.endswith(".parquet") or (os.path.isdir(path) and any(n.endswith(".parquet") for n in os.listdir(path))):
+        return spark.read.parquet(path).select(F.col("ts").cast("double"), F.col("point").cast("array<double>"))
+    if os.path.isdir(path):  # the dispatchers' sample folder: one folder per dispatcher
+        nested = any(os.path.isdir(os.path.join(path, n)) for n in os.listdir(path))
+        path = os.path.join(path, "*", "*.jsonl") if nested else os.path.join(path, "*.jsonl")
+    return spark.read.schema("ts DOUBLE, point ARRAY<DOUBLE>").json(path)
+
+
+def bucket_edges(subs: DataFrame, messages: DataFrame | None, space, buckets: int) -> tuple[list, list]:
+    """Fine bucket edges per dimension and the atom buckets (a single value carrying at least
+    two message quantiles' worth). Half the edges are equal-width; the rest follow the data
+    (quantiles of messages and of subscription bounds), so a city's readings or a hot value
+    get buckets of their own. Only quantiles come back to the driver."""
+    k = len(space)
+    probs = list(np.linspace(0.0, 1.0, buckets // 4 + 1)[1:-1])
+    q_msgs = [[] for _ in space]
+    if messages is not None:
+        wide = messages.select(*T.columns(messages, "point", k, "v"))
+        q_msgs = wide.approxQuantile([f"v{i}" for i in range(k)], probs, 1e-4)
+    sub_probs = list(np.linspace(0.0, 1.0, buckets // 8 + 1)[1:-1])
+    wide = subs.select(*T.columns(subs, "lows", k, "lo"), *T.columns(subs, "highs", k, "hi"))
+    q_subs = wide.approxQuantile([f"lo{i}" for i in range(k)] + [f"hi{i}" for i in range(k)], sub_probs, 1e-4)
+    edges, atoms = [], []
+    for i, (_, lo, hi) in enumerate(space):
+        tiny = (hi - lo) * 1e-9
+        values, counts = np.unique(np.asarray(q_msgs[i], dtype=np.float64), return_counts=True)
+        hot = [float(v) for v, c in zip(values, counts) if c >= 2 and lo <= v < hi - tiny]
+        e = set(np.linspace(lo, hi, buckets // 2 + 1).tolist())
+        e |= {float(v) for v in q_msgs[i] + q_subs[i] + q_subs[k + i] if lo < v < hi}
+        for v in hot:  # an atom gets the bucket [v, v + tiny) to itself
+            e |= {v, v + tiny}
+        e = np.array(sorted(e))
+        e = e[np.concatenate([[True], np.diff(e) > 0])]
+        edges.append(e.tolist())
+        atoms.append([int(np.searchsorted(e, v, side="right") - 1) for v in hot])
+    return edges, atoms
+
+
+# -- the job -------------------------------------------------------------------------------
+def _histograms(load: DataFrame, k: int) -> list[dict]:
+    rows = load.select("dim", "bucket", "messages", "subscriptions", "load").orderBy("dim", "bucket").collect()
+    out = [{"messages": [], "subscriptions": [], "load": []} for _ in range(k)]
+    for r in rows:
+        h = out[r["dim"]]
+        h["messages"].append(float(r["messages"]))
+        h["subscriptions"].append(int(r["subscriptions"]))
+        h["load"].append(float(r["load"]))
+    return out
+
+
+def _covariance(series: DataFrame, n_cols: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Mean and covariance of the k·N segment columns over the time windows (RowMatrix: windows
+    are rows, segments columns); zero covariance with fewer than two windows."""
+    from pyspark.mllib.linalg import Vectors
+    from pyspark.mllib.linalg.distributed import RowMatrix
+
+    bounds = series.agg(F.min("window").alias("lo"), F.max("window").alias("hi")).first()
+    if bounds["lo"] is None:
+        return np.zeros(n_cols), np.zeros((n_cols, n_cols)), 0
+    windows = int(bounds["hi"] - bounds["lo"] + 1)
+    wide = series.groupBy("window").pivot("col", list(range(n_cols))).agg(F.sum("load"))
+    every = series.sparkSession.range(int(bounds["lo"]), int(bounds["hi"]) + 1).withColumnRenamed("id", "window")
+    wide = every.join(wide, "window", "left").na.fill(0.0)
+    names = [str(c) for c in range(n_cols)]
+    mean_row = wide.agg(*[F.avg(F.col(c)).alias(c) for c in names]).first()
+    mu = np.array([float(mean_row[c] or 0.0) for c in names])
+    if windows < 2:
+        return mu, np.zeros((n_cols, n_cols)), windows
+    parts = max(1, series.sparkSession.sparkContext.defaultParallelism)
+    rows = wide.select(*names).coalesce(parts).rdd.map(lambda r: Vectors.dense([float(x) for x in r]))
+    cov = RowMatrix(rows).computeCovariance().toArray()
+    return mu, np.asarray(cov), windows
+
+
+def run(spark: SparkSession, job: Job, say=print) -> dict:
+    """Extract, transform, place; returns the seed (written to `job.out` if set)."""
+    started = time.perf_counter()
+    k, n, names = len(job.space), job.matchers, [d[0] for d in job.space]
+    if n < 1:
+        raise ValueError(f"--matchers {n}: at least one matcher is needed")
+    subs = extract_subscriptions(spark, job.subscriptions)
+    messages = extract_messages(spark, job.messages) if job.messages else None
+    n_subs = subs.count()
+    n_msgs = messages.count() if messages is not None else 0
+    say(f"seed: {n_subs} subscriptions, {n_msgs if messages is not None else 'no'} sampled messages, "
+        f"{k} dimensions, {n} matchers")
+    edges, atoms = bucket_edges(subs, messages if n_msgs else None, job.space, job.buckets)
+    cells = T.grid(spark, edges)
+    if n_msgs:
+        m_buckets = T.message_buckets(messages, edges).cache()
+        m_hist = T.message_histogram(m_buckets, k)
+    else:
+        m_buckets, m_hist = None, T.uniform_message_histogram(cells, job.space, UNIFORM_MESSAGES)
+    # The histograms are small (k·B rows) and read several times by the load model: keep them.
+    sub_buckets = T.subscription_buckets(subs, edges).cache()
+    m_hist, coverage = m_hist.cache(), T.coverage_histogram(sub_buckets, cells, k).cache()
+    model = T.load_model(cells, m_hist, coverage, float(n_subs), job.cost).cache()
+    hists = _histograms(model, k)
+    for df in (sub_buckets, m_hist, coverage, model):
+        df.unpersist()
+
+    dims, seg_of = {}, []
+    for i, name in enumerate(names):
+        cuts, shares = P.equal_load_cuts(edges[i], hists[i]["load"], n, atoms[i])
+        seg_of.append(P.segment_of(edges[i], cuts))
+        total = sum(hists[i]["load"]) or 1.0
+        dims[name] = {
+            "boundaries": [job.space[i][1], *cuts, job.space[i][2]],
+            "segment_load": shares,
+            "histogram": {"edges": edges[i], **hists[i]},
+            "hot_spots": P.hot_spots(edges[i], hists[i]["load"]),
+            "unsplittable": [{"low": edges[i][a], "high": edges[i][a + 1], "load_share": hists[i]["load"][a] / total}
+                             for a in atoms[i] if hists[i]["load"][a] / total > 1.0 / n],
+        }
+
+    # Risk-aware placement over the per-segment load series.
+    units = spark.createDataFrame(
+        [(d, b, d * n + int(seg_of[d][b]), float(u))
+         for d in range(k) for b, u in enumerate(_units(hists[d]))], "dim INT, bucket INT, col INT, unit DOUBLE")
+    if m_buckets is not None:
+        t0 = m_buckets.agg(F.min("ts")).first()[0]
+        series = T.segment_series(m_buckets, units, k, job.window_s, float(t0 or 0.0))
+        mu, cov, windows = _covariance(series, k * n)
+    else:
+        mu, cov, windows = np.zeros(k * n), np.zeros((k * n, k * n)), 0
+    if not mu.any():  # no timestamps: the mean loads of the model, no variance
+        mu = np.array([dims[nm]["segment_load"][s] * sum(hists[d]["load"]) / k
+                       for d, nm in enumerate(names) for s in range(n)])
+    capacity = (1.0 + job.headroom) * float(mu.sum()) / n
+    assign = P.place(mu, cov, k, n, capacity, job.z)
+    rr = P.round_robin(k, n)
+    p_place, p_rr = P.risks(mu, cov, assign, n, capacity), P.risks(mu, cov, rr, n, capacity)
+    means, sds = P.matcher_loads(mu, cov, assign, n)
+    curve = []  # the comparison at other capacities, each with the placement made for it
+    for h in RISK_HEADROOMS:
+        c = (1.0 + h) * float(mu.sum()) / n
+        p1 = float(P.risks(mu, cov, P.place(mu, cov, k, n, c, job.z), n, c).max())
+        p2 = float(P.risks(mu, cov, rr, n, c).max())
+        curve.append({"headroom": h, "placement": p1, "round_robin": p2, "gain": P.gain(p1, p2)})
+    seed = {
+        "version": 1,
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "matchers": n,
+        "space": {"dimensions": [{"name": nm, "min": lo, "max": hi} for nm, lo, hi in job.space]},
+        "inputs": {"subscriptions": job.subscriptions, "subscription_count": int(n_subs),
+                   "messages": job.messages, "message_count": int(n_msgs), "cost_model": dict(job.cost),
+                   "cost_model_source": job.cost_source, "buckets": job.buckets, "window_s": job.window_s,
+                   "windows": windows},
+        "dimensions": dims,
+        "placement": [{"matcher": j, "segments": {nm: int(assign[d, j]) for d, nm in enumerate(names)}}
+                      for j in range(n)],
+        "risk": {"placement": float(p_place.max()), "round_robin": float(p_rr.max()),
+                 "gain": P.gain(float(p_place.max()), float(p_rr.max())), "capacity": capacity,
+                 "headroom": job.headroom, "z": job.z, "by_headroom": curve,
+                 "per_matcher": [{"matcher": j, "mean": float(means[j]), "sd": float(sds[j]),
+                                  "risk": float(p_place[j]), "round_robin_risk": float(p_rr[j])} for j in range(n)],
+                 "method": "first-fit decreasing by effective size mu + z*sigma, then pairwise swaps; risk "
+                           "P(V > C) under a normal approximation with the segments' covariance over "
+                           "time windows (GEMOM's risk; placement after Xing et al., ICDE 2005)"},
+        "job_s": round(time.perf_counter() - started, 2),
+    }
+    if m_buckets is not None:
+        m_buckets.unpersist()
+    if job.out:
+        write_seed(seed, job.out)
+    say(f"seed: worst risk {seed['risk']['placement']:.3g} placed vs {seed['risk']['round_robin']:.3g} round robin; "
+        f"{seed['job_s']} s" + (f"; written to {job.out}" if job.out else ""))
+    return seed
+
+
+def _units(hist: dict) -> list[float]:
+    """Each bucket's cost per message (load ÷ messages; 0 where no message fell)."""
+    return [ld / m if m else 0.0 for ld, m in zip(hist["load"], hist["messages"])]
+
+
+# -- load ----------------------------------------------------------------------------------
+def write_seed(seed: dict, path: str) -> None:
+    """Write the seed whole or not at all (a temporary file renamed over the target)."""
+    tmp = f"{path}.tmp"
+    import json
+
+    with open(tmp, "w") as f:
+        json.dump(seed, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+# -- entry point ---------------------------------------------------------------------------
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        job = job_from_args(args)
+    except (OSError, ValueError) as exc:
+        print(f"skew_stats: {exc}", file=sys.stderr)
+        return 2
+    spark = SparkSession.builder.appName("bluedove-skew-stats").getOrCreate()
+    try:
+        run(spark, job)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
