@@ -1,13 +1,13 @@
 """Generate BlueDove's Grafana dashboard with grafana-foundation-sdk (the test extra).
 
-    python scripts/gen_grafana.py          # writes both copies below
-    python scripts/gen_grafana.py --check  # exit 1 if either differs from what it would write
+    python scripts/gen_grafana.py          # writes the file below
+    python scripts/gen_grafana.py --check  # exit 1 if it differs from what it would write
 
-The dashboard is written to deploy/grafana/bluedove.json and, because a Helm chart reads only
-files inside its own directory, to deploy/helm/bluedove/dashboards/bluedove.json too
-(templates/grafana-dashboards.yaml makes a ConfigMap of it for Grafana's sidecar). Its panels
-follow the charts of the dashboard page; every query names metrics of docs/metrics.md
-(tests/deploy/test_grafana.py checks both).
+The dashboard is written once, into the chart, because a Helm chart reads only files inside its
+own directory: deploy/helm/bluedove/dashboards/bluedove.json (templates/grafana-dashboards.yaml
+makes a ConfigMap of it for Grafana's sidecar; to import it into Grafana by hand, upload that
+file). Its panels follow the charts of the dashboard page; every query names metrics of
+docs/metrics.md (tests/deploy/test_grafana.py checks both).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from grafana_foundation_sdk.models.common import LegendDisplayMode, LegendPlacem
 from grafana_foundation_sdk.models.dashboard import DashboardCursorSync, DataSourceRef
 
 ROOT = Path(__file__).resolve().parents[1]
-OUTPUTS = (ROOT / "deploy" / "grafana" / "bluedove.json", ROOT / "deploy" / "helm" / "bluedove" / "dashboards" / "bluedove.json")
+OUTPUT = ROOT / "deploy" / "helm" / "bluedove" / "dashboards" / "bluedove.json"
 DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 RATE = "[$__rate_interval]"
 # A process's role, joined from its build info: legends say which kind of process a line is.
@@ -99,18 +99,17 @@ def text() -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--check", action="store_true", help="exit 1 if a written copy differs from the generated one")
+    p.add_argument("--check", action="store_true", help="exit 1 if the written file differs from the generated one")
     args = p.parse_args()
     out = text()
-    stale = [path for path in OUTPUTS if not path.exists() or path.read_text(encoding="utf-8") != out]
     if args.check:
-        for path in stale:
-            print(f"{path.relative_to(ROOT)} is not what scripts/gen_grafana.py generates", file=sys.stderr)
-        return 1 if stale else 0
-    for path in OUTPUTS:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(out, encoding="utf-8")
-        print(f"wrote {path.relative_to(ROOT)}")
+        if not OUTPUT.exists() or OUTPUT.read_text(encoding="utf-8") != out:
+            print(f"{OUTPUT.relative_to(ROOT)} is not what scripts/gen_grafana.py generates", file=sys.stderr)
+            return 1
+        return 0
+    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+    OUTPUT.write_text(out, encoding="utf-8")
+    print(f"wrote {OUTPUT.relative_to(ROOT)}")
     return 0
 
 

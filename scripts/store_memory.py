@@ -38,7 +38,8 @@ async def measure(args) -> dict:
             base = await used(store)
             for i in range(args.subs):
                 lo = [rnd.uniform(0, 900) for _ in range(4)]
-                preds = {f"x{d}": [round(lo[d], 3), round(lo[d] + rnd.uniform(1, 100), 3)] for d in range(rnd.randint(1, 4))}
+                preds = {f"x{d}": [round(lo[d], 3), round(lo[d] + rnd.uniform(1, 100), 3)]
+                         for d in range(rnd.randint(1, 4))}
                 await store.add_subscription({"id": new_id(), "queue": queues[i % len(queues)], "predicates": preds})
             after_subs = await used(store)
             now = datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
@@ -60,7 +61,8 @@ async def measure(args) -> dict:
                 while await store.poll(q, 1000, 0):
                     pass
             after_pending = await used(store)
-            delivery_mark, message_mark = await sample_dedup(store, "bd:{q:*}:dd:*"), await sample_dedup(store, "bd:dd:*")
+            delivery_mark, message_mark = (await sample_dedup(store, "bd:{q:*}:dd:*"),
+                                           await sample_dedup(store, "bd:dd:*"))
             # What the marks really hold (key, value, expiry, the keyspace's entries): the memory
             # freed by deleting them, last, once everything else is measured.
             freed_delivery_marks = await delete_all(store, "bd:{q:*}:dd:*")

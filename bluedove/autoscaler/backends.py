@@ -11,6 +11,8 @@ from typing import Protocol
 
 
 class Backend(Protocol):
+    """What carries out the autoscaler's decisions: starts and stops matchers (local or Kubernetes)."""
+
     name: str
 
     def current(self) -> int:

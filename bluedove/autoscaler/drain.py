@@ -18,7 +18,7 @@ import grpc
 
 from bluedove.autoscaler.backends import Drainer
 from bluedove.runtime import tls
-from bluedove.store import Store
+from bluedove.store.store import AutoscalerStore
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
@@ -33,7 +33,7 @@ def pods_to_drain(statefulset: str, replicas: int, target: int) -> list[str]:
 
 
 def table_owners(raw: dict | None) -> dict[str, str]:
-    """Member id -> address of everyone a stored table (Store.get_table) gives segments to."""
+    """Member id -> address of everyone a stored table (AutoscalerStore.get_table) gives segments to."""
     if not raw:
         return {}
     members = dict(raw.get("members") or {})
@@ -65,12 +65,12 @@ def drain(drainer: Drainer, member: str, timeout_s: float, poll_s: float = POLL_
 
 
 class MatcherDrainer:
-    """The stored table through the autoscaler's Store (on `loop`), the Leave RPC over gRPC.
+    """The stored table through the autoscaler's store (on `loop`), the Leave RPC over gRPC.
 
     Its methods block: call them from a worker thread (the runner calls backends through
     asyncio.to_thread), never from `loop` itself."""
 
-    def __init__(self, store: Store, loop: asyncio.AbstractEventLoop, store_timeout_s: float = 10.0,
+    def __init__(self, store: AutoscalerStore, loop: asyncio.AbstractEventLoop, store_timeout_s: float = 10.0,
                  tls_files: tls.TlsFiles | None = None) -> None:
         self.store = store
         self.tls = tls_files

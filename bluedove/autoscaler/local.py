@@ -11,10 +11,12 @@ from bluedove.autoscaler.metrics import autoscaler_registry
 from bluedove.autoscaler.policy import ScalingConfig
 from bluedove.autoscaler.runner import Autoscaler
 from bluedove.runtime.telemetry import serve_metrics
-from bluedove.store import Store
+from bluedove.store.store import AutoscalerStore
 
 
 class AutoscalerThread:
+    """An Autoscaler on a thread and event loop of its own, scaling a LocalCluster's matchers."""
+
     def __init__(self, cluster, config: ScalingConfig, interval_s: float = 1.0,
                  metrics_port: int | None = None) -> None:
         self.cluster = cluster
@@ -43,7 +45,7 @@ class AutoscalerThread:
     async def _run(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        store = Store(self.cluster.store_url)
+        store = AutoscalerStore(self.cluster.store_url)
         self.autoscaler = Autoscaler(LocalBackend(self.cluster), store, self.config, self.interval_s,
                                      tls_files=getattr(self.cluster, "tls", None))
         server = None

@@ -18,6 +18,8 @@ NAN = float("nan")
 
 
 class AutoscalerCollector(Collector):
+    """The autoscaler's Prometheus metrics, read from its last step when a scrape comes."""
+
     def __init__(self, autoscaler) -> None:
         self.a = autoscaler
 

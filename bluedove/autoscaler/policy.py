@@ -25,6 +25,8 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class ScalingConfig:
+    """The policy's bounds, thresholds, windows and cooldowns, and those of the scale-out check."""
+
     min_matchers: int = 1
     max_matchers: int = 8
     # Saturation must hold over this whole window (a burst shorter than it is absorbed).
@@ -95,6 +97,8 @@ class Check(Protocol):
 
 @dataclass(frozen=True)
 class Decision:
+    """What the policy chose at one step: scale out, scale in or hold, to how many matchers, and why."""
+
     action: str  # "scale_out" | "scale_in" | "hold"
     target: int
     reason: str
@@ -117,7 +121,8 @@ def saturation(win: Sequence[LoadSample], c: ScalingConfig) -> tuple[str | None,
     mean = sum(busy) / len(busy)
     seen = f"busy {min(busy):.2f}-{max(busy):.2f} (λ/μ per matcher) over {c.window_s:.0f} s, queued {rise:+d}"
     if min(busy) > c.out_busy:
-        return f"busy {min(busy):.2f}-{max(busy):.2f} (λ/μ per matcher) over {c.window_s:.0f} s, above {c.out_busy}", seen
+        return (f"busy {min(busy):.2f}-{max(busy):.2f} (λ/μ per matcher) over {c.window_s:.0f} s, "
+                f"above {c.out_busy}"), seen
     if growing and mean >= c.in_busy:
         return f"queues grew by {rise} over {c.window_s:.0f} s", seen
     if growing:

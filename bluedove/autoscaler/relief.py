@@ -113,6 +113,8 @@ class Stop:
 
 @dataclass(frozen=True)
 class Verdict:
+    """What the review of a check concluded, and why: relieved, not relieved, unchecked or resumed."""
+
     outcome: str  # "relieved" | "not_relieved" | "unchecked" | "resumed"
     reason: str
     limit: str | None = None

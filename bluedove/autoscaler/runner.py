@@ -17,8 +17,8 @@ from bluedove.autoscaler.policy import Decision, LoadSample, ScalingConfig
 from bluedove.autoscaler.signals import SignalReader
 from bluedove.core.load import LoadReport
 from bluedove.runtime import tls
-from bluedove.store import Store
 from bluedove.store.series import put_gauges
+from bluedove.store.store import AutoscalerStore
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
@@ -26,7 +26,9 @@ log = logging.getLogger("bluedove.autoscaler")
 
 
 class Autoscaler:
-    def __init__(self, backend: Backend, store: Store, config: ScalingConfig = ScalingConfig(),
+    """The autoscaler loop, with what its last step saw and chose (read by its metrics)."""
+
+    def __init__(self, backend: Backend, store: AutoscalerStore, config: ScalingConfig = ScalingConfig(),
                  interval_s: float = 1.0, tls_files: tls.TlsFiles | None = None) -> None:
         self.backend = backend
         self.tls = tls_files  # for the matchers' Report (mutual TLS with a CA)

@@ -16,14 +16,16 @@ import time
 from dataclasses import dataclass
 
 from bluedove.core import timeseries as ts
-from bluedove.store import Store
 from bluedove.store.series import read_records
+from bluedove.store.store import AutoscalerStore
 
 log = logging.getLogger("bluedove.autoscaler")
 
 
 @dataclass(frozen=True)
 class Signals:
+    """One reading of the cluster besides the matchers' load; None where it could not be had."""
+
     accepted: float | None = None        # messages accepted per second (the last settled second)
     p50_s: float | None = None           # their publish latency's median
     dispatcher_cpu: float | None = None  # the busiest dispatcher's CPU, fraction of one core
@@ -80,7 +82,7 @@ class StoreCpu:
 class SignalReader:
     """Reads the Signals once per autoscaler step."""
 
-    def __init__(self, store: Store, host: bool) -> None:
+    def __init__(self, store: AutoscalerStore, host: bool) -> None:
         self.store = store
         self.host = HostCpu() if host else None
         self.store_cpu = StoreCpu()

@@ -9,6 +9,7 @@ import signal
 import sys
 
 from bluedove.runtime import tls
+from bluedove.runtime.extras import require
 
 DRAIN_TIMEOUT_ENV = "BLUEDOVE_DRAIN_TIMEOUT_S"
 METRICS_PORT_ENV = "BLUEDOVE_METRICS_PORT"
@@ -37,19 +38,13 @@ def add_command(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:  # the Kubernetes client is an extra: the service runs without it
-        from bluedove.autoscaler.kubernetes import (
-            KubernetesBackend,
-            KubernetesBackendError,
-            KubernetesConfigError,
-            pod_namespace,
-        )
-    except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".")[0] not in ("kubernetes", "urllib3"):
-            raise
-        print("bluedove autoscaler: the Kubernetes backend needs the Kubernetes client: "
-              "pip install 'bluedove[kubernetes]'", file=sys.stderr)
-        return 2
+    require("kubernetes", "bluedove autoscaler")  # the client is an extra: the services run without it
+    from bluedove.autoscaler.kubernetes import (
+        KubernetesBackend,
+        KubernetesBackendError,
+        KubernetesConfigError,
+        pod_namespace,
+    )
     from bluedove.autoscaler.policy import ScalingConfig
     from bluedove.core.partition.modes import MPARTITION
     from bluedove.runtime.settings import DispatcherSettings, TlsSettings, from_env
@@ -113,14 +108,15 @@ async def _serve(backend, store_url: str, config, metrics_host: str, metrics_por
     from bluedove.autoscaler.metrics import autoscaler_registry
     from bluedove.autoscaler.runner import Autoscaler
     from bluedove.runtime.telemetry import serve_metrics
-    from bluedove.store import Store
+    from bluedove.store.store import AutoscalerStore
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    store = Store(store_url)
-    backend.drainer = MatcherDrainer(store, loop, tls_files=tls_files)  # the backend runs in worker threads, the store on this loop
+    store = AutoscalerStore(store_url)
+    # the backend runs in worker threads, the store on this loop
+    backend.drainer = MatcherDrainer(store, loop, tls_files=tls_files)
     scaler = Autoscaler(backend, store, config, tls_files=tls_files)
     server = None
     if metrics_port:

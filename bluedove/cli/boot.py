@@ -26,7 +26,8 @@ def add_command(sub) -> None:
                        description="Write the cluster's first segment table (compare-and-set from no table). "
                                    "A store that already holds one over the same space is left as it is (exit 0); "
                                    "one over another space is refused (exit 2).")
-    p.add_argument("--store", required=True, help="the store: redis://host:port/db, or redis+cluster://host:port,host:port for a Redis Cluster")
+    p.add_argument("--store", required=True,
+                   help="the store: redis://host:port/db, or redis+cluster://host:port,host:port for a Redis Cluster")
     p.add_argument("--space", required=True, metavar="FILE", help="YAML space file (dimensions: name, min, max)")
     who = p.add_mutually_exclusive_group()
     who.add_argument("--matchers", type=int, default=None, metavar="N",
@@ -48,9 +49,11 @@ def _cmd_init(args: argparse.Namespace) -> int:
     try:
         space = load_space(args.space)
     except SpaceError as exc:
-        return _usage("init", f"--space {exc}" if str(exc).startswith(str(args.space)) else f"--space {args.space}: {exc}")
+        return _usage("init", f"--space {exc}" if str(exc).startswith(str(args.space))
+                      else f"--space {args.space}: {exc}")
     try:
-        members = parse_members(args.members) if args.members is not None else numbered_members(1 if args.matchers is None else args.matchers)
+        members = (parse_members(args.members) if args.members is not None
+                   else numbered_members(1 if args.matchers is None else args.matchers))
         seed = load_seed(args.seed) if args.seed else None
     except BootError as exc:
         return _usage("init", str(exc))

@@ -20,6 +20,7 @@ from pathlib import Path
 from bluedove.core.model import build_subscription
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space
+from bluedove.runtime.extras import require
 from bluedove.store import keys as K
 from bluedove.store.client import sync_client
 
@@ -43,7 +44,8 @@ def add_command(sub) -> None:
     src.add_argument("--data-dir", default=None, metavar="DIR",
                      help="a stopped local cluster's data dir (`bluedove up --data-dir`): its store is started "
                           "privately for the export, then stopped")
-    src.add_argument("--store", default=None, metavar="URL", help="a store's URL, a running cluster's (redis://host:port/db or redis+cluster://host:port,...)")
+    src.add_argument("--store", default=None, metavar="URL",
+                     help="a store's URL, a running cluster's (redis://host:port/db or redis+cluster://host:port,...)")
     c.add_argument("--out", required=True, metavar="OUT", help="the folder to write")
     c.add_argument("--rows-per-file", type=int, default=FILE_ROWS, metavar="N",
                    help=f"rows per part file (default {FILE_ROWS:,})")
@@ -53,6 +55,7 @@ def add_command(sub) -> None:
 
 
 def _cmd_export_catalogue(args: argparse.Namespace) -> int:
+    require("spark", "bluedove export catalogue", only=("pyarrow",))  # Parquet is written with pyarrow
     t0 = time.monotonic()
     try:
         if args.rows_per_file < 1:

@@ -24,6 +24,7 @@ from bluedove.local.flags import (
     up_tls,
 )
 from bluedove.runtime import tls
+from bluedove.runtime.extras import MissingExtra
 
 COMMAND_GROUP = "bluedove.commands"
 SEED_HELP = ("a partition seed (JSON, docs/operations.md \"Seeds\"): the first table's boundaries and which "
@@ -296,7 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--id", required=True)
     m.add_argument("--host", default="127.0.0.1")
     m.add_argument("--port", type=int, required=True)
-    m.add_argument("--store", required=True, help="the store: redis://host:port/db, or redis+cluster://host:port,host:port for a Redis Cluster")
+    m.add_argument("--store", required=True,
+                   help="the store: redis://host:port/db, or redis+cluster://host:port,host:port for a Redis Cluster")
     m.add_argument("--deliver", choices=("store", "count"), default="store",
                    help="count: match without writing deliveries (benchmarks)")
     m.add_argument("--join", action="append", metavar="HOST:PORT",
@@ -327,12 +329,14 @@ def build_parser() -> argparse.ArgumentParser:
     tls.add_flags(m, "its gRPC port (every other matcher, dispatcher and the autoscaler connect to it)")
     m.set_defaults(func=_cmd_matcher)
 
-    d = sub.add_parser("dispatcher", help="run one dispatcher (`up` starts them; docs/operations.md starts them by hand)")
+    d = sub.add_parser("dispatcher",
+                       help="run one dispatcher (`up` starts them; docs/operations.md starts them by hand)")
     d.add_argument("--id", required=True)
     d.add_argument("--host", default="127.0.0.1")
     d.add_argument("--http-port", type=int, required=True)
     d.add_argument("--grpc-port", type=int, default=None, help="gRPC API port (default 50051; 0 = any free port)")
-    d.add_argument("--store", required=True, help="the store: redis://host:port/db, or redis+cluster://host:port,host:port for a Redis Cluster")
+    d.add_argument("--store", required=True,
+                   help="the store: redis://host:port/db, or redis+cluster://host:port,host:port for a Redis Cluster")
     d.add_argument("--space", default=None, metavar="FILE",
                    help="YAML space file; refused (exit 2) if the stored table's space differs. Without it, "
                         "the stored table's space (waiting for a table)")
@@ -391,7 +395,12 @@ def main(argv: list[str] | None = None) -> None:
     args, args.extra = parser.parse_known_args(argv)
     if args.extra and not getattr(args, "dimension_flags", False):
         parser.error(f"unrecognized arguments: {' '.join(args.extra)}")
-    sys.exit(args.func(args))
+    try:
+        code = args.func(args)
+    except MissingExtra as exc:
+        print(f"bluedove: {exc}", file=sys.stderr)
+        code = 2
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -23,12 +23,14 @@ class UsageError(Exception):
 def add_commands(sub: argparse._SubParsersAction) -> None:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--url", default=os.environ.get("BLUEDOVE_URL", DEFAULT_URL),
-                       help=f"http(s)://host:port (REST) or grpc(s)://host:port (default $BLUEDOVE_URL or {DEFAULT_URL})")
+                       help=f"http(s)://host:port (REST) or grpc(s)://host:port "
+                            f"(default $BLUEDOVE_URL or {DEFAULT_URL})")
         p.add_argument("--api-key", default=None, metavar="KEY",
                        help="an API key (bdk_…) for a cluster run with --auth keys, sent with publishing, "
                             "subscribing and deleting (default $BLUEDOVE_API_KEY); --token still opens the queue")
         p.add_argument("--tls-ca", default=os.environ.get("BLUEDOVE_TLS_CA") or None, metavar="FILE",
-                       help="PEM CA to trust for https:// and grpcs:// (default $BLUEDOVE_TLS_CA, else the system's roots)")
+                       help="PEM CA to trust for https:// and grpcs:// "
+                            "(default $BLUEDOVE_TLS_CA, else the system's roots)")
         p.set_defaults(func=run, dimension_flags=True)
 
     s = sub.add_parser("subscribe", allow_abbrev=False, help="subscribe a queue (a new one by default)",
@@ -100,7 +102,8 @@ def dimension_values(tokens: list[str], space: dict) -> dict[str, str]:
             raise UsageError(f"unexpected argument {tok!r}")
         name, eq, value = tok[2:].partition("=")
         if name not in names:
-            raise UsageError(f"unknown flag --{name}; the cluster's dimensions are: {', '.join('--' + n for n in names)}")
+            raise UsageError(f"unknown flag --{name}; the cluster's dimensions are: "
+                             f"{', '.join('--' + n for n in names)}")
         if not eq:
             i += 1
             if i >= len(tokens):

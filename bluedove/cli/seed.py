@@ -28,6 +28,7 @@ from bluedove.core.partition.bootstrap import BootError, load_seed
 from bluedove.core.partition.seeds import SeedError, reseeded
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.runtime import tls
+from bluedove.runtime.extras import require
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
@@ -82,6 +83,7 @@ def _tls(args: argparse.Namespace):
 
 def _job(args: argparse.Namespace) -> int:
     """Run the job; then, with --apply, apply the seed it wrote."""
+    require("spark", "bluedove seed --subscriptions")
     if args.apply and not args.store:
         return _usage("--apply needs --store (the running cluster's store)")
     if args.matchers is None:
@@ -97,12 +99,10 @@ def _job(args: argparse.Namespace) -> int:
         job = job_from_args(args)
     except (OSError, ValueError) as exc:
         return _usage(str(exc))
-    try:
-        from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession
 
-        from bluedove.spark.skew_stats import run
-    except ImportError as exc:
-        return _usage(f"the job needs the spark extra: pip install 'bluedove[spark]' ({exc})")
+    from bluedove.spark.skew_stats import run
+
     master = args.master or "local[*]"
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # never resolve the machine's own name
@@ -155,6 +155,10 @@ def _err(message: str) -> None:
     print(f"bluedove seed: {message}", file=sys.stderr)
 
 
+def _range(r: tuple[float, float] | None) -> str:
+    return "none" if r is None else f"[{r[0]:.6g}, {r[1]:.6g})"
+
+
 def describe_change(old: SegmentTable, new: SegmentTable) -> list[str]:
     """One line per matcher: its range on every dimension, before -> after."""
     names = old.space.names
@@ -164,8 +168,7 @@ def describe_change(old: SegmentTable, new: SegmentTable) -> list[str]:
         parts = []
         for i, name in enumerate(names):
             b, a = before.get(i), after.get(i)
-            fmt = (lambda r: "none" if r is None else f"[{r[0]:.6g}, {r[1]:.6g})")
-            parts.append(f"{name} {fmt(b)}" + ("" if a == b else f" -> {fmt(a)}"))
+            parts.append(f"{name} {_range(b)}" + ("" if a == b else f" -> {_range(a)}"))
         out.append(f"  {m}: " + ", ".join(parts))
     return out
 

@@ -24,26 +24,34 @@ class InvalidRequest(BlueDoveError):
 
 
 class InvalidJson(InvalidRequest):
+    """400 `invalid_json`: the request body is not JSON."""
+
     status = 400
 
 
 class InvalidSubscription(InvalidRequest):
+    """422 `invalid_subscription`: a malformed subscription or batch of subscriptions."""
     pass
 
 
 class InvalidMessage(InvalidRequest):
+    """422 `invalid_message`: a malformed message or batch of messages."""
     pass
 
 
 class InvalidParameter(InvalidRequest):
+    """422 `invalid_parameter`: a query parameter out of its range (`max`, `wait`, `since`)."""
     pass
 
 
 class InvalidAck(InvalidRequest):
+    """422 `invalid_ack`: an ack whose `receipts` are missing or not receipts."""
     pass
 
 
 class PayloadTooLarge(InvalidRequest):
+    """413 `payload_too_large`: a message payload over the size limit."""
+
     status = 413
 
 
@@ -60,6 +68,8 @@ class Forbidden(BlueDoveError):
 
 
 class NotFound(BlueDoveError):
+    """404 `not_found`: an unknown route, or a subscription that is not of the token's queue."""
+
     status = 404
 
 

@@ -27,7 +27,8 @@ STATUS = {
 def rpc_error(exc: grpc.RpcError) -> BlueDoveError:
     meta = dict(exc.trailing_metadata() or ())
     code = meta.get("bluedove-error-code") or ("unavailable" if STATUS.get(exc.code()) == 503 else None)
-    return api_error(STATUS.get(exc.code(), 500), code, exc.details() or exc.code().name, meta.get("bluedove-error-field"))
+    return api_error(STATUS.get(exc.code(), 500), code, exc.details() or exc.code().name,
+                     meta.get("bluedove-error-field"))
 
 
 def _number(v, err: type[BlueDoveError], where: str) -> float:
@@ -59,7 +60,8 @@ def subscribe_pb(body: dict, where: str = "") -> pb.SubscribeRequest:
 
 
 def subscribe_batch_pb(bodies: list[dict]) -> pb.SubscribeBatchRequest:
-    return pb.SubscribeBatchRequest(subscriptions=[subscribe_pb(b, f"subscriptions[{i}].") for i, b in enumerate(bodies)])
+    return pb.SubscribeBatchRequest(subscriptions=[subscribe_pb(b, f"subscriptions[{i}].")
+                                                   for i, b in enumerate(bodies)])
 
 
 def delivery_json(m: pb.Delivery) -> dict:
@@ -113,6 +115,8 @@ def stream_elements(msgs: list) -> Iterator:
 
 
 class GrpcTransport:
+    """The blocking gRPC transport: one channel to the PubSub API, calls answered as JSON."""
+
     def __init__(self, url: str, timeout_s: float, api_key: str | None = None, tls_ca: str | None = None) -> None:
         self.api_key = api_key
         self.channel = _channel(url, tls_ca, asynchronous=False)
@@ -186,6 +190,8 @@ class GrpcTransport:
 
 
 class AsyncGrpcTransport:
+    """The asyncio gRPC transport; its channel is made on first use, inside the running loop."""
+
     def __init__(self, url: str, timeout_s: float, api_key: str | None = None, tls_ca: str | None = None) -> None:
         self.api_key = api_key
         self.url = url

@@ -52,6 +52,8 @@ def _verify(tls_ca: str | None):
 
 
 class HttpTransport:
+    """The blocking REST transport: one httpx.Client on the API's base URL."""
+
     def __init__(self, url: str, timeout_s: float, api_key: str | None = None, *, tls_ca: str | None = None) -> None:
         self.api_key = api_key
         # The long-poll wait rides on top of the timeout.
@@ -113,6 +115,8 @@ class HttpTransport:
 
 
 class AsyncHttpTransport:
+    """The asyncio REST transport: one httpx.AsyncClient on the API's base URL."""
+
     def __init__(self, url: str, timeout_s: float, *, limits: httpx.Limits | None = None,
                  transport: httpx.AsyncBaseTransport | None = None, api_key: str | None = None,
                  tls_ca: str | None = None) -> None:

@@ -37,6 +37,8 @@ class Queue:
 
 @dataclass
 class Subscription:
+    """A subscription: its id, the queue it delivers to, and its predicates."""
+
     id: str
     queue: Queue
     predicates: dict = field(default_factory=dict)
@@ -72,7 +74,8 @@ def message_body(m: Any) -> dict:
         return m
     if isinstance(m, tuple) and len(m) == 2:
         return {"attributes": m[0], "payload": m[1]}
-    raise TypeError(f"a message is {{'attributes': ..., 'payload': ..., 'id': ...}} or (attributes, payload), got {m!r}")
+    raise TypeError(f"a message is {{'attributes': ..., 'payload': ..., 'id': ...}} or (attributes, payload), "
+                    f"got {m!r}")
 
 
 def predicates_of(predicates: dict | None, ranges: dict) -> dict:

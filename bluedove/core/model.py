@@ -113,7 +113,8 @@ def parse_subscription_request(body: Any, prefix: str = "") -> tuple[str | None,
     return queue, body["predicates"]
 
 
-def parse_subscription_batch(body: Any, space: Space, max_batch: int = MAX_BATCH) -> list[tuple[str | None, Subscription]]:
+def parse_subscription_batch(body: Any, space: Space,
+                             max_batch: int = MAX_BATCH) -> list[tuple[str | None, Subscription]]:
     """Validate a whole POST /v1/subscriptions:batch body before anything is stored (all or
     nothing); returns [(queue or None, subscription with an empty id and queue)] in order.
     Errors name the field, as `subscriptions[3].predicates.x2[1]`."""
@@ -199,5 +200,6 @@ def parse_batch(body: Any, space: Space, max_batch: int = MAX_BATCH,
     if not msgs:
         raise ApiError(422, "invalid_message", "a batch needs at least one message", "messages")
     if len(msgs) > max_batch:
-        raise ApiError(422, "invalid_message", f"a batch holds at most {max_batch} messages, got {len(msgs)}", "messages")
+        raise ApiError(422, "invalid_message", f"a batch holds at most {max_batch} messages, got {len(msgs)}",
+                       "messages")
     return [parse_message(m, space, f"messages[{i}].", max_payload) for i, m in enumerate(msgs)]

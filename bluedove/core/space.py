@@ -16,6 +16,8 @@ class SpaceError(ValueError):
 
 @dataclass(frozen=True)
 class Dimension:
+    """One named dimension of the space: the half-open range [min, max)."""
+
     name: str
     min: float
     max: float
@@ -26,6 +28,8 @@ class Dimension:
 
 @dataclass(frozen=True)
 class Space:
+    """The attribute space: its dimensions, in order."""
+
     dimensions: tuple[Dimension, ...]
 
     @property

@@ -62,7 +62,8 @@ def _joined(items: list[bytes]) -> tuple[bytes, bytes]:
     return b"".join(items), ends.astype(ENDS).tobytes()
 
 
-def encode_part(dim: int, points: np.ndarray, ids: list[bytes], bodies_: list[bytes], client: np.ndarray) -> pb.PackedPart:
+def encode_part(dim: int, points: np.ndarray, ids: list[bytes], bodies_: list[bytes],
+                client: np.ndarray) -> pb.PackedPart:
     ids_blob, id_ends = _joined(ids)
     body_blob, body_ends = _joined(bodies_)
     return pb.PackedPart(dimension=dim, count=len(ids), points=np.ascontiguousarray(points, dtype=POINTS).tobytes(),

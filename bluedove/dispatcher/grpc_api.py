@@ -143,6 +143,8 @@ def predicates_pb(predicates: dict) -> dict:
 
 
 class PubSubServicer(pb_grpc.PubSubServicer):
+    """The public bluedove.v1.PubSub service: each call handed to bluedove/dispatcher/operations.py."""
+
     def __init__(self, dispatcher) -> None:
         self.d = dispatcher
 
@@ -178,16 +180,16 @@ class PubSubServicer(pb_grpc.PubSubServicer):
     @unary
     async def Publish(self, request, context):
         k = await key(self.d, context, PUBLISH)
-        batch = self.d.decoder.messages([request], None)
-        ops.admit(self.d, k, 1, request.ByteSize() if k else 0)
-        return pb.PublishReply(id=(await ops.publish_parsed(self.d, batch, k))[0])
+        ids = await ops.publish(self.d, lambda: self.d.decoder.messages([request], None),
+                                request.ByteSize() if k else 0, k)
+        return pb.PublishReply(id=ids[0])
 
     @unary
     async def PublishBatch(self, request, context):
         k = await key(self.d, context, PUBLISH)
-        batch = self.d.decoder.pb_batch(request.messages)
-        ops.admit(self.d, k, len(batch), request.ByteSize() if k else 0)
-        return pb.PublishBatchReply(ids=await ops.publish_parsed(self.d, batch, k))
+        ids = await ops.publish(self.d, lambda: self.d.decoder.pb_batch(request.messages),
+                                request.ByteSize() if k else 0, k)
+        return pb.PublishBatchReply(ids=ids)
 
     @unary
     async def PublishStream(self, request_iterator, context):
@@ -199,6 +201,7 @@ class PubSubServicer(pb_grpc.PubSubServicer):
             async for el in request_iterator:
                 if isinstance(el, Undecodable):
                     raise el.error(f"messages[{i}]")
+                ops.gate(self.d)  # a full dispatcher refuses before decoding, as for every publish
                 if el.messages:
                     if el.attributes or el.payload or el.id:
                         raise ApiError(422, "invalid_message", "a stream element carries one message or a batch "
@@ -274,7 +277,8 @@ class GrpcApi:
         self.health = ReadinessHealth(dispatcher)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection([SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)
-        self.port = tls.add_port(self.server, f"{host}:{port}", tls_files, internal=False)  # public: no client certificate
+        # public: no client certificate
+        self.port = tls.add_port(self.server, f"{host}:{port}", tls_files, internal=False)
 
     async def start(self) -> None:
         await self.health.refresh()  # both services known from the start (NOT_SERVING on shutdown)

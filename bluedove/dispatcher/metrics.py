@@ -45,6 +45,8 @@ class _ClusterFacts(Collector):
 
 
 class Metrics:
+    """The Prometheus counters, histograms and gauges one dispatcher process updates."""
+
     def __init__(self) -> None:
         self.multiprocess_dir = os.environ.get(MULTIPROC_ENV) or None
         # In multiprocess mode the values live in the shared files, and the objects sit in a

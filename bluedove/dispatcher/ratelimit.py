@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class Bucket:
+    """One token bucket: its rate and burst, and the tokens it held when last counted."""
+
     rate: float  # tokens per second, > 0
     burst: float  # most tokens held, > 0
     tokens: float

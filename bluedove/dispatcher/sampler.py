@@ -39,6 +39,8 @@ WRITE_EVERY_S = 0.2  # how often the writer wakes
 
 
 class Sampler:
+    """One dispatcher's message sample: the countdown, the bounded buffer and the thread writing it."""
+
     def __init__(self, rate: float, directory: str | Path, dispatcher_id: str, space: Space, rotate_s: float,
                  rotate_mb: float, keep: int, sampled: Counter, dropped: Counter,
                  buffer_max: int = BUFFER_MAX) -> None:

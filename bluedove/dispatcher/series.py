@@ -23,6 +23,8 @@ DEPTH_EVERY_S = 5.0
 
 
 class DispatcherSeries:
+    """This dispatcher's counters for the cluster time series, written to the store once a second."""
+
     def __init__(self, d) -> None:
         self.d = d
         self.rec = Recorder(d.store, zero=(ts.PUBLISHED, ts.REDELIVERED))

@@ -31,7 +31,7 @@ from collections import deque
 from bluedove.core.model import Subscription
 from bluedove.dispatcher.view import ClusterView
 from bluedove.runtime.settings import DispatcherSettings
-from bluedove.store import Store
+from bluedove.store.store import DispatcherStore
 from bluedove.v1 import matcher_pb2 as pb
 
 SEND_BATCH_MAX = 1000  # subscriptions per AddSubscriptions call
@@ -89,7 +89,7 @@ class _Batcher:
 class Subscriber:
     """The catalogue writer and the matcher lanes of one dispatcher."""
 
-    def __init__(self, settings: DispatcherSettings, cluster: ClusterView, store: Store) -> None:
+    def __init__(self, settings: DispatcherSettings, cluster: ClusterView, store: DispatcherStore) -> None:
         self.s, self.cluster, self.store = settings, cluster, store
         self._writer = _Batcher(store.add_subscriptions_each, WRITE_BATCH_MAX, WRITE_INFLIGHT)
         self._lanes: dict[str, _Batcher] = {}

@@ -32,7 +32,7 @@ from bluedove.dispatcher.gossip_member import GossipMember as GossipNode
 from bluedove.gossip.state import DISPATCHER, MATCHER, STATUS_NAMES
 from bluedove.runtime import tls
 from bluedove.runtime.settings import DispatcherSettings
-from bluedove.store import Store
+from bluedove.store.store import DispatcherStore
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
@@ -41,6 +41,8 @@ log = logging.getLogger("bluedove.dispatcher")
 
 @dataclass
 class MemberHealth:
+    """What this dispatcher learned of one matcher from its calls to it and its load reports."""
+
     down_until: float = 0.0
     failures: int = 0
     ready: bool = False
@@ -62,7 +64,9 @@ class GossipMember:
 
 
 class ClusterView:
-    def __init__(self, settings: DispatcherSettings, store: Store, seeds: tuple[str, ...] = ()) -> None:
+    """The dispatcher's view of the cluster: segment table, gossip members, load reports, health."""
+
+    def __init__(self, settings: DispatcherSettings, store: DispatcherStore, seeds: tuple[str, ...] = ()) -> None:
         self.s = settings
         self.store = store
         self.table: SegmentTable | None = None

@@ -14,6 +14,8 @@ log = logging.getLogger("bluedove.gossip")
 
 
 class GossipAgent:
+    """A gossip Node on real time: a round every interval on a task, envelopes sent as they come."""
+
     def __init__(self, node: Node, transport: Transport, clock: Callable[[], float] = time.monotonic) -> None:
         self.node = node
         self.transport = transport

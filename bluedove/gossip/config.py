@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class GossipConfig:
+    """Every timing of the gossip protocol: rounds, failure detection, probes, suspicion."""
+
     # One round: bump our heartbeat, push our view to ceil(log2 N) + fanout_extra peers, check
     # the failure detector. Seed 001 §III-C gossips every second; 0.2 s keeps detection ≤ 3 s.
     interval_s: float = 0.2

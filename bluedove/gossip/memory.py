@@ -27,6 +27,8 @@ class MemoryTransport:
 
 
 class SimNetwork:
+    """Gossip nodes on a simulated clock and network: delays, loss, blocked links and crashes."""
+
     def __init__(self, seed: int = 0, delay_s: tuple[float, float] = (0.001, 0.010), loss: float = 0.0,
                  count_bytes: bool = False) -> None:
         self.rng = random.Random(seed)

@@ -41,6 +41,8 @@ def rounds_to_converge(n: int, seed: int = 1, loss: float = 0.0) -> float:
 
 @dataclass
 class Detection:
+    """How long after a crash the first live member, and then all of them, declared it dead."""
+
     first_s: float  # SIGKILL to the first member declaring it dead
     all_s: float    # SIGKILL to every live member declaring it dead
 

@@ -35,6 +35,8 @@ ROLES = (MATCHER, DISPATCHER)
 
 @dataclass(frozen=True)
 class MemberState:
+    """One member's entry in the gossip view: address, liveness, load and role (MemberEntry)."""
+
     id: str
     addr: str
     generation: int
@@ -60,12 +62,16 @@ class MemberState:
 # -- messages (one-way; see proto/bluedove/v1/gossip.proto) --------------------------------
 @dataclass(frozen=True)
 class Push:
+    """The sender's view of the members and its table's epoch, pushed to peers every round."""
+
     members: tuple[MemberState, ...]
     epoch: int
 
 
 @dataclass(frozen=True)
 class PushReply:
+    """A push's pull half: the entries newer than the pusher's, and our table if it is newer."""
+
     members: tuple[MemberState, ...]
     epoch: int
     table_json: str = ""
@@ -73,23 +79,31 @@ class PushReply:
 
 @dataclass(frozen=True)
 class TableUpdate:
+    """A segment table (as JSON) and its epoch, sent to a member whose table is older."""
+
     epoch: int
     table_json: str
 
 
 @dataclass(frozen=True)
 class Ping:
+    """A probe of a member, answered by an Ack with the same seq."""
+
     seq: int
 
 
 @dataclass(frozen=True)
 class Ack:
+    """The answer to a Ping: its seq, and who answered (for an indirect probe, the probed member)."""
+
     seq: int
     target: str
 
 
 @dataclass(frozen=True)
 class PingReq:
+    """A request to probe `target` at `target_addr` for the sender (SWIM's ping-req)."""
+
     seq: int
     target: str
     target_addr: str
@@ -100,6 +114,8 @@ Body = Push | PushReply | TableUpdate | Ping | Ack | PingReq
 
 @dataclass(frozen=True)
 class Envelope:
+    """One gossip message, with its sender's id and the address replies go to."""
+
     sender: str
     sender_addr: str
     body: Body
@@ -107,6 +123,8 @@ class Envelope:
 
 @dataclass(frozen=True)
 class Out:
+    """An envelope for the driver to send, and the address it goes to."""
+
     addr: str
     envelope: Envelope
 
@@ -138,6 +156,8 @@ def suspicion_timeout(base_s: float, n_live: int) -> float:
 
 @dataclass
 class Node:
+    """One member's gossip state: its view of the members, failure detection, probes and the table."""
+
     id: str
     addr: str
     generation: int
@@ -342,7 +362,8 @@ class Node:
                 continue
             cur = self.members.get(e.id)
             if cur is None or e.key > cur.key:
-                if cur is not None and cur.generation == e.generation and cur.status == e.status and cur.incarnation == e.incarnation:
+                if cur is not None and cur.generation == e.generation and cur.status == e.status \
+                        and cur.incarnation == e.incarnation:
                     # The common case, a newer heartbeat: one arrival for the detector.
                     self.members[e.id] = e
                     self.windows[e.id].record(now)

@@ -13,5 +13,7 @@ from bluedove.gossip.state import Envelope
 
 
 class Transport(Protocol):
+    """Sends envelopes to members' addresses, best effort (a simulated network, or gRPC)."""
+
     def send(self, addr: str, envelope: Envelope) -> None:
         """Start sending `envelope` to the member at `addr`; never raises for a lost message."""

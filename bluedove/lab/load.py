@@ -26,6 +26,8 @@ CONNECTIONS_PER_POOL = 4
 
 
 class Clock(Protocol):
+    """The time the lab's load runs on: now() and an asyncio sleep (real, or a test's fake)."""
+
     def now(self) -> float: ...
 
     async def sleep(self, seconds: float) -> None: ...

@@ -122,7 +122,8 @@ async def reading(url: str, boxes: list[Inbox], received: Callable[[int, list[di
             if k % READERS_PER_POOL == 0:
                 pools.append(pool(url, READERS_PER_POOL + 1, transport, timeout_s=LONG_POLL_S + 20))
             mine = list(range(k, len(boxes), n))
-            tasks.append(asyncio.create_task(read(pools[-1], boxes, mine, received, failed, clock, min_gap_s, polling), name=f"reader{k}"))
+            tasks.append(asyncio.create_task(read(pools[-1], boxes, mine, received, failed, clock, min_gap_s, polling),
+                                             name=f"reader{k}"))
         yield tasks
     finally:
         for t in tasks:

@@ -58,6 +58,8 @@ def port_in_use(host: str, port: int) -> bool:
 
 @dataclass
 class Child:
+    """One process of the local cluster: its role, command line and log, and how often it restarted."""
+
     role: str
     name: str
     args: list[str]
@@ -67,11 +69,10 @@ class Child:
     extra_env: dict = field(default_factory=dict)
 
     def start(self) -> None:
-        log = open(self.log_path, "ab")
         env = {**os.environ, **self.extra_env}
-        self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                     env=env, start_new_session=True)
-        log.close()
+        with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         env=env, start_new_session=True)
 
     @property
     def pid(self) -> int | None:
@@ -82,6 +83,8 @@ class Child:
 
 
 class LocalCluster:
+    """A local cluster's processes: its store (unless given one), matchers and dispatchers."""
+
     def __init__(self, matchers: int = 4, dispatchers: int = 1, http_port: int = 8080, grpc_port: int = 0,
                  data_dir: str | Path = ".bluedove", store: str | None = None, space_file: str | None = None,
                  policy: str = "adaptive", host: str = "127.0.0.1", restart: bool = True,
@@ -360,7 +363,8 @@ class LocalCluster:
                                      "--metrics-port", str(self.metrics_ports[name]),
                                      *(x for a in seeds for x in ("--join", a)), *self._tls_args(),
                                      *(extra_args or [])]
-        child = Child("matcher", name, args, self.data_dir / "logs" / f"{name}.log", extra_env={**self.child_env, **self.matcher_env})
+        child = Child("matcher", name, args, self.data_dir / "logs" / f"{name}.log",
+                      extra_env={**self.child_env, **self.matcher_env})
         self.addresses[name] = f"{self.host}:{port}"
         self.children.append(child)
         child.start()

@@ -8,6 +8,7 @@ from pathlib import Path
 from bluedove.core.forwarding import POLICIES
 from bluedove.core.partition.modes import MODES
 from bluedove.runtime import tls
+from bluedove.runtime.extras import require
 
 PARTITION_HELP = ("mpartition (BlueDove, the default) or a baseline of the paper's §IV-B: p2p, full-replication; "
                   "the same on every matcher and dispatcher (default BLUEDOVE_PARTITION, else mpartition)")
@@ -18,8 +19,9 @@ def add_cluster_flags(sp: argparse.ArgumentParser, http_port: int, grpc_port: in
     sp.add_argument("--dispatchers", type=int, default=1, help="dispatcher processes sharing the port")
     sp.add_argument("--http-port", type=int, default=http_port, help="REST port (0 = any free port)")
     sp.add_argument("--grpc-port", type=int, default=grpc_port, help="gRPC API port (0 = any free port)")
-    sp.add_argument("--store", default=None, help="redis://host:port/db, or redis+cluster://host:port,host:port for a Redis Cluster; "
-                                               "default: a private redis-server")
+    sp.add_argument("--store", default=None,
+                    help="redis://host:port/db, or redis+cluster://host:port,host:port for a Redis Cluster; "
+                         "default: a private redis-server")
     sp.add_argument("--store-cluster", type=int, default=None, metavar="N",
                     help="instead of one private redis-server, a private Redis Cluster of N primaries with a "
                          "replica each (DATA_DIR/redis-cluster); a killed primary fails over only if N >= 3")
@@ -55,10 +57,9 @@ def up_tls(args: argparse.Namespace):
     if args.tls == "self-signed":
         if args.tls_cert or args.tls_key or args.tls_ca:
             raise tls.TlsError("--tls self-signed makes its own files: not with --tls-cert, --tls-key or --tls-ca")
-        try:
-            from bluedove.local.selfsigned import ensure
-        except ModuleNotFoundError as exc:
-            raise tls.TlsError(f"--tls self-signed needs {exc.name}: pip install 'bluedove[tls]'") from None
+        require("tls", "--tls self-signed")
+        from bluedove.local.selfsigned import ensure
+
         files, made = ensure(Path(args.data_dir) / "tls")
         print(f"TLS         {'a new' if made else 'the'} self-signed CA {files.tls_ca} (clients: --tls-ca)", flush=True)
         return files

@@ -34,32 +34,44 @@ class Member(Protocol):
 # The changes, each executed by `membership.py`.
 @dataclass(frozen=True)
 class Adopt:
+    """The change that adopts the newer table whose epoch gossip carries."""
+
     epoch: int  # gossip carries this newer table epoch: adopt that table first
 
 
 @dataclass(frozen=True)
 class Takeover:
+    """The change that merges dead owners' segments into adjacent live owners."""
+
     gone: frozenset[str]  # merge these owners' segments into adjacent live owners
 
 
 @dataclass(frozen=True)
 class Join:
+    """The change that splits the busiest segments to give an idle matcher its share."""
+
     member: str  # split the busiest segments to give this idle member its share
 
 
 @dataclass(frozen=True)
 class Refuse:
+    """No change: an idle matcher stays idle, as the partition mode takes no joins."""
+
     member: str  # this idle member stays idle: the partition mode takes no joins
     partition: str
 
 
 @dataclass(frozen=True)
 class Leave:
+    """The change that merges this leaving matcher (and dead owners) out into the live ones."""
+
     gone: frozenset[str]  # merge ourselves and the owners not alive out into the live ones
 
 
 @dataclass(frozen=True)
 class Stuck:
+    """No change: we are leaving but no other owner is alive to take our segments."""
+
     reason: str  # we are leaving but no other owner is alive to take our segments
 
 

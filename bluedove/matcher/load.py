@@ -22,6 +22,8 @@ class _Bucket:
 
 
 class WindowStats:
+    """One dimension's arrivals and matching work in time buckets: λ and μ over the window."""
+
     def __init__(self, window_s: float = 5.0, bucket_s: float = 0.5) -> None:
         self.window_s = window_s
         self.bucket_s = bucket_s

@@ -36,7 +36,7 @@ from bluedove.gossip.state import ALIVE, DEAD, LEFT, STATUS_NAMES, Node
 from bluedove.matcher.decisions import Adopt, Join, Refuse, Stuck, Takeover, next_change, note_left
 from bluedove.runtime import tls
 from bluedove.runtime.settings import MatcherSettings
-from bluedove.store import Store
+from bluedove.store.store import MatcherStore
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
@@ -44,10 +44,10 @@ log = logging.getLogger("bluedove.matcher")
 
 
 class Host(Protocol):
-    """What membership needs of the matcher it is part of (`bluedove.matcher.server.Matcher`)."""
+    """What membership needs of the matcher it is part of (`bluedove.matcher.matcher.Matcher`)."""
 
     s: MatcherSettings
-    store: Store
+    store: MatcherStore
     generation: int
     table: SegmentTable | None
     ready: bool
@@ -62,6 +62,8 @@ class Host(Protocol):
 
 
 class Membership:
+    """The matcher's gossip member: its node, agent and seeds, and the table changes it executes."""
+
     def __init__(self, m: Host, config: GossipConfig, seeds: tuple[str, ...] = (), peers_dns: str = "",
                  dns_retry_s: float = 1.0) -> None:
         self.m = m

@@ -18,6 +18,8 @@ DIM = ["dimension"]
 
 
 class MatcherCollector(Collector):
+    """A matcher's Prometheus metrics, read from its own state when a scrape comes."""
+
     def __init__(self, matcher) -> None:
         self.m = matcher
 

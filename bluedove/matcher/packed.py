@@ -135,7 +135,7 @@ def warm_up() -> None:
 @compiled
 def _contains(lo, hi, row, points, i):
     """Whether box `row` of (lo, hi) holds point i: closed bounds, and NaN is inside nothing."""
-    for d in range(points.shape[1]):
+    for d in range(points.shape[1]):  # noqa: SIM110 (numba compiles a loop, not all() over a generator)
         if not lo[row, d] <= points[i, d] <= hi[row, d]:
             return False
     return True

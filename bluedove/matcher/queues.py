@@ -25,7 +25,7 @@ from bluedove.core.wire import Part
 from bluedove.matcher.index import SubscriptionSet
 from bluedove.matcher.load import Totals, ValueSample, WindowStats
 from bluedove.matcher.matches import Matches
-from bluedove.store import Store
+from bluedove.store.store import MatcherStore
 
 
 @dataclass
@@ -37,13 +37,17 @@ class _Request:
 
 @dataclass
 class BatchResult:
+    """A request's matches, and the deliveries and new messages its batch stored."""
+
     matched: int = 0
     delivered: int = 0
     fresh: int = 0
 
 
 class MatcherQueue:
-    def __init__(self, k: int, get_set: Callable[[int], SubscriptionSet], store: Store, executor: Executor,
+    """The matcher's one input queue of Forward requests, and the worker that matches and stores them."""
+
+    def __init__(self, k: int, get_set: Callable[[int], SubscriptionSet], store: MatcherStore, executor: Executor,
                  stats: list[WindowStats], batch_max: int = 1024, deliver: str = "store",
                  store_inflight: int = 8, ttls: tuple[int, int] = (600, 120)) -> None:
         self.k = k

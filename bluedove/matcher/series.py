@@ -44,7 +44,7 @@ def coverage(m) -> dict[str, dict[str, int]]:
 
 
 async def run_series(m) -> None:
-    """The matcher's recorder and stats entry, until cancelled (`m` a started bluedove.matcher.server.Matcher)."""
+    """The matcher's recorder and stats entry, until cancelled (`m` a started bluedove.matcher.matcher.Matcher)."""
     rec = Recorder(m.store, zero=(ts.DELIVERED,))
     seen = m.queue.totals.written
 

@@ -24,6 +24,8 @@ DIRECT_MAX = 200_000
 
 
 class SubscriptionSets:
+    """One matcher's subscription sets, one per dimension, and the tombstones of removed ids."""
+
     def __init__(self, member_id: str, table: SegmentTable, tombstone_ttl_s: float = 600.0,
                  mode: str = MPARTITION) -> None:
         self.member_id = member_id
@@ -105,7 +107,7 @@ class SubscriptionSets:
     def carry_removals(self, old: "SubscriptionSets") -> None:
         """Keep `old`'s record of removed ids: an id removed before a reload stays removed, even
         when the rows loaded after it are older than its removal."""
-        self._tombstones = dict(old._tombstones)
+        self._tombstones = dict(old._tombstones)  # noqa: SLF001 (another instance of this class)
 
     def remove(self, sub_id: str, now: float | None = None) -> int:
         now = time.monotonic() if now is None else now

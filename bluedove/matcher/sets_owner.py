@@ -20,8 +20,8 @@ from bluedove.core.partition.modes import held
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.matcher.sets import SubscriptionSets, rows_from_catalogue
 from bluedove.runtime.settings import MatcherSettings
-from bluedove.store import Store
 from bluedove.store.keys import join_pos, parse_pos, pos_max, pos_min
+from bluedove.store.store import MatcherStore
 
 log = logging.getLogger("bluedove.matcher")
 
@@ -31,13 +31,17 @@ RunIndex = Callable[..., Awaitable]
 
 
 class Rebuilt(NamedTuple):
+    """How a rebuild of the sets went: seconds filling them, log changes replayed, seconds replaying."""
+
     build_s: float  # filling the new sets
     replayed: int  # catalogue log changes replayed onto them
     replay_s: float
 
 
 class SetsOwner:
-    def __init__(self, settings: MatcherSettings, store: Store, run_index: RunIndex) -> None:
+    """The matcher's subscription sets and the catalogue log position they are current to."""
+
+    def __init__(self, settings: MatcherSettings, store: MatcherStore, run_index: RunIndex) -> None:
         self.s = settings
         self.store = store
         self.run_index = run_index

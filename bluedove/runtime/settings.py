@@ -18,6 +18,8 @@ AUTH_MODES = ("off", "keys")
 
 @dataclass(frozen=True)
 class MatcherSettings:
+    """One matcher's settings: address, store, booting, matching, table changes and TLS."""
+
     id: str = "m1"
     host: str = "127.0.0.1"
     port: int = 7001
@@ -115,6 +117,8 @@ class MatcherSettings:
 
 @dataclass(frozen=True)
 class DispatcherSettings:
+    """One dispatcher's settings: ports, store, forwarding, API limits, sampling, auth and TLS."""
+
     id: str = "d1"
     host: str = "127.0.0.1"
     http_port: int = 8080

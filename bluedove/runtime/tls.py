@@ -27,6 +27,8 @@ Options = Sequence[tuple[str, object]]
 
 
 class TlsFiles(Protocol):
+    """Any settings with TLS: certificate, key and CA files, and the name to expect of peers."""
+
     tls_cert: str
     tls_key: str
     tls_ca: str

@@ -20,6 +20,8 @@ UNIFORM_MESSAGES = 1_000_000.0  # the nominal sample size of "no sample: uniform
 
 @dataclass
 class Job:
+    """Everything one run of the skew job needs: inputs, space, matchers, parameters and cost terms."""
+
     subscriptions: str
     space: list  # [(name, min, max)]
     matchers: int
@@ -66,7 +68,8 @@ def read_cost(path: str, regime: str = "rtree") -> dict:
 
 
 def parser(prog: str = "skew_stats.py") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Compute a partition seed from subscriptions and sampled messages.")
+    p = argparse.ArgumentParser(prog=prog,
+                                description="Compute a partition seed from subscriptions and sampled messages.")
     add_arguments(p)
     return p
 
@@ -100,8 +103,10 @@ def job_from_args(args: argparse.Namespace) -> Job:
     space_path = args.space or os.path.join(os.path.dirname(os.path.normpath(args.subscriptions)), "space.json")
     if not os.path.exists(space_path):
         raise ValueError(f"--space: no space file at {space_path}; give --space FILE")
-    for flag, v, ok in (("--matchers", args.matchers, args.matchers >= 1), ("--buckets", args.buckets, args.buckets >= 8),
-                        ("--window-s", args.window_s, args.window_s > 0), ("--headroom", args.headroom, args.headroom >= 0)):
+    for flag, v, ok in (("--matchers", args.matchers, args.matchers >= 1),
+                        ("--buckets", args.buckets, args.buckets >= 8),
+                        ("--window-s", args.window_s, args.window_s > 0),
+                        ("--headroom", args.headroom, args.headroom >= 0)):
         if not ok:
             raise ValueError(f"{flag} {v}: out of range")
     job = Job(subscriptions=args.subscriptions, space=read_space(space_path), matchers=args.matchers, out=args.out,

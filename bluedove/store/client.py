@@ -29,6 +29,8 @@ class StoreUrlError(ValueError):
 
 @dataclass(frozen=True)
 class ClusterUrl:
+    """A parsed cluster URL: startup nodes, TLS, credentials, and the WAIT settings."""
+
     nodes: list[tuple[str, int]]
     tls: bool
     username: str | None

@@ -326,7 +326,8 @@ def _online_replicas(port: int) -> int:
         info = _info(port, "replication")
     except redis.RedisError:
         return 0
-    return sum(1 for k, v in info.items() if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online")
+    return sum(1 for k, v in info.items()
+               if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online")
 
 
 def _wait(ready: Callable[[], bool], deadline: float, why: Callable[[], str]) -> None:

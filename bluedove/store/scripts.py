@@ -141,14 +141,14 @@ return 0
 # A queue's next deliveries in one step, as the REST body. KEYS: the queue's stream, the
 # queue's hash, its dead-letter outbox. ARGV: group, consumer, visibility timeout ms, max n,
 # token digest ('' when the caller checked the token itself), default retention s. A wrong
-# digest (or a queue gone) returns false, so the token check costs no round trip of its own. Deliveries whose visibility timeout passed come first
-# (following XAUTOCLAIM's cursor, which looks at a bounded number of pending entries per call),
-# then new ones (XREADGROUP, never blocking here). Returns {n, '{"messages":[...]}', r}, r of the
-# n handed out again after their visibility timeout (redeliveries): each stored
-# message object gains "subscriptions" and "receipt", spliced as text. One string, because
-# handing the entries back as Lua tables cost redis-server ~14 µs of CPU per delivery, more than
-# reading them (docs/benchmarks.md, "Delivery"). Entries deleted meanwhile (nil in XAUTOCLAIM's
-# reply on Redis 6.2) are skipped.
+# digest (or a queue gone) returns false, so the token check costs no round trip of its own.
+# Deliveries whose visibility timeout passed come first (following XAUTOCLAIM's cursor, which
+# looks at a bounded number of pending entries per call), then new ones (XREADGROUP, never
+# blocking here). Returns {n, '{"messages":[...]}', r}, r of the n handed out again after their
+# visibility timeout (redeliveries): each stored message object gains "subscriptions" and
+# "receipt", spliced as text. One string, because handing the entries back as Lua tables cost
+# redis-server ~14 µs of CPU per delivery, more than reading them (docs/benchmarks.md,
+# "Delivery"). Entries deleted meanwhile (nil in XAUTOCLAIM's reply on Redis 6.2) are skipped.
 #
 # Retention (the hash's retention_s, else ARGV[6]): entries older than it are first acked and
 # deleted (up to 1,000 a call, counted in the hash's `expired`), and any older one left is

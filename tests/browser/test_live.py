@@ -44,11 +44,12 @@ def start_up(tmp_path: Path) -> tuple[subprocess.Popen, int, dict[str, int]]:
     """`bluedove up --autoscale` (2 matchers, 2 to 3), its output in a file; the port and the
     first matchers' pids once it says ready. Fails with its output if it exits or is slow."""
     port = free_port()
-    log = open(tmp_path / "up.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "bluedove", "up", "--autoscale", "--matchers", "2",
-                             "--min-matchers", "2", "--max-matchers", "3", "--http-port", str(port),
-                             "--grpc-port", "0", "--data-dir", str(tmp_path / "data")],
-                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **POLICY})
+    # the child gets its own copy of the file; ours can close once it has started
+    with open(tmp_path / "up.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "bluedove", "up", "--autoscale", "--matchers", "2",
+                                 "--min-matchers", "2", "--max-matchers", "3", "--http-port", str(port),
+                                 "--grpc-port", "0", "--data-dir", str(tmp_path / "data")],
+                                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **POLICY})
     deadline = time.monotonic() + 90
     while "ready;" not in (out := (tmp_path / "up.log").read_text()):
         if proc.poll() is not None or time.monotonic() > deadline:

@@ -13,7 +13,8 @@ from tests.browser.conftest import STATIC, recorded
 ORIGIN = "http://bluedove.test"
 TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
 CHARTS = ["throughput", "autoscaler", "matchers", "latency", "queues"]
-CHART_KEYS = {"throughput": ["published", "delivered"], "autoscaler": ["autoscaler_input", "autoscaler_out", "autoscaler_in"],
+CHART_KEYS = {"throughput": ["published", "delivered"],
+              "autoscaler": ["autoscaler_input", "autoscaler_out", "autoscaler_in"],
               "matchers": ["matchers_desired", "matchers_actual"], "latency": ["latency_p50_s", "latency_p99_s"],
               "queues": ["undelivered", "unacked", "redelivered"]}
 
@@ -100,7 +101,8 @@ def test_charts_markers_strips_table_and_log_from_a_recorded_cluster(page, artif
     # Strips: per dimension the owners' segments in order, coloured, the owner in the tooltip;
     # both densities drawn over them.
     for d in cluster["space"]["dimensions"]:
-        owners = sorted((m["segments"][d["name"]][0], m["id"]) for m in cluster["members"] if d["name"] in m["segments"])
+        owners = sorted((m["segments"][d["name"]][0], m["id"])
+                        for m in cluster["members"] if d["name"] in m["segments"])
         strip = page.locator(f'svg[data-strip="{d["name"]}"]')
         assert strip.get_attribute("data-segments") == str(len(owners))
         segs = strip.locator(".segment")
@@ -110,7 +112,8 @@ def test_charts_markers_strips_table_and_log_from_a_recorded_cluster(page, artif
 
     # The table: a row per matcher with its status and numbers; the killed one dead.
     rows = page.locator("#members tbody tr")
-    assert [rows.nth(i).get_attribute("data-matcher") for i in range(rows.count())] == [m["id"] for m in cluster["members"]]
+    assert ([rows.nth(i).get_attribute("data-matcher") for i in range(rows.count())]
+            == [m["id"] for m in cluster["members"]])
     for m in cluster["members"]:
         row = page.locator(f'#members tr[data-matcher="{m["id"]}"]')
         assert row.get_attribute("data-status") == m["status"]

@@ -186,7 +186,8 @@ def test_a_plain_external_url_is_passed_as_is():
 
 
 def test_boot_members_name_the_first_pods_at_their_advertised_addresses():
-    c = container(render(load_values(CHART / "ci" / "autoscaling-off-values.yaml")).get("StatefulSet", "bluedove-matcher"))
+    c = container(render(load_values(CHART / "ci" / "autoscaling-off-values.yaml"))
+                  .get("StatefulSet", "bluedove-matcher"))
     members = c["args"][c["args"].index("--boot-members") + 1].split(",")
     assert members == [f"bluedove-matcher-{i}=bluedove-matcher-{i}.{HEADLESS}.$(POD_NAMESPACE).svc:7001"
                        for i in range(3)]

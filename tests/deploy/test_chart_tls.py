@@ -12,7 +12,8 @@ from tests.deploy.chart import CHART, load_values, render
 from tests.deploy.test_chart_contract import container, env_of, pod_spec
 
 TLS = load_values(CHART / "ci" / "tls-values.yaml")
-WORKLOADS = (("StatefulSet", "bluedove-matcher", MatcherSettings), ("Deployment", "bluedove-dispatcher", DispatcherSettings),
+WORKLOADS = (("StatefulSet", "bluedove-matcher", MatcherSettings),
+             ("Deployment", "bluedove-dispatcher", DispatcherSettings),
              ("Deployment", "bluedove-autoscaler", TlsSettings))
 
 

@@ -153,7 +153,8 @@ def test_the_service_monitors_scrape_dispatchers_matchers_and_the_autoscaler():
     Service has, whose target is a container port of that component's pods serving /metrics
     (the matchers' and the autoscaler's given by --metrics-port)."""
     r = render({"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}})
-    pods = {"dispatcher": r.get("Deployment", "bluedove-dispatcher"), "matcher": r.get("StatefulSet", "bluedove-matcher"),
+    pods = {"dispatcher": r.get("Deployment", "bluedove-dispatcher"),
+            "matcher": r.get("StatefulSet", "bluedove-matcher"),
             "autoscaler": r.get("Deployment", "bluedove-autoscaler")}
     services = {"dispatcher": "bluedove-dispatcher", "matcher": "bluedove-matcher-headless",
                 "autoscaler": "bluedove-autoscaler"}

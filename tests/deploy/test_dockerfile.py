@@ -215,7 +215,8 @@ def ignored(path: str, patterns: list[str]) -> bool:
 
 
 @pytest.mark.parametrize("path", [
-    ".venv/bin/python", ".git/HEAD", "bluedove/matcher/__pycache__/packed.cpython-311.pyc", "bluedove.egg-info/PKG-INFO",
+    ".venv/bin/python", ".git/HEAD", "bluedove/matcher/__pycache__/packed.cpython-311.pyc",
+    "bluedove.egg-info/PKG-INFO",
     ".pytest_cache/v/cache/nodeids", ".hypothesis/examples/x", ".benchmarks/run.json", "build/lib/x.py",
     ".bluedove/redis/appendonly.aof", "some/dir/.bluedove/logs/m1.log", "tests/unit/test_layers.py",
 ])
@@ -226,7 +227,8 @@ def test_the_context_leaves_out(path):
 def test_the_context_keeps_what_the_wheel_needs():
     """pyproject.toml, the README (the package's long description) and every package."""
     keep = ["pyproject.toml", "README.md", "bluedove/dispatcher/static/dashboard.html", "bluedove/v1/matcher_pb2.py",
-            "bluedove/matcher/packed.py", "bluedove/gossip/__init__.py", "bluedove/autoscaler/kubernetes.py", "bluedove/lab/__init__.py"]
+            "bluedove/matcher/packed.py", "bluedove/gossip/__init__.py", "bluedove/autoscaler/kubernetes.py",
+            "bluedove/lab/__init__.py"]
     assert [p for p in keep if ignored(p, ignore_patterns())] == []
 
 
@@ -275,7 +277,8 @@ def test_the_wheel_holds_the_package_data_and_declares_the_kubernetes_extra(whee
         names = set(z.namelist())
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         eps = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
-    for must in ("bluedove/dispatcher/static/dashboard.html", "bluedove/v1/matcher_pb2.py", "bluedove/v1/matcher_pb2_grpc.py",
+    for must in ("bluedove/dispatcher/static/dashboard.html", "bluedove/v1/matcher_pb2.py",
+                 "bluedove/v1/matcher_pb2_grpc.py",
                  "bluedove/v1/pubsub_pb2_grpc.py", "bluedove/v1/gossip_pb2.py", "bluedove/matcher/packed.py",
                  "bluedove/autoscaler/kubernetes.py", "bluedove/cli/main.py"):
         assert must in names, f"{must} is not in {wheel.name}"

@@ -121,7 +121,8 @@ def rest_calls(w: World) -> dict:
         "subscribe new queue": ("POST", "/v1/subscriptions", {"json": {"predicates": {}}}, "subscribe"),
         "subscribe to Q": ("POST", "/v1/subscriptions", {"json": {"queue": w.q, "predicates": {}}}, "queue"),
         "subscribe batch": ("POST", "/v1/subscriptions:batch",
-                            {"json": {"subscriptions": [{"queue": w.q, "predicates": {}}, {"predicates": {}}]}}, "queue"),
+                            {"json": {"subscriptions": [{"queue": w.q, "predicates": {}}, {"predicates": {}}]}},
+                            "queue"),
         "delete queue": ("DELETE", f"/v1/queues/{w.q}", {}, "queue"),
         "delete subscription": ("DELETE", f"/v1/subscriptions/{w.sub}", {}, "queue"),
         "poll": ("GET", f"/v1/queues/{w.q}/messages", {"params": {"wait": 0}}, "read"),
@@ -167,7 +168,8 @@ def test_every_rest_endpoint_refuses_wrong_credentials_and_changes_nothing(kc, a
                 assert got.headers["WWW-Authenticate"] == 'Bearer realm="bluedove"', (name, what)
             else:
                 assert err["code"] == "forbidden" and err["message"].startswith("insufficient_scope:"), (name, what)
-                assert got.headers["WWW-Authenticate"] == f'Bearer error="insufficient_scope", scope="{needs if needs == "publish" else "subscribe"}"'
+                assert got.headers["WWW-Authenticate"] == ('Bearer error="insufficient_scope", '
+                                                           f'scope="{needs if needs == "publish" else "subscribe"}"')
             tried += 1
     assert tried >= 50
     time.sleep(0.3)  # a delivery a refused publish had caused would be stored by now
@@ -307,7 +309,8 @@ def test_over_its_rate_a_key_gets_429_with_retry_after_and_nothing_published_the
     after = int(r.headers["Retry-After"])
     assert 1 <= after <= 4  # 150 at 100/s shared by 2 dispatchers: at most (150 - 50) / 50 s of debt
     with grpc.insecure_channel(kc.grpc_address) as ch, pytest.raises(grpc.RpcError) as exc:
-        pb_grpc.PubSubStub(ch).Publish(pb.Message(attributes=ATTRS, id="late"), metadata=(("authorization", f"Bearer {key}"),))
+        pb_grpc.PubSubStub(ch).Publish(pb.Message(attributes=ATTRS, id="late"),
+                                       metadata=(("authorization", f"Bearer {key}"),))
     assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert dict(exc.value.trailing_metadata())["bluedove-error-code"] == "rate_limited"
     assert "late" not in published_ids(api, sub["queue"], sub["token"], 150)

@@ -67,7 +67,8 @@ def test_when_every_candidate_matcher_is_over_its_bound_a_publish_is_503_and_no_
             assert rest.poll(q, max=10) == []  # nothing was half delivered
             metrics = "\n".join(rest.t.h.get(u).text for u in [f"http://{c.host}:{p}/metrics"
                                                                  for p in c.metrics_ports.values()])
-            refused = [line for line in metrics.splitlines() if line.startswith("bluedove_matcher_forwards_refused_total")]
+            refused = [line for line in metrics.splitlines()
+                       if line.startswith("bluedove_matcher_forwards_refused_total")]
             assert sum(float(line.split()[-1]) for line in refused) >= 3
     finally:
         c.stop()

@@ -49,10 +49,9 @@ class Procs:
         self.procs: dict[str, subprocess.Popen] = {}
 
     def start(self, name: str, *args: str) -> subprocess.Popen:
-        log = open(self.dir / f"{name}.log", "wb")
-        self.procs[name] = subprocess.Popen([*BLUEDOVE, *args], stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL)
-        log.close()
+        with open(self.dir / f"{name}.log", "wb") as log:
+            self.procs[name] = subprocess.Popen([*BLUEDOVE, *args], stdout=log, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL)
         return self.procs[name]
 
     def log(self, name: str) -> str:

@@ -52,32 +52,38 @@ def test_subscribe_publish_poll(url):
     assert second["queue"] == q and "token" not in second
     mid = ok(bluedove("publish", "--url", url, "--longitude", "-73.85", "--latitude", "40.7", "--speed", "12",
                       "--payload", '{"car": 7}', "--id", f"cli-{time.time_ns()}")).strip()
-    lines = "\n".join(json.dumps({"attributes": {"longitude": -73.85 + i / 1000, "latitude": 10, "speed": 5}, "payload": i})
-                      for i in range(5)) + "\n" + json.dumps({"attributes": {"longitude": 0, "latitude": 0, "speed": 5}})
+    lines = "\n".join(json.dumps({"attributes": {"longitude": -73.85 + i / 1000, "latitude": 10, "speed": 5},
+                                  "payload": i})
+                      for i in range(5)) + "\n" + json.dumps({"attributes": {"longitude": 0, "latitude": 0,
+                                                                               "speed": 5}})
     ids = ok(bluedove("publish", "--url", url, "--batch", "2", stdin=lines)).split()
     assert len(ids) == 6
-    got = [json.loads(x) for x in ok(bluedove("poll", q, "--url", url, "--token", token, "--wait", "5", "--ack")).splitlines()]
+    got = [json.loads(x)
+           for x in ok(bluedove("poll", q, "--url", url, "--token", token, "--wait", "5", "--ack")).splitlines()]
     while len(got) < 6:
         more = ok(bluedove("poll", q, "--url", url, "--token", token, "--wait", "2", "--ack")).splitlines()
         assert more, got
         got += [json.loads(x) for x in more]
     by_id = {m["id"]: m for m in got}
     assert set(by_id) == {mid, *ids[:5]}
-    assert by_id[mid]["payload"] == {"car": 7} and sorted(by_id[mid]["subscriptions"]) == sorted([sub["id"], second["id"]])
+    assert by_id[mid]["payload"] == {"car": 7} and (sorted(by_id[mid]["subscriptions"])
+                                                    == sorted([sub["id"], second["id"]]))
     assert ok(bluedove("poll", q, "--url", url, "--token", token, "--wait", "0")) == ""  # all acked
 
 
 def test_poll_follow_prints_deliveries_as_they_come(url, named):
     sub = json.loads(ok(bluedove("subscribe", "--url", url, "--speed", "100:101")))
-    proc = subprocess.Popen([sys.executable, "-m", "bluedove", "poll", sub["queue"], "--url", url, "--token", sub["token"],
-                             "--follow", "--ack"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "bluedove", "poll", sub["queue"], "--url", url,
+                             "--token", sub["token"], "--follow", "--ack"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(1.0)
         for i in range(3):
             ok(bluedove("publish", "--url", url, "--longitude", "1", "--latitude", "2", "--speed", "100.5",
                         "--payload", str(i)))
         lines = [proc.stdout.readline() for _ in range(3)]
-        assert all(lines), f"poll --follow stopped (exit {proc.poll()}): {lines} {proc.stderr.read() if proc.poll() is not None else ''}"
+        assert all(lines), (f"poll --follow stopped (exit {proc.poll()}): {lines} "
+                            f"{proc.stderr.read() if proc.poll() is not None else ''}")
         assert [json.loads(x)["payload"] for x in lines] == [0, 1, 2]
     finally:
         proc.terminate()
@@ -102,15 +108,18 @@ def test_unsubscribe_then_delete_queue(url):
 
 
 @pytest.mark.parametrize("args,stdin,message", [
-    (["subscribe", "--x0", "1:2"], None, "unknown flag --x0; the cluster's dimensions are: --longitude, --latitude, --speed"),
+    (["subscribe", "--x0", "1:2"], None,
+     "unknown flag --x0; the cluster's dimensions are: --longitude, --latitude, --speed"),
     (["subscribe", "--speed", "5"], None, "--speed: expected LOW:HIGH"),
     (["subscribe", "--speed", "a:5"], None, "--speed: expected a number"),
     (["subscribe", "--speed", "9:5"], None, "(predicates.speed)"),
     (["publish", "--longitude", "1", "--latitude", "2", "--speed", "999"], None, "(attributes.speed)"),
     (["publish", "--longitude", "1", "--latitude", "2"], None, "(attributes.speed)"),
-    (["publish"], '{"attributes": {"longitude": 1, "latitude": 2, "speed": 3}}\n{oops\n', "stdin line 2: not valid JSON"),
+    (["publish"], '{"attributes": {"longitude": 1, "latitude": 2, "speed": 3}}\n{oops\n',
+     "stdin line 2: not valid JSON"),
     (["publish", "--batch", "5"], '{"attributes": {"longitude": 1, "latitude": 2, "speed": 3}}\n'
-                                  '{"attributes": {"longitude": 1, "latitude": 2, "speed": -3}}\n', "(line 2: attributes.speed)"),
+                                  '{"attributes": {"longitude": 1, "latitude": 2, "speed": -3}}\n',
+     "(line 2: attributes.speed)"),
     (["poll", "q", "--token", "wrong"], None, "unauthorized"),
     (["poll", "q", "--token", "-wrong"], None, "unauthorized"),  # a value, not a flag
     (["unsubscribe", "s", "--token", "wrong"], None, "unauthorized"),

@@ -53,8 +53,10 @@ async def test_two_matchers_leaving_at_once_both_go_without_spinning(tmp_path):
             assert attempts <= 3, f"{m} planned its merge {attempts} times"
         with httpx.Client(base_url=cluster.url, timeout=30) as api:
             q, headers = new_queue(api)
-            assert api.post("/v1/subscriptions", json={"queue": q, "predicates": {}}, headers=headers).status_code == 201
-            assert api.post("/v1/messages", json={"attributes": {"x0": 1, "x1": 2, "x2": 3, "x3": 4}}).status_code == 202
+            assert api.post("/v1/subscriptions", json={"queue": q, "predicates": {}},
+                            headers=headers).status_code == 201
+            assert api.post("/v1/messages",
+                            json={"attributes": {"x0": 1, "x1": 2, "x2": 3, "x3": 4}}).status_code == 202
         async with httpx.AsyncClient(base_url=cluster.url, timeout=30) as client:
             got = await drain(client, {q: headers})
         assert len(got) == 1

@@ -45,7 +45,8 @@ def subscribe(api: httpx.Client, stub, via: str, predicates: dict) -> tuple[str,
         assert r.status_code == 201, r.text
         body = r.json()
         return body["id"], body["queue"], body["token"]
-    rep = stub.Subscribe(pb.SubscribeRequest(predicates={k: pb.Range(low=lo, high=hi) for k, (lo, hi) in predicates.items()}))
+    rep = stub.Subscribe(pb.SubscribeRequest(predicates={k: pb.Range(low=lo, high=hi)
+                                                         for k, (lo, hi) in predicates.items()}))
     return rep.id, rep.queue, rep.token
 
 
@@ -63,7 +64,8 @@ def receive(api: httpx.Client, stub, via: str, queue: str, token: str, n: int) -
     if via == "poll":
         deadline = time.monotonic() + 10
         while len(got) < n and time.monotonic() < deadline:
-            r = api.get(f"/v1/queues/{queue}/messages", params={"max": 100, "wait": 2}, headers={"Authorization": f"Bearer {token}"})
+            r = api.get(f"/v1/queues/{queue}/messages", params={"max": 100, "wait": 2},
+                        headers={"Authorization": f"Bearer {token}"})
             got += r.json()["messages"]
         api.post(f"/v1/queues/{queue}/ack", json={"receipts": [m["receipt"] for m in got]},
                  headers={"Authorization": f"Bearer {token}"})
@@ -105,8 +107,10 @@ def test_queue_and_subscription_lifecycle_over_grpc(api, stub):
     # The same subscription over REST.
     rest = api.get(f"/v1/subscriptions/{sub.id}", headers={"Authorization": f"Bearer {q.token}"}).json()
     assert rest == {"id": sub.id, "queue": q.queue, "predicates": {"x1": [0, 50]}}
-    ids = stub.PublishBatch(pb.PublishBatchRequest(messages=[pb.Message(attributes={**ATTRS, "x1": v}) for v in (1, 60, 2)])).ids
-    stream_ids = stub.PublishStream(iter([pb.Message(attributes={**ATTRS, "x1": v}, id=f"s-{v}-{q.queue}") for v in (3, 70)])).ids
+    ids = stub.PublishBatch(pb.PublishBatchRequest(messages=[pb.Message(attributes={**ATTRS, "x1": v})
+                                                             for v in (1, 60, 2)])).ids
+    stream_ids = stub.PublishStream(iter([pb.Message(attributes={**ATTRS, "x1": v}, id=f"s-{v}-{q.queue}")
+                                          for v in (3, 70)])).ids
     assert len(ids) == 3 and list(stream_ids) == [f"s-3-{q.queue}", f"s-70-{q.queue}"]
     polled = stub.Poll(pb.PollRequest(queue=q.queue, max=10, wait=2), metadata=md(q.token)).messages
     assert sorted(m.id for m in polled) == sorted([ids[0], ids[2], stream_ids[0]])
@@ -167,7 +171,8 @@ def test_invalid_subscription_is_invalid_argument_and_stores_nothing(stub, catal
     q, token = queue
     before = catalogue_size(catalogue)
     req = pb.SubscribeRequest(queue=q, predicates={k: pb.Range(low=lo, high=hi) for k, (lo, hi) in preds.items()})
-    check(rpc_error(stub.Subscribe, req, metadata=md(token)), grpc.StatusCode.INVALID_ARGUMENT, "invalid_subscription", field)
+    check(rpc_error(stub.Subscribe, req, metadata=md(token)), grpc.StatusCode.INVALID_ARGUMENT,
+          "invalid_subscription", field)
     assert catalogue_size(catalogue) == before
 
 
@@ -195,8 +200,10 @@ def test_rejected_batch_publishes_nothing(stub, queue):
     q, token = queue
     stub.Subscribe(pb.SubscribeRequest(queue=q), metadata=md(token))
     bad = pb.PublishBatchRequest(messages=[pb.Message(attributes=ATTRS), pb.Message(attributes={**ATTRS, "x1": -1})])
-    check(rpc_error(stub.PublishBatch, bad), grpc.StatusCode.INVALID_ARGUMENT, "invalid_message", "messages[1].attributes.x1")
-    check(rpc_error(stub.PublishBatch, pb.PublishBatchRequest()), grpc.StatusCode.INVALID_ARGUMENT, "invalid_message", "messages")
+    check(rpc_error(stub.PublishBatch, bad), grpc.StatusCode.INVALID_ARGUMENT, "invalid_message",
+          "messages[1].attributes.x1")
+    check(rpc_error(stub.PublishBatch, pb.PublishBatchRequest()), grpc.StatusCode.INVALID_ARGUMENT,
+          "invalid_message", "messages")
     assert stub.Poll(pb.PollRequest(queue=q, wait=1), metadata=md(token)).messages == []
 
 
@@ -204,7 +211,8 @@ def test_bad_parameters_are_invalid_argument(stub, queue):
     q, token = queue
     for req, field in ((pb.PollRequest(queue=q, max=1001), "max"), (pb.PollRequest(queue=q, wait=21), "wait"),
                        (pb.PollRequest(queue=q, wait=-1), "wait")):
-        check(rpc_error(stub.Poll, req, metadata=md(token)), grpc.StatusCode.INVALID_ARGUMENT, "invalid_parameter", field)
+        check(rpc_error(stub.Poll, req, metadata=md(token)), grpc.StatusCode.INVALID_ARGUMENT,
+              "invalid_parameter", field)
     check(rpc_error(stub.Ack, pb.AckRequest(queue=q, receipts=["1-0", "x"]), metadata=md(token)),
           grpc.StatusCode.INVALID_ARGUMENT, "invalid_ack", "receipts[1]")
     call = stub.Listen(pb.ListenRequest(queue=q, max=5000), metadata=md(token))
@@ -238,7 +246,8 @@ def test_unknown_subscription_is_not_found(stub, queue):
 def test_health_and_reflection(channel):
     health = health_pb2_grpc.HealthStub(channel)
     for service in ("", "bluedove.v1.PubSub"):
-        assert health.Check(health_pb2.HealthCheckRequest(service=service)).status == health_pb2.HealthCheckResponse.SERVING
+        assert (health.Check(health_pb2.HealthCheckRequest(service=service)).status
+                == health_pb2.HealthCheckResponse.SERVING)
     refl = reflection_pb2_grpc.ServerReflectionStub(channel)
     reply = next(refl.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
     names = {s.name for s in reply.list_services_response.service}
@@ -299,7 +308,8 @@ def test_slow_listener_stalls_nothing_and_keeps_what_it_cannot_take(small):
         left: set[str] = set()
         auth = {"Authorization": f"Bearer {slow.token}"}
         while True:
-            msgs = api.get(f"/v1/queues/{slow.queue}/messages", params={"max": 1000, "wait": 1}, headers=auth).json()["messages"]
+            msgs = api.get(f"/v1/queues/{slow.queue}/messages", params={"max": 1000, "wait": 1},
+                           headers=auth).json()["messages"]
             if not msgs:
                 break
             left |= {m["id"] for m in msgs}

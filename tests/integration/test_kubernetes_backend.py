@@ -320,7 +320,8 @@ async def test_the_charts_role_allows_every_request_and_nothing_more(apiserver):
 
 def test_the_role_is_the_only_rbac_the_chart_renders():
     """The autoscaler's Role is all the chart grants: no other Role, ClusterRole or binding."""
-    kinds = [k for k in render().kinds() if k.split("/")[0] in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")]
+    kinds = [k for k in render().kinds()
+             if k.split("/")[0] in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")]
     assert kinds == ["Role/bluedove-autoscaler", "RoleBinding/bluedove-autoscaler"]
     assert chart_rbac()["Role"]["metadata"]["labels"]["app.kubernetes.io/component"] == "autoscaler"
 

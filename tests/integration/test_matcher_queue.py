@@ -58,10 +58,12 @@ async def setup(redis_clean_url):
     subs = SubscriptionSet(2)
     # queue i subscribes to x0 in [100 i, 100 i + 100)
     subs.add_many([f"s{i}" for i in range(3)], [q for q, _ in queues],
-                  np.array([[100.0 * i, 0.0] for i in range(3)]), np.array([[100.0 * i + 100, 1000.0] for i in range(3)]))
+                  np.array([[100.0 * i, 0.0] for i in range(3)]),
+                  np.array([[100.0 * i + 100, 1000.0] for i in range(3)]))
     by_x1 = SubscriptionSet(2)
     by_x1.add_many([f"t{i}" for i in range(3)], [q for q, _ in queues],
-                   np.array([[0.0, 100.0 * i] for i in range(3)]), np.array([[1000.0, 100.0 * i + 100] for i in range(3)]))
+                   np.array([[0.0, 100.0 * i] for i in range(3)]),
+                   np.array([[1000.0, 100.0 * i + 100] for i in range(3)]))
     sets = [subs, by_x1]
     executor = ThreadPoolExecutor(1)
     dq = MatcherQueue(2, lambda d: sets[d], store, executor, [WindowStats(), WindowStats()], batch_max=4,

@@ -63,11 +63,13 @@ def test_async_client(url):
         async with AsyncClient(url) as client:
             q = await client.create_queue()
             sub = await q.subscribe(x1=(0, 10))
-            await client.publish_many([{"attributes": POINT, "payload": i, "id": f"sdk-{uuid.uuid4().hex}"} for i in range(5)])
+            await client.publish_many([{"attributes": POINT, "payload": i, "id": f"sdk-{uuid.uuid4().hex}"}
+                                       for i in range(5)])
             got = await q.deliveries(wait=5)
             while len(got) < 5:
                 got += await q.deliveries(wait=2)
-            assert sorted(d.payload for d in got) == [0, 1, 2, 3, 4] and {s for d in got for s in d.subscriptions} == {sub.id}
+            assert (sorted(d.payload for d in got) == [0, 1, 2, 3, 4]
+                    and {s for d in got for s in d.subscriptions} == {sub.id})
             await q.ack(got)
             await client.publish(POINT, {"via": "listen"})
             async for d in q.listen():

@@ -16,7 +16,8 @@ feeds every set) / (the model's mean cost on it). At this rate the real matchers
 batches on two overloaded cores, and their wall time per message is 5–20× the model's and
 nearly the same on every set (the model's costs differ 16× between sets): the per-set
 factors give the simulator the per-set processing rates the real dispatcher saw in
-`/v1/cluster`, so what is compared is routing, reports and queueing. Both routings, costed alike, give the matcher tier's projected saturation:
+`/v1/cluster`, so what is compared is routing, reports and queueing. Both routings, costed
+alike, give the matcher tier's projected saturation:
 rate / the busiest matcher's busy fraction Σ_i λ_i · cost_i.
 
 Checked: adaptive forwarding beats random on the real cluster. At this rate the matchers are

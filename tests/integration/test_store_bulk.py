@@ -26,7 +26,8 @@ async def store(redis_clean_url: str):
 
 
 def body(mid: str, payload=None) -> str:
-    return json.dumps({"id": mid, "attributes": {"x0": 1.5}, "payload": payload, "published_at": "2026-11-22T00:00:00Z"})
+    return json.dumps({"id": mid, "attributes": {"x0": 1.5}, "payload": payload,
+                       "published_at": "2026-11-22T00:00:00Z"})
 
 
 async def test_create_queues_makes_working_queues_and_tokens(store):
@@ -63,7 +64,8 @@ def ids(body: str) -> list[str]:
 
 async def test_poll_json_gives_the_rest_body_and_poll_the_decoded_form(store):
     (q, _), = await store.create_queues(1)
-    await store.deliver([("m1", body("m1", {"a": [1, 2]})), ("m2", body("m2"))], [(q, 0, '["s1"]'), (q, 1, '["s1","s2"]')])
+    await store.deliver([("m1", body("m1", {"a": [1, 2]})), ("m2", body("m2"))],
+                        [(q, 0, '["s1"]'), (q, 1, '["s1","s2"]')])
     n, text = await store.poll_json(q, 10, 0)
     spliced = json.loads(text)["messages"]
     assert n == 2 and [m["id"] for m in spliced] == ["m1", "m2"]

@@ -29,8 +29,9 @@ from bluedove.local.cluster import LocalCluster
 from bluedove.store import keys as K
 from bluedove.store.batch import Runner
 from bluedove.store.client import sync_client
+from bluedove.store.ids import new_id
 from bluedove.store.redis_cluster import RedisClusterServers
-from bluedove.store.store import Store, new_id
+from bluedove.store.store import Store
 from tests.integration.cluster_checks import publish_steadily, subscribe_random
 from tests.integration.conftest import assert_no_children
 from tests.integration.helpers import drain, new_queue, oracle
@@ -402,7 +403,8 @@ async def _load(c: LocalCluster, rng: random.Random, steady_rate: float, seconds
         await asyncio.sleep(0.5)  # the counters are read from the matchers' metrics
         written = _written(c) - written0
     lat.sort()
-    return {"publish_p50_ms": round(lat[len(lat) // 2] * 1000, 1), "publish_p99_ms": round(lat[int(len(lat) * 0.99)] * 1000, 1),
+    return {"publish_p50_ms": round(lat[len(lat) // 2] * 1000, 1),
+            "publish_p99_ms": round(lat[int(len(lat) * 0.99)] * 1000, 1),
             "saturated_msgs_per_s": round(done / took), "saturated_deliveries_per_s": round(written / took)}, messages
 
 
@@ -439,7 +441,8 @@ async def _store_cost(url: str, rounds: int = 100) -> dict:
     out = {}
     for wait, ts in took.items():
         ts.sort()
-        out[wait] = {"batch_p50_ms": round(ts[len(ts) // 2] * 1000, 1), "batch_p99_ms": round(ts[int(len(ts) * 0.99)] * 1000, 1),
+        out[wait] = {"batch_p50_ms": round(ts[len(ts) // 2] * 1000, 1),
+                     "batch_p99_ms": round(ts[int(len(ts) * 0.99)] * 1000, 1),
                      "deliveries_per_s": round(written[wait] / sum(ts))}
     return out
 

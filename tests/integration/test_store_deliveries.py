@@ -232,7 +232,8 @@ async def test_delete_queue_removes_its_subscriptions_stream_and_token(store):
     for key in (K.queue_hash(queue), K.queue_subs(queue), K.queue_stream(queue)):
         assert not await store.r.exists(key)
     # the matchers hear of each removal through the log
-    assert sorted((c["op"], c["id"]) for c in (await store.catalogue_changes(pos))[1]) == [("remove", "s1"), ("remove", "s2")]
+    assert (sorted((c["op"], c["id"]) for c in (await store.catalogue_changes(pos))[1])
+            == [("remove", "s1"), ("remove", "s2")])
     # new subscriptions cannot be added to it
     with pytest.raises(QueueMissing):
         await store.add_subscription(sub_json("s3", queue))

@@ -34,7 +34,8 @@ def test_restart_of_redis_loses_no_unacked_delivery(tmp_path, monkeypatch, how):
         with httpx.Client(base_url=cluster.url, timeout=30) as api:
             sub = api.post("/v1/subscriptions", json={"predicates": {}}).json()
             q, auth = sub["queue"], {"Authorization": f"Bearer {sub['token']}"}
-            msgs = [{"attributes": {"x0": i, "x1": 1, "x2": 2, "x3": 3}, "payload": i, "id": f"m{i}"} for i in range(300)]
+            msgs = [{"attributes": {"x0": i, "x1": 1, "x2": 2, "x3": 3}, "payload": i, "id": f"m{i}"}
+                    for i in range(300)]
             assert api.post("/v1/messages:batch", json={"messages": msgs}).status_code == 202
             # 100 handed out and acked, 100 handed out and not acked (pending), 100 never polled.
             acked, pending = [], []

@@ -28,8 +28,9 @@ def test_the_store_and_exactness_tests_pass_on_a_redis_cluster(store_kind, tmp_p
     if store_kind == "cluster":
         pytest.skip("this session runs every test on a cluster already")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    out = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-q", "-x", "-p", "no:cacheprovider", "--store-kind",
-                          "cluster", "--basetemp", str(tmp_path / "t"), *(str(HERE / f) for f in ON_A_CLUSTER)],
+    out = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-q", "-x", "-p", "no:cacheprovider",
+                          "--store-kind", "cluster", "--basetemp", str(tmp_path / "t"),
+                          *(str(HERE / f) for f in ON_A_CLUSTER)],
                          cwd=HERE.parent.parent, env=env, capture_output=True, text=True, timeout=900)
     tail = "\n".join((out.stdout + out.stderr).splitlines()[-40:])
     assert out.returncode == 0 and " passed" in tail, tail

@@ -68,7 +68,8 @@ def test_grpc_calls_fail_fast_with_unavailable_and_recover(tmp_path):
             msg = pb.Message(attributes=GOOD["attributes"], id="g-during")
             listener = stub.Listen(pb.ListenRequest(queue=sub.queue), metadata=md, timeout=30)
             with ThreadPoolExecutor(2) as pool:
-                waiting_poll = pool.submit(api.get, f"/v1/queues/{sub.queue}/messages", params={"wait": 15}, headers=auth)
+                waiting_poll = pool.submit(api.get, f"/v1/queues/{sub.queue}/messages", params={"wait": 15},
+                                           headers=auth)
                 waiting_listen = pool.submit(lambda: next(listener))
                 time.sleep(1.0)
                 t0 = time.monotonic()

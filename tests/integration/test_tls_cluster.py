@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import grpc
 import httpx
@@ -113,7 +114,8 @@ def test_public_ports_refuse_untrusting_and_plain_clients(cluster, pki):
     env = {k: v for k, v in os.environ.items() if k != "BLUEDOVE_TLS_CA"}
     refused = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
     assert refused.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in refused.stderr, refused.stderr
-    ok_env = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={**env, "BLUEDOVE_TLS_CA": ours.tls_ca})
+    ok_env = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                            env={**env, "BLUEDOVE_TLS_CA": ours.tls_ca})
     assert ok_env.returncode == 0, ok_env.stderr
 
 
@@ -141,7 +143,7 @@ def test_internal_ports_are_mutual_tls(cluster, pki):
         for address in _internal_addresses(cluster):
             got_in = await status(address, tls.aio_channel(address, ours))
             assert got_in in (health_pb2.HealthCheckResponse.SERVING, grpc.StatusCode.UNIMPLEMENTED), address
-            ca_only = grpc.ssl_channel_credentials(root_certificates=open(ours.tls_ca, "rb").read())
+            ca_only = grpc.ssl_channel_credentials(root_certificates=Path(ours.tls_ca).read_bytes())
             refused = {
                 "no client certificate": grpc.aio.secure_channel(address, ca_only),
                 "another CA's certificate": tls.aio_channel(address, TlsSettings(theirs.tls_cert, theirs.tls_key,
@@ -203,9 +205,10 @@ def test_up_with_self_signed_tls_serves_https_and_grpcs(tmp_path):
         out = output_until_ready(proc)
         ca = tmp_path / "tls" / "ca.pem"
         assert f"self-signed CA {ca}" in out, out
-        assert f"REST API    https://127.0.0.1:{port}" in out and f"gRPC API    grpcs://127.0.0.1:{grpc_port}" in out, out
+        assert (f"REST API    https://127.0.0.1:{port}" in out
+                and f"gRPC API    grpcs://127.0.0.1:{grpc_port}" in out), out
         for pid in (int(p) for p in re.findall(r"pid (\d+)", out)):
-            assert f"--tls-ca\0{ca}" in open(f"/proc/{pid}/cmdline").read(), pid
+            assert f"--tls-ca\0{ca}" in Path(f"/proc/{pid}/cmdline").read_text(), pid
         for url in (f"https://127.0.0.1:{port}", f"grpcs://127.0.0.1:{grpc_port}"):
             with Client(url, tls_ca=str(ca)) as client:
                 q = client.create_queue()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -36,7 +37,7 @@ def test_up_serves_then_stops_cleanly_with_polls_open(tmp_path):
         pids = [int(p) for p in re.findall(r"pid (\d+)", out)]
         assert len(pids) == 4, out  # 2 matchers + 2 dispatchers, each its own process
         # /proc, not ps: ps cuts arguments to the terminal width, which CI does not have.
-        cmdlines = [open(f"/proc/{pid}/cmdline").read().replace("\0", " ") for pid in pids]
+        cmdlines = [Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ") for pid in pids]
         assert any("matcher --id m1" in c for c in cmdlines), cmdlines
         assert any("dispatcher --id d2" in c for c in cmdlines), cmdlines
 
@@ -110,7 +111,8 @@ def test_up_refuses_a_port_another_cluster_listens_on(tmp_path, flag):
     ports = {"--http-port": str(free_port()), "--grpc-port": str(free_port()), flag: str(port)}
     data = tmp_path / "data"
     flags = [x for kv in ports.items() for x in kv]
-    proc = subprocess.Popen([sys.executable, "-m", "bluedove", "up", "--matchers", "1", *flags, "--data-dir", str(data)],
+    proc = subprocess.Popen([sys.executable, "-m", "bluedove", "up", "--matchers", "1", *flags,
+                             "--data-dir", str(data)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=30)

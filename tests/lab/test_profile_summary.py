@@ -36,21 +36,27 @@ DISPATCHER = "\n".join([
     f"{ROUTE};publish_batch (bluedove/dispatcher/operations.py:218);parse_batch (bluedove/core/model.py:160);"
     "parse_message (bluedove/core/model.py:120) 10",
     # the message body's JSON is the body's build, not HTTP: json passes the decision on
-    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:193);_forward_message (bluedove/dispatcher/operations.py:185);"
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:193);"
+    "_forward_message (bluedove/dispatcher/operations.py:185);"
     "dumps (json/__init__.py:238);JSONEncoder.iterencode (json/encoder.py:258) 20",
-    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:193);_forward_message (bluedove/dispatcher/operations.py:185);"
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:193);"
+    "_forward_message (bluedove/dispatcher/operations.py:185);"
     "__create_fn__.<locals>.__init__ (<string>:3) 5",
-    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:196);Forwarder.publish (bluedove/dispatcher/publish/forwarder.py:105);"
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:196);"
+    "Forwarder.publish (bluedove/dispatcher/publish/forwarder.py:105);"
     "ClusterView.ranked_candidates (bluedove/dispatcher/view.py:210);rank (bluedove/core/forwarding.py:120) 15",
-    f"{LOOP};_Lane._call (bluedove/dispatcher/publish/forwarder.py:70);UnaryUnaryCall._invoke (grpc/aio/_call.py:560) 8",
+    f"{LOOP};_Lane._call (bluedove/dispatcher/publish/forwarder.py:70);"
+    "UnaryUnaryCall._invoke (grpc/aio/_call.py:560) 8",
     # the lane call's own lines build the ForwardRequest
     f"{LOOP};_Lane._call (bluedove/dispatcher/publish/forwarder.py:69) 2",
     # asyncio's own work at the leaf, under the service's code
-    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:196);Forwarder.publish (bluedove/dispatcher/publish/forwarder.py:115);"
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:196);"
+    "Forwarder.publish (bluedove/dispatcher/publish/forwarder.py:115);"
     "gather (asyncio/tasks.py:800) 6",
     f"{LOOP} 4",
     # the service's code that no rule names
-    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:201);Series.on_publish (bluedove/dispatcher/series.py:40) 3",
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:201);"
+    "Series.on_publish (bluedove/dispatcher/series.py:40) 3",
     # waiting threads: left out
     "<module> (bluedove:8);BaseEventLoop._run_once (asyncio/base_events.py:1886);"
     "EpollSelector.select (selectors.py:468) 50",
@@ -66,7 +72,8 @@ MATCHER = "\n".join([
     "Thread._bootstrap (threading.py:1002);_worker (concurrent/futures/thread.py:83);"
     "MatcherQueue._match (bluedove/matcher/queues.py:168);Directory.matches (bluedove/matcher/matches.py:99) 10",
     f"{LOOP};_handle_unary (grpc/aio/_server.py:1);deserialize (grpc/_common.py:88) 6",
-    f"{LOOP};Servicer.Forward (bluedove/matcher/server.py:313);Matcher.forward (bluedove/matcher/server.py:237) 14",
+    f"{LOOP};MatcherServicer.Forward (bluedove/matcher/servicer.py:45);"
+    "Matcher.forward (bluedove/matcher/matcher.py:237) 14",
     f"{LOOP};MatcherQueue._finish (bluedove/matcher/queues.py:190) 5",
     f"{LOOP};Store.deliver (bluedove/store/store.py:300);Pipeline.execute (redis/asyncio/client.py:1500) 5",
     "Thread._bootstrap (threading.py:1002);_worker (concurrent/futures/thread.py:81) 30",

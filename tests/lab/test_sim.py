@@ -1,4 +1,5 @@
-"""The simulator's pure parts: placement, candidates, the cost fit, ranking as `rank` does, queues by hand and closed form."""
+"""The simulator's pure parts: placement, candidates, the cost fit, ranking as `rank` does,
+queues by hand and closed form."""
 
 from __future__ import annotations
 

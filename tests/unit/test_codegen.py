@@ -17,5 +17,6 @@ def test_check_detects_a_stale_file(tmp_path):
     proto_root = tmp_path / "proto"
     (proto_root / "bluedove" / "v1").mkdir(parents=True)
     src = (ROOT / "proto" / "bluedove" / "v1" / "matcher.proto").read_text()
-    (proto_root / "bluedove" / "v1" / "matcher.proto").write_text(src.replace("int32 changed = 1;", "int64 changed = 1;"))
+    (proto_root / "bluedove" / "v1" / "matcher.proto").write_text(src.replace("int32 changed = 1;",
+                                                                              "int64 changed = 1;"))
     assert gen_proto.check(proto_root) == 1

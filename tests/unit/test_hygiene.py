@@ -1,4 +1,4 @@
-"""No dead code (vulture) and no unused or undeclared dependency (deptry) in the tree.
+"""No dead code (vulture), no unused or undeclared dependency (deptry) and no lint (ruff) in the tree.
 
 vulture reads the tests too, so a helper that only tests call counts as used; names only a
 framework calls are listed in tests/vulture_whitelist.py. deptry's exceptions, each with its
@@ -31,3 +31,10 @@ def test_no_dead_code():
 def test_every_dependency_is_declared_and_used():
     run = subprocess.run([_tool("deptry"), "."], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_linter_is_clean():
+    """ruff, with the rules of pyproject.toml's [tool.ruff], over the whole tree (generated code aside)."""
+    run = subprocess.run([_tool("ruff"), "check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]

@@ -33,7 +33,8 @@ def test_the_lab_commands_come_from_the_entry_point_group():
     from bluedove.cli.main import COMMAND_GROUP, build_parser
 
     assert {ep.name: ep.value for ep in entry_points(group=COMMAND_GROUP)} == {
-        "demo": "bluedove.lab.demo:add_parser", "bench": "bluedove.lab.bench:add_parser", "sim": "bluedove.lab.sim.command:add_parser"}
+        "demo": "bluedove.lab.demo:add_parser", "bench": "bluedove.lab.bench:add_parser",
+        "sim": "bluedove.lab.sim.command:add_parser"}
     sub = next(a for a in build_parser()._actions if a.dest == "command")  # noqa: SLF001
     assert {"up", "matcher", "dispatcher", "demo", "bench", "sim"} <= set(sub.choices)
 

@@ -24,6 +24,8 @@ class SeedError(ValueError):
 
 @dataclass(frozen=True)
 class Histogram:
+    """A dimension's load histogram: B buckets' load between B+1 rising edges."""
+
     edges: tuple[float, ...]  # B+1 rising values
     load: tuple[float, ...]  # B values >= 0
 

@@ -50,7 +50,8 @@ class SegmentTable:
             # A member owns one contiguous range per dimension (runs of the same owner).
             runs = [o for j, o in enumerate(owners) if j == 0 or owners[j - 1] != o]
             if len(runs) != len(set(runs)):
-                raise ValueError(f"segment table: a member's segments of {dim.name} must be adjacent, got {list(owners)}")
+                raise ValueError(f"segment table: a member's segments of {dim.name} must be adjacent, "
+                                 f"got {list(owners)}")
 
     # -- lookups ---------------------------------------------------------------------------
     def segment_bounds(self, dim: int, j: int) -> tuple[float, float]:

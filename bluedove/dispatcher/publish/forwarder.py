@@ -141,6 +141,8 @@ def _packed(dim: int, chunks: list[_Chunk]) -> pb.PackedPart:
 
 
 class Forwarder:
+    """Sends published messages on to matchers: a lane per matcher, failover, backpressure, counts."""
+
     def __init__(self, settings: DispatcherSettings, cluster: ClusterView) -> None:
         self.s = settings
         self.cluster = cluster

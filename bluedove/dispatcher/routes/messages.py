@@ -22,7 +22,7 @@ JSON = "application/json"
 async def publish(request: Request):
     d = state(request)
     key = await caller(d, request.headers.get("authorization"), PUBLISH)
-    mid = await ops.publish(d, await request.body(), key)
+    mid = await ops.publish_rest(d, await request.body(), key)
     return Response(b'{"id":"' + mid.encode() + b'"}', status_code=202, media_type=JSON)
 
 
@@ -30,5 +30,5 @@ async def publish(request: Request):
 async def publish_batch(request: Request):
     d = state(request)
     key = await caller(d, request.headers.get("authorization"), PUBLISH)
-    ids = await ops.publish_batch(d, await request.body(), key)
+    ids = await ops.publish_rest_batch(d, await request.body(), key)
     return Response(('{"ids":["' + '","'.join(ids) + '"]}').encode(), status_code=202, media_type=JSON)

@@ -17,7 +17,8 @@ async def create_queue(request: Request):
     d, auth = state(request), request.headers.get("authorization")
     await caller(d, auth, SUBSCRIBE)
     # a dead-letter queue named in the body needs that queue's token
-    return await ops.create_queue(d, await json_body(request), queue_token(d, auth, request.headers.get("x-queue-token")))
+    return await ops.create_queue(d, await json_body(request),
+                                  queue_token(d, auth, request.headers.get("x-queue-token")))
 
 
 @router.get("/v1/queues/{queue}")

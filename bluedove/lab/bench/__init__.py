@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from bluedove.runtime.extras import EXTRAS, MissingExtra
+
 BENCHES = {
     "kernel": "in-process matching rate of one set",
     "e2e": "saturation rate of a local cluster through REST (mPartition and the baselines)",
@@ -41,7 +43,13 @@ def parser(kind: str) -> argparse.ArgumentParser:
     """`bluedove bench` with the sub-command of one bench (its module imported only now)."""
     p = argparse.ArgumentParser(prog="bluedove bench")
     kinds = p.add_subparsers(dest="kind", required=True)
-    importlib.import_module(f"bluedove.lab.bench.{kind}").add_parser(kinds)
+    try:
+        module = importlib.import_module(f"bluedove.lab.bench.{kind}")
+    except ModuleNotFoundError as exc:  # most benches measure processes with the lab extra's psutil
+        if exc.name not in EXTRAS["lab"]:
+            raise
+        raise MissingExtra(f"bluedove bench {kind}", "lab", [exc.name]) from None
+    module.add_parser(kinds)
     return p
 
 

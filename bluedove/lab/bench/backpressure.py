@@ -5,11 +5,11 @@ plateaus, and every accepted message must still be delivered exactly.
 The cluster runs with small bounds (the dispatcher's max_outstanding, the matchers'
 max_queued). Publisher processes built on the SDK each keep several batch calls under way, with
 their own message ids; after a 503 a publisher sends the same batch again after a short pause
-(far less than Retry-After), so the offered load stays a multiple of what is accepted. The matchers' and dispatchers' resident
-memory is sampled all along (psutil). At the end every queue is drained and compared with a
-brute-force oracle: each accepted message is in exactly the queues whose rectangle holds it,
-once; a refused one is in all of them or none (a refused batch may have had some messages
-stored before another was refused: each message is all-or-nothing).
+(far less than Retry-After), so the offered load stays a multiple of what is accepted. The
+matchers' and dispatchers' resident memory is sampled all along (psutil). At the end every queue
+is drained and compared with a brute-force oracle: each accepted message is in exactly the
+queues whose rectangle holds it, once; a refused one is in all of them or none (a refused batch
+may have had some messages stored before another was refused: each message is all-or-nothing).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ DIMS = ("x0", "x1", "x2", "x3")
 
 @dataclass
 class Tally:
+    """What the publishers saw: messages offered, accepted, refused; 503s, Retry-Afters, other errors."""
+
     accepted: set[str] = field(default_factory=set)
     refused: set[str] = field(default_factory=set)
     offered: int = 0  # messages sent in calls, accepted or not

@@ -1,4 +1,5 @@
-"""`bluedove bench delivery`: deliveries/s the matchers write and pollers drain on a local cluster, with each process's CPU; exact on a sample or exit 1.
+"""`bluedove bench delivery`: deliveries/s the matchers write and pollers drain on a local cluster,
+with each process's CPU; exact on a sample or exit 1.
 
 The store is one private redis-server, or with `--store-cluster N` a local Redis Cluster
 (bluedove/lab/bench/store_nodes.py measures it node by node); `--compare-stores` runs the bench once per
@@ -261,7 +262,8 @@ def _sustain(probe: Probe, args: argparse.Namespace, feed: Control, per_msg: flo
 def _summary(args: argparse.Namespace, w: Workload, phases: dict, attempts: list[dict], per_msg: float) -> dict:
     sustain = phases["sustain"]
     return {
-        "kind": "delivery", "store": args.shape.label, "workload": w.name, "subscriptions": w.n_subs, "queues": w.n_queues,
+        "kind": "delivery", "store": args.shape.label, "workload": w.name, "subscriptions": w.n_subs,
+        "queues": w.n_queues,
         "matchers": args.matchers, "dispatchers": args.dispatchers, "publishers": args.publishers,
         "feeders": args.feeders, "pollers": args.pollers, "poller_connections": args.connections,
         "poll_max": POLL_MAX, "seed": args.seed, "cpus": os.cpu_count(),

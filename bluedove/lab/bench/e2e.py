@@ -1,4 +1,5 @@
-"""`bluedove bench e2e`: saturation rate of a real local cluster through REST (the paper's §IV-B method), beside the kernel.
+"""`bluedove bench e2e`: saturation rate of a real local cluster through REST (the paper's §IV-B
+method), beside the kernel.
 
 With `--partition mpartition,p2p,full-replication` it runs each system of the paper's §IV-B in turn
 on one store: the subscriptions are created once through REST, and each later system's
@@ -131,7 +132,8 @@ def step(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: i
     achieved = ok / elapsed
     out = {"offered": round(rate), "achieved": round(achieved), "errors": sum(r["errors"] for r in res),
            "p50_ms": pct(0.5), "p95_ms": pct(0.95), "p99_ms": pct(0.99),
-           "short": bool(achieved < 0.9 * rate), "growing": growing, "saturated": bool(achieved < 0.9 * rate or growing)}
+           "short": bool(achieved < 0.9 * rate), "growing": growing,
+           "saturated": bool(achieved < 0.9 * rate or growing)}
     if probe is not None:
         out["cpu"] = account(before, after, ok, [r["cpu_s"] for r in res])
     if finish is not None:
@@ -208,7 +210,10 @@ def run_e2e(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"bench e2e: {exc}", file=sys.stderr)
         return 2
-    say = (lambda *a: print(*a, file=sys.stderr, flush=True))
+
+    def say(*a: object) -> None:
+        print(*a, file=sys.stderr, flush=True)
+
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     profile_dir = Path(args.profile).resolve() if args.profile else None
     if profile_dir is not None and py_spy() is None:

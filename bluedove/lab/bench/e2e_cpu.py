@@ -116,7 +116,8 @@ def print_cpu(r: dict) -> None:
             continue
         roles = c["roles_us_per_msg"]
         rows.append((name, roles.get("dispatchers", "-"),
-                     f"{roles.get('matchers', 0)} ({c['matcher_walk_us_per_msg']} + {c['matcher_outside_walk_us_per_msg']})",
+                     f"{roles.get('matchers', 0)} ({c['matcher_walk_us_per_msg']} + "
+                     f"{c['matcher_outside_walk_us_per_msg']})",
                      roles.get("redis", "-"), c["service_us_per_msg"], c.get("service_net_us_per_msg", "-"),
                      c["kernel_us_per_msg"], f"{c['service_over_kernel']}x",
                      f"{c['matcher_outside_walk_us_per_matched']} ({c.get('matcher_outside_walk_net_us_per_matched')})",
@@ -127,7 +128,8 @@ def print_cpu(r: dict) -> None:
     for name, s in r["systems"].items():
         c = s.get("cpu") or {}
         if c.get("forward_calls_per_s") is not None:
-            print(f"{name}: {c['forward_calls_per_s']:,} Forward calls/s, {c['messages_per_forward_call']} messages per call")
+            print(f"{name}: {c['forward_calls_per_s']:,} Forward calls/s, "
+                  f"{c['messages_per_forward_call']} messages per call")
     for name, s in r["systems"].items():
         for proc, p in (s.get("profile") or {}).get("processes", {}).items():
             if not p.get("us_per_msg"):

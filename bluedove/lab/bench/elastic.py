@@ -115,7 +115,8 @@ async def run_elastic(args) -> dict:
     wall0 = time.time() - (time.monotonic() - t0)
     for e in events:  # event times on the timeline's clock
         e["t"] = round(_epoch(e["at"]) - wall0, 1)
-    return {"bench": "elastic", "workload": "paper", "deliver": args.deliver, "subscriptions": w.n_subs, "subscribe_s": round(subscribe_s, 1),
+    return {"bench": "elastic", "workload": "paper", "deliver": args.deliver, "subscriptions": w.n_subs,
+            "subscribe_s": round(subscribe_s, 1),
             "rates": steps, "step_s": args.step_s, "sent": pub.sent, "accepted": pub.accepted,
             "refused": pub.refused, "skipped": pub.skipped,
             "timeline": timeline, "events": events, "drops": _drops(timeline, events)}
@@ -173,7 +174,8 @@ def run_elastic_bench(args) -> int:
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"{result['subscriptions']} subscriptions ({result['subscribe_s']} s to create), deliver={result['deliver']}; "
+    print(f"{result['subscriptions']} subscriptions ({result['subscribe_s']} s to create), "
+          f"deliver={result['deliver']}; "
           f"{result['sent']} sent, {result['accepted']} accepted, {result['refused']} refused, "
           f"{result['skipped']} not sent (the open-loop client held back)")
     print("   t  offered  accepted  p50 ms  matchers")

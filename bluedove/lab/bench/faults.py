@@ -45,7 +45,8 @@ def add_parser(sub) -> None:
     p.add_argument("--stop-seconds", type=float, default=10.0,
                    help="matcher-stop: how long the matcher stays SIGSTOPped (default 10)")
     p.add_argument("--repeat", type=int, default=1, help="runs of each fault, with seeds seed..seed+N-1 (default 1)")
-    p.add_argument("--data-dir", default=None, help="where the clusters' data and logs go (default: a temporary folder)")
+    p.add_argument("--data-dir", default=None,
+                   help="where the clusters' data and logs go (default: a temporary folder)")
     add_output_flags(p)
     p.set_defaults(func=run_faults_bench)
 

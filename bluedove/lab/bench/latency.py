@@ -93,6 +93,8 @@ def pct(xs, ps=(50, 95, 99)) -> dict:
 
 
 class Bench:
+    """The latency bench on a running cluster: its message points, the oracle's queues, the subscribers."""
+
     def __init__(self, args: argparse.Namespace, w, cluster: LocalCluster) -> None:
         self.args, self.w, self.cluster = args, w, cluster
         self.points = w.sample(N_POINTS, np.random.default_rng([args.seed, 9]))
@@ -192,7 +194,8 @@ def figures(got: list[Received], sends: list[tuple], expected: Counter, grpc: bo
             "stored_to_answered": pct(col["answered"] - stored),
             # the client's share: stored while the subscriber had no poll open (after its previous
             # poll answered, before it sent the next), and its decode
-            "waited_for_client": None if grpc else pct(np.maximum(col["issued"] - np.maximum(stored, col["before"]), 0)),
+            "waited_for_client": (None if grpc
+                                  else pct(np.maximum(col["issued"] - np.maximum(stored, col["before"]), 0))),
             "client_decode": None if grpc else pct(col["decoded"] - col["answered"]),
         },
         "poll_gap": None if grpc else pct(gaps, (50, 99)),
@@ -247,8 +250,8 @@ def run_latency(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="bluedove-latency-") as tmp:
         space = Path(tmp) / "space.json"  # the workload's space (traffic's, or k dims of paper's)
         space.write_text(json.dumps(w.space.to_json()))
-        cluster = LocalCluster(matchers=args.matchers, http_port=0, data_dir=Path(tmp) / "cluster", space_file=str(space),
-                               quiet=True, restart=False, deliver="store")
+        cluster = LocalCluster(matchers=args.matchers, http_port=0, data_dir=Path(tmp) / "cluster",
+                               space_file=str(space), quiet=True, restart=False, deliver="store")
         cluster.start(timeout_s=120)
         try:
             measured = asyncio.run(_measure(args, w, cluster, loads))
@@ -276,7 +279,8 @@ def _print(r: dict) -> None:
               f"{lv['received']:,} of {lv['expected']:,} deliveries, missing {lv['missing']}, "
               f"duplicates {lv['duplicates']}, unexpected {lv['unexpected']}; load {lv['load_avg_start']}")
         rows = [("publish -> delivered", lv["delivered"]), ("publish call (202)", lv["publish_call"]),
-                ("  publish -> accepted", st["publish_to_accepted"]), ("  accepted -> stored", st["accepted_to_stored"]),
+                ("  publish -> accepted", st["publish_to_accepted"]),
+                ("  accepted -> stored", st["accepted_to_stored"]),
                 ("  stored -> answered", st["stored_to_answered"]),
                 ("    waited for client", st["waited_for_client"]), ("  client decode", st["client_decode"]),
                 ("client poll gap", lv["poll_gap"])]

@@ -40,8 +40,9 @@ def message_json(point: list[float], names: tuple[str, ...]) -> str:
 # -- the publisher -------------------------------------------------------------------------------
 def publisher(url: str, rate: float, batch: int, warmup_s: float, duration_s: float, messages: list[str],
               k0: int, out: mp.Queue) -> None:
-    """Publish messages k0, k0 + 1, … (message k: `messages[k % len(messages)]`, message_json's) at `rate` msg/s for warmup_s + duration_s,
-    `batch` a request (1: POST /v1/messages, else /v1/messages:batch); puts
+    """Publish messages k0, k0 + 1, … (message k: `messages[k % len(messages)]`, message_json's)
+    at `rate` msg/s for warmup_s + duration_s, `batch` a request (1: POST /v1/messages, else
+    /v1/messages:batch); puts
     {"sends": [(k of the first, n, sent ns, answered ns or 0, warm-up?)], "skipped", "cpu_s"}."""
 
     async def main() -> dict:

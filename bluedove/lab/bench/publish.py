@@ -1,4 +1,5 @@
-"""`bluedove bench publish`: publish throughput of PublishStream, REST batches and single REST calls, in turn on one cluster."""
+"""`bluedove bench publish`: publish throughput of PublishStream, REST batches and single REST calls,
+in turn on one cluster."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ BATCH_CALLS = 4  # PublishStream or batch calls under way per publisher process 
 
 
 def _bodies(rng: np.random.Generator, n: int, names: list[str]) -> list[dict]:
-    return [{"attributes": dict(zip(names, p)), "payload": {"b": 1}} for p in rng.uniform(0.0, 1000.0, (n, len(names))).tolist()]
+    return [{"attributes": dict(zip(names, p)), "payload": {"b": 1}}
+            for p in rng.uniform(0.0, 1000.0, (n, len(names))).tolist()]
 
 
 async def _publish(mode: str, url: str, names: list[str], conns: int, batch: int, until: float,

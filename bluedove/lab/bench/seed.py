@@ -34,6 +34,7 @@ from bluedove.lab.sim.costmodel import Models
 from bluedove.lab.sim.engine import Pool, SimConfig
 from bluedove.lab.sim.layouts import Layout, set_sizes
 from bluedove.lab.sim.saturation import Budget, Prepared, saturation
+from bluedove.runtime.extras import require
 from bluedove.store.server import RedisServer
 
 DAY = 86400.0
@@ -50,7 +51,8 @@ def add_parser(sub) -> None:
     p.add_argument("--window-s", type=float, default=None,
                    help="the job's time window (default: 900 for traffic's day, 60 otherwise)")
     p.add_argument("--buckets", type=int, default=1024)
-    p.add_argument("--model", default=str(MODEL), help="cost model of `bluedove sim calibrate` (default docs/sim/model.json)")
+    p.add_argument("--model", default=str(MODEL),
+                   help="cost model of `bluedove sim calibrate` (default docs/sim/model.json)")
     p.add_argument("--regime", default="rtree", choices=("rtree", "per_dimension"),
                    help="cost model regime of the job and the simulator: rtree (our matcher, default) or "
                         "per_dimension (the paper's per-dimension index)")
@@ -135,6 +137,7 @@ def layouts(w, seed: dict, n: int) -> dict[str, Layout]:
 
 
 def run_seed(args: argparse.Namespace) -> int:
+    require("spark", "bluedove bench seed")
     try:
         w = workload(args)
         if args.matchers < 1 or args.sample < 100 or args.eval < 100:
@@ -142,7 +145,10 @@ def run_seed(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"bench seed: {exc}", file=sys.stderr)
         return 2
-    say = (lambda *a: print(*a, file=sys.stderr, flush=True))
+
+    def say(*a: object) -> None:
+        print(*a, file=sys.stderr, flush=True)
+
     window_s = args.window_s or (900.0 if "timestamp" in w.space.names else 60.0)
     n = args.matchers
     result: dict = {"workload": w.name, "kind": "seed", "regime": args.regime, "matchers": n, "subscriptions": w.n_subs,
@@ -180,7 +186,8 @@ def _score(args, w, seed: dict, n: int, say) -> dict:
                                 "per_matcher": [round(float(x / loads.mean()), 3) for x in loads]}
         if not args.no_sim:
             say(f"seed: simulator saturation search, {name}")
-            out["sim_msgs_per_s"][name] = round(saturation(prep, SimConfig(policy=args.policy, seed=args.seed), Budget()))
+            out["sim_msgs_per_s"][name] = round(saturation(prep, SimConfig(policy=args.policy, seed=args.seed),
+                                                           Budget()))
     sim = out["sim_msgs_per_s"]
     if sim:
         out["sim_seeded_over_equal"] = round(sim["seeded"] / sim["equal"], 3)

@@ -31,6 +31,8 @@ MIN_SAMPLES = 3
 
 @dataclass
 class Verdict:
+    """The growth judgement of one series: first and last window medians, and whether it failed."""
+
     series: str
     metric: str
     first: float | None  # median of the first window after warm-up

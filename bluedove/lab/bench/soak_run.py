@@ -27,6 +27,8 @@ TICK_S = 0.25  # the publisher sends one batch per tick
 
 @dataclass
 class Plan:
+    """How a soak runs: its length, rate, queues, churn, restarts and sampling."""
+
     seconds: float
     rate: float  # messages/s
     queues: int  # queues alive at any time
@@ -42,6 +44,8 @@ class Plan:
 
 @dataclass
 class Stats:
+    """What a soak counted: errors by kind, churn, restarts and each process's RSS/fd samples."""
+
     errors: dict[str, int] = field(default_factory=dict)
     subscribed: int = 0
     unsubscribed: int = 0
@@ -56,6 +60,8 @@ class Stats:
 
 
 class Soak:
+    """The soak's moving parts on one running local cluster, with their ledger and counts."""
+
     def __init__(self, cluster: LocalCluster, plan: Plan, dims: list[dict]) -> None:
         self.cluster = cluster
         self.plan = plan

@@ -73,6 +73,8 @@ def stored_table(url: str) -> dict:
 
 @dataclass
 class Stage:
+    """A staged bench: the running cluster, its store, and the workload's queues and subscriptions."""
+
     cluster: LocalCluster
     redis: RedisServer | None  # the one redis-server; None on a Redis Cluster
     store: BenchStore

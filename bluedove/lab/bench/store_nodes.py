@@ -71,6 +71,8 @@ def shapes_from_args(args: argparse.Namespace) -> list[StoreShape]:
 
 @dataclass(frozen=True)
 class StoreNode:
+    """One redis-server of the bench's store: its name, port, pid, and primary or replica."""
+
     name: str  # "redis" (one server); "redis-p1"… primaries, "redis-r1"… replicas
     port: int
     pid: int
@@ -185,7 +187,8 @@ class NodeProbe:
                             "cpu_us_per_delivery": _per(cpu[n.name], max(w, ack))})
             nodes.append(row)
         return {"primaries": len(self.clients), "replicas_each": self.replicas_each,
-                "redis_cpu_us_per_delivery": _per(prim, deliveries), "replica_cpu_us_per_delivery": _per(repl, deliveries),
+                "redis_cpu_us_per_delivery": _per(prim, deliveries),
+                "replica_cpu_us_per_delivery": _per(repl, deliveries),
                 "nodes": nodes}
 
 

@@ -46,7 +46,8 @@ class SubscribeTransport(AioHttpTransport):
         return await self._do("POST", "/v1/subscriptions", token, json=body)
 
     async def subscribe_batch(self, bodies: list[dict], token: str) -> list[dict]:
-        return (await self._do("POST", "/v1/subscriptions:batch", token, json={"subscriptions": bodies}))["subscriptions"]
+        return (await self._do("POST", "/v1/subscriptions:batch", token,
+                               json={"subscriptions": bodies}))["subscriptions"]
 
 
 def _predicates(workload: str, seed: int, n: int) -> list[dict]:

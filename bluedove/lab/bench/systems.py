@@ -1,4 +1,5 @@
-"""`bench e2e`'s systems: BlueDove and the baselines of the paper's §IV-B, one real cluster each, and the workloads it offers."""
+"""`bench e2e`'s systems: BlueDove and the baselines of the paper's §IV-B, one real cluster each,
+and the workloads it offers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`bluedove demo`: a local cluster plus the traffic workload over REST; exits 0 only on exact delivery, leaving no process."""
+"""`bluedove demo`: a local cluster plus the traffic workload over REST; exits 0 only on exact delivery,
+leaving no process."""
 
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ EXAMPLES = 5
 
 @dataclass
 class MemberTotals:
+    """One matcher's figures for the summary: subscriptions, messages matched, highest queue seen."""
+
     subscriptions: int = 0
     messages: int = 0  # messages the matcher matched, from its own counters
     peak_q: int = 0
@@ -187,7 +190,8 @@ def _summary(c: Comparison, ledger: Ledger, progress: Progress, planned: int) ->
     lat = np.array(ledger.latencies) if ledger.latencies else np.zeros(1)
     p50, p95, p99 = np.percentile(lat, [50, 95, 99])
     rows = [
-        ("messages published", f"{ledger.published}" + (f" of {planned} planned" if ledger.published < planned else "")),
+        ("messages published",
+         f"{ledger.published}" + (f" of {planned} planned" if ledger.published < planned else "")),
         ("publishes failed", str(c.failed_publishes)),
         ("deliveries expected", f"{c.expected}  (brute-force oracle: distinct (queue, message) pairs)"),
         ("delivered", str(c.delivered)),

@@ -31,6 +31,8 @@ Driver = Inbox  # a driver reads its own queue, as a phone would
 
 @dataclass
 class Comparison:
+    """The ledger against the oracle: deliveries expected and made, and each one missing or wrong."""
+
     expected: int
     delivered: int
     missing: list[tuple[int, str]]

@@ -25,6 +25,8 @@ from bluedove.local.cluster import LocalCluster
 
 @dataclass
 class Env:
+    """What a fault acts on: the cluster, a client, the victims, and how long each fault lasts."""
+
     cluster: LocalCluster
     client: AsyncClient
     victim_matcher: str = "m2"
@@ -71,7 +73,8 @@ async def wait_whole(env: Env, limit_s: float = 60.0) -> float:
     return await wait_for(whole, limit_s, "every segment owner alive in the dispatcher's view")
 
 
-async def wait_status(env: Env, name: str, statuses: tuple[str, ...], limit_s: float, idle: bool | None = None) -> float:
+async def wait_status(env: Env, name: str, statuses: tuple[str, ...], limit_s: float,
+                      idle: bool | None = None) -> float:
     async def seen() -> bool:
         m = member(await cluster_view(env.client), name)
         return m is not None and m["status"] in statuses and (idle is None or bool(m.get("idle")) == idle)

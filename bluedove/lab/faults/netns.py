@@ -30,6 +30,8 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 @dataclass
 class Network:
+    """The matchers' network namespaces on one bridge, and the addresses a partition blackholes."""
+
     matchers: list[str]
     # matcher id -> (namespace, address)
     hosts: dict[str, tuple[str, str]] = field(default_factory=dict)

@@ -26,6 +26,8 @@ TMPFS_MB = 48
 
 @dataclass
 class FaultResult:
+    """One fault's figures: publishes accepted and refused, recovery times, and the delivery check."""
+
     fault: str
     accepted: int
     attempts: int
@@ -89,6 +91,8 @@ async def _faulted(cluster: LocalCluster, name: str, rate: float, before_s: floa
 
 @dataclass
 class Seen:
+    """What watching the cluster through a fault saw: wholeness over time, member statuses, epochs."""
+
     samples: list[tuple[float, bool]] = field(default_factory=list)  # (time, whole)
     statuses: set[str] = field(default_factory=set)  # "m2 suspect", …: every non-alive status seen
     epochs: set[int] = field(default_factory=set)

@@ -40,6 +40,8 @@ def random_predicates(rng: random.Random) -> dict[str, list[float]]:
 
 @dataclass
 class Subscribed:
+    """The workload's queues, and each subscription's queue and predicates."""
+
     queues: list[Queue]
     # subscription id -> (queue id, predicates)
     subs: dict[str, tuple[str, dict]]
@@ -60,6 +62,8 @@ async def subscribe(client: AsyncClient, rng: random.Random, n_queues: int, n_su
 
 @dataclass
 class Published:
+    """The publisher's record: messages sent and accepted, with their points, refusals and give-ups."""
+
     # message id -> point, for every message accepted (202)
     points: dict[str, tuple[float, ...]] = field(default_factory=dict)
     # message id -> point, for every message sent (accepted or not)
@@ -158,6 +162,8 @@ def expected_pairs(subs: dict[str, tuple[str, dict]], points: dict[str, tuple[fl
 
 @dataclass
 class Verdict:
+    """The drained queues against the oracle: pairs expected and received, lost, duplicated, wrong."""
+
     expected: int
     received: int
     lost: int

@@ -1,4 +1,5 @@
-"""Saturation of load-blind policies in closed form: expected work per matcher per message; the busiest sets the rate."""
+"""Saturation of load-blind policies in closed form: expected work per matcher per message; the busiest
+sets the rate."""
 
 # A policy that ignores load (random, subscription-count; P2P's single candidate; full
 # replication's random matcher) sends a given message to a fixed distribution of matchers. Each

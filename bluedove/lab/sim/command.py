@@ -20,7 +20,8 @@ FIGURES = ("6a", "6b", "7", "8", "9", "10", "11a", "11b", "11c")
 def add_parser(sub) -> None:
     s = sub.add_parser("sim", help="the scale simulator (see docs/reproduction.md)")
     s.add_argument("action", choices=("calibrate", "figure"))
-    s.add_argument("name", nargs="?", default="all", help=f"figure: {', '.join(FIGURES)}, a comma-separated list, or all")
+    s.add_argument("name", nargs="?", default="all",
+                   help=f"figure: {', '.join(FIGURES)}, a comma-separated list, or all")
     s.add_argument("--model", default=None, help="cost model JSON from `sim calibrate` (default: calibrate now)")
     s.add_argument("--out", default=None, help="calibrate: file to write; figure: folder for PNGs (default sim-out)")
     s.add_argument("--json", action="store_true", help="print one JSON object per figure")

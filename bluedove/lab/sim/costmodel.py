@@ -1,4 +1,5 @@
-"""Per-message matching cost: a linear model over features of (message, set), fitted by least squares, scored held out."""
+"""Per-message matching cost: a linear model over features of (message, set), fitted by least squares,
+scored held out."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ FEATURES = ("one", "size", "searched", "matches", "log_size")
 
 # The two regimes the figures show side by side (docs/reproduction.md, "Cost model").
 REGIMES = {
-    "rtree": "our matcher: bluedove.matcher.index.SubscriptionSet (R-tree over all k dimensions, STR bulk load) + match_batch",
+    "rtree": "our matcher: bluedove.matcher.index.SubscriptionSet (R-tree over all k dimensions, STR bulk load) "
+             "+ match_batch",
     "per_dimension": "the paper's regime: a per-dimension index whose cost grows with the subscriptions overlapping "
                      "the message on the indexed dimension (bluedove.lab.sim.dimindex); full replication scans all",
 }

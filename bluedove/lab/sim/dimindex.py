@@ -14,6 +14,8 @@ import numpy as np
 
 
 class DimensionIndex:
+    """Subscriptions bucketed along one dimension; a message's bucket is checked on all k."""
+
     def __init__(self, lows: np.ndarray, highs: np.ndarray, dim: int, lo: float, hi: float,
                  buckets: int = 32) -> None:
         self.lows = np.ascontiguousarray(lows, dtype=np.float64)

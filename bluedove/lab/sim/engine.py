@@ -27,6 +27,8 @@ from bluedove.lab.sim.layouts import Layout, make_pool_arrays
 
 @dataclass(frozen=True)
 class SimConfig:
+    """One simulation's settings: policy, dispatchers, report timing, failover and seed."""
+
     policy: str = "adaptive"
     dispatchers: int = 2  # the paper's §IV-B: two dispatchers for twenty matchers
     report_interval_s: float = 1.0  # DispatcherSettings.load_interval_s
@@ -40,6 +42,8 @@ class SimConfig:
 
 @dataclass
 class RunResult:
+    """One simulated run: each message's arrival and response time, each matcher's busy time."""
+
     t: np.ndarray  # arrival time of each simulated message
     rt: np.ndarray  # response time (NaN when lost)
     weight: float  # real messages per simulated one

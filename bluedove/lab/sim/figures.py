@@ -77,7 +77,8 @@ class Context:
         if self.jobs <= 1 or len(todo) < 2:
             return
         with ProcessPoolExecutor(self.jobs) as ex:
-            for key, rate in zip(todo, ex.map(_saturation_task, [(self.models, self.seed, self.budget, k) for k in todo])):
+            for key, rate in zip(todo, ex.map(_saturation_task,
+                                              [(self.models, self.seed, self.budget, k) for k in todo])):
                 self.say(f"  {key[3]:<13} {key[0]:<16} {key[2]:<18} n={key[1]:<5} {dict(key[5]) or ''}"
                          f" k={key[4] or '-'}: {rate:,.0f} msg/s")
                 self._sat[key] = rate

@@ -25,6 +25,8 @@ from bluedove.lab.sim.engine import SimConfig
 
 @dataclass(frozen=True)
 class Step:
+    """The fluid simulator's time step, and the most messages one step samples."""
+
     dt_s: float = 0.002
     per_step: int = 256  # sampled messages per step (at most; fewer when rate·dt is smaller)
 

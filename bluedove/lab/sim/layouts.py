@@ -23,6 +23,8 @@ SYSTEMS = MODES  # the real cluster's partition modes (bluedove/core/partition/m
 
 @dataclass(frozen=True)
 class Layout:
+    """One system's placement on n matchers: its segment table and each matcher's set sizes."""
+
     system: str
     n: int  # matchers
     table: SegmentTable | None  # over the searchable dimensions; None for full replication

@@ -16,6 +16,8 @@ from bluedove.core.space import Space
 
 @dataclass(frozen=True)
 class Workload:
+    """A workload: its space, its subscriptions' bounds and queues, and a message sampler."""
+
     name: str
     space: Space
     lows: np.ndarray  # (n_subs, k) inclusive lower bounds

@@ -1,4 +1,5 @@
-"""The `traffic` workload of docs/workloads.md: drivers' routes and sensor readings around real cities, rush hours included."""
+"""The `traffic` workload of docs/workloads.md: drivers' routes and sensor readings around real cities,
+rush hours included."""
 
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ def history(busy, matchers=2, queued=None, end=100.0, step=1.0):
     n = len(busy) if isinstance(busy, list) else int(70 / step)
     busy = busy if isinstance(busy, list) else [busy] * n
     queued = queued if isinstance(queued, list) else [queued or 0] * n
-    return [LoadSample(end - (n - 1 - i) * step, matchers, b * matchers, q) for i, (b, q) in enumerate(zip(busy, queued))]
+    return [LoadSample(end - (n - 1 - i) * step, matchers, b * matchers, q)
+            for i, (b, q) in enumerate(zip(busy, queued))]
 
 
 @pytest.mark.parametrize("name,loads,members,last_change,expect_action,expect_target", [

@@ -139,7 +139,8 @@ def test_each_measure_of_relief(before, after, how):
     def world(t, n):
         now = after if n >= 4 and t > 5 else before
         q = {"rising": 100 * t, "flat": 3000}.get(now.get("queued"), 0)
-        return {"demand": 0.95 * n, "queued": q, "accepted": now.get("accepted", 3000.0), "p50_s": now.get("p50_s", 1.0)}
+        return {"demand": 0.95 * n, "queued": q, "accepted": now.get("accepted", 3000.0),
+                "p50_s": now.get("p50_s", 1.0)}
     log, _ = drive(world, 60)
     [(_, _, v)] = actions(log, "relieved")
     assert how in v.reason, v.reason

@@ -85,7 +85,8 @@ def test_cold_start_orders_by_set_size():
 
 def test_processing_time_defaults_to_extrapolating():
     r = LoadReport(lam=500, mu=100, q=0, at=0.0)
-    assert processing_time(r, 2.0) == processing_time(r, 2.0, extrapolate=True) != processing_time(r, 2.0, extrapolate=False)
+    assert (processing_time(r, 2.0) == processing_time(r, 2.0, extrapolate=True)
+            != processing_time(r, 2.0, extrapolate=False))
 
 
 # -- rank ----------------------------------------------------------------------------------------
@@ -158,7 +159,8 @@ def test_a_matcher_on_several_dimensions_appears_with_its_best(policy):
 @pytest.mark.parametrize("policy", ["adaptive", "response-time", "subscription-count"])
 def test_failover_order_is_best_first_across_distinct_matchers(policy):
     # k = 4 candidates, one per dimension, all distinct: the whole list is the retry order.
-    reports = {(i, m): LoadReport(mu=100, q=q, subs=q) for i, (m, q) in enumerate([("a", 3), ("b", 1), ("c", 4), ("d", 2)])}
+    reports = {(i, m): LoadReport(mu=100, q=q, subs=q)
+               for i, (m, q) in enumerate([("a", 3), ("b", 1), ("c", 4), ("d", 2)])}
     assert ranked(policy, reports) == [(1, "b"), (3, "d"), (0, "a"), (2, "c")]
 
 

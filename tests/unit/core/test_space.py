@@ -37,7 +37,8 @@ def test_index_finds_a_dimension_and_rejects_an_unknown_one():
 
 def test_to_json_renders_whole_numbers_as_ints():
     s = Space((Dimension("a", 0.0, 1000.0), Dimension("b", -0.5, 2.25)))
-    assert s.to_json() == {"dimensions": [{"name": "a", "min": 0, "max": 1000}, {"name": "b", "min": -0.5, "max": 2.25}]}
+    assert s.to_json() == {"dimensions": [{"name": "a", "min": 0, "max": 1000},
+                                          {"name": "b", "min": -0.5, "max": 2.25}]}
     assert isinstance(s.to_json()["dimensions"][0]["min"], int)
 
 

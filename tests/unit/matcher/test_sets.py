@@ -205,7 +205,8 @@ def test_rows_from_catalogue_equal_one_by_one_building():
     ids, queues, lows, highs = rows_from_catalogue([_json.dumps(d) for d in docs], space)
     one = [_Sub.from_json(d, space) for d in docs]
     assert ids == ["a", "b", "c"] and queues == ["q1", "q2", "q1"]
-    assert _np.array_equal(lows, _np.array([s.lows for s in one])) and _np.array_equal(highs, _np.array([s.highs for s in one]))
+    assert (_np.array_equal(lows, _np.array([s.lows for s in one]))
+            and _np.array_equal(highs, _np.array([s.highs for s in one])))
 
 
 # -- what the catalogue tail may skip unparsed ----------------------------------------------------

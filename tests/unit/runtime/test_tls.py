@@ -100,7 +100,7 @@ async def test_internal_port_with_a_ca_is_mutual(pki):
     server, addr = await serve(files(ours), internal=True)
     try:
         assert await check(tls.aio_channel(addr, files(ours))) == health_pb2.HealthCheckResponse.SERVING
-        no_cert = grpc.ssl_channel_credentials(root_certificates=open(ours.tls_ca, "rb").read())
+        no_cert = grpc.ssl_channel_credentials(root_certificates=Path(ours.tls_ca).read_bytes())
         refused = [grpc.aio.secure_channel(addr, no_cert),
                    # another CA's certificate, trusting our CA (the server is then fine to it)
                    tls.aio_channel(addr, TlsSettings(theirs.tls_cert, theirs.tls_key, ours.tls_ca)),

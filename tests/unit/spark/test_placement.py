@@ -107,7 +107,8 @@ def test_placement_is_a_permutation_per_dimension_and_never_riskier_than_round_r
     capacity = 1.1 * mu.sum() / n
     placed = P.place(mu, cov, k, n, capacity)
     assert all(sorted(row) == list(range(n)) for row in placed.tolist())
-    assert P.risks(mu, cov, placed, n, capacity).max() <= P.risks(mu, cov, P.round_robin(k, n), n, capacity).max() + 1e-12
+    assert (P.risks(mu, cov, placed, n, capacity).max()
+            <= P.risks(mu, cov, P.round_robin(k, n), n, capacity).max() + 1e-12)
 
 
 def test_hot_spots_are_the_densest_runs_by_share():

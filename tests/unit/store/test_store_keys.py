@@ -27,7 +27,8 @@ def test_each_step_of_a_dead_letter_move_keeps_to_one_slot(queue, dead_queue, en
     slot = key_slot(K.queue_stream(queue).encode())
     assert key_slot(K.dead_outbox(queue).encode()) == slot
     dead = key_slot(K.queue_stream(dead_queue).encode())
-    assert key_slot(K.dead_mark(dead_queue, queue, entry_id).encode()) == dead == key_slot(K.queue_hash(dead_queue).encode())
+    assert (key_slot(K.dead_mark(dead_queue, queue, entry_id).encode()) == dead
+            == key_slot(K.queue_hash(dead_queue).encode()))
 
 
 @given(queue_ids)

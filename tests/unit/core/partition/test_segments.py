@@ -204,7 +204,8 @@ def test_json_round_trip_of_uneven_cuts():
 def test_a_members_segments_must_be_adjacent():
     with pytest.raises(ValueError, match="adjacent"):
         one_dim((0.0, 10.0, 20.0), ("a", "b", "a"), members={"a": "h:1", "b": "h:2"})
-    assert one_dim((0.0, 10.0, 20.0), ("a", "a", "b"), members={"a": "h:1", "b": "h:2"}).segments_of("a") == {0: (0.0, 20.0)}
+    assert (one_dim((0.0, 10.0, 20.0), ("a", "a", "b"), members={"a": "h:1", "b": "h:2"}).segments_of("a")
+            == {0: (0.0, 20.0)})
 
 
 @pytest.mark.parametrize("cuts, owners, members, dim", [

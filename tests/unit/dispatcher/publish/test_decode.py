@@ -25,8 +25,9 @@ SPACE = Space((Dimension("x0", 0.0, 1000.0), Dimension("speed", -5.0, 5.0), Dime
 value = st.one_of(st.floats(-10, 1100), st.integers(-10, 1100), st.sampled_from([0, 999.9999, 1000, -5, 5, 1e400]),
                   st.booleans(), st.none(), st.text(max_size=3))
 payload = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-                       | st.text(max_size=20), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c,
-                                                                                                max_size=3), max_leaves=8)
+                       | st.text(max_size=20),
+                       lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+                       max_leaves=8)
 
 
 @st.composite
@@ -45,7 +46,8 @@ def message(draw):
     if draw(st.booleans()):
         body["payload"] = draw(payload)
     if draw(st.booleans()):
-        body["id"] = draw(st.from_regex(r"[A-Za-z0-9._:~-]{1,10}", fullmatch=True) | st.text(max_size=4) | st.integers())
+        body["id"] = draw(st.from_regex(r"[A-Za-z0-9._:~-]{1,10}", fullmatch=True) | st.text(max_size=4)
+                          | st.integers())
     if draw(st.integers(0, 40)) == 0:
         body["extra"] = 1
     return body

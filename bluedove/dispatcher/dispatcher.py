@@ -1,0 +1,112 @@
+"""One dispatcher's state: its store, cluster view, forwarder, decoder, subscriber, metrics,
+sample, series and key checks, started and stopped together. The operations
+(bluedove/dispatcher/operations/) take it as their first argument; the REST app
+(bluedove/dispatcher/app.py) and the gRPC API (bluedove/dispatcher/grpc_api.py) hold one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from bluedove.core import forwarding
+from bluedove.core.model import Subscription
+from bluedove.core.partition.segments import SegmentTable
+from bluedove.core.space import Space
+from bluedove.core.wire import body_template
+from bluedove.dispatcher.auth import KeyAuth
+from bluedove.dispatcher.metrics import Metrics
+from bluedove.dispatcher.publish.decode import Decoder
+from bluedove.dispatcher.publish.forwarder import Forwarder
+from bluedove.dispatcher.sampler import Sampler
+from bluedove.dispatcher.series import DispatcherSeries
+from bluedove.dispatcher.subscriber import Subscriber
+from bluedove.dispatcher.view import ClusterView
+from bluedove.runtime.settings import DispatcherSettings
+from bluedove.runtime.telemetry import CpuMeter
+from bluedove.store.store import DispatcherStore, StoreLimits
+from bluedove.v1 import matcher_pb2 as pb
+
+log = logging.getLogger("bluedove.dispatcher")
+
+
+class Dispatcher:
+    """Everything one dispatcher process holds: all of it can be rebuilt from the matchers."""
+
+    def __init__(self, settings: DispatcherSettings, space: Space, seeds: tuple[str, ...] = ()) -> None:
+        self.s = settings
+        self.space = space
+        self.store = DispatcherStore(settings.store_url, StoreLimits(
+            max_subscriptions_per_queue=settings.max_subscriptions_per_queue,
+            visibility_timeout_s=settings.visibility_timeout_s,
+            max_undelivered=settings.max_undelivered, retention_s=settings.retention_s,
+        ))
+        self.cluster = ClusterView(settings, self.store, seeds)
+        self.forwarder = Forwarder(settings, self.cluster)
+        self.decoder = Decoder(space, settings.max_batch, settings.max_payload_bytes)
+        self.body_template = body_template(space.names)
+        self.subscriber = Subscriber(settings, self.cluster, self.store)
+        self.metrics = Metrics()
+        self.sampler = None if settings.sample_rate <= 0 else Sampler(
+            settings.sample_rate, settings.sample_dir, settings.id, space, settings.sample_rotate_s,
+            settings.sample_rotate_mb, settings.sample_keep, self.metrics.sampled, self.metrics.sample_dropped)
+        # Set when the process is told to exit, so long-polls answer at once.
+        self.closing = asyncio.Event()
+        self._heartbeat: asyncio.Task | None = None
+        self._metrics_tick: asyncio.Task | None = None
+        self.series = DispatcherSeries(self)  # its part of the last hour in the store (/v1/stats)
+        # API keys (bluedove/dispatcher/auth.py); None: auth off, anyone may publish and create queues.
+        self.auth = KeyAuth(self.store, settings.auth_refresh_s) if settings.auth == "keys" else None
+
+    async def start(self, address: str) -> None:
+        forwarding.warm_up()  # compiled (or loaded from its cache) before the first publish
+        if self.sampler is not None:
+            self.sampler.start()
+        await self.cluster.start()
+        if self.auth is not None:
+            self.auth.start()
+        self.series.start()
+        self._heartbeat = asyncio.get_running_loop().create_task(self._register(address))
+        self._metrics_tick = asyncio.get_running_loop().create_task(self.metrics.run(self.forwarder.counts))
+
+    async def stop(self) -> None:
+        for task in (self._heartbeat, self._metrics_tick):
+            if task:
+                task.cancel()
+        await self.series.stop()
+        if self.auth is not None:
+            await self.auth.stop()
+        self.metrics.close()
+        await self.cluster.stop()
+        await self.store.close()
+        if self.sampler is not None:  # the last samples written, the file renamed whole
+            await asyncio.to_thread(self.sampler.stop)
+
+    async def _register(self, address: str) -> None:
+        cpu = CpuMeter()  # its CPU in the heartbeat: the autoscaler names the dispatchers as the limit by it
+        while True:
+            try:
+                table = self.cluster.table
+                await self.store.register_dispatcher(self.s.id, address, epoch=table.epoch if table else 0,
+                                                     adopted_at=self.cluster.adopted_at, cpu=cpu.read())
+            except Exception:  # noqa: BLE001 - the store may be briefly away
+                log.warning("could not register in the store")
+            await asyncio.sleep(3)
+
+    @property
+    def table(self) -> SegmentTable | None:
+        return self.cluster.table
+
+    async def send_subscriptions(self, subs: list[Subscription]) -> None:
+        """Send stored subscriptions to every matcher mPartition names (bluedove/dispatcher/subscriber.py)."""
+        await self.subscriber.send(subs)
+
+    async def broadcast_removals(self, sub_ids: list[str]) -> None:
+        table = self.cluster.table
+        if table is None or not sub_ids:
+            return
+        req = pb.RemoveRequest(ids=sub_ids)
+        members = list(table.members)
+        await asyncio.gather(
+            *(self.cluster.stub(m).RemoveSubscriptions(req, timeout=self.s.subscribe_timeout_s) for m in members),
+            return_exceptions=True)

@@ -1,0 +1,128 @@
+"""The one publish path of every transport: REST single and batch, gRPC Publish, PublishBatch
+and PublishStream all go through `publish` (or, a stream, `publish_stream`).
+
+In order: backpressure before anything is decoded (`gate`: a full dispatcher refuses at the
+least cost), the transport's decode, the key's rate limits (`admit`), then the forwarder, which
+keeps its own bound on the messages under way. Ids and stored bodies are made once per batch
+(`outgoing`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+
+import numpy as np
+
+from bluedove.core.wire import bodies, iso_time, new_ids
+from bluedove.dispatcher.dispatcher import Dispatcher
+from bluedove.dispatcher.publish.decode import Batch
+from bluedove.dispatcher.publish.forwarder import Outgoing
+
+
+def gate(d: Dispatcher) -> None:
+    """503 before decoding when the forwarder already holds its bound of messages under way."""
+    if d.forwarder.full():
+        d.forwarder.refuse()
+
+
+async def publish(d: Dispatcher, decode: Callable[[], Batch], size: int, key=None) -> list[str]:
+    """Gate, decode (the transport's `decode`), admit `size` bytes under the key, forward;
+    the ids once every message is stored."""
+    gate(d)
+    batch = decode()
+    admit(d, key, len(batch), size)
+    return await publish_parsed(d, batch, key)
+
+
+def outgoing(d: Dispatcher, batch: Batch, published: float, key_id: str | None = None) -> Outgoing:
+    """Validated messages with their ids (ours where the publisher gave none) and stored bodies.
+
+    With a key (auth on), a publisher-given id travels to the matchers as `<key id>/<id>`, so
+    its dedup marks are the key's own: two keys using the same id both deliver. The body, and
+    the id answered, stay the publisher's (an id never holds `/`, so no two keys' ids meet)."""
+    ids = batch.ids
+    missing = [i for i, mid in enumerate(ids) if mid is None]
+    client = np.ones(len(ids), dtype=np.bool_)
+    if missing:
+        ids = list(ids)
+        for i, mid in zip(missing, new_ids(len(missing))):
+            ids[i] = mid
+        client[missing] = False
+    ids_b = [i.encode() for i in ids]
+    wire = ids_b
+    if key_id is not None:
+        scope = key_id.encode() + b"/"
+        wire = [scope + i if c else i for i, c in zip(ids_b, client.tolist())]
+    return Outgoing(ids, wire, batch.points,
+                    bodies(d.body_template, ids_b, batch.points, batch.payloads, iso_time(published)), client)
+
+
+async def publish_parsed(d: Dispatcher, batch: Batch, key=None) -> list[str]:
+    """Forward validated messages (published with API key `key`, None when auth is off);
+    returns their ids once all are stored."""
+    now = time.time()
+    out = outgoing(d, batch, now, key.id if key is not None else None)
+    t0 = time.perf_counter()
+    try:
+        await d.forwarder.publish(out)
+    except Exception:
+        d.metrics.publish_failures.inc(len(out))
+        raise
+    took = time.perf_counter() - t0
+    d.metrics.publish_seconds.observe(took)
+    d.series.on_publish(batch.points, took)
+    d.metrics.published.inc(len(out))
+    if d.sampler is not None:
+        d.sampler.offer(now, batch.points)
+    return out.ids
+
+
+def admit(d: Dispatcher, key, n_msgs: int, n_bytes: int) -> None:
+    """The key's rate limits (429 taking nothing when over); nothing without a key."""
+    if key is not None:
+        d.auth.admit(key, n_msgs, n_bytes)
+
+
+async def publish_rest(d: Dispatcher, raw: bytes, key=None) -> str:
+    """`POST /v1/messages`: the body's bytes."""
+    return (await publish(d, lambda: d.decoder.one(raw), len(raw), key))[0]
+
+
+async def publish_rest_batch(d: Dispatcher, raw: bytes, key=None) -> list[str]:
+    """`POST /v1/messages:batch`: the body's bytes, decoded and checked whole."""
+    return await publish(d, lambda: d.decoder.batch(raw), len(raw), key)
+
+
+async def publish_stream(d: Dispatcher, batches: AsyncIterator[Batch], key=None) -> list[str]:
+    """Publish a stream of validated batches as they arrive; returns every id in order.
+
+    One batch is in flight at a time; what arrives meanwhile is sent as one next batch (up to
+    max_batch messages or more, never split), so batches grow with the rate. A bad message
+    ends the call (the iterator raises): it and what follows are not published, batches
+    already sent are."""
+    sent: list[asyncio.Task] = []
+    waiting: list[Batch] = []
+    held = 0
+    k = d.space.k
+
+    def flush() -> None:
+        nonlocal waiting, held
+        if waiting:
+            sent.append(asyncio.ensure_future(publish_parsed(d, Batch.concat(waiting, k), key)))
+            waiting, held = [], 0
+
+    try:
+        async for batch in batches:
+            waiting.append(batch)
+            held += len(batch)
+            if not sent or sent[-1].done() or held >= d.s.max_batch:
+                if sent:
+                    await sent[-1]
+                flush()
+        flush()
+        return [mid for ids in await asyncio.gather(*sent) for mid in ids]
+    except BaseException:
+        await asyncio.gather(*sent, return_exceptions=True)
+        raise

@@ -1,0 +1,127 @@
+"""Queues: create, inspect, delete; poll, ack and listen.
+
+Poll and ack check the token inside their one store call (the POLL and ACK scripts) rather
+than with a lookup of their own: a round trip less per request (docs/benchmarks.md,
+"Delivery"). A request that is also invalid has its token checked first, so that a wrong
+token is a 401 whatever else is wrong, as everywhere in the API.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from bluedove.core.errors import ApiError, unauthorized
+from bluedove.core.queue_bounds import parse_queue_request
+from bluedove.dispatcher.dispatcher import Dispatcher
+from bluedove.dispatcher.operations.common import check_range, require_queue_token
+from bluedove.store.ids import first_invalid_receipt
+from bluedove.store.store import BadToken
+
+# How long one store read of a Listen stream blocks before it looks at its queue again.
+LISTEN_POLL_S = 5.0
+DEFAULT_POLL_MAX = 10
+DEFAULT_LISTEN_MAX = 100
+
+
+async def create_queue(d: Dispatcher, body: Any = None, token: str | None = None) -> dict:
+    """A new queue with the bounds `body` asks for (none: the dispatcher's defaults). A
+    dead-letter queue must exist and `token` must open it: only its owner sends it deliveries."""
+    bounds = parse_queue_request(body, d.store.default_bounds())
+    if bounds.dead_letter_queue is not None and not await d.store.check_token(bounds.dead_letter_queue, token):
+        raise ApiError(401, "unauthorized", "dead_letter.queue must be a queue the bearer token opens",
+                       "dead_letter.queue")
+    queue, created = await d.store.create_queue(bounds)
+    return {"queue": queue, "token": created}
+
+
+async def queue_info(d: Dispatcher, queue: str, token: str | None) -> dict:
+    """GET /v1/queues/{queue}: its bounds, depth and counters, for its token's holder."""
+    await require_queue_token(d, queue, token)
+    return await d.store.queue_info(queue)
+
+
+async def delete_queue(d: Dispatcher, queue: str, token: str | None) -> None:
+    await require_queue_token(d, queue, token)
+    removed = await d.store.delete_queue(queue)
+    await d.broadcast_removals(removed)
+
+
+async def poll(d: Dispatcher, queue: str, token: str | None, max_n: float, wait: float) -> list[dict]:
+    return json.loads(await poll_json(d, queue, token, max_n, wait))["messages"]
+
+
+async def poll_json(d: Dispatcher, queue: str, token: str | None, max_n: float, wait: float) -> str:
+    """The REST body `{"messages": [...]}`, as the store spliced it from the stored JSON."""
+    try:
+        max_n = int(check_range("max", max_n, 1, 1000))
+        wait = check_range("wait", wait, 0, d.s.max_wait_s)
+    except ApiError:
+        await require_queue_token(d, queue, token)  # a wrong token is a 401 first
+        raise
+    try:
+        n, body = await d.store.poll_json(queue, max_n, wait, stop=d.closing, token=_given(token))
+    except BadToken:
+        raise unauthorized() from None
+    except ResponseError as exc:  # NOGROUP: the queue was deleted while we waited (as in listen)
+        if "NOGROUP" not in str(exc):
+            raise
+        raise unauthorized() from None
+    d.metrics.polled.inc(n)
+    return body
+
+
+def _given(token: str | None) -> str:
+    """The token to check in the store; no token at all is a 401 without asking it."""
+    if token is None:
+        raise unauthorized()
+    return token
+
+
+def _ack_error(receipts: Any, unknown_field: str | None) -> ApiError | None:
+    if unknown_field is not None:
+        return ApiError(422, "invalid_ack", f"unknown field {unknown_field!r}", unknown_field)
+    if not isinstance(receipts, list):
+        return ApiError(422, "invalid_ack", "the body must be {\"receipts\": [...]}", "receipts")
+    i = first_invalid_receipt(receipts)
+    if i is not None:
+        return ApiError(422, "invalid_ack", f"not a receipt: {receipts[i]!r}", f"receipts[{i}]")
+    return None
+
+
+async def ack(d: Dispatcher, queue: str, token: str | None, receipts: Any, unknown_field: str | None = None) -> None:
+    """Ack `receipts`; `unknown_field`, a field of the REST body other than receipts, is an
+    error once the token is checked (like a bad receipt)."""
+    error = _ack_error(receipts, unknown_field)
+    if error is not None:
+        await require_queue_token(d, queue, token)
+        raise error
+    try:
+        acked = await d.store.ack(queue, receipts, token=_given(token))
+    except BadToken:
+        raise unauthorized() from None
+    d.metrics.acked.inc(acked)
+
+
+async def listen(d: Dispatcher, queue: str, token: str | None, max_n: float) -> AsyncIterator[dict]:
+    """Deliveries of `queue` as they arrive, until the dispatcher closes or the queue goes.
+
+    Each read takes at most `max_n` from the store; the consumer's pace (gRPC flow control)
+    decides when the next read happens, so what a slow listener cannot take stays queued."""
+    await require_queue_token(d, queue, token)
+    max_n = int(check_range("max", max_n, 1, 1000))
+    while not d.closing.is_set():
+        try:
+            msgs = await d.store.poll(queue, max_n, LISTEN_POLL_S, stop=d.closing)
+        except ResponseError as exc:  # NOGROUP: the queue was deleted under the stream
+            if "NOGROUP" not in str(exc):
+                raise
+            raise unauthorized() from None
+        d.metrics.polled.inc(len(msgs))
+        for m in msgs:
+            yield m
+        if not msgs:
+            await require_queue_token(d, queue, token)  # the queue may have been deleted

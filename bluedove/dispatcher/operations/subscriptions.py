@@ -1,0 +1,136 @@
+"""Subscriptions: subscribe (one, or a batch all or none), look one up, unsubscribe."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+from typing import Any
+
+from bluedove.core.errors import ApiError, not_found, unauthorized
+from bluedove.core.model import build_subscription, parse_subscription_batch, parse_subscription_request
+from bluedove.dispatcher.dispatcher import Dispatcher
+from bluedove.dispatcher.operations.common import require_queue_token
+from bluedove.store.ids import new_id
+from bluedove.store.store import LimitExceeded, QueueMissing
+
+log = logging.getLogger("bluedove.dispatcher")
+
+
+def _limit_error(exc: LimitExceeded, field: str) -> ApiError:
+    return ApiError(429, "limit_exceeded", f"a queue holds at most {exc.args[0]} subscriptions", field)
+
+
+async def subscribe(d: Dispatcher, body: Any, token: str | None) -> dict:
+    """Catalogue first, then every matcher mPartition names; returns {id, queue, token?}.
+    The store write and the matcher calls share round trips with the subscribes under way
+    (bluedove/dispatcher/subscriber.py)."""
+    queue, predicates = parse_subscription_request(body)
+    # Validate fully before touching anything: a bad request leaves no trace.
+    sub = build_subscription(new_id(), queue or "-", predicates, d.space)
+    created = None
+    if queue is not None:
+        await require_queue_token(d, queue, token)
+    else:
+        queue, created = await d.store.create_queue()
+    sub = replace(sub, queue=queue)
+    try:
+        await d.subscriber.write(sub)
+    except QueueMissing:  # deleted between the token check and now
+        raise unauthorized() from None
+    except LimitExceeded as exc:
+        raise _limit_error(exc, "queue") from None
+    await d.send_subscriptions([sub])
+    d.metrics.subscriptions.inc()
+    out = {"id": sub.id, "queue": queue}
+    if created:
+        out["token"] = created
+    return out
+
+
+def _batch_queue(items: list, token: str | None) -> str | None:
+    """The one queue a batch's items name (None: none does). Items may name only the queue
+    the bearer token opens, so a batch naming two queues is refused (401) before any lookup."""
+    named = [(i, q) for i, (q, _) in enumerate(items) if q is not None]
+    if not named:
+        return None
+    first = named[0][1]
+    for i, q in named:
+        if q != first:
+            raise ApiError(401, "unauthorized", "the items of a batch may name one queue only: the one the bearer "
+                                                "token opens", f"subscriptions[{i}].queue")
+    return first
+
+
+async def subscribe_batch(d: Dispatcher, body: Any, token: str | None) -> list[dict]:
+    """POST /v1/subscriptions:batch: every item validated first, then all stored or none.
+
+    Items naming a queue must all name the queue the bearer token opens; each item without
+    one gets a queue of its own (its token in the answer). The named queue's subscriptions
+    are one atomic step against its limit; the new queues are created only once that step
+    has succeeded, and a failure after it removes what was written (the removals are logged,
+    so matchers that followed the log drop them too). Answers, like a single subscribe, once
+    every matcher has them: [{id, queue, token?}] in order."""
+    items = parse_subscription_batch(body, d.space, d.s.max_batch)
+    queue = _batch_queue(items, token)
+    if queue is not None:
+        await require_queue_token(d, queue, token)
+    subs: list = [None] * len(items)
+    tokens: dict[int, str] = {}
+    named = [i for i, (q, _) in enumerate(items) if q is not None]
+    unnamed = [i for i, (q, _) in enumerate(items) if q is None]
+    for i in named:
+        subs[i] = replace(items[i][1], id=new_id(), queue=queue)
+    if named:
+        try:
+            await d.store.add_queue_subscriptions(queue, [subs[i].to_json() for i in named])
+        except QueueMissing:  # deleted between the token check and now
+            raise unauthorized() from None
+        except LimitExceeded as exc:
+            raise _limit_error(exc, f"subscriptions[{named[0]}].queue") from None
+    made: list[tuple[str, str]] = []
+    try:
+        if unnamed:
+            made = await d.store.create_queues(len(unnamed))
+            for i, (q, t) in zip(unnamed, made):
+                subs[i], tokens[i] = replace(items[i][1], id=new_id(), queue=q), t
+            for i, x in zip(unnamed, await d.store.add_subscriptions_each([subs[i].to_json() for i in unnamed])):
+                if isinstance(x, LimitExceeded):
+                    raise _limit_error(x, f"subscriptions[{i}]")
+                if isinstance(x, Exception):
+                    raise x
+    except BaseException:
+        await _undo_batch(d, [(subs[i].id, queue) for i in named], [q for q, _ in made])
+        raise
+    await d.send_subscriptions(subs)
+    d.metrics.subscriptions.inc(len(subs))
+    return [{"id": s.id, "queue": s.queue, **({"token": tokens[i]} if i in tokens else {})} for i, s in enumerate(subs)]
+
+
+async def _undo_batch(d: Dispatcher, written: list[tuple[str, str]], queues: list[str]) -> None:
+    """Remove a failed batch's subscriptions of the named queue and the queues it created
+    (with their subscriptions); best effort, as the store may be what failed."""
+    try:
+        await d.store.remove_subscriptions(written)
+        await asyncio.gather(*(d.store.delete_queue(q) for q in queues))
+    except Exception as exc:  # noqa: BLE001 - the batch's own error is what the client sees
+        log.warning("could not undo a failed subscription batch: %r", exc)
+
+
+async def get_subscription(d: Dispatcher, sub_id: str, token: str | None) -> dict:
+    """The subscription, if the token opens its queue: 401 without a valid token, 404 when
+    the token is valid but names no such subscription of its queue."""
+    queue = await d.store.queue_for_token(token)
+    if queue is None:
+        raise unauthorized()
+    sub = await d.store.get_subscription(sub_id, queue)
+    if sub is None:
+        raise not_found("subscription")
+    return sub
+
+
+async def unsubscribe(d: Dispatcher, sub_id: str, token: str | None) -> None:
+    sub = await get_subscription(d, sub_id, token)
+    if await d.store.remove_subscription(sub_id, sub["queue"]) is None:
+        raise not_found("subscription")
+    await d.broadcast_removals([sub_id])

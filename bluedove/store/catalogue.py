@@ -1,0 +1,209 @@
+"""The subscription catalogue: the system of record, in shards, each with a change log.
+
+A dispatcher writes it (`CatalogueWrites`: every add and removal is one Lua script on its
+queue's shard, logged in the same step); a matcher reads it (`CatalogueReads`: a snapshot with
+the log position it was taken at, then the log's changes after that position, tailed).
+"""
+
+from __future__ import annotations
+
+import json
+
+from redis.exceptions import ResponseError
+
+from bluedove.store import keys as K
+from bluedove.store import scripts
+from bluedove.store.batch import Call
+from bluedove.store.connection import Connection, StoreLimits
+
+
+class QueueMissing(Exception):
+    """The queue a subscription names does not exist (or was deleted)."""
+    pass
+
+
+class LimitExceeded(Exception):
+    """The queue already holds the most subscriptions the store allows."""
+    pass
+
+
+class CatalogueWrites(Connection):
+    """Adds and removals of subscriptions, each atomic against its queue's limit and logged."""
+
+    def __init__(self, url: str, limits: StoreLimits | None = None) -> None:
+        super().__init__(url, limits)
+        self._add_sub = self.r.register_script(scripts.ADD_SUBSCRIPTION)
+        self._add_queue_subs = self.r.register_script(scripts.ADD_QUEUE_SUBSCRIPTIONS)
+        self._remove_sub = self.r.register_script(scripts.REMOVE_SUBSCRIPTION)
+
+    def _add_call(self, sub: dict, limit: int) -> Call:
+        queue = sub["queue"]
+        shard = K.shard_of(queue)
+        return Call(self._add_sub, [K.catalog_hash(shard), K.catalog_log(shard), K.queue_subs(queue),
+                                    K.queue_gone(queue)],
+                    [sub["id"], json.dumps(sub), limit, self.limits.catalog_log_maxlen])
+
+    async def add_subscription(self, sub_json: dict) -> str:
+        """Store a subscription (system of record) and log it; returns the catalogue log id."""
+        if not await self.r.exists(K.queue_hash(sub_json["queue"])):
+            raise QueueMissing(sub_json["queue"])
+        try:
+            return (await self.runner.run([self._add_call(sub_json, self.limits.max_subscriptions_per_queue)]))[0]
+        except ResponseError as exc:
+            if "GONE" in str(exc):
+                raise QueueMissing(sub_json["queue"]) from None
+            if "LIMIT" in str(exc):
+                raise LimitExceeded(self.limits.max_subscriptions_per_queue) from None
+            raise
+
+    async def add_subscriptions(self, subs: list[dict], chunk: int = 1000) -> int:
+        """Store many subscriptions, each one atomic as in `add_subscription`, pipelined in
+        chunks. QueueMissing, and nothing stored, if a queue does not exist; ResponseError if
+        one was refused (the rest of its chunk is stored, later chunks are not). Returns how
+        many were given."""
+        queues = list({s["queue"]: None for s in subs})
+        async with self.r.pipeline(transaction=False) as p:
+            for q in queues:
+                p.exists(K.queue_hash(q))
+            missing = [q for q, n in zip(queues, await p.execute()) if not n]
+        if missing:
+            raise QueueMissing(missing[0])
+        for start in range(0, len(subs), chunk):
+            await self.runner.run([self._add_call(s, self.limits.max_subscriptions_per_queue)
+                                   for s in subs[start:start + chunk]])
+        return len(subs)
+
+    def _refusal(self, exc: Exception, queue: str) -> Exception:
+        """The exception a refused catalogue add stands for (QueueMissing, LimitExceeded)."""
+        if isinstance(exc, ResponseError) and "GONE" in str(exc):
+            return QueueMissing(queue)
+        if isinstance(exc, ResponseError) and "LIMIT" in str(exc):
+            return LimitExceeded(self.limits.max_subscriptions_per_queue)
+        return exc
+
+    async def add_subscriptions_each(self, subs: list[dict]) -> list:
+        """Store subscriptions of queues known to exist (their token was checked, or they were
+        just created), each one atomic as in `add_subscription`, all in one round trip:
+        each one's log id, or the exception it met (QueueMissing if its queue was deleted
+        since, LimitExceeded, or a store error), in order. The dispatcher gathers the
+        subscribes under way into one such call (bluedove/dispatcher/subscriber.py)."""
+        calls = [self._add_call(s, self.limits.max_subscriptions_per_queue) for s in subs]
+        results = await self.runner.run_each(calls)
+        return [self._refusal(x, s["queue"]) if isinstance(x, Exception) else x for s, x in zip(subs, results)]
+
+    async def add_queue_subscriptions(self, queue: str, subs: list[dict]) -> list[str]:
+        """Store subscriptions of one queue, all in one atomic step or none (QueueMissing,
+        LimitExceeded when they would take the queue over its limit); their log ids, in order."""
+        args: list = [self.limits.max_subscriptions_per_queue, self.limits.catalog_log_maxlen]
+        for s in subs:
+            args += (s["id"], json.dumps(s))
+        shard = K.shard_of(queue)
+        call = Call(self._add_queue_subs, [K.catalog_hash(shard), K.catalog_log(shard), K.queue_subs(queue),
+                                           K.queue_gone(queue)], args)
+        out = (await self.runner.run_each([call]))[0]
+        if isinstance(out, Exception):
+            raise self._refusal(out, queue)
+        return list(out)
+
+    async def remove_subscriptions(self, subs: list[tuple[str, str]]) -> None:
+        """Remove subscriptions [(id, queue)] in one round trip (undoing a batch that failed
+        part way: each removal is logged, so matchers tailing the log drop them too)."""
+        calls = []
+        for sub_id, queue in subs:
+            shard = K.shard_of(queue)
+            calls.append(Call(self._remove_sub, [K.queue_subs(queue), K.catalog_hash(shard), K.catalog_log(shard)],
+                              [sub_id, self.limits.catalog_log_maxlen]))
+        if calls:
+            await self.runner.run(calls)
+
+    async def get_subscription(self, sub_id: str, queue: str) -> dict | None:
+        """Subscription `sub_id` of `queue`, or None."""
+        raw = await self.r.hget(K.catalog_hash(K.shard_of(queue)), sub_id)
+        sub = json.loads(raw) if raw else None
+        return sub if sub is not None and sub.get("queue") == queue else None
+
+    async def remove_subscription(self, sub_id: str, queue: str) -> str | None:
+        """Remove a subscription of `queue`; returns the log id, or None if there was none."""
+        shard = K.shard_of(queue)
+        out = await self.runner.run([Call(self._remove_sub, [K.queue_subs(queue), K.catalog_hash(shard),
+                                                             K.catalog_log(shard)],
+                                          [sub_id, self.limits.catalog_log_maxlen])])
+        return out[0]
+
+
+class CatalogueReads(Connection):
+    """The catalogue as a matcher reads it: a snapshot and its position, then the log after it."""
+
+    async def catalogue_snapshot(self) -> tuple[str, list[dict]]:
+        """(log position, every subscription): replay the log after the position to stay current.
+
+        The position is read before the scan, so any change racing the scan is in the log
+        after it; replaying adds and removes in order is then exact.
+        """
+        pos, raws = await self.catalogue_snapshot_raw()
+        return pos, [json.loads(raw) for raw in raws]
+
+    async def catalogue_snapshot_raw(self) -> tuple[str, list[str]]:
+        """`catalogue_snapshot` with each subscription left as its JSON text (a matcher
+        parses tens of thousands at once, far faster than one by one)."""
+        pos = await self.catalogue_position()
+        raws = []
+        for shard in range(K.CATALOG_SHARDS):
+            raws += [raw async for _, raw in self.r.hscan_iter(K.catalog_hash(shard), count=10_000)]
+        return pos, raws
+
+    async def catalogue_position(self) -> str:
+        """The newest entry of every shard's log (bluedove/store/keys.py): where a reader that
+        needs nothing older starts."""
+        async with self.r.pipeline(transaction=False) as p:
+            for shard in range(K.CATALOG_SHARDS):
+                p.xrevrange(K.catalog_log(shard), count=1)
+            lasts = await p.execute()
+        return K.join_pos([last[0][0] if last else "0-0" for last in lasts])
+
+    async def catalogue_changes(self, after: str, count: int = 1000) -> tuple[str, list[dict]]:
+        """(the position after them, the changes after `after` [{op, id, sub?}]), up to `count`
+        of each shard, without waiting. Changes of one subscription are in its queue's shard,
+        in order; changes of different shards are independent."""
+        ids = K.parse_pos(after)
+        async with self.r.pipeline(transaction=False) as p:
+            for shard, after_id in enumerate(ids):
+                key = K.catalog_log(shard)
+                p.execute_command("XREAD", "COUNT", count, "STREAMS", key, after_id, **self._at(key))
+            res = await p.execute()
+        changes: list[dict] = []
+        for shard, got in enumerate(res):
+            if got:
+                entries = got[0][1]
+                ids[shard] = entries[-1][0]
+                changes += [fields for _, fields in entries]
+        return K.join_pos(ids), changes
+
+    async def catalogue_tail(self, shard: int, after_id: str, block_ms: int | None = None,
+                             count: int = 1000) -> list[tuple[str, dict]]:
+        """One shard's log entries after `after_id` [(entry id, {op, id, sub?})], waiting up
+        to `block_ms` for the first (None: not at all)."""
+        return (await self.catalogue_tail_many({shard: after_id}, block_ms, count)).get(shard, [])
+
+    def catalogue_read_groups(self) -> list[list[int]]:
+        """The catalogue shards one `catalogue_tail_many` may read together: all of them on one
+        server; one each on a cluster, where the shards sit in different slots (a command's
+        keys must share a slot there, even on one node)."""
+        shards = list(range(K.CATALOG_SHARDS))
+        return [[s] for s in shards] if self.runner.cluster else [shards]
+
+    async def catalogue_tail_many(self, after: dict[int, str], block_ms: int | None = None,
+                                  count: int = 1000) -> dict[int, list[tuple[str, dict]]]:
+        """The log entries of several shards (one group of `catalogue_read_groups`) after each
+        one's id in `after`: {shard: [(entry id, {op, id, sub?})]} for the shards that have
+        some, up to `count` each, in one XREAD waiting up to `block_ms` for the first (None:
+        not at all)."""
+        shards = list(after)
+        keys = [K.catalog_log(s) for s in shards]
+        wait = () if block_ms is None else ("BLOCK", block_ms)
+        res = await self.r.execute_command("XREAD", "COUNT", count, *wait, "STREAMS", *keys,
+                                           *(after[s] for s in shards), **self._at(keys[0]))
+        if not res:
+            return {}
+        shard_of_key = dict(zip(keys, shards))
+        return {shard_of_key[key]: list(entries) for key, entries in res if entries}

@@ -1,0 +1,86 @@
+"""The cluster's shared state: the segment table (changed only by compare-and-set), the seed,
+the event log, the autoscaler's settings and the dispatchers' heartbeats.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from bluedove.store import keys as K
+from bluedove.store import scripts
+from bluedove.store.connection import Connection, StoreLimits
+
+
+class ClusterState(Connection):
+    """The table, seed, events, autoscaler state and dispatcher heartbeats every process shares."""
+
+    def __init__(self, url: str, limits: StoreLimits | None = None) -> None:
+        super().__init__(url, limits)
+        self._put_table_if = self.r.register_script(scripts.PUT_TABLE_IF)
+
+    async def get_table(self) -> dict | None:
+        raw = await self.r.get(K.TABLE)
+        return json.loads(raw) if raw else None
+
+    async def put_table_if(self, expected_epoch: int, table: dict) -> bool:
+        """Store `table` only if the stored one is still at `expected_epoch` (0: none stored)."""
+        return bool(await self._put_table_if(keys=[K.TABLE], args=[expected_epoch, json.dumps(table)]))
+
+    async def put_seed(self, seed: dict) -> None:
+        """The partition seed the table was last laid out by (bluedove/core/partition/seeds.py); the split
+        planner reads it for where a range's load halves."""
+        await self.r.set(K.SEED, json.dumps(seed))
+
+    async def get_seed(self) -> dict | None:
+        raw = await self.r.get(K.SEED)
+        return json.loads(raw) if raw else None
+
+    async def add_event(self, event: dict, keep: int = 200) -> None:
+        """Append to the bounded log of cluster events (takeovers, scaling decisions). Every
+        event carries "t", when it happened in Unix seconds (set here unless the writer did)."""
+        event = {"t": round(time.time(), 3), **event}
+        async with self.r.pipeline(transaction=True) as p:  # both keys share the tag {ev}
+            p.lpush(K.EVENTS, json.dumps(event))
+            p.ltrim(K.EVENTS, 0, keep - 1)
+            p.hincrby(K.EVENT_COUNTS, event.get("action", "other"), 1)
+            await p.execute()
+
+    async def event_counts(self) -> dict[str, int]:
+        """Events per action since the store was created (the log above is bounded; this is not)."""
+        return {k: int(v) for k, v in (await self.r.hgetall(K.EVENT_COUNTS)).items()}
+
+    async def put_autoscaler(self, state: dict, ttl_s: int) -> None:
+        """The running autoscaler's settings; they expire if it stops refreshing them."""
+        await self.r.set(K.AUTOSCALER, json.dumps(state), ex=ttl_s)
+
+    async def get_autoscaler(self) -> dict | None:
+        raw = await self.r.get(K.AUTOSCALER)
+        return json.loads(raw) if raw else None
+
+    async def events(self, limit: int = 50) -> list[dict]:
+        """The newest `limit` events, oldest first."""
+        return [json.loads(e) for e in reversed(await self.r.lrange(K.EVENTS, 0, limit - 1))]
+
+    async def register_dispatcher(self, disp_id: str, address: str, ttl_s: int = 10, epoch: int = 0,
+                                  adopted_at: float | None = None, cpu: float | None = None) -> None:
+        """A dispatcher's heartbeat: its address, the table epoch it uses and when (Unix time) it
+        adopted that table, and its CPU since the last heartbeat (fraction of one core; the
+        autoscaler reads it); it is dropped unless refreshed within `ttl_s`."""
+        entry = {"id": disp_id, "address": address, "epoch": epoch, "adopted_at": adopted_at, "cpu": cpu,
+                 "expires": time.time() + ttl_s}
+        await self.r.hset(K.DISPATCHERS, disp_id, json.dumps(entry))
+
+    async def dispatchers(self) -> list[dict]:
+        """The dispatchers whose heartbeat is current (expired ones are deleted here)."""
+        now = time.time()
+        live, stale = [], []
+        for disp_id, raw in (await self.r.hgetall(K.DISPATCHERS)).items():
+            entry = json.loads(raw)
+            if entry.pop("expires", 0) > now:
+                live.append(entry)
+            else:
+                stale.append(disp_id)
+        if stale:
+            await self.r.hdel(K.DISPATCHERS, *stale)
+        return sorted(live, key=lambda d: d["id"])

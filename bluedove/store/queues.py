@@ -1,0 +1,217 @@
+"""Queues: creation and tokens, long-poll and ack, dead-lettering, bounds and depth.
+
+A queue is a stream with one consumer group, beside a hash holding its token's digest and its
+bounds (bluedove/store/keys.py). Poll and ack are one Lua script each with the token check
+inside; deleting a queue removes its subscriptions from the catalogue first, atomically on the
+catalogue's slot, then its own keys (docs/design.md, "The store on a Redis Cluster").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import time
+
+from bluedove.core.queue_bounds import QueueBounds
+from bluedove.store import keys as K
+from bluedove.store import scripts
+from bluedove.store.batch import Call
+from bluedove.store.connection import Connection, StoreLimits
+from bluedove.store.ids import hash_token, new_id, new_token, valid_queue_id
+from bluedove.store.wire import deliveries_json
+
+log = logging.getLogger("bluedove.store")
+
+GROUP = "g"
+CONSUMER = "c"
+# A constant digest to compare against when a queue does not exist, so that a missing queue
+# and a wrong token take the same path.
+_DUMMY_DIGEST = hashlib.sha256(b"bluedove-no-such-queue").hexdigest()
+
+
+class BadToken(Exception):
+    """The token given with a poll or ack does not open the queue (or the queue is gone)."""
+
+
+class Queues(Connection):
+    """Queues as the dispatcher serves them: create, check a token, poll, ack, inspect, delete."""
+
+    def __init__(self, url: str, limits: StoreLimits | None = None) -> None:
+        super().__init__(url, limits)
+        self._delete_subs = self.r.register_script(scripts.DELETE_QUEUE_SUBSCRIPTIONS)
+        self._dead_letter = self.r.register_script(scripts.DEAD_LETTER)
+        self._poll = self.r.register_script(scripts.POLL)
+        self._ack = self.r.register_script(scripts.ACK)
+        # Deliveries this process handed out again after their visibility timeout (the series).
+        self.redelivered = 0
+
+    async def create_queue(self, bounds: QueueBounds | None = None) -> tuple[str, str]:
+        """A new queue and its token (shown once; only its hash is kept)."""
+        return (await self.create_queues(1, bounds=bounds))[0]
+
+    def default_bounds(self) -> QueueBounds:
+        return QueueBounds(self.limits.max_undelivered, self.limits.retention_s)
+
+    async def create_queues(self, n: int, chunk: int = 1000,
+                            bounds: QueueBounds | None = None) -> list[tuple[str, str]]:
+        """`n` new queues with their tokens, pipelined, each with `bounds` (default: the
+        store's limits), kept in its hash. Not one transaction (the keys live in different
+        slots): a failure part way leaves at most a queue nobody has the token of."""
+        extra = (bounds or self.default_bounds()).fields()
+        out: list[tuple[str, str]] = []
+        for start in range(0, n, chunk):
+            made = [(new_id(), new_token()) for _ in range(min(chunk, n - start))]
+            async with self.r.pipeline(transaction=False) as p:
+                for queue, token in made:
+                    digest = hash_token(token)
+                    p.hset(K.queue_hash(queue), mapping={"token": digest, "created": time.time(), **extra})
+                    p.xgroup_create(K.queue_stream(queue), GROUP, id="0", mkstream=True)
+                    p.set(K.token_key(digest), queue)
+                p.sadd(K.QUEUES, *(q for q, _ in made))
+                await p.execute()
+            out += made
+        return out
+
+    async def check_token(self, queue: str, token: str | None) -> bool:
+        """Constant-time check of a queue token; False alike for a missing queue or token."""
+        stored = await self.r.hget(K.queue_hash(queue), "token") if valid_queue_id(queue) else None
+        given = hash_token(token or "")
+        ok = hmac.compare_digest(stored or _DUMMY_DIGEST, given)
+        return ok and stored is not None and token is not None
+
+    async def queue_for_token(self, token: str | None) -> str | None:
+        """The queue a token opens, or None (looked up by the token's hash)."""
+        if not token:
+            return None
+        return await self.r.get(K.token_key(hash_token(token)))
+
+    async def delete_queue(self, queue: str) -> list[str]:
+        """Delete a queue, its deliveries and subscriptions; returns the removed subscription ids.
+
+        Two steps, each atomic: the catalogue's (the queue is marked gone, so no subscription
+        can be added to it any more, and its subscriptions are removed), then the queue's own
+        keys. If the second fails, the queue is left with no subscriptions and cannot gain any;
+        deleting it again finishes the job. Its dedup marks expire on their own."""
+        out = await self.runner.run([Call(self._delete_subs, [K.queue_subs(queue), K.queue_gone(queue),
+                                                              K.catalog_hash(K.shard_of(queue)),
+                                                              K.catalog_log(K.shard_of(queue))],
+                                          [K.GONE_TTL_S, self.limits.catalog_log_maxlen])])
+        digest = await self.r.hget(K.queue_hash(queue), "token")
+        async with self.r.pipeline(transaction=False) as p:
+            p.delete(K.queue_hash(queue))
+            p.delete(K.queue_stream(queue))
+            p.delete(K.dead_outbox(queue))
+            if digest:
+                p.delete(K.token_key(digest))
+            p.srem(K.QUEUES, queue)
+            await p.execute()
+        return list(out[0][1:])
+
+    async def poll(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None = None,
+                   token: str | None = None) -> list[dict]:
+        """Up to max_n deliveries as the API shows them (`poll_json`'s, decoded)."""
+        _, body = await self.poll_json(queue, max_n, wait_s, stop, token)
+        return json.loads(body)["messages"]
+
+    async def poll_json(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None = None,
+                        token: str | None = None) -> tuple[int, str]:
+        """(n, the REST body `{"messages": [...]}`) of up to max_n deliveries: expired unacked
+        ones first, then new ones, long-polling wait_s when there are none.
+
+        One round trip when something is there (the POLL script, which also checks `token`
+        when one is given: BadToken if it does not open the queue); an empty queue is then
+        long-polled. A long-poll returns early (possibly empty) once `stop` is set: a
+        shutting-down dispatcher answers its waiting pollers instead of holding them."""
+        if token is not None and not valid_queue_id(queue):
+            raise BadToken(queue)
+        key = K.queue_stream(queue)
+        keys = [key, K.queue_hash(queue), K.dead_outbox(queue)]
+        args = [GROUP, CONSUMER, int(self.limits.visibility_timeout_s * 1000), max_n,
+                "" if token is None else hash_token(token), self.limits.retention_s]
+        deadline = time.monotonic() + wait_s
+        while True:
+            res = await self._poll(keys=keys, args=args)
+            if res is None:
+                raise BadToken(queue)
+            n, body, again, *dead = res
+            if dead and int(dead[0]):
+                try:
+                    await self.move_dead_letters(queue, dead[1])
+                except Exception as exc:  # noqa: BLE001 - the outbox keeps them for the next poll
+                    log.warning("dead-letter move from %s to %s failed, retried at its next poll: %r",
+                                queue, dead[1], exc)
+            self.redelivered += int(again)
+            left = deadline - time.monotonic()
+            if n or left <= 0 or (stop is not None and stop.is_set()):
+                return int(n), body
+            # Wake at least every second to pick up deliveries whose visibility expired.
+            block = max(int(min(left, 1.0) * 1000), 1)
+            got = await self.r.execute_command("XREADGROUP", "GROUP", GROUP, CONSUMER, "COUNT", max_n, "BLOCK", block,
+                                               "STREAMS", key, ">", **self._at(key))
+            raw = [(eid, f["m"], f["s"]) for eid, f in got[0][1] if f] if got else []
+            if raw or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+                return len(raw), deliveries_json(raw).decode()
+
+    async def ack(self, queue: str, receipts: list[str], token: str | None = None) -> int:
+        """Remove acked deliveries; returns how many were handed out and not yet acked. With
+        `token`, the same call checks it first: BadToken if it does not open the queue."""
+        if token is None and not receipts:
+            return 0
+        if token is not None and not valid_queue_id(queue):
+            raise BadToken(queue)
+        acked = await self._ack(keys=[K.queue_stream(queue), K.queue_hash(queue)],
+                                args=[GROUP, "" if token is None else hash_token(token), *receipts])
+        if acked is None:
+            raise BadToken(queue)
+        return int(acked)
+
+    async def move_dead_letters(self, queue: str, dead_queue: str, count: int = 100) -> int:
+        """Step two of dead-lettering: what POLL put in `queue`'s outbox goes into `dead_queue`
+        (one DEAD_LETTER call per delivery, on that queue's slot, marked so that a repeat after
+        a crash writes nothing), then leaves the outbox. Returns how many were written."""
+        outbox = K.dead_outbox(queue)
+        moved = 0
+        while entries := await self.r.xrange(outbox, count=count):
+            calls = [Call(self._dead_letter, [K.queue_stream(dead_queue), K.queue_hash(dead_queue),
+                                              K.dead_mark(dead_queue, queue, f["src"])],
+                          [f["m"], f["s"], self.limits.dedup_window_s, self.limits.max_undelivered])
+                     for _, f in entries]
+            moved += sum(1 for x in await self.runner.run(calls, wait=True) if int(x) == 1)
+            await self.r.xdel(outbox, *(eid for eid, _ in entries))
+            if len(entries) < count:
+                break
+        return moved
+
+    async def queue_info(self, queue: str) -> dict:
+        """A queue's bounds and counters (GET /v1/queues/{queue}); the caller checked its token."""
+        async with self.r.pipeline(transaction=False) as p:
+            p.hgetall(K.queue_hash(queue))
+            p.xlen(K.queue_stream(queue))
+            h, depth = await p.execute()
+        dl = h.get("dl_queue")
+        return {
+            "queue": queue,
+            "depth": int(depth),
+            "max_undelivered": int(h.get("max_undelivered", self.limits.max_undelivered)),
+            "retention_s": int(h.get("retention_s", self.limits.retention_s)),
+            "dead_letter": {"queue": dl, "max_deliveries": int(h["dl_max"])} if dl else None,
+            "dropped": int(h.get("dropped", 0)),
+            "expired": int(h.get("expired", 0)),
+            "dead_lettered": int(h.get("dead_lettered", 0)),
+        }
+
+    async def queue_depth(self, queue: str) -> int:
+        return int(await self.r.xlen(K.queue_stream(queue)))
+
+    async def backlog(self, queues: list[str], chunk: int = 2000) -> int:
+        """`queue_depth` summed over many queues, pipelined in chunks."""
+        total = 0
+        for start in range(0, len(queues), chunk):
+            async with self.r.pipeline(transaction=False) as p:
+                for q in queues[start:start + chunk]:
+                    p.xlen(K.queue_stream(q))
+                total += sum(int(n) for n in await p.execute())
+        return total
