@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bluedove.store.server import RedisServer  # noqa: E402
-from bluedove.store.store import Store, new_id  # noqa: E402
+from bluedove.store.server import RedisServer
+from bluedove.store.store import Store, new_id
 
 
 async def used(store: Store) -> int:

@@ -22,7 +22,8 @@ def add_command(sub) -> None:
     a.add_argument("--statefulset", required=True, metavar="NAME", help="the matcher StatefulSet")
     a.add_argument("--namespace", default=None, metavar="NS",
                    help="its namespace (default: the autoscaler pod's own, else 'default')")
-    a.add_argument("--store", required=True, help="the cluster's store: redis://host:port/db or redis+cluster://host:port,...")
+    a.add_argument("--store", required=True,
+                   help="the cluster's store: redis://host:port/db or redis+cluster://host:port,...")
     a.add_argument("--min-matchers", type=int, default=None, help="default BLUEDOVE_MIN_MATCHERS, else 1")
     a.add_argument("--max-matchers", type=int, default=None, help="default BLUEDOVE_MAX_MATCHERS, else 8")
     a.add_argument("--drain-timeout", type=float, default=None, metavar="SECONDS",
@@ -38,6 +39,7 @@ def add_command(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Check the flags and the StatefulSet, then scale it until SIGTERM or SIGINT."""
     require("kubernetes", "bluedove autoscaler")  # the client is an extra: the services run without it
     from bluedove.autoscaler.kubernetes import (
         KubernetesBackend,
@@ -52,55 +54,61 @@ def run(args: argparse.Namespace) -> int:
 
     partition = from_env(DispatcherSettings).partition
     if partition != MPARTITION:
-        print(f"bluedove autoscaler: BLUEDOVE_PARTITION={partition} is a fixed-size baseline; the autoscaler "
-              "splits and merges mPartition's segments only", file=sys.stderr)
-        return 2
+        return _usage(f"BLUEDOVE_PARTITION={partition} is a fixed-size baseline; the autoscaler "
+                      "splits and merges mPartition's segments only")
     config = from_env(ScalingConfig, min_matchers=args.min_matchers, max_matchers=args.max_matchers)
     if not 0 <= config.min_matchers <= config.max_matchers:
-        print(f"bluedove autoscaler: need 0 <= min ({config.min_matchers}) <= max ({config.max_matchers}) matchers",
-              file=sys.stderr)
-        return 2
-    drain_timeout_s = args.drain_timeout
-    flag = "--drain-timeout"
-    if drain_timeout_s is None:
-        flag, raw = DRAIN_TIMEOUT_ENV, os.environ.get(DRAIN_TIMEOUT_ENV, "120")
-        try:
-            drain_timeout_s = float(raw)
-        except ValueError:
-            drain_timeout_s = float("nan")
+        return _usage(f"need 0 <= min ({config.min_matchers}) <= max ({config.max_matchers}) matchers")
+    drain_timeout_s, flag = _drain_timeout(args)
     if not drain_timeout_s > 0:
-        print(f"bluedove autoscaler: {flag}: expected a number of seconds above 0", file=sys.stderr)
-        return 2
-    metrics_port = args.metrics_port
-    if metrics_port is None:
-        raw = os.environ.get(METRICS_PORT_ENV, "0")
-        metrics_port = int(raw) if raw.isdigit() else -1
+        return _usage(f"{flag}: expected a number of seconds above 0")
+    metrics_port, flag = _metrics_port(args)
     if not 0 <= metrics_port < 65536:
-        flag = "--metrics-port" if args.metrics_port is not None else METRICS_PORT_ENV
-        print(f"bluedove autoscaler: {flag}: expected a port from 0 to 65535", file=sys.stderr)
-        return 2
+        return _usage(f"{flag}: expected a port from 0 to 65535")
     try:
         tls_files = from_env(TlsSettings, **tls.overrides(args))
         tls.check(tls_files)
     except ValueError as exc:  # TlsError: a missing file, half a pair
-        print(f"bluedove autoscaler: {exc}", file=sys.stderr)
-        return 2
+        return _usage(str(exc))
     namespace = args.namespace or pod_namespace() or "default"
     try:
         backend = KubernetesBackend(args.statefulset, namespace, drain_timeout_s=drain_timeout_s)
         replicas = backend.current()  # fail at start, not at the first decision, if RBAC or names are wrong
     except (KubernetesConfigError, KubernetesBackendError) as e:
-        print(f"bluedove autoscaler: {e}", file=sys.stderr)
-        return 2
+        return _usage(str(e))
     print(f"autoscaler  {backend.target}: {replicas} replicas; keeping {config.min_matchers} to "
           f"{config.max_matchers} matchers", flush=True)
     try:
         asyncio.run(_serve(backend, args.store, config, args.metrics_host, metrics_port, tls_files))
     except MetricsBindError as exc:
-        print(f"bluedove autoscaler: --metrics-port {metrics_port}: {exc}", file=sys.stderr)
-        return 2
+        return _usage(f"--metrics-port {metrics_port}: {exc}")
     print("autoscaler stopped", flush=True)
     return 0
+
+
+def _drain_timeout(args: argparse.Namespace) -> tuple[float, str]:
+    """The drain timeout in seconds (nan if BLUEDOVE_DRAIN_TIMEOUT_S is no number) and where it came from."""
+    if args.drain_timeout is not None:
+        return args.drain_timeout, "--drain-timeout"
+    raw = os.environ.get(DRAIN_TIMEOUT_ENV, "120")
+    try:
+        return float(raw), DRAIN_TIMEOUT_ENV
+    except ValueError:
+        return float("nan"), DRAIN_TIMEOUT_ENV
+
+
+def _metrics_port(args: argparse.Namespace) -> tuple[int, str]:
+    """The /metrics port (-1 if BLUEDOVE_METRICS_PORT is no port number) and where it came from."""
+    if args.metrics_port is not None:
+        return args.metrics_port, "--metrics-port"
+    raw = os.environ.get(METRICS_PORT_ENV, "0")
+    return (int(raw) if raw.isdigit() else -1), METRICS_PORT_ENV
+
+
+def _usage(message: str) -> int:
+    """A usage error of `bluedove autoscaler` on stderr; exit code 2."""
+    print(f"bluedove autoscaler: {message}", file=sys.stderr)
+    return 2
 
 
 async def _serve(backend, store_url: str, config, metrics_host: str, metrics_port: int, tls_files=None) -> None:

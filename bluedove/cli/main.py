@@ -6,146 +6,24 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 import sys
-import time
 from importlib.metadata import entry_points
 
-from bluedove.cli.keys_cmd import add_auth_flag, print_auth
+from bluedove.cli.keys_cmd import add_auth_flag
 from bluedove.core.forwarding import POLICIES
 from bluedove.core.partition.modes import MODES, MPARTITION
-from bluedove.local.flags import (
-    PARTITION_HELP,
-    add_bounds_flags,
-    add_cluster_flags,
-    add_up_tls_flags,
-    bounds_env,
-    store_flags_problem,
-    up_tls,
-)
+from bluedove.local.flags import PARTITION_HELP
 from bluedove.runtime import tls
 from bluedove.runtime.extras import MissingExtra
 
 COMMAND_GROUP = "bluedove.commands"
-SEED_HELP = ("a partition seed (JSON, docs/operations.md \"Seeds\"): the first table's boundaries and which "
-             "matcher owns which segment of each dimension (default: equal widths); ignored when the store "
-             "already holds a table")
-
-
-def _cmd_up(args: argparse.Namespace) -> int:
-    from bluedove.core.partition.bootstrap import BootError, SpaceMismatch, initial_table, load_seed, numbered_members
-    from bluedove.core.space import SpaceError
-    from bluedove.local.cluster import LocalCluster
-
-    if problem := store_flags_problem(args):
-        return _usage("up", problem)
-    try:  # the space and the seed are checked before anything starts
-        seed = load_seed(args.seed) if args.seed else None
-        cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
-                               grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store,
-                               space_file=args.space, policy=args.policy, partition=args.partition,
-                               sample_rate=args.sample_rate, seed=seed, store_cluster=args.store_cluster,
-                               auth=args.auth, tls_files=up_tls(args), child_env=bounds_env(args))
-        if seed is not None:
-            initial_table(cluster.space, numbered_members(args.matchers), seed)
-    except SpaceError as exc:
-        where = "" if str(exc).startswith(str(args.space)) else f"{args.space}: "
-        print(f"bluedove up: --space {where}{exc}", file=sys.stderr)
-        return 2
-    except tls.TlsError as exc:
-        return _usage("up", str(exc))
-    except BootError as exc:
-        print(f"bluedove up: --seed {args.seed}: {exc}" if not str(exc).startswith("--seed") else f"bluedove up: {exc}",
-              file=sys.stderr)
-        return 2
-    partition = cluster.partition  # the flag, else BLUEDOVE_PARTITION, else mpartition
-    if not 0 <= args.sample_rate <= 1:
-        return _usage("up", f"--sample-rate {args.sample_rate}: expected a fraction from 0 to 1")
-    if args.autoscale and partition != MPARTITION:
-        print(f"bluedove up: --autoscale needs --partition mpartition (the autoscaler splits and merges "
-              f"mPartition's segments; {partition} is a fixed-size baseline)", file=sys.stderr)
-        return 2
-    stopping = False
-
-    def on_signal(_signum, _frame):
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    mode = "" if partition == MPARTITION else f" (partition {partition}, a baseline)"
-    if args.store_cluster is not None:
-        mode += f", a Redis Cluster of {args.store_cluster} primaries with a replica each"
-        if args.store_cluster < 3:
-            mode += " (fewer than 3 primaries: a killed primary is not failed over)"
-    print(f"starting BlueDove: {args.matchers} matchers, {args.dispatchers} dispatcher(s), data in {args.data_dir}"
-          f"{mode}", flush=True)
-    try:
-        cluster.start()  # stops what it started if it fails
-    except SpaceMismatch as exc:  # the store (--store, or the data dir's) holds a table over another space
-        print(f"bluedove up: {exc}", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:  # a port in use, a child that exits at once, not ready in time
-        print(f"bluedove up: {exc}", file=sys.stderr)
-        return 1
-    scaler = None
-    if args.autoscale:
-        from bluedove.autoscaler.local import AutoscalerThread
-        from bluedove.autoscaler.policy import ScalingConfig
-        from bluedove.runtime.settings import from_env
-
-        config = from_env(ScalingConfig, min_matchers=args.min_matchers, max_matchers=args.max_matchers)
-        scaler = AutoscalerThread(cluster, config, metrics_port=0).start()
-        print(f"autoscaler  local processes, {config.min_matchers} to {config.max_matchers} matchers; metrics "
-              f"http://{cluster.host}:{scaler.metrics_port}/metrics", flush=True)
-        cluster.extra_targets["autoscaler"] = f"{cluster.host}:{scaler.metrics_port}"
-        cluster.write_targets()
-    _print_endpoints(cluster)
-    try:
-        while not stopping:
-            for event in cluster.check():
-                print(time.strftime("%H:%M:%S"), event, flush=True)
-            time.sleep(0.5)
-    finally:
-        print("stopping…", flush=True)
-        if scaler is not None:
-            scaler.stop()
-        cluster.stop()
-        print("stopped", flush=True)
-    return 0
-
-
-def _print_endpoints(cluster) -> None:
-    print(f"REST API    {cluster.url}  (docs {cluster.url}/docs)", flush=True)
-    print(f"gRPC API    {cluster.grpc_url if cluster.tls else cluster.grpc_address}", flush=True)
-    print(f"dashboard   {cluster.url}/dashboard", flush=True)
-    print(f"cluster     {cluster.url}/v1/cluster", flush=True)
-    print(f"metrics     {cluster.url}/metrics (dispatchers); every /metrics for Prometheus' file_sd: "
-          f"{cluster.data_dir / 'metrics' / 'targets.json'}", flush=True)
-    print(f"store       {cluster.store_url}", flush=True)
-    if cluster.redis_cluster is not None:
-        rc = cluster.redis_cluster
-        print(f"  Redis Cluster: {rc.n_primaries} primaries {rc.primaries()}, their replicas {rc.replicas()}, "
-              f"node timeout {rc.node_timeout_ms} ms, data {rc.data_dir}", flush=True)
-    if cluster.sample_rate > 0:
-        print(f"samples     {cluster.sample_dir}  (rate {cluster.sample_rate:g})", flush=True)
-    for c in cluster.children:
-        print(f"  {c.role:<10} {c.name:<4} pid {c.pid}  log {c.log_path}  metrics {cluster.metrics_url(c)}", flush=True)
-    print_auth(cluster)  # "auth: off|keys", and a first admin key on a store with none
-    print("ready; Ctrl-C stops every process", flush=True)
 
 
 def _cmd_matcher(args: argparse.Namespace) -> int:
-    from bluedove.core.partition.bootstrap import (
-        BootError,
-        SpaceMismatch,
-        check_address,
-        initial_table,
-        load_seed,
-        parse_members,
-    )
-    from bluedove.core.space import SpaceError, load_space
-    from bluedove.gossip.peers import PeersSpecError, parse_spec
+    """Check every flag of `bluedove matcher`, then serve until stopped."""
+    from bluedove.core.partition.bootstrap import BootError, SpaceMismatch
+    from bluedove.core.space import SpaceError
+    from bluedove.gossip.peers import PeersSpecError
     from bluedove.matcher.server import serve
     from bluedove.runtime.settings import MatcherSettings, from_env
     from bluedove.runtime.telemetry import MetricsBindError
@@ -155,35 +33,10 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
                         space_file=args.space, advertise=args.advertise, peers_dns=args.peers_dns,
                         boot_members=args.boot_members, seed_file=args.seed, metrics_port=args.metrics_port,
                         **tls.overrides(args))
-    try:
-        tls.check(settings)
-    except tls.TlsError as exc:
-        return _usage("matcher", str(exc))
-    if not 0 <= settings.metrics_port < 65536:
-        return _usage("matcher", f"--metrics-port (BLUEDOVE_METRICS_PORT) {settings.metrics_port}: expected 0 to 65535")
-    if args.join and settings.partition != MPARTITION:
-        return _usage("matcher", f"--join needs --partition mpartition (a joining matcher is given a split of "
-                                 f"mPartition's segments; {settings.partition} is a fixed-size baseline)")
+    if problem := _matcher_flags_problem(args, settings):
+        return _usage("matcher", problem)
     try:  # every flag is checked before anything starts
-        space = load_space(settings.space_file) if settings.space_file else None
-        if settings.advertise:
-            check_address(settings.advertise, "--advertise ")
-        if settings.boot_members:
-            parse_members(settings.boot_members, "--boot-members")
-            if not space:
-                raise BootError("--boot-members needs --space (they make the first table, which needs the space)")
-        seed = None
-        if settings.seed_file:
-            if not space:
-                raise BootError("--seed needs --space (it lays out the first table, which needs the space)")
-            seed = load_seed(settings.seed_file)
-            try:
-                initial_table(space, parse_members(settings.boot_members, "--boot-members") if settings.boot_members
-                              else {settings.id: ""}, seed)
-            except BootError as exc:
-                raise BootError(f"--seed {settings.seed_file}: {exc}") from exc
-        if settings.peers_dns:
-            parse_spec(settings.peers_dns)
+        space, seed = _matcher_space_and_seed(settings)
     except SpaceError as exc:
         where = "" if str(exc).startswith(settings.space_file) else f"{settings.space_file}: "
         return _usage("matcher", f"--space {where}{exc}")
@@ -198,6 +51,49 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
     except MetricsBindError as exc:
         return _usage("matcher", f"--metrics-port {settings.metrics_port}: {exc}")
     return 0
+
+
+def _matcher_flags_problem(args: argparse.Namespace, settings) -> str | None:
+    """What is wrong with the matcher's TLS files, --metrics-port or --join, if anything."""
+    try:
+        tls.check(settings)
+    except tls.TlsError as exc:
+        return str(exc)
+    if not 0 <= settings.metrics_port < 65536:
+        return f"--metrics-port (BLUEDOVE_METRICS_PORT) {settings.metrics_port}: expected 0 to 65535"
+    if args.join and settings.partition != MPARTITION:
+        return (f"--join needs --partition mpartition (a joining matcher is given a split of "
+                f"mPartition's segments; {settings.partition} is a fixed-size baseline)")
+    return None
+
+
+def _matcher_space_and_seed(settings):
+    """The matcher's space and seed (None when not given), once --advertise, --boot-members and --peers-dns
+    are checked; raises SpaceError, BootError or PeersSpecError."""
+    from bluedove.core.partition.bootstrap import BootError, check_address, initial_table, load_seed, parse_members
+    from bluedove.core.space import load_space
+    from bluedove.gossip.peers import parse_spec
+
+    space = load_space(settings.space_file) if settings.space_file else None
+    if settings.advertise:
+        check_address(settings.advertise, "--advertise ")
+    if settings.boot_members:
+        parse_members(settings.boot_members, "--boot-members")
+        if not space:
+            raise BootError("--boot-members needs --space (they make the first table, which needs the space)")
+    seed = None
+    if settings.seed_file:
+        if not space:
+            raise BootError("--seed needs --space (it lays out the first table, which needs the space)")
+        seed = load_seed(settings.seed_file)
+        try:
+            initial_table(space, parse_members(settings.boot_members, "--boot-members") if settings.boot_members
+                          else {settings.id: ""}, seed)
+        except BootError as exc:
+            raise BootError(f"--seed {settings.seed_file}: {exc}") from exc
+    if settings.peers_dns:
+        parse_spec(settings.peers_dns)
+    return space, seed
 
 
 def _cmd_dispatcher(args: argparse.Namespace) -> int:
@@ -274,25 +170,34 @@ def add_sample_flags(d: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `bluedove` command's parser: every sub-command, the lab's (entry points) last."""
+    from bluedove.cli.up_cmd import add_command as add_up
+
     p = argparse.ArgumentParser(prog="bluedove", description="An elastic attribute-based publish/subscribe service.")
     sub = p.add_subparsers(dest="command", required=True)
+    add_up(sub)  # up: a local cluster as real processes until Ctrl-C
+    _add_matcher(sub)
+    _add_dispatcher(sub)
 
-    up = sub.add_parser("up", help="run a local cluster as real processes until Ctrl-C")
-    add_cluster_flags(up, 8080, 50051)
-    add_bounds_flags(up)
-    up.add_argument("--data-dir", default=".bluedove", help="embedded Redis data and process logs")
-    up.add_argument("--autoscale", action="store_true",
-                    help="add matchers when saturated and remove them when idle (local processes)")
-    up.add_argument("--min-matchers", type=int, default=None, help="with --autoscale (default 1)")
-    up.add_argument("--max-matchers", type=int, default=None, help="with --autoscale (default 8)")
-    up.add_argument("--sample-rate", type=float, default=0.0, metavar="F",
-                    help="the dispatchers sample this fraction of published messages into DATA_DIR/samples "
-                         "(0 = off, the default)")
-    up.add_argument("--seed", default=None, metavar="FILE", help=SEED_HELP)
-    add_auth_flag(up)
-    add_up_tls_flags(up)
-    up.set_defaults(func=_cmd_up)
+    from bluedove.cli.autoscaler_cmd import add_command as add_autoscaler
+    from bluedove.cli.boot import add_command as add_init
+    from bluedove.cli.export_cmd import add_command as add_export
+    from bluedove.cli.keys_cmd import add_command as add_keys
+    from bluedove.cli.pubsub import add_commands
+    from bluedove.cli.seed import add_command as add_seed
 
+    add_init(sub)  # init: the first segment table
+    add_seed(sub)  # seed: re-lay out a running cluster by a partition seed
+    add_autoscaler(sub)  # autoscaler (Kubernetes)
+    add_commands(sub)  # subscribe, publish, poll
+    add_export(sub)  # export catalogue: Parquet for offline jobs
+    add_keys(sub)  # keys: API keys (--auth keys)
+    add_plugin_commands(sub)  # demo, bench, sim: the lab, when installed
+    return p
+
+
+def _add_matcher(sub) -> None:
+    """The `matcher` sub-command's parser."""
     m = sub.add_parser("matcher", help="run one matcher (`up` starts them; docs/operations.md starts them by hand)")
     m.add_argument("--id", required=True)
     m.add_argument("--host", default="127.0.0.1")
@@ -329,6 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     tls.add_flags(m, "its gRPC port (every other matcher, dispatcher and the autoscaler connect to it)")
     m.set_defaults(func=_cmd_matcher)
 
+
+def _add_dispatcher(sub) -> None:
+    """The `dispatcher` sub-command's parser."""
     d = sub.add_parser("dispatcher",
                        help="run one dispatcher (`up` starts them; docs/operations.md starts them by hand)")
     d.add_argument("--id", required=True)
@@ -355,22 +263,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_auth_flag(d)
     tls.add_flags(d, "its REST and gRPC API (no client certificate asked) and its gossip port")
     d.set_defaults(func=_cmd_dispatcher)
-
-    from bluedove.cli.autoscaler_cmd import add_command as add_autoscaler
-    from bluedove.cli.boot import add_command as add_init
-    from bluedove.cli.export_cmd import add_command as add_export
-    from bluedove.cli.keys_cmd import add_command as add_keys
-    from bluedove.cli.pubsub import add_commands
-    from bluedove.cli.seed import add_command as add_seed
-
-    add_init(sub)  # init: the first segment table
-    add_seed(sub)  # seed: re-lay out a running cluster by a partition seed
-    add_autoscaler(sub)  # autoscaler (Kubernetes)
-    add_commands(sub)  # subscribe, publish, poll
-    add_export(sub)  # export catalogue: Parquet for offline jobs
-    add_keys(sub)  # keys: API keys (--auth keys)
-    add_plugin_commands(sub)  # demo, bench, sim: the lab, when installed
-    return p
 
 
 def add_plugin_commands(sub) -> None:

@@ -53,6 +53,8 @@ def _message(attributes: dict, payload: Any, msg_id: str | None) -> dict:
 
 
 class _Base:
+    """What the sync and async clients share: the address, the API key, retries and TLS."""
+
     def __init__(self, url: str = "http://127.0.0.1:8080", *, timeout_s: float = 30.0, retries: int = 4,
                  backoff_s: float = 0.1, api_key: str | None = None, tls_ca: str | None = None) -> None:
         """`url`: http(s)://host:port (REST) or grpc(s)://host:port; `tls_ca`: a PEM file of the

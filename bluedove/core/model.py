@@ -1,6 +1,6 @@
 """Subscriptions and messages: validation of API input into normalised, exact forms.
 
-Matching semantics (docs/design.md §1): message m matches subscription S iff
+Matching semantics (docs/design.md, "Model"): message m matches subscription S iff
 `low_d <= m_d < high_d` for every dimension d that S constrains. A dimension a
 subscription leaves out is a wildcard, stored as the whole range of the space.
 """

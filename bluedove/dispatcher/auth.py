@@ -22,7 +22,6 @@ import time
 
 from bluedove.core.apikeys import KeyRecord, split_key, verify
 from bluedove.core.errors import ApiError
-from bluedove.dispatcher.deps import parse_bearer
 from bluedove.dispatcher.ratelimit import KeyLimit, retry_after
 from bluedove.store.apikeys import KeyStore
 
@@ -46,6 +45,13 @@ def rate_limited(wait_s: float, what: str) -> ApiError:
     after = retry_after(wait_s)
     return ApiError(429, "rate_limited", f"this API key is over its {what} rate; retry in {after} s",
                     headers={"Retry-After": str(after)})
+
+
+def parse_bearer(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` value (REST header or gRPC metadata);
+    None when there is none or the scheme is another."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
 
 
 class KeyAuth:
@@ -152,12 +158,12 @@ class KeyAuth:
             raise rate_limited(wait, "message" if lim.msgs and lim.msgs.wait(n_msgs, now) > 0 else "byte")
 
 
-async def caller(d, authorization: str | None, scope: str) -> KeyRecord | None:
-    """The request's key when the dispatcher checks keys (None when auth is off)."""
-    return None if d.auth is None else await d.auth.require(authorization, scope)
+async def caller(auth: KeyAuth | None, authorization: str | None, scope: str) -> KeyRecord | None:
+    """The request's key when the dispatcher checks keys (`auth`; None when auth is off)."""
+    return None if auth is None else await auth.require(authorization, scope)
 
 
-def queue_token(d, authorization: str | None, x_queue_token: str | None) -> str | None:
+def queue_token(auth: KeyAuth | None, authorization: str | None, x_queue_token: str | None) -> str | None:
     """The queue token of a managing request (subscribe to, delete a queue or subscription):
     `Authorization: Bearer` without keys; `X-Queue-Token` with keys, as Authorization holds the key."""
-    return parse_bearer(authorization) if d.auth is None else (x_queue_token or "").strip() or None
+    return parse_bearer(authorization) if auth is None else (x_queue_token or "").strip() or None

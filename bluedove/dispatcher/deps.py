@@ -6,22 +6,18 @@ from typing import Any
 
 from fastapi import Request
 
+from bluedove.dispatcher.auth import parse_bearer
+from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.publish.decode import loads_body
 
 
-def state(request: Request):
+def state(request: Request) -> Dispatcher:
+    """The dispatcher serving this request."""
     return request.app.state.dispatcher
 
 
 async def json_body(request: Request) -> Any:
     return loads_body(await request.body())
-
-
-def parse_bearer(authorization: str | None) -> str | None:
-    """The token of an `Authorization: Bearer <token>` value (REST header or gRPC metadata);
-    None when there is none or the scheme is another."""
-    scheme, _, token = (authorization or "").partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
 
 
 def bearer(request: Request) -> str | None:

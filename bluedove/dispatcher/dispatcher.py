@@ -54,7 +54,8 @@ class Dispatcher:
         self.closing = asyncio.Event()
         self._heartbeat: asyncio.Task | None = None
         self._metrics_tick: asyncio.Task | None = None
-        self.series = DispatcherSeries(self)  # its part of the last hour in the store (/v1/stats)
+        # its part of the last hour in the store (/v1/stats)
+        self.series = DispatcherSeries(self.store, space, settings.id, self.cluster)
         # API keys (bluedove/dispatcher/auth.py); None: auth off, anyone may publish and create queues.
         self.auth = KeyAuth(self.store, settings.auth_refresh_s) if settings.auth == "keys" else None
 

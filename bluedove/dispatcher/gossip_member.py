@@ -26,8 +26,9 @@ from bluedove.core.partition.segments import SegmentTable
 from bluedove.gossip.agent import GossipAgent
 from bluedove.gossip.config import GossipConfig
 from bluedove.gossip.grpc_transport import GossipServicer, GrpcTransport
+from bluedove.gossip.messages import DISPATCHER
 from bluedove.gossip.peers import DnsSeeds
-from bluedove.gossip.state import DISPATCHER, Node
+from bluedove.gossip.state import Node
 from bluedove.runtime import tls
 from bluedove.runtime.settings import DispatcherSettings, from_env
 from bluedove.v1 import gossip_pb2_grpc as gossip_grpc
@@ -118,5 +119,5 @@ class GossipMember:
         for fn in self.on_change:
             try:
                 fn()
-            except Exception:  # noqa: BLE001 - one bad table must not stop gossip
+            except Exception:
                 log.exception("gossip update failed")

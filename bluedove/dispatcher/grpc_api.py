@@ -15,8 +15,8 @@ from grpc_reflection.v1alpha import reflection
 from bluedove.core.apikeys import PUBLISH, SUBSCRIBE
 from bluedove.core.errors import ApiError
 from bluedove.dispatcher import operations as ops
-from bluedove.dispatcher.auth import caller, queue_token
-from bluedove.dispatcher.deps import parse_bearer
+from bluedove.dispatcher.auth import caller, parse_bearer, queue_token
+from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.errors import as_api_error, grpc_code
 from bluedove.dispatcher.publish.decode import Batch
 from bluedove.runtime import tls
@@ -112,15 +112,15 @@ def token(context: grpc.aio.ServicerContext) -> str | None:
     return parse_bearer(metadata(context, "authorization"))
 
 
-async def key(d, context: grpc.aio.ServicerContext, scope: str):
+async def key(d: Dispatcher, context: grpc.aio.ServicerContext, scope: str):
     """The call's API key when keys are on (None when off): 401 / 403 as over REST."""
-    return await caller(d, metadata(context, "authorization"), scope)
+    return await caller(d.auth, metadata(context, "authorization"), scope)
 
 
-async def managing(d, context: grpc.aio.ServicerContext) -> str | None:
+async def managing(d: Dispatcher, context: grpc.aio.ServicerContext) -> str | None:
     """A managing call's queue token, once its API key (when keys are on) is checked."""
     await key(d, context, SUBSCRIBE)
-    return queue_token(d, metadata(context, "authorization"), metadata(context, "x-queue-token"))
+    return queue_token(d.auth, metadata(context, "authorization"), metadata(context, "x-queue-token"))
 
 
 def delivery_pb(m: dict) -> pb.Delivery:

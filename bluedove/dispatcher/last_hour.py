@@ -9,6 +9,7 @@ from datetime import datetime
 
 from bluedove.core import timeseries as ts
 from bluedove.core.errors import ApiError
+from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.store.series import read_density, read_matcher_stats, read_records
 
 
@@ -53,7 +54,7 @@ def density(space, entries: list[dict], mstats: dict[str, dict]) -> dict:
     return out
 
 
-async def stats(d, since_raw: str | None) -> dict:
+async def stats(d: Dispatcher, since_raw: str | None) -> dict:
     now = time.time()
     since = ts.clamp_since(parse_since(since_raw), now)
     seconds = ts.seconds_between(since, now)
@@ -76,7 +77,7 @@ async def stats(d, since_raw: str | None) -> dict:
     }
 
 
-async def member_stats(d) -> dict[str, dict]:
+async def member_stats(d: Dispatcher) -> dict[str, dict]:
     """Matcher id -> {cpu, rss_bytes} from the matchers' stats entries."""
     return {m: {"cpu": e.get("cpu"), "rss_bytes": e.get("rss_bytes")}
             for m, e in (await read_matcher_stats(d.store)).items()}

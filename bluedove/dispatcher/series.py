@@ -14,7 +14,10 @@ import time
 import numpy as np
 
 from bluedove.core import timeseries as ts
+from bluedove.core.space import Space
+from bluedove.dispatcher.view import ClusterView
 from bluedove.store.series import Recorder, depth_pause_s, hold_depth_turn, put_density, queue_depth, take_depth_turn
+from bluedove.store.store import DispatcherStore
 
 log = logging.getLogger("bluedove.dispatcher")
 
@@ -25,11 +28,10 @@ DEPTH_EVERY_S = 5.0
 class DispatcherSeries:
     """This dispatcher's counters for the cluster time series, written to the store once a second."""
 
-    def __init__(self, d) -> None:
-        self.d = d
-        self.rec = Recorder(d.store, zero=(ts.PUBLISHED, ts.REDELIVERED))
+    def __init__(self, store: DispatcherStore, space: Space, dispatcher_id: str, cluster: ClusterView) -> None:
+        self.store, self.space, self.id, self.cluster = store, space, dispatcher_id, cluster
+        self.rec = Recorder(store, zero=(ts.PUBLISHED, ts.REDELIVERED))
         self.rec.before_flush.append(self._sample)
-        space = d.space
         self._lo = np.array([dim.min for dim in space.dimensions])
         self._hi = np.array([dim.max for dim in space.dimensions])
         self._points: list[np.ndarray] = []  # values of the messages published since the last flush
@@ -58,11 +60,11 @@ class DispatcherSeries:
 
     # -- once a second, before the record is written -----------------------------------------
     def _sample(self, now: float) -> None:
-        store = self.d.store
+        store = self.store
         if store.redelivered != self._redelivered_seen:
             self.rec.add(ts.REDELIVERED, store.redelivered - self._redelivered_seen, now - 1)
             self._redelivered_seen = store.redelivered
-        table = self.d.cluster.table
+        table = self.cluster.table
         if table is not None:
             self.rec.set("matchers_actual", len(table.members), now - 1)
         self._bin_points(now)
@@ -82,7 +84,7 @@ class DispatcherSeries:
             rate.add({j: c for j, c in enumerate(counts) if c}, now)
 
     def density(self, now: float) -> dict[str, list[float]]:
-        return {name: [round(r, 4) for r in rate.rates(now)] for name, rate in zip(self.d.space.names, self._rates)}
+        return {name: [round(r, 4) for r in rate.rates(now)] for name, rate in zip(self.space.names, self._rates)}
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -91,7 +93,7 @@ class DispatcherSeries:
 
     async def _write_density(self, now: float) -> None:
         try:
-            await put_density(self.d.store, self.d.s.id, self.density(now))
+            await put_density(self.store, self.id, self.density(now))
         except Exception as exc:  # noqa: BLE001 - the store may be briefly away
             log.warning("could not write the message density: %r", exc)
 
@@ -99,13 +101,13 @@ class DispatcherSeries:
         """Every DEPTH_EVERY_S, if no other dispatcher has this turn: the queue depth gauges. A
         sample reads every queue; after a long one, no dispatcher samples for 20 times as long."""
         try:
-            if not await take_depth_turn(self.d.store, self.d.s.id):
+            if not await take_depth_turn(self.store, self.id):
                 return
             t0 = time.monotonic()
-            undelivered, unacked = await queue_depth(self.d.store)
+            undelivered, unacked = await queue_depth(self.store)
             pause = depth_pause_s(time.monotonic() - t0)
             if pause > DEPTH_EVERY_S:  # many queues: sample less often, so it stays cheap
-                await hold_depth_turn(self.d.store, self.d.s.id, pause)
+                await hold_depth_turn(self.store, self.id, pause)
             self.rec.set("undelivered", undelivered)
             self.rec.set("unacked", unacked)
         except asyncio.CancelledError:

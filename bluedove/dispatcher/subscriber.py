@@ -116,7 +116,7 @@ class Subscriber:
     async def send(self, subs: list[Subscription]) -> None:
         """Send stored subscriptions to every matcher mPartition names for each (read-your-writes).
 
-        During a table change (docs/design.md §3) each goes to the owners under both the new and
+        During a table change (docs/design.md, "Elasticity") each goes to the owners under both the new and
         the previous table; and a matcher whose answer shows a newer epoch than ours makes us
         pull that table and send to its owners too, before the API answers. A matcher that does
         not answer in time gets them from the catalogue log instead, and is passed over for

@@ -1,6 +1,6 @@
 """The dispatcher's view of the cluster: the segment table, matcher stubs, load reports, health.
 
-Stateless: everything here comes from the matchers. The dispatcher is a gossip member of its
+Nothing here is durable: all of it is learnt again after a restart. The dispatcher is a gossip member of its
 own (role "dispatcher", `bluedove/dispatcher/gossip_member.py`): the table and the membership come
 from its node, a newer table adopted as soon as the node learns it (within a round of the
 change), the membership every round. Load reports are pulled from each matcher every
@@ -28,8 +28,8 @@ from bluedove.core.forwarding import BATCH_POLICIES, Ranking, matcher_loads, ran
 from bluedove.core.load import LoadReport, cost
 from bluedove.core.partition import modes
 from bluedove.core.partition.segments import SegmentTable
-from bluedove.dispatcher.gossip_member import GossipMember as GossipNode
-from bluedove.gossip.state import DISPATCHER, MATCHER, STATUS_NAMES
+from bluedove.dispatcher.gossip_member import GossipMember
+from bluedove.gossip.messages import DISPATCHER, MATCHER, STATUS_NAMES
 from bluedove.runtime import tls
 from bluedove.runtime.settings import DispatcherSettings
 from bluedove.store.store import DispatcherStore
@@ -52,7 +52,7 @@ class MemberHealth:
 
 
 @dataclass(frozen=True)
-class GossipMember:
+class MemberEntry:
     """A member as this dispatcher's gossip node sees it."""
 
     id: str
@@ -74,9 +74,9 @@ class ClusterView:
         # work (matcher seconds) this dispatcher sent each matcher since its last report (adaptive)
         self.sent: dict[str, float] = {}
         self.health: dict[str, MemberHealth] = {}
-        self.gossip: dict[str, GossipMember] = {}  # matchers
-        self.dispatchers: dict[str, GossipMember] = {}  # dispatchers, this one included
-        self.member = GossipNode(settings, seeds)
+        self.gossip: dict[str, MemberEntry] = {}  # matchers
+        self.dispatchers: dict[str, MemberEntry] = {}  # dispatchers, this one included
+        self.member = GossipMember(settings, seeds)
         self.member.on_change.append(self._from_gossip)
         # The table before the last change, until its hand-off grace ends.
         self.previous: tuple[SegmentTable, float] | None = None
@@ -151,7 +151,7 @@ class ClusterView:
             self._set_table(SegmentTable.from_json(json.loads(node.table_json)))
         matchers, dispatchers = {}, {}
         for e in node.members.values():
-            g = GossipMember(e.id, e.addr, STATUS_NAMES[e.status], e.generation, e.subs, e.role)
+            g = MemberEntry(e.id, e.addr, STATUS_NAMES[e.status], e.generation, e.subs, e.role)
             if e.role == DISPATCHER:
                 dispatchers[e.id] = g
             else:

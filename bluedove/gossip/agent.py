@@ -7,7 +7,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from bluedove.gossip.state import ALIVE, STATUS_NAMES, Envelope, Node
+from bluedove.gossip.messages import ALIVE, STATUS_NAMES, Envelope
+from bluedove.gossip.state import Node
 from bluedove.gossip.transport import Transport
 
 log = logging.getLogger("bluedove.gossip")

@@ -10,7 +10,7 @@ class GossipConfig:
     """Every timing of the gossip protocol: rounds, failure detection, probes, suspicion."""
 
     # One round: bump our heartbeat, push our view to ceil(log2 N) + fanout_extra peers, check
-    # the failure detector. Seed 001 §III-C gossips every second; 0.2 s keeps detection ≤ 3 s.
+    # the failure detector. The paper's §III-C gossips every second; 0.2 s keeps detection ≤ 3 s.
     interval_s: float = 0.2
     fanout_extra: int = 1
     # Phi-accrual (Hayashibara et al.; Cassandra, Akka): suspicion level at which a member is

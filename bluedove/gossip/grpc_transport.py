@@ -8,7 +8,7 @@ from collections.abc import Callable
 import grpc
 
 from bluedove.gossip import wire
-from bluedove.gossip.state import Envelope
+from bluedove.gossip.messages import Envelope
 from bluedove.runtime import tls
 from bluedove.v1 import gossip_pb2 as pb
 from bluedove.v1 import gossip_pb2_grpc as pb_grpc

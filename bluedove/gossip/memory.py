@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 from bluedove.gossip import wire
 from bluedove.gossip.config import GossipConfig
-from bluedove.gossip.state import Envelope, Node, Out
+from bluedove.gossip.messages import Envelope, Out
+from bluedove.gossip.state import Node
 
 
 class MemoryTransport:

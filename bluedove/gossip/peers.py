@@ -88,7 +88,7 @@ class DnsSeeds:
             if not heard_from_peer(self.node):
                 try:
                     self.found = await asyncio.to_thread(self.resolver, self.spec)
-                except Exception:  # noqa: BLE001 - a resolver failure is like no answer: try again
+                except Exception:
                     log.exception("resolving --peers-dns %s failed", self.spec)
                     self.found = []
                 self.reseed()

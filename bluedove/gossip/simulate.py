@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from bluedove.gossip.config import GossipConfig
 from bluedove.gossip.memory import SimNetwork
-from bluedove.gossip.state import DEAD
+from bluedove.gossip.messages import DEAD
 
 WARM_S = 4.0  # long enough for every node to learn every other through the seed
 

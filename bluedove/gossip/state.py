@@ -4,7 +4,7 @@ A `Node` never touches a socket or a clock. Its driver calls `tick(now)` once pe
 `receive(envelope, now)` for every envelope that arrives, and sends the `Out`s they return;
 the in-memory network of the tests and the gRPC transport of the matcher are two drivers.
 
-Seed 001 §III-C: matchers keep the global view (contact information, segment boundaries,
+The paper's §III-C: matchers keep the global view (contact information, segment boundaries,
 load) by gossip. Member entries are ordered by (generation, incarnation, status, heartbeat):
 a restart is a new generation; only the member itself bumps its incarnation, to refute a
 suspicion (SWIM); at one incarnation dead beats suspect beats alive. Failure detection is
@@ -26,111 +26,31 @@ from dataclasses import dataclass, field, replace
 
 from bluedove.gossip.config import GossipConfig
 from bluedove.gossip.detector import ArrivalWindow, z_for
-
-ALIVE, SUSPECT, DEAD, LEFT = 0, 1, 2, 3
-STATUS_NAMES = ("alive", "suspect", "dead", "left")
-MATCHER, DISPATCHER = "matcher", "dispatcher"
-ROLES = (MATCHER, DISPATCHER)
-
-
-@dataclass(frozen=True)
-class MemberState:
-    """One member's entry in the gossip view: address, liveness, load and role (MemberEntry)."""
-
-    id: str
-    addr: str
-    generation: int
-    incarnation: int = 0
-    heartbeat: int = 0
-    status: int = ALIVE
-    subs: tuple[int, ...] = ()
-    lam: float = 0.0
-    mu: float = 0.0
-    role: str = MATCHER  # fixed for a generation: a process is one or the other
-    # The merge order: the entry with the greater key wins. Kept, not recomputed: merging
-    # compares every entry of every push.
-    key: tuple[int, int, int, int] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "key", (self.generation, self.incarnation, self.status, self.heartbeat))
-
-    @property
-    def gone(self) -> bool:
-        return self.status in (DEAD, LEFT)
-
-
-# -- messages (one-way; see proto/bluedove/v1/gossip.proto) --------------------------------
-@dataclass(frozen=True)
-class Push:
-    """The sender's view of the members and its table's epoch, pushed to peers every round."""
-
-    members: tuple[MemberState, ...]
-    epoch: int
-
-
-@dataclass(frozen=True)
-class PushReply:
-    """A push's pull half: the entries newer than the pusher's, and our table if it is newer."""
-
-    members: tuple[MemberState, ...]
-    epoch: int
-    table_json: str = ""
-
-
-@dataclass(frozen=True)
-class TableUpdate:
-    """A segment table (as JSON) and its epoch, sent to a member whose table is older."""
-
-    epoch: int
-    table_json: str
-
-
-@dataclass(frozen=True)
-class Ping:
-    """A probe of a member, answered by an Ack with the same seq."""
-
-    seq: int
-
-
-@dataclass(frozen=True)
-class Ack:
-    """The answer to a Ping: its seq, and who answered (for an indirect probe, the probed member)."""
-
-    seq: int
-    target: str
-
-
-@dataclass(frozen=True)
-class PingReq:
-    """A request to probe `target` at `target_addr` for the sender (SWIM's ping-req)."""
-
-    seq: int
-    target: str
-    target_addr: str
-
-
-Body = Push | PushReply | TableUpdate | Ping | Ack | PingReq
-
-
-@dataclass(frozen=True)
-class Envelope:
-    """One gossip message, with its sender's id and the address replies go to."""
-
-    sender: str
-    sender_addr: str
-    body: Body
-
-
-@dataclass(frozen=True)
-class Out:
-    """An envelope for the driver to send, and the address it goes to."""
-
-    addr: str
-    envelope: Envelope
+from bluedove.gossip.messages import (
+    ALIVE,
+    DEAD,
+    LEFT,
+    MATCHER,
+    ROLES,
+    STATUS_NAMES,
+    SUSPECT,
+    Ack,
+    Body,
+    Envelope,
+    MemberState,
+    Out,
+    Ping,
+    PingReq,
+    Push,
+    PushReply,
+    TableUpdate,
+)
 
 
 @dataclass
 class _Probe:
+    """A direct probe of a suspected member: its sequence number, when it times out, its key."""
+
     seq: int
     deadline: float
     key: tuple[int, int, int, int]
@@ -138,6 +58,8 @@ class _Probe:
 
 @dataclass
 class _Relay:
+    """A probe this member relays for another: whom to answer, with which sequence, until when."""
+
     requester_addr: str
     requester_seq: int
     target: str

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from bluedove.gossip.state import Envelope
+from bluedove.gossip.messages import Envelope
 
 
 class Transport(Protocol):

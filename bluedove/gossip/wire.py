@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bluedove.gossip.state import MATCHER, Ack, Envelope, MemberState, Ping, PingReq, Push, PushReply, TableUpdate
+from bluedove.gossip.messages import MATCHER, Ack, Envelope, MemberState, Ping, PingReq, Push, PushReply, TableUpdate
 from bluedove.v1 import gossip_pb2 as pb
 
 

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from prometheus_client.multiprocess import mark_process_dead
@@ -26,21 +23,13 @@ from bluedove.core.partition.bootstrap import ensure_table
 from bluedove.core.partition.modes import MPARTITION
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space, load_space
+from bluedove.local.child import Child, bluedove_command
 from bluedove.runtime import tls
 from bluedove.runtime.settings import DispatcherSettings, TlsSettings, from_env
 from bluedove.runtime.telemetry import MULTIPROC_ENV
 from bluedove.store import Store
 from bluedove.store.redis_cluster import RedisClusterServers
 from bluedove.store.server import RedisServer, free_port
-
-
-def bluedove_command() -> list[str]:
-    """How to start a role: the console script beside this interpreter, else `python -m`."""
-    script = Path(sys.executable).parent / "bluedove"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("bluedove")
-    return [found] if found else [sys.executable, "-m", "bluedove"]
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -54,32 +43,6 @@ def port_in_use(host: str, port: int) -> bool:
         except OSError:
             return True
     return False
-
-
-@dataclass
-class Child:
-    """One process of the local cluster: its role, command line and log, and how often it restarted."""
-
-    role: str
-    name: str
-    args: list[str]
-    log_path: Path
-    proc: subprocess.Popen | None = None
-    restarts: int = 0
-    extra_env: dict = field(default_factory=dict)
-
-    def start(self) -> None:
-        env = {**os.environ, **self.extra_env}
-        with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         env=env, start_new_session=True)
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
 
 class LocalCluster:

@@ -20,7 +20,7 @@ from typing import Mapping, Protocol
 
 from bluedove.core.partition.modes import MPARTITION
 from bluedove.core.partition.segments import SegmentTable
-from bluedove.gossip.state import ALIVE, DEAD, LEFT, MATCHER
+from bluedove.gossip.messages import ALIVE, DEAD, LEFT, MATCHER
 
 
 class Member(Protocol):

@@ -15,6 +15,8 @@ import numpy as np
 
 @dataclass
 class _Bucket:
+    """One time bucket of a dimension's window: arrivals, messages matched, seconds of matching."""
+
     start: float
     arrived: int = 0
     processed: int = 0

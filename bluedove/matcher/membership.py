@@ -31,8 +31,9 @@ from bluedove.core.partition.segments import SegmentTable, gained, grown, merge_
 from bluedove.gossip.agent import GossipAgent
 from bluedove.gossip.config import GossipConfig
 from bluedove.gossip.grpc_transport import GossipServicer, GrpcTransport
+from bluedove.gossip.messages import ALIVE, DEAD, LEFT, STATUS_NAMES
 from bluedove.gossip.peers import DnsSeeds
-from bluedove.gossip.state import ALIVE, DEAD, LEFT, STATUS_NAMES, Node
+from bluedove.gossip.state import Node
 from bluedove.matcher.decisions import Adopt, Join, Refuse, Stuck, Takeover, next_change, note_left
 from bluedove.runtime import tls
 from bluedove.runtime.settings import MatcherSettings

@@ -37,6 +37,27 @@ class MatcherCollector(Collector):
                                   value=transport.sent)
         if m.queue is None or len(m.stats) != len(names):
             return  # still booting: no table, no queues yet
+        yield from self._per_dimension(m, names)
+        totals = m.queue.totals
+        yield CounterMetricFamily("bluedove_matcher_deliveries_written", "Deliveries the store wrote (a message "
+                                  "it has seen before writes none)", value=totals.written)
+        yield CounterMetricFamily("bluedove_matcher_deliveries_dropped", "Deliveries refused because their queue "
+                                  "held its cap of undelivered deliveries", value=m.store.dropped)
+        yield CounterMetricFamily("bluedove_matcher_forwards_refused", "Forward calls refused because a "
+                                  "dimension's input queue was over its bound (backpressure)",
+                                  value=m.refused)
+        h = HistogramMetricFamily("bluedove_matcher_batch_messages", "Messages per matched and stored batch")
+        cum, buckets = 0, []
+        for bound, n in zip((*map(str, BATCH_BOUNDS), "+Inf"), totals.batches):
+            cum += n
+            buckets.append((f"{float(bound)}" if bound != "+Inf" else bound, cum))
+        h.add_metric([], buckets, sum_value=totals.batch_messages)
+        yield h
+
+
+    @staticmethod
+    def _per_dimension(m, names: list[str]):
+        """The families labelled by dimension: arrivals, matches, deliveries, q, λ, μ, λ/μ, set sizes."""
         fam = {
             "received": CounterMetricFamily("bluedove_matcher_messages_received", "Messages forwarded to this "
                                             "matcher, by the dimension they came for", labels=DIM),
@@ -74,20 +95,6 @@ class MatcherCollector(Collector):
                 fam["cong"].add_metric([name], lam / mu)
             fam["subs"].add_metric([name], counts[i])
         yield from fam.values()
-        yield CounterMetricFamily("bluedove_matcher_deliveries_written", "Deliveries the store wrote (a message "
-                                  "it has seen before writes none)", value=totals.written)
-        yield CounterMetricFamily("bluedove_matcher_deliveries_dropped", "Deliveries refused because their queue "
-                                  "held its cap of undelivered deliveries", value=m.store.dropped)
-        yield CounterMetricFamily("bluedove_matcher_forwards_refused", "Forward calls refused because a "
-                                  "dimension's input queue was over its bound (backpressure)",
-                                  value=m.refused)
-        h = HistogramMetricFamily("bluedove_matcher_batch_messages", "Messages per matched and stored batch")
-        cum, buckets = 0, []
-        for bound, n in zip((*map(str, BATCH_BOUNDS), "+Inf"), totals.batches):
-            cum += n
-            buckets.append((f"{float(bound)}" if bound != "+Inf" else bound, cum))
-        h.add_metric([], buckets, sum_value=totals.batch_messages)
-        yield h
 
 
 def matcher_registry(matcher) -> CollectorRegistry:

@@ -30,6 +30,8 @@ from bluedove.store.store import MatcherStore
 
 @dataclass
 class _Request:
+    """One Forward call's parts waiting to be batched, and the future its answer goes to."""
+
     parts: list[Part]
     n: int
     done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())

@@ -34,6 +34,38 @@ async def _leave_or_stop(m: Matcher) -> None:
         m.stopping.set()
 
 
+async def _start_grpc(m: Matcher, settings: MatcherSettings) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
+    """The matcher's gRPC server (its API, gossip and health) started on its port, health NOT_SERVING."""
+    server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
+                                      ("grpc.so_reuseport", 0)])
+    pb_grpc.add_MatcherServicer_to_server(MatcherServicer(m), server)
+    gossip_pb2_grpc.add_GossipServicer_to_server(m.membership.servicer(), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    tls.add_port(server, f"{settings.host}:{settings.port}", settings, internal=True)
+    await server.start()
+    await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+    await health_servicer.set(READY_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
+    return server, health_servicer
+
+
+def _on_signals(m: Matcher, settings: MatcherSettings, loop: asyncio.AbstractEventLoop) -> None:
+    """SIGTERM and SIGINT stop the matcher; with --leave-on-sigterm the first SIGTERM of a ready
+    matcher hands its segments off first (Kubernetes scales a StatefulSet in with SIGTERM)."""
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if settings.leave_on_sigterm and signals == 1 and m.ready:
+            loop.create_task(_leave_or_stop(m))
+        else:
+            m.stopping.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+
+
 async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[str, ...] = (),
                 space: Space | None = None, seed: dict | None = None) -> None:
     """Run a matcher until a signal (or a leave) stops it. Raises SpaceMismatch when the stored
@@ -48,31 +80,10 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
     checks = {"/healthz": up.is_set, "/readyz": lambda: up.is_set() and m.serving_ready()}
     metrics = (MetricsServer(settings.host, settings.metrics_port, matcher_registry(m), checks)
                if settings.metrics_port else None)
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
-                                      ("grpc.so_reuseport", 0)])
-    pb_grpc.add_MatcherServicer_to_server(MatcherServicer(m), server)
-    gossip_pb2_grpc.add_GossipServicer_to_server(m.membership.servicer(), server)
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    tls.add_port(server, f"{settings.host}:{settings.port}", settings, internal=True)
-    await server.start()
-    await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-    await health_servicer.set(READY_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
+    server, health_servicer = await _start_grpc(m, settings)
     stop = m.stopping
     loop = asyncio.get_running_loop()
-    signals = 0
-
-    def on_signal() -> None:
-        nonlocal signals
-        signals += 1
-        if settings.leave_on_sigterm and signals == 1 and m.ready:
-            # Kubernetes scales a StatefulSet in with SIGTERM: hand the segments off first.
-            loop.create_task(_leave_or_stop(m))
-        else:
-            stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal)
+    _on_signals(m, settings, loop)
     publisher = None
     if metrics is not None:
         await metrics.start()

@@ -114,7 +114,9 @@ def _check_route(ok: Callable[[], bool]):
 
 
 class _LoopServer(uvicorn.Server):
-    def capture_signals(self):  # noqa: D102 - the process's own handlers stay in place
+    """uvicorn's server inside a running loop, leaving the process's signal handlers alone."""
+
+    def capture_signals(self):  # the process's own handlers stay in place
         return contextlib.nullcontext()
 
 

@@ -21,13 +21,13 @@ from datetime import datetime, timezone
 if __package__ in (None, ""):  # run as a file by spark-submit: make `bluedove.spark` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-import numpy as np  # noqa: E402
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+import numpy as np
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from bluedove.spark import placement as P  # noqa: E402
-from bluedove.spark import transforms as T  # noqa: E402
-from bluedove.spark.job import UNIFORM_MESSAGES, Job, job_from_args, parser  # noqa: E402
+from bluedove.spark import placement as P
+from bluedove.spark import transforms as T
+from bluedove.spark.job import UNIFORM_MESSAGES, Job, job_from_args, parser
 
 RISK_HEADROOMS = (0.1, 0.25, 0.5, 1.0)  # capacities the risk is also reported at (mean × 1 + h)
 
@@ -115,18 +115,56 @@ def _covariance(series: DataFrame, n_cols: int) -> tuple[np.ndarray, np.ndarray,
 def run(spark: SparkSession, job: Job, say=print) -> dict:
     """Extract, transform, place; returns the seed (written to `job.out` if set)."""
     started = time.perf_counter()
-    k, n, names = len(job.space), job.matchers, [d[0] for d in job.space]
+    n, names = job.matchers, [d[0] for d in job.space]
     if n < 1:
         raise ValueError(f"--matchers {n}: at least one matcher is needed")
+    subs, messages, n_subs, n_msgs = _extract(spark, job, say)
+    edges, atoms, m_buckets, hists = _model(spark, job, subs, messages if n_msgs else None, n_subs)
+    dims, seg_of = _dimensions(job, edges, atoms, hists)
+    mu, cov, windows = _segment_loads(spark, job, m_buckets, hists, seg_of, dims)
+    assign, risk = _placement(job, mu, cov)
+    seed = {
+        "version": 1,
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "matchers": n,
+        "space": {"dimensions": [{"name": nm, "min": lo, "max": hi} for nm, lo, hi in job.space]},
+        "inputs": {"subscriptions": job.subscriptions, "subscription_count": int(n_subs),
+                   "messages": job.messages, "message_count": int(n_msgs), "cost_model": dict(job.cost),
+                   "cost_model_source": job.cost_source, "buckets": job.buckets, "window_s": job.window_s,
+                   "windows": windows},
+        "dimensions": dims,
+        "placement": [{"matcher": j, "segments": {nm: int(assign[d, j]) for d, nm in enumerate(names)}}
+                      for j in range(n)],
+        "risk": risk,
+        "job_s": round(time.perf_counter() - started, 2),
+    }
+    if m_buckets is not None:
+        m_buckets.unpersist()
+    if job.out:
+        write_seed(seed, job.out)
+    say(f"seed: worst risk {seed['risk']['placement']:.3g} placed vs {seed['risk']['round_robin']:.3g} round robin; "
+        f"{seed['job_s']} s" + (f"; written to {job.out}" if job.out else ""))
+    return seed
+
+
+def _extract(spark: SparkSession, job: Job, say) -> tuple[DataFrame, DataFrame | None, int, int]:
+    """The subscriptions and the message sample (None without one), with their counts."""
     subs = extract_subscriptions(spark, job.subscriptions)
     messages = extract_messages(spark, job.messages) if job.messages else None
     n_subs = subs.count()
     n_msgs = messages.count() if messages is not None else 0
     say(f"seed: {n_subs} subscriptions, {n_msgs if messages is not None else 'no'} sampled messages, "
-        f"{k} dimensions, {n} matchers")
-    edges, atoms = bucket_edges(subs, messages if n_msgs else None, job.space, job.buckets)
+        f"{len(job.space)} dimensions, {job.matchers} matchers")
+    return subs, messages, n_subs, n_msgs
+
+
+def _model(spark: SparkSession, job: Job, subs: DataFrame, messages: DataFrame | None,
+           n_subs: int) -> tuple[list, list, DataFrame | None, list[dict]]:
+    """Bucket edges, atoms, the messages' buckets (cached; None without messages) and the load model's histograms."""
+    k = len(job.space)
+    edges, atoms = bucket_edges(subs, messages, job.space, job.buckets)
     cells = T.grid(spark, edges)
-    if n_msgs:
+    if messages is not None:
         m_buckets = T.message_buckets(messages, edges).cache()
         m_hist = T.message_histogram(m_buckets, k)
     else:
@@ -138,9 +176,14 @@ def run(spark: SparkSession, job: Job, say=print) -> dict:
     hists = _histograms(model, k)
     for df in (sub_buckets, m_hist, coverage, model):
         df.unpersist()
+    return edges, atoms, m_buckets, hists
 
+
+def _dimensions(job: Job, edges: list, atoms: list, hists: list[dict]) -> tuple[dict, list]:
+    """Each dimension's equal-load cut (the seed's `dimensions`) and each fine bucket's segment."""
+    n = job.matchers
     dims, seg_of = {}, []
-    for i, name in enumerate(names):
+    for i, name in enumerate(d[0] for d in job.space):
         cuts, shares = P.equal_load_cuts(edges[i], hists[i]["load"], n, atoms[i])
         seg_of.append(P.segment_of(edges[i], cuts))
         total = sum(hists[i]["load"]) or 1.0
@@ -152,7 +195,13 @@ def run(spark: SparkSession, job: Job, say=print) -> dict:
             "unsplittable": [{"low": edges[i][a], "high": edges[i][a + 1], "load_share": hists[i]["load"][a] / total}
                              for a in atoms[i] if hists[i]["load"][a] / total > 1.0 / n],
         }
+    return dims, seg_of
 
+
+def _segment_loads(spark: SparkSession, job: Job, m_buckets: DataFrame | None, hists: list[dict], seg_of: list,
+                   dims: dict) -> tuple[np.ndarray, np.ndarray, int]:
+    """Mean and covariance of the k·N segments' loads over the time windows, and the windows' count."""
+    k, n, names = len(job.space), job.matchers, [d[0] for d in job.space]
     # Risk-aware placement over the per-segment load series.
     units = spark.createDataFrame(
         [(d, b, d * n + int(seg_of[d][b]), float(u))
@@ -166,6 +215,12 @@ def run(spark: SparkSession, job: Job, say=print) -> dict:
     if not mu.any():  # no timestamps: the mean loads of the model, no variance
         mu = np.array([dims[nm]["segment_load"][s] * sum(hists[d]["load"]) / k
                        for d, nm in enumerate(names) for s in range(n)])
+    return mu, cov, windows
+
+
+def _placement(job: Job, mu: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, dict]:
+    """The segments placed on the matchers, and the seed's `risk` of it beside round robin's."""
+    k, n = len(job.space), job.matchers
     capacity = (1.0 + job.headroom) * float(mu.sum()) / n
     assign = P.place(mu, cov, k, n, capacity, job.z)
     rr = P.round_robin(k, n)
@@ -177,35 +232,15 @@ def run(spark: SparkSession, job: Job, say=print) -> dict:
         p1 = float(P.risks(mu, cov, P.place(mu, cov, k, n, c, job.z), n, c).max())
         p2 = float(P.risks(mu, cov, rr, n, c).max())
         curve.append({"headroom": h, "placement": p1, "round_robin": p2, "gain": P.gain(p1, p2)})
-    seed = {
-        "version": 1,
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "matchers": n,
-        "space": {"dimensions": [{"name": nm, "min": lo, "max": hi} for nm, lo, hi in job.space]},
-        "inputs": {"subscriptions": job.subscriptions, "subscription_count": int(n_subs),
-                   "messages": job.messages, "message_count": int(n_msgs), "cost_model": dict(job.cost),
-                   "cost_model_source": job.cost_source, "buckets": job.buckets, "window_s": job.window_s,
-                   "windows": windows},
-        "dimensions": dims,
-        "placement": [{"matcher": j, "segments": {nm: int(assign[d, j]) for d, nm in enumerate(names)}}
-                      for j in range(n)],
-        "risk": {"placement": float(p_place.max()), "round_robin": float(p_rr.max()),
-                 "gain": P.gain(float(p_place.max()), float(p_rr.max())), "capacity": capacity,
-                 "headroom": job.headroom, "z": job.z, "by_headroom": curve,
-                 "per_matcher": [{"matcher": j, "mean": float(means[j]), "sd": float(sds[j]),
-                                  "risk": float(p_place[j]), "round_robin_risk": float(p_rr[j])} for j in range(n)],
-                 "method": "first-fit decreasing by effective size mu + z*sigma, then pairwise swaps; risk "
-                           "P(V > C) under a normal approximation with the segments' covariance over "
-                           "time windows (GEMOM's risk; placement after Xing et al., ICDE 2005)"},
-        "job_s": round(time.perf_counter() - started, 2),
-    }
-    if m_buckets is not None:
-        m_buckets.unpersist()
-    if job.out:
-        write_seed(seed, job.out)
-    say(f"seed: worst risk {seed['risk']['placement']:.3g} placed vs {seed['risk']['round_robin']:.3g} round robin; "
-        f"{seed['job_s']} s" + (f"; written to {job.out}" if job.out else ""))
-    return seed
+    return assign, {
+        "placement": float(p_place.max()), "round_robin": float(p_rr.max()),
+        "gain": P.gain(float(p_place.max()), float(p_rr.max())), "capacity": capacity,
+        "headroom": job.headroom, "z": job.z, "by_headroom": curve,
+        "per_matcher": [{"matcher": j, "mean": float(means[j]), "sd": float(sds[j]),
+                         "risk": float(p_place[j]), "round_robin_risk": float(p_rr[j])} for j in range(n)],
+        "method": "first-fit decreasing by effective size mu + z*sigma, then pairwise swaps; risk "
+                  "P(V > C) under a normal approximation with the segments' covariance over "
+                  "time windows (GEMOM's risk; placement after Xing et al., ICDE 2005)"}
 
 
 def _units(hist: dict) -> list[float]:

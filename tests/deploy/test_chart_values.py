@@ -222,7 +222,7 @@ def test_the_cli_accepts_the_rendered_args():
     """Each component's args, $(VAR)s filled in, through `bluedove`'s own parser (usage errors exit 2).
     Skipped while the CLI lacks a flag of the deployment contract (they land from other branches)."""
     parser = build_parser()
-    commands = parser._subparsers._group_actions[0].choices  # noqa: SLF001 (argparse has no public way)
+    commands = parser._subparsers._group_actions[0].choices
     r = render(load_values(CHART / "ci" / "autoscaling-off-values.yaml") | {"autoscaler": {"enabled": True}}
                | {"matcher": {"bootMembers": False}})
     argvs = [r.get(k, n)["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -230,7 +230,7 @@ def test_the_cli_accepts_the_rendered_args():
                           ("Deployment", "bluedove-autoscaler"))]
     assert [argv[0] for argv in argvs] == ["matcher", "dispatcher", "autoscaler"]
     missing = sorted(f"{argv[0]} {a}" for argv in argvs for a in argv if a.startswith("--")
-                     and a not in {o for act in commands[argv[0]]._actions for o in act.option_strings})  # noqa: SLF001
+                     and a not in {o for act in commands[argv[0]]._actions for o in act.option_strings})
     if missing:
         pytest.skip(f"the CLI does not have {missing} yet")
     env = {"$(POD_NAME)": "bluedove-matcher-0", "$(POD_NAMESPACE)": "bd", "$(POD_IP)": "10.0.0.7"}

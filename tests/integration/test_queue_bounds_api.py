@@ -55,13 +55,13 @@ BAD_BODIES = [
 
 
 @pytest.mark.parametrize("body,field", BAD_BODIES)
-def test_a_bad_bound_is_422_naming_the_field_and_creates_nothing(api, catalogue, body, field):  # noqa: F811
+def test_a_bad_bound_is_422_naming_the_field_and_creates_nothing(api, catalogue, body, field):
     before = catalogue.scard("bd:queues")
     error(api.post("/v1/queues", json=body), 422, "invalid_request", field)
     assert catalogue.scard("bd:queues") == before
 
 
-def test_a_dead_letter_queue_must_be_one_the_bearer_token_opens(api, catalogue):  # noqa: F811
+def test_a_dead_letter_queue_must_be_one_the_bearer_token_opens(api, catalogue):
     dlq, dl_auth = _queue(api)
     _, other_auth = _queue(api)
     before = catalogue.scard("bd:queues")

@@ -103,7 +103,7 @@ def parse_seed(data, space: Space, members: int | None) -> Seed:
 def _check_space(raw, space: Space) -> None:
     try:
         given = Space.from_json(raw)
-    except Exception as exc:  # noqa: BLE001 - any malformed space is reported the same way
+    except Exception as exc:
         raise SeedError(f"seed.space: not a space ({exc})") from exc
     if given != space:
         raise SeedError(f"seed.space: the seed was made for dimensions {', '.join(given.names)} "
@@ -235,7 +235,7 @@ def seed_split_point(seed: Seed | dict | None, dim: int | str, lo: float, hi: fl
             raise SeedError("seed.space: needed to read the seed without a cluster's space")
         try:
             space = Space.from_json(seed["space"])
-        except Exception as exc:  # noqa: BLE001 - any malformed space is reported the same way
+        except Exception as exc:
             raise SeedError(f"seed.space: not a space ({exc})") from exc
         seed = parse_seed(seed, space, None)
     if isinstance(dim, str):

@@ -9,7 +9,7 @@ from bluedove.core.partition.segments import SegmentTable
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.last_hour import member_stats
 from bluedove.dispatcher.view import ClusterView
-from bluedove.gossip.state import DISPATCHER, MATCHER
+from bluedove.gossip.messages import DISPATCHER, MATCHER
 
 # How long readiness waits for the store to answer a ping.
 READY_PING_S = 2.0

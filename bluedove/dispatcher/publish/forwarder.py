@@ -21,12 +21,13 @@ import asyncio
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import grpc
 import numpy as np
 
 from bluedove.core.errors import unavailable
+from bluedove.core.forwarding import Ranking
 from bluedove.core.wire import encode_part
 from bluedove.dispatcher.view import ClusterView
 from bluedove.runtime.settings import DispatcherSettings
@@ -52,6 +53,8 @@ class Outgoing:
 
 @dataclass
 class _Chunk:
+    """Rows of one publish call bound for one dimension of one matcher, and the future they wait on."""
+
     dim: int
     batch: Outgoing
     idx: np.ndarray  # rows of `batch`
@@ -140,6 +143,27 @@ def _packed(dim: int, chunks: list[_Chunk]) -> pb.PackedPart:
     return encode_part(dim, points, ids, bodies, np.concatenate(client))
 
 
+@dataclass
+class _Tries:
+    """One publish call's messages: attempts so far, re-ranks after a stale table, and whether a
+    candidate refused for backpressure or failed on the store (the 503 says which)."""
+
+    attempt: np.ndarray
+    reranks: np.ndarray
+    store_failed: bool = False
+    refused: bool = False
+
+
+@dataclass
+class _Round:
+    """What one round of Forward calls left: rows to retry, stale ones, members to blame, failures."""
+
+    retry: list = field(default_factory=list)
+    stale: list = field(default_factory=list)
+    blamed: set = field(default_factory=set)
+    failed: dict = field(default_factory=dict)
+
+
 class Forwarder:
     """Sends published messages on to matchers: a lane per matcher, failover, backpressure, counts."""
 
@@ -192,74 +216,88 @@ class Forwarder:
             self.outstanding -= n
 
     async def _publish(self, batch: Outgoing, n: int) -> None:
+        """Rounds of Forward calls: each message to its next candidate until every one is stored."""
         ranking = self.cluster.rank_batch(batch.points, time.monotonic())
-        attempt = np.zeros(n, dtype=np.int64)
-        reranks = np.zeros(n, dtype=np.int64)
-        store_failed = refused = False
+        tries = _Tries(np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
         pending = np.arange(n)
         while pending.size:
-            if (attempt[pending] >= ranking.count[pending]).any():
-                if refused:
-                    self.refused += 1
-                    raise unavailable("every candidate matcher is over its input bound (backpressure); retry later "
-                                      "with the same id")
-                if store_failed:
-                    raise unavailable("the store is unreachable; retry with the same id")
-                raise unavailable("no candidate matcher could take the message; retry with the same id")
-            mem, dim = ranking.choice(pending, attempt[pending])
-            chunks = []  # (member, dimension, rows, futures)
-            key = mem * (int(dim.max()) + 1) + dim
-            by_key = np.argsort(key, kind="stable")
-            cuts = np.flatnonzero(np.diff(key[by_key])) + 1
-            for rows in np.split(by_key, cuts):
-                member, d = ranking.members[mem[rows[0]]], int(dim[rows[0]])
-                idx = pending[rows]
-                chunks.append((member, d, idx, self._lane(member).submit(d, batch, idx)))
+            if (tries.attempt[pending] >= ranking.count[pending]).any():
+                self._give_up(tries)
+            chunks = self._send(ranking, batch, pending, tries.attempt)
             results = await asyncio.gather(*(f for c in chunks for f in c[3]))
-            retry, stale, blamed = [], [], set()
-            failed: dict[tuple[str, int, object], int] = {}
-            at = 0
-            for member, d, idx, futs in chunks:
-                most = self.s.forward_batch_max
-                for piece, res in zip(range(0, len(idx), most), results[at:at + len(futs)]):
-                    if res is True:
-                        continue
-                    rows = idx[piece:piece + most]
-                    code = res.code() if isinstance(res, grpc.aio.AioRpcError) else None
-                    fresh = rows[reranks[rows] < 3] if code == grpc.StatusCode.FAILED_PRECONDITION else rows[:0]
-                    if fresh.size:
-                        # The matcher no longer owns the values: re-rank on a fresh table (below).
-                        reranks[fresh] += 1
-                        stale.append((fresh, member))
-                    moved = np.setdiff1d(rows, fresh, assume_unique=True) if fresh.size else rows
-                    if moved.size:
-                        if code == grpc.StatusCode.ABORTED:
-                            # The matcher is fine but could not write to the store: try another, blame none.
-                            store_failed = True
-                        elif code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-                            # The matcher is fine but over its input bound: try another, blame none.
-                            refused = True
-                        else:
-                            blamed.add(member)
-                        attempt[moved] += 1
-                        self._charge_next(ranking, moved, attempt)
-                    key_ = (member, d, code or type(res).__name__)
-                    failed[key_] = failed.get(key_, 0) + len(rows)
-                    retry.append(rows)
-                at += len(futs)
-            for member in blamed:  # one failure per failed call, not one per message it carried
+            out = self._sort_results(chunks, results, ranking, tries)
+            for member in out.blamed:  # one failure per failed call, not one per message it carried
                 self.cluster.mark_down(member)
-            if stale:  # one table pull for the whole round, however many messages it concerns,
+            if out.stale:  # one table pull for the whole round, however many messages it concerns,
                 # from a matcher that refused: it has adopted a newer table than ours
-                await self.cluster.pull_table(stale[0][1])
-                rows = np.concatenate([r for r, _ in stale])
+                await self.cluster.pull_table(out.stale[0][1])
+                rows = np.concatenate([r for r, _ in out.stale])
                 ranking = ranking.replace(rows, self.cluster.rank_batch(batch.points[rows], time.monotonic()))
-                attempt[rows] = 0
-            for (member, d, why), k in failed.items():
+                tries.attempt[rows] = 0
+            for (member, d, why), k in out.failed.items():
                 self.failovers += k
                 log.warning("forward of %d message(s) to %s dim %d failed (%s); trying the next candidate",
                             k, member, d, why)
-            pending = np.sort(np.concatenate(retry)) if retry else pending[:0]
+            pending = np.sort(np.concatenate(out.retry)) if out.retry else pending[:0]
+
+    def _give_up(self, tries: _Tries) -> None:
+        """A message has no candidate left: 503, saying why the candidates failed."""
+        if tries.refused:
+            self.refused += 1
+            raise unavailable("every candidate matcher is over its input bound (backpressure); retry later "
+                              "with the same id")
+        if tries.store_failed:
+            raise unavailable("the store is unreachable; retry with the same id")
+        raise unavailable("no candidate matcher could take the message; retry with the same id")
+
+    def _send(self, ranking: Ranking, batch: Outgoing, pending: np.ndarray, attempt: np.ndarray) -> list:
+        """The pending messages grouped by their current choice, each group handed to its
+        matcher's lane: [(member, dimension, rows, futures)]."""
+        mem, dim = ranking.choice(pending, attempt[pending])
+        chunks = []
+        key = mem * (int(dim.max()) + 1) + dim
+        by_key = np.argsort(key, kind="stable")
+        cuts = np.flatnonzero(np.diff(key[by_key])) + 1
+        for rows in np.split(by_key, cuts):
+            member, d = ranking.members[mem[rows[0]]], int(dim[rows[0]])
+            idx = pending[rows]
+            chunks.append((member, d, idx, self._lane(member).submit(d, batch, idx)))
+        return chunks
+
+    def _sort_results(self, chunks: list, results: list, ranking: Ranking, tries: _Tries) -> _Round:
+        """What a round's answers leave to do: the rows to send again (to their next candidate,
+        or re-ranked when the matcher no longer owns their values), whom to mark down, and why."""
+        out = _Round()
+        at = 0
+        most = self.s.forward_batch_max
+        for member, d, idx, futs in chunks:
+            for piece, res in zip(range(0, len(idx), most), results[at:at + len(futs)]):
+                if res is True:
+                    continue
+                rows = idx[piece:piece + most]
+                code = res.code() if isinstance(res, grpc.aio.AioRpcError) else None
+                fresh = rows[tries.reranks[rows] < 3] if code == grpc.StatusCode.FAILED_PRECONDITION else rows[:0]
+                if fresh.size:
+                    # The matcher no longer owns the values: re-rank on a fresh table (the caller).
+                    tries.reranks[fresh] += 1
+                    out.stale.append((fresh, member))
+                moved = np.setdiff1d(rows, fresh, assume_unique=True) if fresh.size else rows
+                if moved.size:
+                    if code == grpc.StatusCode.ABORTED:
+                        # The matcher is fine but could not write to the store: try another, blame none.
+                        tries.store_failed = True
+                    elif code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                        # The matcher is fine but over its input bound: try another, blame none.
+                        tries.refused = True
+                    else:
+                        out.blamed.add(member)
+                    tries.attempt[moved] += 1
+                    self._charge_next(ranking, moved, tries.attempt)
+                why = (member, d, code or type(res).__name__)
+                out.failed[why] = out.failed.get(why, 0) + len(rows)
+                out.retry.append(rows)
+            at += len(futs)
+        return out
 
     def _charge_next(self, ranking, rows: np.ndarray, attempt: np.ndarray) -> None:
         """The messages go on to their next candidates: count them there (the adaptive estimate)."""

@@ -21,7 +21,7 @@ JSON = "application/json"
 @router.post("/v1/messages", status_code=202)
 async def publish(request: Request):
     d = state(request)
-    key = await caller(d, request.headers.get("authorization"), PUBLISH)
+    key = await caller(d.auth, request.headers.get("authorization"), PUBLISH)
     mid = await ops.publish_rest(d, await request.body(), key)
     return Response(b'{"id":"' + mid.encode() + b'"}', status_code=202, media_type=JSON)
 
@@ -29,6 +29,6 @@ async def publish(request: Request):
 @router.post("/v1/messages:batch", status_code=202)
 async def publish_batch(request: Request):
     d = state(request)
-    key = await caller(d, request.headers.get("authorization"), PUBLISH)
+    key = await caller(d.auth, request.headers.get("authorization"), PUBLISH)
     ids = await ops.publish_rest_batch(d, await request.body(), key)
     return Response(('{"ids":["' + '","'.join(ids) + '"]}').encode(), status_code=202, media_type=JSON)

@@ -15,10 +15,10 @@ router = APIRouter()
 @router.post("/v1/queues", status_code=201)
 async def create_queue(request: Request):
     d, auth = state(request), request.headers.get("authorization")
-    await caller(d, auth, SUBSCRIBE)
+    await caller(d.auth, auth, SUBSCRIBE)
     # a dead-letter queue named in the body needs that queue's token
     return await ops.create_queue(d, await json_body(request),
-                                  queue_token(d, auth, request.headers.get("x-queue-token")))
+                                  queue_token(d.auth, auth, request.headers.get("x-queue-token")))
 
 
 @router.get("/v1/queues/{queue}")
@@ -29,8 +29,8 @@ async def queue_info(request: Request, queue: str):
 @router.delete("/v1/queues/{queue}", status_code=204)
 async def delete_queue(request: Request, queue: str):
     d, auth = state(request), request.headers.get("authorization")
-    await caller(d, auth, SUBSCRIBE)
-    await ops.delete_queue(d, queue, queue_token(d, auth, request.headers.get("x-queue-token")))
+    await caller(d.auth, auth, SUBSCRIBE)
+    await ops.delete_queue(d, queue, queue_token(d.auth, auth, request.headers.get("x-queue-token")))
     return Response(status_code=204)
 
 

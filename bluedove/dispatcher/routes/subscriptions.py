@@ -15,8 +15,8 @@ router = APIRouter()
 async def _managing(request: Request) -> str | None:
     """A managing request's queue token, once its API key (when keys are on) is checked."""
     d, auth = state(request), request.headers.get("authorization")
-    await caller(d, auth, SUBSCRIBE)
-    return queue_token(d, auth, request.headers.get("x-queue-token"))
+    await caller(d.auth, auth, SUBSCRIBE)
+    return queue_token(d.auth, auth, request.headers.get("x-queue-token"))
 
 
 @router.post("/v1/subscriptions", status_code=201)

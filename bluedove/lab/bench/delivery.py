@@ -3,12 +3,12 @@ with each process's CPU; exact on a sample or exit 1.
 
 The store is one private redis-server, or with `--store-cluster N` a local Redis Cluster
 (bluedove/lab/bench/store_nodes.py measures it node by node); `--compare-stores` runs the bench once per
-store shape (bluedove/lab/bench/delivery_stores.py)."""
+store shape (bluedove/lab/bench/delivery_stores.py). The phases are measured between snapshots of
+bluedove/lab/bench/delivery_probe.py."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import multiprocessing as mp
 import os
 import sys
@@ -25,15 +25,14 @@ from bluedove.lab.bench.base import (
     report,
     workload_or_none,
 )
-from bluedove.lab.bench.cpu import cpu_seconds, machine_ticks, role
+from bluedove.lab.bench.delivery_probe import Probe
 from bluedove.lab.bench.feeder import feeder_main
 from bluedove.lab.bench.procs import FULL, PAUSED, Control, poller_main, publisher_main
 from bluedove.lab.bench.stage import Stage, stage, stored_table
-from bluedove.lab.bench.store_nodes import BenchStore, NodeProbe, shapes_from_args, store_line, summed_commandstats
+from bluedove.lab.bench.store_nodes import shapes_from_args, store_line
 from bluedove.lab.load import POLL_MAX
 from bluedove.lab.workloads import Workload
 from bluedove.local.cluster import LocalCluster
-from bluedove.store import Store
 
 GOAL_WRITE_PER_S = 50_000
 GOAL_DRAIN_PER_S = 20_000
@@ -47,79 +46,6 @@ PREBUILD_MAX = 1_500_000  # a long --duration builds the rest as it goes
 # 32 per process the passes hung on the latency of each poll and ack (~100 ms once the writers
 # load the machine) and fell behind the poll interval, not on the service's throughput.
 POLLER_CONNECTIONS = 128
-
-
-class Probe:
-    """Snapshots of backlog (through the Store), counters, CPU time per process and Redis
-    command stats (each primary's INFO, summed; per node in `nodes`)."""
-
-    def __init__(self, bench_store: BenchStore, queues: list[tuple[str, str]], pids: dict[str, int], sent: list,
-                 poll: Control) -> None:
-        self.sent, self.poll = sent, poll
-        self.queues = [q for q, _ in queues]
-        self.loop = asyncio.new_event_loop()  # the Store's, on the bench's thread
-        self.store = Store(bench_store.url)
-        self.nodes = NodeProbe(bench_store, self.queues, self.loop, self.store)
-        self.pids = {**self.nodes.pids(), **pids}
-
-    def backlog(self) -> int:
-        return self.loop.run_until_complete(self.store.backlog(self.queues))
-
-    def close(self) -> None:
-        self.loop.run_until_complete(self.store.close())
-        self.loop.close()
-        self.nodes.close()
-
-    def snap(self) -> dict:
-        nodes = self.nodes.snap()
-        return {"t": time.monotonic(), "backlog": sum(n["backlog"] for n in nodes.values()),
-                "published": sum(v.value for v in self.sent), "acked": self.poll.done.value,
-                "polls": self.poll.polls.value, "cpu": {n: cpu_seconds(p) for n, p in self.pids.items()},
-                "machine": machine_ticks(), "cmd": summed_commandstats(nodes), "nodes": nodes}
-
-    def phase(self, a: dict, b: dict) -> dict:
-        ph = _phase(a, b)
-        ph["store"] = self.nodes.phase(a, b, round(ph["written_per_s"] * ph["seconds"]),
-                                       round(ph["acked_per_s"] * ph["seconds"]))
-        return ph
-
-
-def _phase(a: dict, b: dict) -> dict:
-    dt = b["t"] - a["t"]
-    acked = b["acked"] - a["acked"]
-    written = b["backlog"] - a["backlog"] + acked
-    polls = b["polls"] - a["polls"]
-    cpu = {n: round(100 * (b["cpu"][n] - a["cpu"][n]) / dt, 1) for n in a["cpu"]}
-    roles: dict[str, float] = {}
-    for n, v in cpu.items():
-        roles[role(n)] = round(roles.get(role(n), 0.0) + v, 1)
-    cmds = []
-    busy_s = 0.0
-    for key, st in b["cmd"].items():
-        before = a["cmd"].get(key, {"calls": 0, "usec": 0})
-        calls, usec = st["calls"] - before["calls"], st["usec"] - before["usec"]
-        if calls > 0:
-            cmds.append((usec, key.removeprefix("cmdstat_"), calls))
-            busy_s += usec / 1e6
-    cmds.sort(reverse=True)
-    return {
-        "seconds": round(dt, 2),
-        "published_per_s": round((b["published"] - a["published"]) / dt),
-        "written_per_s": round(written / dt),
-        "acked_per_s": round(acked / dt),
-        "polls_per_s": round(polls / dt),
-        # Acked, not handed out: each poll's deliveries are acked before the next poll.
-        "deliveries_per_poll": round(acked / polls, 1) if polls else None,
-        "backlog_start": a["backlog"], "backlog_end": b["backlog"],
-        "backlog_growth_per_s": round((b["backlog"] - a["backlog"]) / dt),
-        "cpu_pct": roles, "cpu_pct_by_process": cpu,
-        # The whole machine, in % of one core (200 = both of two cores busy): what the processes
-        # above do not account for is other work (the kernel's, other tenants').
-        "machine_busy_pct": round(100 * (os.cpu_count() or 1) * (b["machine"][0] - a["machine"][0])
-                                  / max(b["machine"][1] - a["machine"][1], 1), 1),
-        "redis_commands": [{"command": c, "calls_per_s": round(n / dt), "usec_per_call": round(u / n, 2),
-                            "busy_pct": round(100 * u / 1e6 / dt, 1)} for u, c, n in cmds[:8]],
-    }
 
 
 def _wait_steady(value, quiet_s: float = 0.5, timeout_s: float = 30.0) -> None:

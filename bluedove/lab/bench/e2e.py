@@ -202,6 +202,7 @@ def add_parser(sub) -> None:
 
 
 def run_e2e(args: argparse.Namespace) -> int:
+    """`bench e2e`: every --partition system for --rounds on one store, then the report (2: bad flags)."""
     try:
         systems = parse_systems(args.partition)
         w = workload(args)
@@ -210,15 +211,24 @@ def run_e2e(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"bench e2e: {exc}", file=sys.stderr)
         return 2
-
-    def say(*a: object) -> None:
-        print(*a, file=sys.stderr, flush=True)
-
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     profile_dir = Path(args.profile).resolve() if args.profile else None
     if profile_dir is not None and py_spy() is None:
         print("bench e2e: --profile needs py-spy (pip install 'bluedove[lab]')", file=sys.stderr)
         return 2
+    rounds, loaded_s = _run_rounds(args, w, systems, profile_dir)
+    report(_result(args, w, systems, rounds, loaded_s, date), args.json, _print)
+    return 0
+
+
+def _say(*a: object) -> None:
+    """A progress line on stderr."""
+    print(*a, file=sys.stderr, flush=True)
+
+
+def _run_rounds(args: argparse.Namespace, w, systems: list[str],
+                profile_dir: Path | None) -> tuple[dict[str, list[dict]], float | None]:
+    """Each system's figures of every round, on one private store; seconds the catalogue load took (or None)."""
     rounds: dict[str, list[dict]] = {name: [] for name in systems}
     with tempfile.TemporaryDirectory(prefix="bluedove-e2e-") as tmp:
         space_file = Path(tmp) / "space.json"  # the workload's space (traffic's, or k dims of paper's)
@@ -237,11 +247,17 @@ def run_e2e(args: argparse.Namespace) -> int:
                 for system in systems[r % len(systems):] + systems[:r % len(systems)]:
                     rounds[system].append(run_system(system, args, w, srv.url, Path(tmp) / f"{system}-{r}",
                                                      str(space_file), bodies, subscribe=via_rest if r == 0
-                                                     and system == systems[0] else None, step=step, say=say,
+                                                     and system == systems[0] else None, step=step, say=_say,
                                                      store_pid=srv.proc.pid, profile_dir=profile_dir if r == 0
                                                      else None))
         finally:
             srv.stop()
+    return rounds, loaded_s
+
+
+def _result(args: argparse.Namespace, w, systems: list[str], rounds: dict[str, list[dict]], loaded_s: float | None,
+            date: str) -> dict:
+    """The bench's result: the first system's figures, every system's best round, the kernel beside them."""
     runs = {name: best_round(rs) for name, rs in rounds.items()}
     first = runs[systems[0]]
     sub_s = rounds[systems[0]][0]["subscribe_s"] or loaded_s
@@ -250,26 +266,24 @@ def run_e2e(args: argparse.Namespace) -> int:
         run["cpu"] = net_of_idle(with_kernel(run["cpu"], kernel_us), run["idle_cpu_pct"])
         run["cpu_saturated"] = net_of_idle(with_kernel(run["cpu_saturated"], kernel_us), run["idle_cpu_pct"])
     cpu = first["cpu"] or {}
-    result = {"workload": w.name, "kind": "e2e", "matchers": args.matchers, "dispatchers": args.dispatchers,
-              "policy": args.policy, "deliver": args.deliver, "subscriptions": w.n_subs, "queues": w.n_queues,
-              "batch": args.batch, "publishers": args.publishers,
-              # the first system's figures, as before --partition existed
-              "partition": systems[0], "msgs_per_s": first["msgs_per_s"],
-              "p50_ms": first["p50_ms"], "p95_ms": first["p95_ms"], "p99_ms": first["p99_ms"],
-              "kernel_msgs_per_s": round(kernel), "e2e_over_kernel": round(first["msgs_per_s"] / kernel, 3),
-              "subscribe_s": sub_s, "steps": first["steps"], "transport": args.transport, "subscribe": args.subscribe,
-              # CPU per published message: the kernel's (thread time, one core) and the first
-              # system's service (dispatchers + matchers + Redis) at its reported step
-              "kernel_cpu_us_per_msg": round(kernel_us, 2), "service_cpu_us_per_msg": cpu.get("service_us_per_msg"),
-              "service_over_kernel": cpu.get("service_over_kernel"),
-              "matcher_outside_walk_us_per_matched": cpu.get("matcher_outside_walk_us_per_matched"),
-              "goals": {"service_over_kernel": GOAL_SERVICE_OVER_KERNEL,
-                        "matcher_outside_walk_us_per_matched": GOAL_MATCHER_OUTSIDE_WALK_US},
-              # every system (its best round), and BlueDove's rate over each baseline's
-              "partitions": systems, "rounds": args.rounds, "systems": runs, "ratios": ratios(runs),
-              "date": date, "seed": args.seed, "python": platform.python_version(), "cores": mp.cpu_count()}
-    report(result, args.json, _print)
-    return 0
+    return {"workload": w.name, "kind": "e2e", "matchers": args.matchers, "dispatchers": args.dispatchers,
+            "policy": args.policy, "deliver": args.deliver, "subscriptions": w.n_subs, "queues": w.n_queues,
+            "batch": args.batch, "publishers": args.publishers,
+            # the first system's figures, as before --partition existed
+            "partition": systems[0], "msgs_per_s": first["msgs_per_s"],
+            "p50_ms": first["p50_ms"], "p95_ms": first["p95_ms"], "p99_ms": first["p99_ms"],
+            "kernel_msgs_per_s": round(kernel), "e2e_over_kernel": round(first["msgs_per_s"] / kernel, 3),
+            "subscribe_s": sub_s, "steps": first["steps"], "transport": args.transport, "subscribe": args.subscribe,
+            # CPU per published message: the kernel's (thread time, one core) and the first
+            # system's service (dispatchers + matchers + Redis) at its reported step
+            "kernel_cpu_us_per_msg": round(kernel_us, 2), "service_cpu_us_per_msg": cpu.get("service_us_per_msg"),
+            "service_over_kernel": cpu.get("service_over_kernel"),
+            "matcher_outside_walk_us_per_matched": cpu.get("matcher_outside_walk_us_per_matched"),
+            "goals": {"service_over_kernel": GOAL_SERVICE_OVER_KERNEL,
+                      "matcher_outside_walk_us_per_matched": GOAL_MATCHER_OUTSIDE_WALK_US},
+            # every system (its best round), and BlueDove's rate over each baseline's
+            "partitions": systems, "rounds": args.rounds, "systems": runs, "ratios": ratios(runs),
+            "date": date, "seed": args.seed, "python": platform.python_version(), "cores": mp.cpu_count()}
 
 
 def _print(r: dict) -> None:

@@ -76,6 +76,8 @@ def judge_series(name: str, metric: str, samples: list[tuple[float, float]], t0:
 # -- deliveries ----------------------------------------------------------------------------------
 @dataclass
 class _Sub:
+    """A subscription as the oracle sees it: its queue and its box."""
+
     queue: str
     low: np.ndarray
     high: np.ndarray

@@ -96,42 +96,61 @@ def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: st
     cluster.start(timeout_s=START_TIMEOUT_S)
     start_s = time.monotonic() - t0
     try:
-        sub_s = None
-        if subscribe is not None:
-            say(f"e2e [{system}]: {args.matchers} matchers up; creating {w.n_subs} subscriptions through REST")
-            sub_s = round(asyncio.run(subscribe(cluster.url, w)), 1)
-        else:
-            say(f"e2e [{system}]: {args.matchers} matchers up with the same subscriptions from the catalogue"
-                f" ({start_s:.1f} s)")
+        sub_s = _subscribe(cluster, system, args, w, subscribe, say, start_s)
         time.sleep(1.5)  # let matchers' catalogue tails and the load reports settle
         stored = _stored(cluster)
         pids = {**cluster.pids(), **({"redis": store_pid} if store_pid else {})}
-        # Forward calls are counted from the dispatcher's /metrics when there is one dispatcher
-        # (several share the port: a scrape would reach one of them)
-        probe = CpuProbe(pids, {m: a for m, a in cluster.addresses.items() if m in pids},
-                         f"{cluster.url}/metrics" if args.dispatchers == 1 else None)
-        kw = {"probe": probe, "transport": getattr(args, "transport", "rest"), "target": cluster.grpc_address}
-        load_start = os.getloadavg()[0]
-        try:
-            steps, measured = _step_to_saturation(cluster.url, system, args, bodies, step, say, kw)
-            profile = None
-            if profile_dir is not None:
-                # the lowest saturating rate: just above the edge, not a collapse far beyond it
-                over = [s["offered"] for s in measured if s["saturated"]]
-                rate = min(over) if over else measured[-1]["offered"]
-                say(f"e2e [{system}]: py-spy on a dispatcher and a matcher at {rate:,} msg/s")
-                profile = profiled_step(step, cluster.url, rate, args, bodies, probe, pids, profile_dir,
-                                        f"{system}-{kw['transport']}", **{k: v for k, v in kw.items() if k != "probe"})
-            # the cluster's own background work with no load (gossip, load reports, catalogue
-            # tails), once the steps' last calls have returned
-            idle = probe.snap()
-            time.sleep(2.0)
-            idle = idle_pct(idle, probe.snap())
-        finally:
-            probe.close()
+        run = _saturate(cluster, system, args, bodies, step, say, pids, profile_dir)
         load_end = os.getloadavg()[0]
     finally:
         cluster.stop()
+    return _figures(policy, w, run, stored=stored, sub_s=sub_s, start_s=start_s, load_end=load_end)
+
+
+def _subscribe(cluster: LocalCluster, system: str, args: argparse.Namespace, w: Workload, subscribe: Callable | None,
+               say: Callable, start_s: float) -> float | None:
+    """Seconds `subscribe` took to create the subscriptions through REST (None: loaded from the catalogue)."""
+    if subscribe is not None:
+        say(f"e2e [{system}]: {args.matchers} matchers up; creating {w.n_subs} subscriptions through REST")
+        return round(asyncio.run(subscribe(cluster.url, w)), 1)
+    say(f"e2e [{system}]: {args.matchers} matchers up with the same subscriptions from the catalogue"
+        f" ({start_s:.1f} s)")
+    return None
+
+
+def _saturate(cluster: LocalCluster, system: str, args: argparse.Namespace, bodies: list[bytes], step: Callable,
+              say: Callable, pids: dict, profile_dir: Path | None) -> dict:
+    """The steps to saturation under a CPU probe, the profiled step if asked, then the idle CPU."""
+    # Forward calls are counted from the dispatcher's /metrics when there is one dispatcher
+    # (several share the port: a scrape would reach one of them)
+    probe = CpuProbe(pids, {m: a for m, a in cluster.addresses.items() if m in pids},
+                     f"{cluster.url}/metrics" if args.dispatchers == 1 else None)
+    kw = {"probe": probe, "transport": getattr(args, "transport", "rest"), "target": cluster.grpc_address}
+    load_start = os.getloadavg()[0]
+    try:
+        steps, measured = _step_to_saturation(cluster.url, system, args, bodies, step, say, kw)
+        profile = None
+        if profile_dir is not None:
+            # the lowest saturating rate: just above the edge, not a collapse far beyond it
+            over = [s["offered"] for s in measured if s["saturated"]]
+            rate = min(over) if over else measured[-1]["offered"]
+            say(f"e2e [{system}]: py-spy on a dispatcher and a matcher at {rate:,} msg/s")
+            profile = profiled_step(step, cluster.url, rate, args, bodies, probe, pids, profile_dir,
+                                    f"{system}-{kw['transport']}", **{k: v for k, v in kw.items() if k != "probe"})
+        # the cluster's own background work with no load (gossip, load reports, catalogue
+        # tails), once the steps' last calls have returned
+        idle = probe.snap()
+        time.sleep(2.0)
+        idle = idle_pct(idle, probe.snap())
+    finally:
+        probe.close()
+    return {"load_start": load_start, "steps": steps, "measured": measured, "profile": profile, "idle": idle}
+
+
+def _figures(policy: str, w: Workload, run: dict, *, stored: int, sub_s: float | None, start_s: float,
+             load_end: float) -> dict:
+    """A system's figures from its steps (`_saturate`'s `run`) and its start."""
+    measured, profile = run["measured"], run["profile"]
     ok = [s for s in measured if not s["saturated"]]
     below = ok[-1] if ok else {}
     over = [s for s in measured if s["saturated"]]
@@ -141,10 +160,10 @@ def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: st
             "p50_ms": below.get("p50_ms"), "p95_ms": below.get("p95_ms"), "p99_ms": below.get("p99_ms"),
             "stored": stored, "stored_per_sub": round(stored / max(w.n_subs, 1), 2),
             "subscribe_s": sub_s, "start_s": round(start_s, 1),
-            "load_avg_start": round(load_start, 2), "load_avg_end": round(load_end, 2), "steps": steps,
+            "load_avg_start": round(run["load_start"], 2), "load_avg_end": round(load_end, 2), "steps": run["steps"],
             # CPU per message of the step reported (msgs_per_s's) and of the first saturated one
             "cpu": below.get("cpu"), "cpu_saturated": over[0].get("cpu") if over else None,
-            "idle_cpu_pct": idle,
+            "idle_cpu_pct": run["idle"],
             **({"profile": profile} if profile is not None else {})}
 
 

@@ -4,7 +4,7 @@ sets the rate."""
 # A policy that ignores load (random, subscription-count; P2P's single candidate; full
 # replication's random matcher) sends a given message to a fixed distribution of matchers. Each
 # matcher then receives, per message published, an expected amount of work w_m = E_p[cost of p on m
-# · P(p goes to m)] (over the pool). Seed 001 §IV-B's saturation is where the busiest core is busy
+# · P(p goes to m)] (over the pool). The paper's saturation (§IV-B) is where the busiest core is busy
 # all the time: rate_sat = 1 / max_m w_m (the fluid limit of an M/G/1 queue per matcher, which is
 # stable iff its utilisation is below 1). The time-stepped simulator agrees with this within its
 # bisection step (tests/unit/test_sim.py).

@@ -1,6 +1,6 @@
 """The paper's cost regime as a real index: one dimension bucketed, a bucket's subscriptions checked on all k."""
 
-# Seed 001 §III-B: a matcher keeps a separate index per dimension set, and how much it must
+# The paper's §III-B: a matcher keeps a separate index per dimension set, and how much it must
 # search is what the subscription-amount policy minimises. This index touches exactly the
 # subscriptions whose range on the indexed dimension overlaps the message's bucket (about
 # those holding the message's value: `searched`), then checks every dimension of those in

@@ -1,4 +1,4 @@
-"""Seed 001 §IV figures 6a, 6b, 7, 8 and 11a–c as saturation experiments under both cost regimes; a dict each."""
+"""The paper's §IV figures 6a, 6b, 7, 8 and 11a–c as saturation experiments under both cost regimes; a dict each."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bluedove.core.partition import segments
 from bluedove.core.partition.modes import MODES
 from bluedove.core.partition.segments import SegmentTable, equal_partition
 from bluedove.core.space import Space
@@ -109,22 +110,14 @@ def with_table(layout: Layout, table: SegmentTable, w: Workload) -> Layout:
 
 
 def split(table: SegmentTable, victims: list[str], new: str) -> SegmentTable:
-    """A new matcher `new` takes the upper half of `victims[i]`'s range on each dimension i
-    (docs/design.md, "Split"; the paper's §III-C: the joining node takes half of a loaded node's segments)."""
-    cuts, owners = [], []
+    """A new matcher `new` takes the upper half of `victims[i]`'s range on each dimension i: the
+    product's join (`bluedove.core.partition.segments.split`), cut at each range's midpoint (the
+    paper's §III-C: the joining node takes half of a loaded node's segments)."""
+    at = {}
     for i, victim in enumerate(victims):
-        c, o = list(table.cuts[i]), list(table.owners[i])
-        js = [j for j, x in enumerate(o) if x == victim]
-        lo, hi = table.segment_bounds(i, js[0])[0], table.segment_bounds(i, js[-1])[1]
-        mid = (lo + hi) / 2
-        if mid not in c:
-            j = max(x for x in js if c[x] < mid)
-            c.insert(j + 1, mid)
-            o.insert(j + 1, victim)
-        o = [new if (x == victim and c[j] >= mid) else x for j, x in enumerate(o)]
-        cuts.append(tuple(c))
-        owners.append(tuple(o))
-    return SegmentTable(table.epoch + 1, table.space, {**table.members, new: ""}, tuple(cuts), tuple(owners))
+        lo, hi = table.segments_of(victim)[i]
+        at[i] = (victim, (lo + hi) / 2)
+    return segments.split(table, new, "", at)
 
 
 def coverage(lows: np.ndarray, highs: np.ndarray, dim: int, values: np.ndarray) -> np.ndarray:

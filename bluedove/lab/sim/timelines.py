@@ -1,4 +1,4 @@
-"""Seed 001 §IV-E as simulated timelines: Fig. 9 (elasticity, split on saturation) and Fig. 10 (matcher failures)."""
+"""The paper's §IV-E as simulated timelines: Fig. 9 (elasticity, split on saturation) and Fig. 10 (matcher failures)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """bluedove/core/forwarding.py: the paper's processing-time estimate and the forwarding policies.
 
-Seed 001 §III-B: q_t = q_t' + (λ − μ)(t − t'), processing time (q_t + 1)/μ, forward to the
+The paper's §III-B: q_t = q_t' + (λ − μ)(t − t'), processing time (q_t + 1)/μ, forward to the
 candidate with the least.
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bluedove.dispatcher.deps import parse_bearer
+from bluedove.dispatcher.auth import parse_bearer
 
 
 @pytest.mark.parametrize("value, token", [

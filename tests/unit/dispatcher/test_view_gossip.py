@@ -10,8 +10,9 @@ import random
 from bluedove.core.partition.segments import equal_partition
 from bluedove.core.space import default_space
 from bluedove.dispatcher.view import ClusterView
+from bluedove.gossip.messages import DEAD, DISPATCHER, MemberState
 from bluedove.gossip.peers import DnsSeeds
-from bluedove.gossip.state import DEAD, DISPATCHER, MemberState, Node
+from bluedove.gossip.state import Node
 from bluedove.runtime.settings import DispatcherSettings
 
 

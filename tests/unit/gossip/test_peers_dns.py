@@ -54,8 +54,9 @@ async def test_dns_seeds_resolve_again_until_a_peer_is_heard_from_and_never_seed
     first pods start before DNS lists them), and no more once a peer has spoken."""
     import asyncio
 
+    from bluedove.gossip.messages import MemberState
     from bluedove.gossip.peers import DnsSeeds
-    from bluedove.gossip.state import MemberState, Node
+    from bluedove.gossip.state import Node
 
     answers = [[], ["10.0.0.1:7001"], ["10.0.0.1:7001", "10.0.0.2:7001"]]
     calls = []

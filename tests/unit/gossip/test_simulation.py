@@ -6,7 +6,8 @@ import pytest
 
 from bluedove.gossip import simulate
 from bluedove.gossip.memory import SimNetwork
-from bluedove.gossip.state import ALIVE, DEAD, Node
+from bluedove.gossip.messages import ALIVE, DEAD
+from bluedove.gossip.state import Node
 
 
 @pytest.mark.parametrize("n", [10, 50, 200])

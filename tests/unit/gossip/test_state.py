@@ -5,7 +5,7 @@ import random
 import pytest
 
 from bluedove.gossip.config import GossipConfig
-from bluedove.gossip.state import (
+from bluedove.gossip.messages import (
     ALIVE,
     DEAD,
     DISPATCHER,
@@ -15,15 +15,13 @@ from bluedove.gossip.state import (
     Ack,
     Envelope,
     MemberState,
-    Node,
     Ping,
     PingReq,
     Push,
     PushReply,
     TableUpdate,
-    fanout,
-    suspicion_timeout,
 )
+from bluedove.gossip.state import Node, fanout, suspicion_timeout
 
 
 def node(i: int, **cfg) -> Node:

@@ -6,7 +6,7 @@ import pytest
 from bluedove.core.partition.modes import FULL, MPARTITION, P2P
 from bluedove.core.partition.segments import equal_partition
 from bluedove.core.space import default_space
-from bluedove.gossip.state import ALIVE, DEAD, DISPATCHER, LEFT, MATCHER, SUSPECT, MemberState
+from bluedove.gossip.messages import ALIVE, DEAD, DISPATCHER, LEFT, MATCHER, SUSPECT, MemberState
 from bluedove.matcher.decisions import (
     Adopt,
     Join,

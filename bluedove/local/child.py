@@ -1,0 +1,49 @@
+"""One process of a local cluster: the `bluedove <role> …` command line that starts it, its log and restarts.
+
+Each child runs in a session of its own (a Ctrl-C to the terminal reaches the supervisor, which
+stops them); its output goes to its log file, appended to across restarts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def bluedove_command() -> list[str]:
+    """How to start a role: the console script beside this interpreter, else `python -m`."""
+    script = Path(sys.executable).parent / "bluedove"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("bluedove")
+    return [found] if found else [sys.executable, "-m", "bluedove"]
+
+
+@dataclass
+class Child:
+    """One process of the local cluster: its role, command line and log, and how often it restarted."""
+
+    role: str
+    name: str
+    args: list[str]
+    log_path: Path
+    proc: subprocess.Popen | None = None
+    restarts: int = 0
+    extra_env: dict = field(default_factory=dict)
+
+    def start(self) -> None:
+        env = {**os.environ, **self.extra_env}
+        with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         env=env, start_new_session=True)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
