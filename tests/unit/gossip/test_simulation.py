@@ -33,10 +33,13 @@ def test_a_crashed_member_is_declared_dead_by_all_within_the_detection_time(n):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # ~2 min of CPU alone; past the suite's 300 s when the machine is shared
-def test_with_5_percent_loss_no_live_member_is_declared_dead_over_10000_rounds():
-    deaths, suspicions = simulate.false_deaths(50, rounds=10_000, loss=0.05, seed=11)
-    assert deaths == 0, f"{deaths} false deaths ({suspicions} suspicions)"
+@pytest.mark.timeout(600)  # ~20 s of CPU alone; a shared machine may take several times that
+def test_with_20_percent_loss_no_live_member_is_suspected_over_2000_rounds():
+    """Four times the loss a busy network shows, for 400 s of simulated time: phi stays under its
+    threshold for every live member, so nobody is even suspected (let alone declared dead).
+    (It was 10,000 rounds at 5 % loss: the same verdict at five times the cost.)"""
+    deaths, suspicions = simulate.false_deaths(50, rounds=2_000, loss=0.20, seed=11)
+    assert (deaths, suspicions) == (0, 0)
 
 
 def test_one_broken_link_evicts_nobody():
