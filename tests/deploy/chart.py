@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,3 +60,12 @@ def render(values: dict | None = None, chart: Path = CHART) -> Render:
     rendered = helm.Chart.load(chart).render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
     prefix = "bluedove/"  # the chart's name (Chart.yaml), whatever its directory
     return Render({path.removeprefix(prefix): text for path, text in rendered.items()})
+
+
+def script(name: str):
+    """scripts/<name>.py loaded as a module (the generators the chart's files come from)."""
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location(name, root / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -4,13 +4,14 @@ comment values.yaml gives it; and a value without a comment is refused."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.deploy.chart import script
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "bluedove"
@@ -20,10 +21,7 @@ ROW = re.compile(r"^\| `([^`]+)` \| (`+) ?(.*?) ?\2 \| (.*) \|$")
 
 
 def generator():
-    spec = importlib.util.spec_from_file_location("gen_chart_readme", ROOT / "scripts" / "gen_chart_readme.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script("gen_chart_readme")
 
 
 def table(text: str) -> dict[str, tuple[str, str]]:

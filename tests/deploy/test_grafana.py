@@ -5,13 +5,12 @@ the dashboard page's charts; and the chart's ConfigMap holds it as valid dashboa
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
 from pathlib import Path
 
-from tests.deploy.chart import render
+from tests.deploy.chart import render, script
 from tests.metrics_doc import documented
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,10 +19,7 @@ METRIC = re.compile(r"\b((?:bluedove|process)_[a-z_]+)\b")
 
 
 def generator():
-    spec = importlib.util.spec_from_file_location("gen_grafana", ROOT / "scripts" / "gen_grafana.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script("gen_grafana")
 
 
 def queries(dash: dict) -> dict[str, list[str]]:
