@@ -62,14 +62,17 @@ def _sender(transport: str, url: str, bodies: list[bytes], inflight: int):
 
 
 def _publisher(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: int, inflight: int,
-               out: mp.Queue, transport: str = "rest", go=None) -> None:
+               out: mp.Queue, transport: str = "rest", go=None, ready=None) -> None:
     """Open loop: a batch every batch/rate seconds; a tick that finds `inflight` requests
     outstanding is skipped (the cluster is not keeping up), which the caller sees as a shortfall.
-    Starts when every publisher is ready (`go`, a barrier); counts its own CPU from then."""
+    Says it is connected (`ready`, a barrier), then starts when the caller lets every publisher
+    go (`go`, a barrier); counts its own CPU from then."""
 
     async def main() -> dict:
         t, send = _sender(transport, url, bodies, inflight)
         pub = PacedPublisher(send, batch, inflight, rate=rate)
+        if ready is not None:
+            ready.wait(120)
         if go is not None:
             go.wait(120)
         c0 = time.process_time()
@@ -103,15 +106,17 @@ def step(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: i
     step starts, returns a function called as it ends (its result: `hook_result`)."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    go = ctx.Barrier(publishers + 1)
+    ready, go = ctx.Barrier(publishers + 1), ctx.Barrier(publishers + 1)
     dest = target if transport == "grpc" else url
     procs = [ctx.Process(target=_publisher, args=(dest, rate / publishers, duration_s, bodies[p::publishers] or bodies,
-                                                  batch, 8, q, transport, go)) for p in range(publishers)]
+                                                  batch, 8, q, transport, go, ready)) for p in range(publishers)]
     for p in procs:
         p.start()
-    go.wait(180)
+    ready.wait(180)
+    # the service's counters and the profiles start before the first message: none is missed
     before = probe.snap() if probe is not None else None
     finish = hook() if hook is not None else None
+    go.wait(180)
     res = [q.get() for _ in procs]
     after = probe.snap() if probe is not None else None
     hooked = finish() if finish is not None else None
