@@ -7,24 +7,24 @@ transport); and the operational ones, readiness and the cluster view. Each takes
 from bluedove.dispatcher.operations.cluster import cluster_view, readiness
 from bluedove.dispatcher.operations.common import check_range, require_queue_token
 from bluedove.dispatcher.operations.publish import (
-           admit,
-           gate,
-           publish,
-           publish_parsed,
-           publish_rest,
-           publish_rest_batch,
-           publish_stream,
+    admit,
+    gate,
+    publish,
+    publish_parsed,
+    publish_rest,
+    publish_rest_batch,
+    publish_stream,
 )
 from bluedove.dispatcher.operations.queues import (
-           DEFAULT_LISTEN_MAX,
-           DEFAULT_POLL_MAX,
-           ack,
-           create_queue,
-           delete_queue,
-           listen,
-           poll,
-           poll_json,
-           queue_info,
+    DEFAULT_LISTEN_MAX,
+    DEFAULT_POLL_MAX,
+    ack,
+    create_queue,
+    delete_queue,
+    listen,
+    poll,
+    poll_json,
+    queue_info,
 )
 from bluedove.dispatcher.operations.subscriptions import get_subscription, subscribe, subscribe_batch, unsubscribe
 
