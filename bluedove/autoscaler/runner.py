@@ -163,7 +163,6 @@ class Autoscaler:
         return await pb_grpc.MatcherStub(ch).Report(pb.ReportRequest(), timeout=2.0)
 
 
-
 async def _stopped(stop: asyncio.Event, within_s: float) -> bool:
     """Wait up to `within_s` for `stop`; True if it was set."""
     try:

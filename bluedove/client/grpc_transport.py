@@ -102,7 +102,6 @@ def _channel(url: str, tls_ca: str | None, asynchronous: bool):
     return api_channel(target(url), url.startswith("grpcs://"), tls_ca, asynchronous)
 
 
-
 # Messages per PublishStream element: a stream of batches costs the dispatcher what
 # PublishBatch does per message, where a stream of single messages costs it several times more.
 STREAM_ELEMENT = 200

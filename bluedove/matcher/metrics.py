@@ -54,7 +54,6 @@ class MatcherCollector(Collector):
         h.add_metric([], buckets, sum_value=totals.batch_messages)
         yield h
 
-
     @staticmethod
     def _per_dimension(m, names: list[str]):
         """The families labelled by dimension: arrivals, matches, deliveries, q, λ, μ, λ/μ, set sizes."""

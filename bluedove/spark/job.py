@@ -35,7 +35,6 @@ class Job:
     cost_source: str = "built in (docs/sim/model.json, rtree)"
 
 
-
 def read_space(path: str) -> list[tuple[str, float, float]]:
     """A space file (`{"dimensions": [{name, min, max}, …]}`, JSON or YAML) as (name, min, max)."""
     with open(path) as f:

@@ -241,7 +241,6 @@ def test_the_cli_accepts_the_rendered_args():
         parser.parse_args(filled)  # SystemExit(2) with argparse's message on a bad flag
 
 
-
 SEED = {"version": 1, "matchers": 2,
         "dimensions": {d: {"boundaries": [0, 300, 1000]} for d in ("x0", "x1", "x2", "x3")},
         "placement": [{"matcher": 0, "segments": {"x0": 1, "x1": 0, "x2": 0, "x3": 0}},

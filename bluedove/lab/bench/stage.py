@@ -57,7 +57,6 @@ async def seed_catalogue(url: str, w: Workload) -> float:
     return time.monotonic() - t0
 
 
-
 def stored_table(url: str) -> dict:
     """The segment table as the store holds it now."""
 
