@@ -2,7 +2,8 @@
 
 A subscribe costs a catalogue write and an AddSubscriptions call to every matcher mPartition
 names; both cost far more per call than per subscription. So, as the forwarder's lanes do for
-publishes (bluedove/dispatcher/publish/forwarder.py):
+publishes (bluedove/dispatcher/publish/forwarder.py), both go through lanes that batch
+(`Batcher`, bluedove/dispatcher/batcher.py), each subscription an item of weight 1:
 
 - the catalogue writes of concurrent single subscribes go to the store together: the writer
   takes whatever has queued up (up to WRITE_BATCH_MAX) into one round trip, each subscription
@@ -11,6 +12,9 @@ publishes (bluedove/dispatcher/publish/forwarder.py):
 - the matcher calls go through one lane per matcher: a lane takes whatever subscriptions have
   queued up for its matcher (up to SEND_BATCH_MAX) into one AddSubscriptions, with at most
   SEND_INFLIGHT calls under way.
+
+Unlike the publish lanes, these send on any free slot (the `Batcher`'s default `alongside`):
+what queues while calls are under way waits only for a slot, not for half a call's worth.
 
 Each subscribe still answers only once every matcher it went to acked it (read-your-writes),
 and failures are handled as for a single call: a matcher that fails or does not answer within
@@ -26,9 +30,10 @@ matchers do not read it (they follow every shard's log themselves).
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+from typing import Any
 
 from bluedove.core.model import Subscription
+from bluedove.dispatcher.batcher import Batcher
 from bluedove.dispatcher.view import ClusterView
 from bluedove.runtime.settings import DispatcherSettings
 from bluedove.store.store import DispatcherStore
@@ -40,59 +45,15 @@ WRITE_BATCH_MAX = 1000  # subscriptions per catalogue round trip
 WRITE_INFLIGHT = 4  # catalogue round trips under way
 
 
-class _Batcher:
-    """Items submitted one by one, handled `max_n` at a time by `handle(items) -> results`,
-    with at most `inflight` handles under way; each submitter awaits its own result (an
-    exception is returned, not raised)."""
-
-    def __init__(self, handle, max_n: int, inflight: int) -> None:
-        self.handle, self.max_n = handle, max_n
-        self.items: deque[tuple[object, asyncio.Future]] = deque()
-        self.sem = asyncio.Semaphore(inflight)
-        self.running = False
-
-    def submit(self, item) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
-        self.items.append((item, fut))
-        if not self.running:
-            self.running = True
-            asyncio.get_running_loop().create_task(self._drain())
-        return fut
-
-    async def _drain(self) -> None:
-        try:
-            while self.items:
-                await self.sem.acquire()
-                batch = [self.items.popleft() for _ in range(min(len(self.items), self.max_n))]
-                if not batch:
-                    self.sem.release()
-                    break
-                asyncio.get_running_loop().create_task(self._call(batch))
-        finally:
-            self.running = False
-            if self.items:  # raced with a submit after the loop ended
-                self.running = True
-                asyncio.get_running_loop().create_task(self._drain())
-
-    async def _call(self, batch) -> None:
-        try:
-            results = await self.handle([item for item, _ in batch])
-        except Exception as exc:  # noqa: BLE001 - reported to each waiting submitter
-            results = [exc] * len(batch)
-        finally:
-            self.sem.release()
-        for (_, f), r in zip(batch, results):
-            if not f.done():
-                f.set_result(r)
-
-
 class Subscriber:
     """The catalogue writer and the matcher lanes of one dispatcher."""
 
     def __init__(self, settings: DispatcherSettings, cluster: ClusterView, store: DispatcherStore) -> None:
         self.s, self.cluster, self.store = settings, cluster, store
-        self._writer = _Batcher(store.add_subscriptions_each, WRITE_BATCH_MAX, WRITE_INFLIGHT)
-        self._lanes: dict[str, _Batcher] = {}
+        # a subscription's log id, or the exception the store returned for it
+        self._writer: Batcher[dict[str, Any], str | Exception] = Batcher(store.add_subscriptions_each,
+                                                                         WRITE_BATCH_MAX, WRITE_INFLIGHT)
+        self._lanes: dict[str, Batcher[pb.Subscription, pb.SubscriptionAck]] = {}
 
     async def write(self, sub: Subscription) -> str:
         """Store one subscription (its queue known to exist) with those of the subscribes under
@@ -102,15 +63,15 @@ class Subscriber:
             raise out
         return out
 
-    def _lane(self, member: str) -> _Batcher:
+    def _lane(self, member: str) -> Batcher[pb.Subscription, pb.SubscriptionAck]:
         lane = self._lanes.get(member)
         if lane is None:
-            async def call(subs: list[pb.Subscription]) -> list:
-                reply = await self.cluster.stub(member).AddSubscriptions(pb.SubscriptionBatch(subscriptions=subs),
-                                                    timeout=self.s.subscribe_timeout_s)
+            async def call(subs: list[pb.Subscription]) -> list[pb.SubscriptionAck]:
+                reply: pb.SubscriptionAck = await self.cluster.stub(member).AddSubscriptions(
+                    pb.SubscriptionBatch(subscriptions=subs), timeout=self.s.subscribe_timeout_s)
                 return [reply] * len(subs)
 
-            lane = self._lanes[member] = _Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT)
+            lane = self._lanes[member] = Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT)
         return lane
 
     async def send(self, subs: list[Subscription]) -> None:
@@ -127,7 +88,7 @@ class Subscriber:
         msgs = [pb.Subscription(id=s.id, queue=s.queue, lows=s.lows, highs=s.highs) for s in live]
         sent: list[set[str]] = [set() for _ in live]
         for _ in range(3):  # a table change while we send: at most a couple of rounds
-            calls: list[tuple[str, asyncio.Future]] = []
+            calls: list[tuple[str, asyncio.Future[pb.SubscriptionAck | Exception]]] = []
             for i, s in enumerate(live):
                 members = [m for m in self.cluster.placement(s.lows, s.highs) if m not in sent[i]]
                 sent[i].update(members)
@@ -139,7 +100,9 @@ class Subscriber:
             futs = [f for _, f in calls]
             done, _ = await asyncio.wait(futs, timeout=self.s.subscribe_timeout_s)
             results = [f.result() if f in done else TimeoutError("no answer in time") for f in futs]
-            newer, failed, answered = None, set(), set()
+            newer: str | None = None
+            failed: set[str] = set()
+            answered: set[str] = set()
             for (m, _), r in zip(calls, results):
                 if isinstance(r, BaseException):
                     failed.add(m)

@@ -9,7 +9,9 @@ while no matcher is usable (all down, or none known yet). A matcher's answer sho
 epoch (a subscription's ack) makes it ask that matcher for its table at once. Only a newer
 epoch replaces the table. A matcher that gossip calls suspect or dead, or whose call failed
 (for `down_backoff_s`, doubling while it keeps failing, until a call to it succeeds), is
-passed over as first choice.
+passed over as first choice. Under `adaptive`, the work this dispatcher sent each matcher
+since its last report is a `Charges` (bluedove/dispatcher/charges.py): ranking charges it,
+a report resets it.
 """
 
 from __future__ import annotations
@@ -23,11 +25,14 @@ from dataclasses import dataclass
 
 import grpc
 import numpy as np
+import numpy.typing as npt
 
+from bluedove.core.errors import unavailable
 from bluedove.core.forwarding import BATCH_POLICIES, Ranking, matcher_loads, rank, rank_batch
 from bluedove.core.load import LoadReport, cost
 from bluedove.core.partition import modes
 from bluedove.core.partition.segments import SegmentTable
+from bluedove.dispatcher.charges import Charges
 from bluedove.dispatcher.gossip_member import GossipMember
 from bluedove.gossip.messages import DISPATCHER, MATCHER, STATUS_NAMES
 from bluedove.runtime import tls
@@ -72,7 +77,7 @@ class ClusterView:
         self.table: SegmentTable | None = None
         self.reports: dict[tuple[str, int], LoadReport] = {}
         # work (matcher seconds) this dispatcher sent each matcher since its last report (adaptive)
-        self.sent: dict[str, float] = {}
+        self.charges = Charges(settings.policy == "adaptive")
         self.health: dict[str, MemberHealth] = {}
         self.gossip: dict[str, MemberEntry] = {}  # matchers
         self.dispatchers: dict[str, MemberEntry] = {}  # dispatchers, this one included
@@ -83,7 +88,7 @@ class ClusterView:
         self.adopted_at: float | None = None  # Unix time the current table was adopted
         self.gossip_sent: dict[str, tuple[int, int]] = {}  # member -> (bytes, envelopes) since its start
         self._channels: dict[str, tuple[str, grpc.aio.Channel, pb_grpc.MatcherStub]] = {}
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self.rng = random.Random()
         self.np_rng = np.random.default_rng()
 
@@ -103,7 +108,7 @@ class ClusterView:
             t.cancel()
         await self.member.stop()
         for _, ch, _ in self._channels.values():
-            await ch.close()
+            await ch.close(None)  # no grace (grpc-stubs has no default for it)
 
     def address(self, member: str) -> str | None:
         if self.table is not None and member in self.table.members:
@@ -118,6 +123,8 @@ class ClusterView:
 
     def stub(self, member: str) -> pb_grpc.MatcherStub:
         address = self.address(member)
+        if address is None:
+            raise LookupError(f"no address known for matcher {member!r}")
         cached = self._channels.get(member)
         if cached is None or cached[0] != address:
             ch = tls.aio_channel(address, self.s, options=[
@@ -147,6 +154,7 @@ class ClusterView:
         """After an envelope or a round of our gossip node: a newer table it carries replaces
         ours; the members are taken as it sees them (matchers and dispatchers apart)."""
         node = self.member.node
+        assert node is not None  # called by the node's agent, so after the node started
         if node.table_json and (self.table is None or node.epoch > self.table.epoch):
             self._set_table(SegmentTable.from_json(json.loads(node.table_json)))
         matchers, dispatchers = {}, {}
@@ -191,11 +199,17 @@ class ClusterView:
             return "joining"
         return "suspect" if now < h.down_until else "alive"
 
-    def placement(self, lows, highs) -> set[str]:
+    def _current(self) -> SegmentTable:
+        """The table, for placement and ranking: their callers answer 503 themselves before the first."""
+        if self.table is None:
+            raise unavailable("no segment table yet: the cluster is starting")
+        return self.table
+
+    def placement(self, lows: tuple[float, ...], highs: tuple[float, ...]) -> set[str]:
         """The partition mode's placement (mPartition by default) under the current table, and
         under the previous one during a hand-off."""
         mode = self.s.partition
-        out = set(modes.placement(mode, self.table, lows, highs))
+        out = set(modes.placement(mode, self._current(), lows, highs))
         if self.previous is not None:
             prev, until = self.previous
             if time.monotonic() < until:
@@ -205,48 +219,45 @@ class ClusterView:
         return out
 
     # -- forwarding decisions --------------------------------------------------------------
-    def ranked_candidates(self, point, now: float) -> list[tuple[int, str]]:
+    def ranked_candidates(self, point: tuple[float, ...] | list[float], now: float) -> list[tuple[int, str]]:
         """Candidates best first: usable ones by the policy, then the rest as a last resort.
         (Full replication: every member, each along its one set, dimension 0.)"""
-        cands = modes.candidates(self.s.partition, self.table, point)
+        table = self._current()
+        cands = modes.candidates(self.s.partition, table, point)
         good = [c for c in cands if self.usable(c[1], now)]
         # candidates are (dimension, member); reports are kept by (member, dimension)
         report = lambda c: self.reports.get((c[1], c[0]), LoadReport())  # noqa: E731
-        dims = range(self.table.space.k)
+        dims = range(table.space.k)
         # every dimension's report of a matcher: its one index thread serves them all
         siblings = lambda m: [self.reports[(m, i)] for i in dims if (m, i) in self.reports]  # noqa: E731
-        order = rank(self.s.policy, good, report, now, self.rng, siblings, self.sent)
+        order = rank(self.s.policy, good, report, now, self.rng, siblings, self.charges.by_member())
         seen = {m for _, m in order}
         rest = rank(self.s.policy, [c for c in cands if c[1] not in seen], report, now, self.rng, siblings)
         if order:
             self.charge(order[0])
         return order + rest
 
-    def rank_batch(self, points: np.ndarray, now: float) -> Ranking:
+    def rank_batch(self, points: npt.NDArray[np.float64], now: float) -> Ranking:
         """`ranked_candidates` of every row of `points`, ranked in one compiled loop
         (bluedove/core/forwarding.py `rank_batch`) and charged as they are ranked; `random` message by
         message."""
         if self.s.policy not in BATCH_POLICIES:
             return Ranking.from_lists([self.ranked_candidates(p, now) for p in points.tolist()])
-        table = self.table
+        table = self._current()
         members, cand_m, cand_d = modes.candidates_batch(self.s.partition, table, points)
         usable = np.array([self.usable(m, now) for m in members], dtype=np.bool_)
-        sent = np.array([self.sent.get(m, 0.0) for m in members])
+        sent = self.charges.array(members)
         draws = self.np_rng.random((len(points), 2 * cand_m.shape[1]))
         loads = matcher_loads(members, table.space.k, self.reports)
         order, count = rank_batch(self.s.policy, cand_m, cand_d, usable, loads, sent, now, draws)
-        if self.s.policy == "adaptive":
-            for m, v in zip(members, sent.tolist()):
-                if v:
-                    self.sent[m] = v
+        self.charges.take_back(members, sent)
         return Ranking(members, cand_m, cand_d, order, count)
 
     def charge(self, candidate: tuple[int, str]) -> None:
         """Count a message sent to `candidate` (dimension, member) in the adaptive estimate, so
         that the next message sees it in the matcher's backlog (`bluedove.core.load.backlog`)."""
-        if self.s.policy == "adaptive":
-            dim, member = candidate
-            self.sent[member] = self.sent.get(member, 0.0) + cost(self.reports.get((member, dim), LoadReport()))
+        dim, member = candidate
+        self.charges.charge(member, cost(self.reports.get((member, dim), LoadReport())))
 
     # -- table from elsewhere than gossip ---------------------------------------------------
     async def pull_table(self, member: str) -> None:
@@ -283,14 +294,14 @@ class ClusterView:
                 h.reachable, h.ready = False, False
                 for key in [k for k in self.reports if k[0] == m]:
                     del self.reports[key]  # no stale load for a member we cannot reach
-                self.sent.pop(m, None)
+                self.charges.reset(m)
                 continue
             h.reachable, h.ready, h.report_at = True, r.ready, now
             if r.generation != h.generation:  # restarted: forget its failures
                 h.generation, h.failures, h.down_until = r.generation, 0, 0.0
             for i, d in enumerate(r.dims):
                 self.reports[(m, i)] = LoadReport(d.lam, d.mu, d.q, d.subs, now, d.matched_total)
-            self.sent.pop(m, None)  # what was sent before the report is in its queues or done
+            self.charges.reset(m)  # what was sent before the report is in its queues or done
             self.gossip_sent[m] = (r.gossip_bytes_sent, r.gossip_messages_sent)
 
     async def _store_fallback_loop(self) -> None:

@@ -33,29 +33,30 @@ DISPATCHER = "\n".join([
     # json.loads under the route's body reader: request decode
     f"{ROUTE};json_body (bluedove/dispatcher/deps.py:19);loads (json/__init__.py:346);"
     "JSONDecoder.raw_decode (json/decoder.py:353) 30",
-    f"{ROUTE};publish_batch (bluedove/dispatcher/operations.py:218);parse_batch (bluedove/core/model.py:160);"
+    f"{ROUTE};publish_rest_batch (bluedove/dispatcher/operations/publish.py:99);"
+    "parse_batch (bluedove/core/model.py:160);"
     "parse_message (bluedove/core/model.py:120) 10",
     # the message body's JSON is the body's build, not HTTP: json passes the decision on
-    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:193);"
-    "_forward_message (bluedove/dispatcher/operations.py:185);"
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations/publish.py:193);"
+    "outgoing (bluedove/dispatcher/operations/publish.py:60);"
     "dumps (json/__init__.py:238);JSONEncoder.iterencode (json/encoder.py:258) 20",
-    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:193);"
-    "_forward_message (bluedove/dispatcher/operations.py:185);"
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations/publish.py:193);"
+    "outgoing (bluedove/dispatcher/operations/publish.py:60);"
     "__create_fn__.<locals>.__init__ (<string>:3) 5",
-    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:196);"
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations/publish.py:196);"
     "Forwarder.publish (bluedove/dispatcher/publish/forwarder.py:105);"
     "ClusterView.ranked_candidates (bluedove/dispatcher/view.py:210);rank (bluedove/core/forwarding.py:120) 15",
-    f"{LOOP};_Lane._call (bluedove/dispatcher/publish/forwarder.py:70);"
+    f"{LOOP};Forwarder._forward (bluedove/dispatcher/publish/forwarder.py:160);"
     "UnaryUnaryCall._invoke (grpc/aio/_call.py:560) 8",
     # the lane call's own lines build the ForwardRequest
-    f"{LOOP};_Lane._call (bluedove/dispatcher/publish/forwarder.py:69) 2",
+    f"{LOOP};Forwarder._forward (bluedove/dispatcher/publish/forwarder.py:159) 2",
     # asyncio's own work at the leaf, under the service's code
-    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:196);"
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations/publish.py:196);"
     "Forwarder.publish (bluedove/dispatcher/publish/forwarder.py:115);"
     "gather (asyncio/tasks.py:800) 6",
     f"{LOOP} 4",
     # the service's code that no rule names
-    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations.py:201);"
+    f"{ROUTE};publish_parsed (bluedove/dispatcher/operations/publish.py:201);"
     "Series.on_publish (bluedove/dispatcher/series.py:40) 3",
     # waiting threads: left out
     "<module> (bluedove:8);BaseEventLoop._run_once (asyncio/base_events.py:1886);"

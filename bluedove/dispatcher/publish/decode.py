@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import json
 import operator
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import GenericAlias
+from typing import Any, Protocol
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
 from bluedove.core.errors import ApiError
 from bluedove.core.model import _ID_RE, MAX_BATCH, MAX_PAYLOAD_BYTES, parse_batch, parse_message
@@ -33,13 +36,26 @@ from bluedove.core.space import Space
 NULL = b"null"
 
 
+class PbMessage(Protocol):
+    """A gRPC message as the decoder reads it: a `Message`, or a `PublishStreamRequest` carrying one."""
+
+    @property
+    def attributes(self) -> Mapping[str, float]: ...
+
+    @property
+    def payload(self) -> str: ...
+
+    @property
+    def id(self) -> str: ...
+
+
 @dataclass
 class Batch:
     """Validated messages: `ids[i]` the publisher's id or None, `points[i]` the values in space
     order, `payloads[i]` the payload's JSON text (b"null" when absent)."""
 
     ids: list[str | None]
-    points: np.ndarray  # (n, k) float64
+    points: npt.NDArray[np.float64]  # (n, k)
     payloads: list[bytes]
 
     def __len__(self) -> int:
@@ -74,11 +90,14 @@ class Decoder:
                                   rename=dict(zip(fields, space.names)), array_like=False)
         message = msgspec.defstruct("Message", [("attributes", attrs), ("payload", msgspec.Raw, msgspec.Raw(NULL)),
                                                 ("id", str | None, None)], forbid_unknown_fields=True)
-        batch = msgspec.defstruct("BatchBody", [("messages", list[message])], forbid_unknown_fields=True)
-        self._one = msgspec.json.Decoder(message)
-        self._many = msgspec.json.Decoder(batch)
+        messages = GenericAlias(list, message)  # list[message], of a class made here
+        batch = msgspec.defstruct("BatchBody", [("messages", messages)], forbid_unknown_fields=True)
+        # structs made at run time: their fields are known to msgspec, not to the type checker
+        self._one: msgspec.json.Decoder[Any] = msgspec.json.Decoder(message)
+        self._many: msgspec.json.Decoder[Any] = msgspec.json.Decoder(batch)
         self._payload = msgspec.json.Decoder(msgspec.Raw)
-        self._values = operator.attrgetter(*fields) if self.k > 1 else None
+        # an attributes struct's values in space order (used for k > 1: with one field it answers a scalar)
+        self._values: Callable[[Any], Any] = operator.attrgetter(*fields)
 
     # -- REST bodies ----------------------------------------------------------------------------
     def batch(self, raw: bytes) -> Batch:
@@ -106,7 +125,7 @@ class Decoder:
                 return out
         return Batch.from_parsed([parse_message(loads_body(raw), self.space, prefix, self.max_payload)], self.k)
 
-    def _checked(self, msgs: list) -> Batch | None:
+    def _checked(self, msgs: list[Any]) -> Batch | None:
         """The batch if every message passes the checks msgspec does not make, else None."""
         n, k = len(msgs), self.k
         if k == 1:
@@ -128,7 +147,7 @@ class Decoder:
         return Batch(ids, points, payloads)
 
     # -- gRPC messages --------------------------------------------------------------------------
-    def pb_batch(self, msgs) -> Batch:
+    def pb_batch(self, msgs: Sequence[PbMessage]) -> Batch:
         """PublishBatch's messages: 1 to max_batch, checked whole."""
         if not msgs:
             raise ApiError(422, "invalid_message", "a batch needs at least one message", "messages")
@@ -137,7 +156,7 @@ class Decoder:
                            "messages")
         return self.messages(msgs)
 
-    def messages(self, msgs, prefix: str | None = "messages", start: int = 0) -> Batch:
+    def messages(self, msgs: Sequence[PbMessage], prefix: str | None = "messages", start: int = 0) -> Batch:
         """gRPC `Message`s (attributes a map, payload JSON text); errors name
         `messages[i].field`, i counted from `start` (just `field` with no prefix: a single
         Publish)."""
@@ -162,15 +181,15 @@ class Decoder:
             fast = False
         if fast:
             return Batch(ids, points, payloads)
-        where = (lambda i: "") if prefix is None else (lambda i: f"{prefix}[{start + i}].")
+        where: Callable[[int], str] = (lambda i: "") if prefix is None else (lambda i: f"{prefix}[{start + i}].")
         parsed = [parse_message(pb_body(m, where(i)), self.space, where(i), self.max_payload)
                   for i, m in enumerate(msgs)]
         return Batch.from_parsed(parsed, k)
 
 
-def pb_body(m, where: str) -> dict:
+def pb_body(m: PbMessage, where: str) -> dict[str, Any]:
     """A gRPC Message in the REST body form, for the slow path's checks."""
-    body: dict = {"attributes": dict(m.attributes)}
+    body: dict[str, Any] = {"attributes": dict(m.attributes)}
     if m.payload:
         try:
             body["payload"] = json.loads(m.payload)

@@ -7,12 +7,13 @@ and whichever publish call they come from: a lane takes whatever has queued up, 
 `forward_batch_max` messages, and sends each dimension's messages as one packed part
 (bluedove/core/wire.py). While a call is under way the next waits to gather what comes
 meanwhile; more calls go out alongside (at most `forward_inflight`) only once half a call's
-worth waits (`_Lane`). A call costs both tiers
-far more than a message does, so one lane per matcher rather than per (matcher, dimension)
-makes k times fewer, bigger calls. A chunk whose call fails or times out goes to each of its
-messages' next candidates; the matcher's dedup on message id makes a retry after a late
-success deliver nothing twice. `publish` returns only when every message is matched and
-stored, or raises when some message has no candidate left.
+worth waits. A lane is a `Batcher` (bluedove/dispatcher/batcher.py, the subscribe path's
+lanes are too) whose items are chunks weighing their messages (`Forwarder._submit`). A call
+costs both tiers far more than a message does, so one lane per matcher rather than per
+(matcher, dimension) makes k times fewer, bigger calls. A chunk whose call fails or times
+out goes to each of its messages' next candidates; the matcher's dedup on message id makes
+a retry after a late success deliver nothing twice. `publish` returns only when every
+message is matched and stored, or raises when some message has no candidate left.
 """
 
 from __future__ import annotations
@@ -20,20 +21,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 
 import grpc
 import numpy as np
+import numpy.typing as npt
 
 from bluedove.core.errors import unavailable
 from bluedove.core.forwarding import Ranking
 from bluedove.core.wire import encode_part
+from bluedove.dispatcher.batcher import Batcher
 from bluedove.dispatcher.view import ClusterView
 from bluedove.runtime.settings import DispatcherSettings
 from bluedove.v1 import matcher_pb2 as pb
 
 log = logging.getLogger("bluedove.dispatcher")
+
+Rows = npt.NDArray[np.int64]  # row numbers of a publish call's messages
+Answer = bool | Exception  # a chunk's: True once its matcher took it, else the exception its call met
 
 
 @dataclass
@@ -43,9 +49,9 @@ class Outgoing:
 
     ids: list[str]
     ids_b: list[bytes]
-    points: np.ndarray  # (n, k)
+    points: npt.NDArray[np.float64]  # (n, k)
     bodies: list[bytes]
-    client: np.ndarray  # bool
+    client: npt.NDArray[np.bool_]
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -53,87 +59,20 @@ class Outgoing:
 
 @dataclass
 class _Chunk:
-    """Rows of one publish call bound for one dimension of one matcher, and the future they wait on."""
+    """Rows of one publish call bound for one dimension of one matcher: an item of its lane."""
 
     dim: int
     batch: Outgoing
-    idx: np.ndarray  # rows of `batch`
-    fut: asyncio.Future
-
-
-class _Lane:
-    """Calls to one matcher, batched. A chunk goes out at once when no call is under way;
-    while one is, chunks wait and leave together in the next call, and a further call goes
-    out alongside (up to `forward_inflight`) only once half a call's worth waits. A call costs
-    the dispatcher ~200 µs of CPU in grpc.aio whatever it carries, and the matcher more than
-    a message does: sending every publish's chunk on its own call as soon as a slot was free
-    made twice the calls, each half as full (docs/benchmarks.md, "Publish")."""
-
-    def __init__(self, fwd: "Forwarder", member: str) -> None:
-        self.fwd, self.member = fwd, member
-        self.items: deque[_Chunk] = deque()
-        self.queued = 0  # messages in `items`
-        self.inflight = 0
-        self.scheduled = False
-
-    def submit(self, dim: int, batch: Outgoing, idx: np.ndarray) -> list[asyncio.Future]:
-        """Queue rows `idx` of `batch` along `dim`, in pieces of at most forward_batch_max."""
-        loop = asyncio.get_running_loop()
-        most = self.fwd.s.forward_batch_max
-        futs = []
-        for at in range(0, len(idx), most):
-            fut = loop.create_future()
-            piece = idx[at:at + most]
-            self.items.append(_Chunk(dim, batch, piece, fut))
-            self.queued += len(piece)
-            futs.append(fut)
-        if not self.scheduled:  # after the callbacks ready now: chunks submitted meanwhile share the call
-            self.scheduled = True
-            loop.call_soon(self._pump)
-        return futs
-
-    def _pump(self) -> None:
-        self.scheduled = False
-        s = self.fwd.s
-        most = s.forward_batch_max
-        while self.items and self.inflight < s.forward_inflight and (not self.inflight or self.queued >= most // 2):
-            batch, n = [], 0
-            while self.items and (not batch or n + len(self.items[0].idx) <= most):
-                c = self.items.popleft()
-                batch.append(c)
-                n += len(c.idx)
-            self.queued -= n
-            self.inflight += 1
-            asyncio.get_running_loop().create_task(self._call(batch, n))
-
-    async def _call(self, chunks: list[_Chunk], n: int) -> None:
-        try:
-            by_dim: dict[int, list[_Chunk]] = {}
-            for c in chunks:
-                by_dim.setdefault(c.dim, []).append(c)
-            req = pb.ForwardRequest(epoch=self.fwd.cluster.table.epoch,
-                                    packed=[_packed(dim, cs) for dim, cs in by_dim.items()])
-            self.fwd.calls += 1
-            self.fwd.forwarded += n
-            await self.fwd.cluster.stub(self.member).Forward(req, timeout=self.fwd.s.forward_timeout_s)
-            self.fwd.cluster.mark_up(self.member)  # it answers again: no backoff left from past failures
-            for c in chunks:
-                if not c.fut.done():
-                    c.fut.set_result(True)
-        except Exception as exc:  # noqa: BLE001 - an RPC error or other, reported to each waiting publisher
-            for c in chunks:
-                if not c.fut.done():
-                    c.fut.set_result(exc)
-        finally:
-            self.inflight -= 1
-            self._pump()
+    idx: Rows  # rows of `batch`
 
 
 def _packed(dim: int, chunks: list[_Chunk]) -> pb.PackedPart:
     """One dimension's messages of a call, from one or more chunks."""
     points = np.concatenate([c.batch.points[c.idx] for c in chunks]) if len(chunks) > 1 \
         else chunks[0].batch.points[chunks[0].idx]
-    ids, bodies, client = [], [], []
+    ids: list[bytes] = []
+    bodies: list[bytes] = []
+    client: list[npt.NDArray[np.bool_]] = []
     for c in chunks:
         rows = c.idx.tolist()
         ids_b, bs = c.batch.ids_b, c.batch.bodies
@@ -148,8 +87,8 @@ class _Tries:
     """One publish call's messages: attempts so far, re-ranks after a stale table, and whether a
     candidate refused for backpressure or failed on the store (the 503 says which)."""
 
-    attempt: np.ndarray
-    reranks: np.ndarray
+    attempt: Rows  # per message
+    reranks: Rows
     store_failed: bool = False
     refused: bool = False
 
@@ -158,10 +97,14 @@ class _Tries:
 class _Round:
     """What one round of Forward calls left: rows to retry, stale ones, members to blame, failures."""
 
-    retry: list = field(default_factory=list)
-    stale: list = field(default_factory=list)
-    blamed: set = field(default_factory=set)
-    failed: dict = field(default_factory=dict)
+    retry: list[Rows] = field(default_factory=list)
+    stale: list[tuple[Rows, str]] = field(default_factory=list)  # (rows, the member that refused them)
+    blamed: set[str] = field(default_factory=set)
+    failed: dict[tuple[str, int, grpc.StatusCode | str], int] = field(default_factory=dict)  # messages, by why
+
+
+# a chunk handed to its lane: (member, dimension, rows, the futures of its pieces)
+_Sent = tuple[str, int, Rows, list[asyncio.Future[Answer]]]
 
 
 class Forwarder:
@@ -170,7 +113,7 @@ class Forwarder:
     def __init__(self, settings: DispatcherSettings, cluster: ClusterView) -> None:
         self.s = settings
         self.cluster = cluster
-        self._lanes: dict[str, _Lane] = {}
+        self._lanes: dict[str, Batcher[_Chunk, bool]] = {}
         self.failovers = 0
         self.calls = 0  # Forward calls made, and the messages they carried
         self.forwarded = 0
@@ -182,11 +125,38 @@ class Forwarder:
         since the start, for the metrics."""
         return self.failovers, self.calls, self.forwarded, self.refused
 
-    def _lane(self, member: str) -> _Lane:
+    def _submit(self, member: str, dim: int, batch: Outgoing, idx: Rows) -> list[asyncio.Future[Answer]]:
+        """Queue rows `idx` of `batch` along `dim` in `member`'s lane, in pieces of at most
+        forward_batch_max: each piece's future.
+
+        The lane is a `Batcher` whose items are chunks, each weighing its messages: a call
+        carries up to forward_batch_max messages, at most forward_inflight calls are under way,
+        and while one is, a further call goes out alongside only once half a call's worth
+        waits. A call costs the dispatcher ~200 µs of CPU in grpc.aio whatever it carries, and
+        the matcher more than a message does: sending every publish's chunk on its own call as
+        soon as a slot was free made twice the calls, each half as full (docs/benchmarks.md,
+        "Publish")."""
+        most = self.s.forward_batch_max
         lane = self._lanes.get(member)
         if lane is None:
-            lane = self._lanes[member] = _Lane(self, member)
-        return lane
+            lane = self._lanes[member] = Batcher(partial(self._forward, member), most, self.s.forward_inflight,
+                                                 alongside=most // 2)
+        pieces = [idx[at:at + most] for at in range(0, len(idx), most)]
+        return [lane.submit(_Chunk(dim, batch, piece), weight=len(piece)) for piece in pieces]
+
+    async def _forward(self, member: str, chunks: list[_Chunk]) -> list[bool]:
+        """One call of `member`'s lane: its chunks' messages, one packed part per dimension."""
+        by_dim: dict[int, list[_Chunk]] = {}
+        for c in chunks:
+            by_dim.setdefault(c.dim, []).append(c)
+        table = self.cluster.table
+        assert table is not None  # publish refuses a call before the first table, and a table is only replaced
+        req = pb.ForwardRequest(epoch=table.epoch, packed=[_packed(dim, cs) for dim, cs in by_dim.items()])
+        self.calls += 1
+        self.forwarded += sum(len(c.idx) for c in chunks)
+        await self.cluster.stub(member).Forward(req, timeout=self.s.forward_timeout_s)
+        self.cluster.mark_up(member)  # it answers again: no backoff left from past failures
+        return [True] * len(chunks)
 
     def refuse(self) -> None:
         """Backpressure at the dispatcher: 503 for a publish call, nothing of it forwarded."""
@@ -250,21 +220,21 @@ class Forwarder:
             raise unavailable("the store is unreachable; retry with the same id")
         raise unavailable("no candidate matcher could take the message; retry with the same id")
 
-    def _send(self, ranking: Ranking, batch: Outgoing, pending: np.ndarray, attempt: np.ndarray) -> list:
+    def _send(self, ranking: Ranking, batch: Outgoing, pending: Rows, attempt: Rows) -> list[_Sent]:
         """The pending messages grouped by their current choice, each group handed to its
         matcher's lane: [(member, dimension, rows, futures)]."""
         mem, dim = ranking.choice(pending, attempt[pending])
-        chunks = []
+        chunks: list[_Sent] = []
         key = mem * (int(dim.max()) + 1) + dim
         by_key = np.argsort(key, kind="stable")
         cuts = np.flatnonzero(np.diff(key[by_key])) + 1
         for rows in np.split(by_key, cuts):
             member, d = ranking.members[mem[rows[0]]], int(dim[rows[0]])
             idx = pending[rows]
-            chunks.append((member, d, idx, self._lane(member).submit(d, batch, idx)))
+            chunks.append((member, d, idx, self._submit(member, d, batch, idx)))
         return chunks
 
-    def _sort_results(self, chunks: list, results: list, ranking: Ranking, tries: _Tries) -> _Round:
+    def _sort_results(self, chunks: list[_Sent], results: list[Answer], ranking: Ranking, tries: _Tries) -> _Round:
         """What a round's answers leave to do: the rows to send again (to their next candidate,
         or re-ranked when the matcher no longer owns their values), whom to mark down, and why."""
         out = _Round()
@@ -299,7 +269,7 @@ class Forwarder:
             at += len(futs)
         return out
 
-    def _charge_next(self, ranking, rows: np.ndarray, attempt: np.ndarray) -> None:
+    def _charge_next(self, ranking: Ranking, rows: Rows, attempt: Rows) -> None:
         """The messages go on to their next candidates: count them there (the adaptive estimate)."""
         for i in rows.tolist():
             if attempt[i] < ranking.count[i]:

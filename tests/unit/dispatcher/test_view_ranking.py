@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from bluedove.core.load import LoadReport
@@ -58,11 +59,25 @@ def test_adaptive_spreads_a_burst_of_messages_between_reports():
     firsts = [v.ranked_candidates((100.0, 900.0), now=0.0)[0][1] for _ in range(100)]
     assert firsts.count("m1") == firsts.count("m2") == 50
     assert all(firsts[j] != firsts[j + 1] for j in range(0, 100, 2))  # equal again after each pair
-    assert v.sent == {"m1": pytest.approx(0.05), "m2": pytest.approx(0.05)}
+    assert v.charges.by_member() == {"m1": pytest.approx(0.05), "m2": pytest.approx(0.05)}
     v.charge((1, "m2"))  # a failed-over message counted at the candidate that takes it instead
-    assert v.sent["m2"] == pytest.approx(0.051)
+    assert v.charges.by_member()["m2"] == pytest.approx(0.051)
     # the random policy keeps no such account
     r = view("random")
     r.reports.update(v.reports)
     r.ranked_candidates((100.0, 900.0), now=0.0)
-    assert r.sent == {}
+    assert r.charges.by_member() == {}
+
+
+def test_a_batch_ranked_at_once_is_charged_as_one_ranked_message_by_message():
+    """rank_batch's compiled loop charges each message's first choice: the account ends as a
+    burst through ranked_candidates leaves it, and a report clears a matcher's share."""
+    v = view("adaptive")
+    for m, i in (("m1", 0), ("m1", 1), ("m2", 0), ("m2", 1)):
+        v.reports[(m, i)] = LoadReport(lam=0, mu=1000.0, q=0, subs=100, at=0.0)
+    ranking = v.rank_batch(np.array([[100.0, 900.0]] * 100), now=0.0)
+    firsts = [ranking.listed(i)[0][1] for i in range(100)]
+    assert firsts.count("m1") == firsts.count("m2") == 50
+    assert v.charges.by_member() == {"m1": pytest.approx(0.05), "m2": pytest.approx(0.05)}
+    v.charges.reset("m1")
+    assert v.charges.by_member() == {"m2": pytest.approx(0.05)}
