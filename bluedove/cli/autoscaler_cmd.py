@@ -7,15 +7,20 @@ import asyncio
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from bluedove.runtime import tls
 from bluedove.runtime.extras import require
+
+if TYPE_CHECKING:
+    from bluedove.autoscaler.kubernetes import KubernetesBackend
+    from bluedove.autoscaler.policy import ScalingConfig
 
 DRAIN_TIMEOUT_ENV = "BLUEDOVE_DRAIN_TIMEOUT_S"
 METRICS_PORT_ENV = "BLUEDOVE_METRICS_PORT"
 
 
-def add_command(sub) -> None:
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a = sub.add_parser("autoscaler", help="add and remove matchers by load, on Kubernetes (until SIGTERM)")
     a.add_argument("--backend", choices=("kubernetes",), default="kubernetes",
                    help="what starts and stops matchers (local processes: `bluedove up --autoscale`)")
@@ -111,7 +116,8 @@ def _usage(message: str) -> int:
     return 2
 
 
-async def _serve(backend, store_url: str, config, metrics_host: str, metrics_port: int, tls_files=None) -> None:
+async def _serve(backend: KubernetesBackend, store_url: str, config: ScalingConfig, metrics_host: str,
+                 metrics_port: int, tls_files: tls.TlsFiles | None = None) -> None:
     from bluedove.autoscaler.drain import MatcherDrainer
     from bluedove.autoscaler.metrics import autoscaler_registry
     from bluedove.autoscaler.runner import Autoscaler

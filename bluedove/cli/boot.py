@@ -21,7 +21,7 @@ MEMBERS_HELP = ("the initial owners, comma-separated: ID or ID=HOST:PORT (an own
                 "registers its own when its matcher starts)")
 
 
-def add_command(sub) -> None:
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("init", help="write the first segment table to the store (idempotent)",
                        description="Write the cluster's first segment table (compare-and-set from no table). "
                                    "A store that already holds one over the same space is left as it is (exit 0); "

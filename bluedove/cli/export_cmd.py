@@ -22,18 +22,20 @@ from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space
 from bluedove.runtime.extras import require
 from bluedove.store import keys as K
-from bluedove.store.client import sync_client
+from bluedove.store.client import RedisClient, sync_client
 
 ROW_GROUP_ROWS = 100_000  # the most rows of one Parquet row group
 FILE_ROWS = 1_000_000  # rows per part file
 SCAN_COUNT = 10_000  # the HSCAN page size asked for
+# a subscription's row: id, queue, lows, highs
+Row = tuple[str, str, tuple[float, ...], tuple[float, ...]]
 
 
 class ExportError(Exception):
     """Bad input; the message starts with the flag it is about (exit 2)."""
 
 
-def add_command(sub) -> None:
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("export", help="write the catalogue out for offline jobs (Parquet)")
     what = p.add_subparsers(dest="what", required=True)
     c = what.add_parser("catalogue", help="every subscription as Parquet: id, queue, lows, highs",
@@ -150,7 +152,7 @@ def _export_store(url: str, flag: str, out: Path, file_rows: int, group_rows: in
         r.close()
 
 
-def _rows(r, space: Space) -> Iterator[tuple[str, str, tuple[float, ...], tuple[float, ...]]]:
+def _rows(r: RedisClient, space: Space) -> Iterator[Row]:
     """(id, queue, lows, highs) of every stored subscription, read in HSCAN pages."""
     for shard in range(K.CATALOG_SHARDS):
         for _, text in r.hscan_iter(K.catalog_hash(shard), count=SCAN_COUNT):
@@ -159,7 +161,7 @@ def _rows(r, space: Space) -> Iterator[tuple[str, str, tuple[float, ...], tuple[
             yield sub.id, sub.queue, sub.lows, sub.highs
 
 
-def write_parquet(rows: Iterator[tuple], space: Space, folder: Path, file_rows: int,
+def write_parquet(rows: Iterator[Row], space: Space, folder: Path, file_rows: int,
                   group_rows: int) -> tuple[int, int]:
     """`rows` into folder/part-00000.parquet, … ; returns (rows, files). One row group in memory."""
     import pyarrow as pa
@@ -170,7 +172,7 @@ def write_parquet(rows: Iterator[tuple], space: Space, folder: Path, file_rows: 
                        metadata={"space": json.dumps(space.to_json())})
     total = files = in_file = 0
     writer = None
-    cols: tuple[list, list, list, list] = ([], [], [], [])
+    cols: tuple[list[object], ...] = ([], [], [], [])  # a row group's columns, in the schema's order
 
     def flush() -> None:
         nonlocal writer, files, in_file

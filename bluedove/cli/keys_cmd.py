@@ -8,8 +8,16 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from bluedove.runtime.settings import AUTH_MODES
+
+if TYPE_CHECKING:
+    from bluedove.local.cluster import LocalCluster
+    from bluedove.store.apikeys import KeyStore
+
+T = TypeVar("T")
 
 AUTH_HELP = ("off: anyone may publish and create queues (the default; env BLUEDOVE_AUTH); keys: publishing and "
              "creating queues and subscriptions need an API key (docs/api.md, \"API keys\")")
@@ -20,7 +28,7 @@ def add_auth_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--auth", choices=AUTH_MODES, default=None, help=AUTH_HELP)
 
 
-def add_command(sub) -> None:
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     k = sub.add_parser("keys", help="create, list and revoke API keys (with `--auth keys`)")
     ks = k.add_subparsers(dest="keys_command", required=True)
     c = ks.add_parser("create", help="make a key; its secret is printed once, alone on the last line")
@@ -48,7 +56,7 @@ def add_command(sub) -> None:
     r.set_defaults(func=_revoke)
 
 
-async def _with_keys(url: str, fn):
+async def _with_keys(url: str, fn: Callable[[KeyStore], Awaitable[T]]) -> T:
     from bluedove.store.apikeys import KeyStore
     from bluedove.store.client import async_client
 
@@ -131,7 +139,7 @@ def first_admin_key(store_url: str) -> str | None:
     """For `bluedove up --auth keys`: on a store with no key at all, one admin key (else nobody
     could make the first); None when the store has keys already."""
 
-    async def make(ks) -> str | None:
+    async def make(ks: KeyStore) -> str | None:
         if await ks.any():
             return None
         key, _ = await ks.create(("admin",), "bluedove up: first admin key")
@@ -140,10 +148,11 @@ def first_admin_key(store_url: str) -> str | None:
     return asyncio.run(_with_keys(store_url, make))
 
 
-def print_auth(cluster) -> None:
+def print_auth(cluster: LocalCluster) -> None:
     """`bluedove up`'s auth line, and the first admin key when it made one."""
     print(f"auth: {cluster.auth}", flush=True)
     if cluster.auth == "keys":
+        assert cluster.store_url is not None, "a started cluster has its store"
         key = first_admin_key(cluster.store_url)
         if key is not None:
             print("  the store had no API key: made an admin key (shown only now; `bluedove keys create "

@@ -21,6 +21,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -32,10 +33,16 @@ from bluedove.runtime.extras import require
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
+if TYPE_CHECKING:
+    from bluedove.runtime.settings import TlsSettings
+    from bluedove.store import Store
+
 RETRY_S = 0.5  # between proposals refused because another change was under way
+# a seed as loaded (docs/spark.md), the stored table, and that table re-seeded by it
+Planned = tuple[dict[str, Any], SegmentTable, SegmentTable]
 
 
-def add_command(sub) -> argparse.ArgumentParser:
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     from bluedove.spark.job import add_arguments  # the job's flags (no Spark imported until it runs)
 
     p = sub.add_parser("seed", help="compute a partition seed with Spark, or lay out a running cluster by one",
@@ -74,7 +81,7 @@ def _cmd_seed(args: argparse.Namespace) -> int:
     return apply_seed_file(args.store, args.from_file, args.apply_timeout, tls_files=_tls(args))
 
 
-def _tls(args: argparse.Namespace):
+def _tls(args: argparse.Namespace) -> TlsSettings:
     """The matchers' TLS, for the table proposal (--tls-*, else BLUEDOVE_TLS_*)."""
     from bluedove.runtime.settings import TlsSettings, from_env
 
@@ -173,12 +180,12 @@ def describe_change(old: SegmentTable, new: SegmentTable) -> list[str]:
     return out
 
 
-async def _stored(store) -> SegmentTable | None:
+async def _stored(store: Store) -> SegmentTable | None:
     raw = await store.get_table()
     return SegmentTable.from_json(raw) if raw else None
 
 
-def _plan(store_url: str, seed_path: str, err: Callable[[str], None]):
+def _plan(store_url: str, seed_path: str, err: Callable[[str], None]) -> Planned | int:
     """(seed, stored table, its re-seed) or an exit code."""
     try:
         seed = load_seed(seed_path, "--from")
@@ -214,7 +221,7 @@ def plan_seed_file(store_url: str, seed_path: str, say: Callable[[str], None] = 
 
 
 def apply_seed_file(store_url: str, seed_path: str, timeout_s: float, say: Callable[[str], None] = print,
-                    err: Callable[[str], None] = _err, tls_files=None) -> int:
+                    err: Callable[[str], None] = _err, tls_files: tls.TlsFiles | None = None) -> int:
     """Re-seed the cluster of `store_url` by the seed file: 0 once the store holds the new
     table (and the seed), 2 for bad input (the seed, the store, no table), 1 when no owner
     took the table within `timeout_s` (each refusal is said)."""
@@ -225,7 +232,9 @@ def apply_seed_file(store_url: str, seed_path: str, timeout_s: float, say: Calla
     return asyncio.run(_apply(store_url, seed_path, seed, old, new, timeout_s, say, err, tls_files))
 
 
-async def _apply(store_url, seed_path, seed, old, new, timeout_s, say, err, tls_files=None) -> int:
+async def _apply(store_url: str, seed_path: str, seed: dict[str, Any], old: SegmentTable, new: SegmentTable,
+                 timeout_s: float, say: Callable[[str], None], err: Callable[[str], None],
+                 tls_files: tls.TlsFiles | None = None) -> int:
     from bluedove.store import Store
 
     store = Store(store_url)
@@ -267,7 +276,8 @@ async def _apply(store_url, seed_path, seed, old, new, timeout_s, say, err, tls_
     return 0
 
 
-async def _propose(new: SegmentTable, reason: str, timeout_s: float, tls_files=None) -> tuple[bool, str]:
+async def _propose(new: SegmentTable, reason: str, timeout_s: float,
+                   tls_files: tls.TlsFiles | None = None) -> tuple[bool, str]:
     """Hand the table to the first owner that answers: (applied, why not)."""
     why = "no owner has an address"
     req = pb.ProposeRequest(table_json=json.dumps(new.to_json()), reason=reason)

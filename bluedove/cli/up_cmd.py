@@ -6,6 +6,8 @@ import argparse
 import signal
 import sys
 import time
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from bluedove.cli.keys_cmd import add_auth_flag, print_auth
 from bluedove.core.partition.modes import MPARTITION
@@ -19,12 +21,16 @@ from bluedove.local.flags import (
 )
 from bluedove.runtime import tls
 
+if TYPE_CHECKING:
+    from bluedove.autoscaler.local import AutoscalerThread
+    from bluedove.local.cluster import LocalCluster
+
 SEED_HELP = ("a partition seed (JSON, docs/operations.md \"Seeds\"): the first table's boundaries and which "
              "matcher owns which segment of each dimension (default: equal widths); ignored when the store "
              "already holds a table")
 
 
-def add_command(sub) -> None:
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The `up` sub-command's parser."""
     up = sub.add_parser("up", help="run a local cluster as real processes until Ctrl-C")
     add_cluster_flags(up, 8080, 50051)
@@ -53,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         return _usage(problem)
     stopping = False
 
-    def on_signal(_signum, _frame):
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
         nonlocal stopping
         stopping = True
 
@@ -79,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _new_cluster(args: argparse.Namespace):
+def _new_cluster(args: argparse.Namespace) -> LocalCluster | int:
     """The LocalCluster of the flags, not started; else exit code 2 (store flags, space, TLS or seed refused)."""
     from bluedove.core.partition.bootstrap import BootError, initial_table, load_seed, numbered_members
     from bluedove.core.space import SpaceError
@@ -129,7 +135,7 @@ def _mode(args: argparse.Namespace, partition: str) -> str:
     return mode
 
 
-def _start(cluster) -> int | None:
+def _start(cluster: LocalCluster) -> int | None:
     """Start the cluster: None once it is ready, else the exit code (it stops what it started)."""
     from bluedove.core.partition.bootstrap import SpaceMismatch
 
@@ -144,7 +150,7 @@ def _start(cluster) -> int | None:
     return None
 
 
-def _start_autoscaler(args: argparse.Namespace, cluster):
+def _start_autoscaler(args: argparse.Namespace, cluster: LocalCluster) -> AutoscalerThread:
     """--autoscale: the autoscaler's thread on the cluster's processes, its /metrics among the targets."""
     from bluedove.autoscaler.local import AutoscalerThread
     from bluedove.autoscaler.policy import ScalingConfig
@@ -159,7 +165,7 @@ def _start_autoscaler(args: argparse.Namespace, cluster):
     return scaler
 
 
-def _print_endpoints(cluster) -> None:
+def _print_endpoints(cluster: LocalCluster) -> None:
     """Where the running cluster's APIs, dashboard, store, samples and processes are."""
     print(f"REST API    {cluster.url}  (docs {cluster.url}/docs)", flush=True)
     print(f"gRPC API    {cluster.grpc_url if cluster.tls else cluster.grpc_address}", flush=True)

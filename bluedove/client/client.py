@@ -10,11 +10,25 @@ import asyncio
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, ParamSpec, TypedDict, TypeVar, Unpack, cast
 
 from bluedove.client.errors import Unavailable
-from bluedove.client.objects import Delivery, Queue, Subscription, message_body, predicates_of, receipts_of
+from bluedove.client.objects import (
+                                     Delivery,
+                                     MessageLike,
+                                     Predicates,
+                                     Queue,
+                                     Ranges,
+                                     Subscription,
+                                     message_body,
+                                     predicates_of,
+                                     receipts_of,
+)
+from bluedove.client.transport import AsyncTransport, Json, Transport
+
+if TYPE_CHECKING:
+    from bluedove.client.grpc_transport import AsyncGrpcTransport, GrpcTransport
 
 MAX_BATCH = 1000
 
@@ -22,31 +36,56 @@ MAX_BATCH = 1000
 API_KEY_ENV = "BLUEDOVE_API_KEY"
 
 
-def _transport(url: str, timeout_s: float, asynchronous: bool, api_key: str | None = None, tls_ca: str | None = None):
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class Options(TypedDict, total=False):
+    """`Client`'s and `AsyncClient`'s keyword arguments (`_Base`'s)."""
+
+    timeout_s: float
+    retries: int
+    backoff_s: float
+    api_key: str | None
+    tls_ca: str | None
+
+
+# The transport of a URL's scheme; grpc is imported only by a client that speaks it.
+def _transport(url: str, timeout_s: float, api_key: str | None, tls_ca: str | None) -> Transport:
     if url.startswith(("grpc://", "grpcs://")):
-        from bluedove.client.grpc_transport import AsyncGrpcTransport, GrpcTransport
+        from bluedove.client.grpc_transport import GrpcTransport
 
-        return (AsyncGrpcTransport if asynchronous else GrpcTransport)(url, timeout_s, api_key=api_key, tls_ca=tls_ca)
-    from bluedove.client.http import AsyncHttpTransport, HttpTransport
+        return GrpcTransport(url, timeout_s, api_key=api_key, tls_ca=tls_ca)
+    from bluedove.client.http import HttpTransport
 
-    return (AsyncHttpTransport if asynchronous else HttpTransport)(url, timeout_s, api_key=api_key, tls_ca=tls_ca)
+    return HttpTransport(url, timeout_s, api_key=api_key, tls_ca=tls_ca)
+
+
+def _async_transport(url: str, timeout_s: float, api_key: str | None, tls_ca: str | None) -> AsyncTransport:
+    if url.startswith(("grpc://", "grpcs://")):
+        from bluedove.client.grpc_transport import AsyncGrpcTransport
+
+        return AsyncGrpcTransport(url, timeout_s, api_key=api_key, tls_ca=tls_ca)
+    from bluedove.client.http import AsyncHttpTransport
+
+    return AsyncHttpTransport(url, timeout_s, api_key=api_key, tls_ca=tls_ca)
 
 
 def _backoff(attempt: int, base_s: float) -> float:
-    return min(base_s * 2 ** attempt, 2.0) * (0.5 + random.random() / 2)
+    return min(base_s * 2.0 ** attempt, 2.0) * (0.5 + random.random() / 2)
 
 
-def _chunks(bodies: list[dict]) -> Iterator[list[dict]]:
+def _chunks(bodies: list[Json]) -> Iterator[list[Json]]:
     for i in range(0, len(bodies), MAX_BATCH):
         yield bodies[i:i + MAX_BATCH]
 
 
-def _all_have_ids(bodies: list[dict]) -> bool:
+def _all_have_ids(bodies: list[Json]) -> bool:
     return all(b.get("id") for b in bodies)
 
 
-def _message(attributes: dict, payload: Any, msg_id: str | None) -> dict:
-    body: dict = {"attributes": attributes, "payload": payload}
+def _message(attributes: dict[str, float], payload: Any, msg_id: str | None) -> Json:
+    body: Json = {"attributes": attributes, "payload": payload}
     if msg_id is not None:
         body["id"] = msg_id
     return body
@@ -72,12 +111,12 @@ class _Base:
         """A handle on an existing queue."""
         return Queue(queue_id, token, self)
 
-    def _subscription(self, out: dict, queue: Queue | None, predicates: dict) -> Subscription:
+    def _subscription(self, out: Json, queue: Queue | None, predicates: Predicates) -> Subscription:
         q = queue if queue is not None else Queue(out["queue"], out["token"], self)
         return Subscription(out["id"], q, predicates)
 
     @staticmethod
-    def _batch_bodies(predicates: Iterable[dict], queue: Queue | None) -> tuple[list[dict], list[dict]]:
+    def _batch_bodies(predicates: Iterable[Ranges], queue: Queue | None) -> tuple[list[Predicates], list[Json]]:
         preds = [predicates_of(p, {}) for p in predicates]
         return preds, [{"predicates": p, **({"queue": queue.id} if queue else {})} for p in preds]
 
@@ -85,10 +124,9 @@ class _Base:
 class Client(_Base):
     """Synchronous client (httpx for REST, a blocking channel for gRPC)."""
 
-    def __init__(self, url: str = "http://127.0.0.1:8080", **kw) -> None:
+    def __init__(self, url: str = "http://127.0.0.1:8080", **kw: Unpack[Options]) -> None:
         super().__init__(url, **kw)
-        self.t = _transport(url, kw.get("timeout_s", 30.0), asynchronous=False, api_key=self.api_key,
-                            tls_ca=kw.get("tls_ca"))
+        self.t = _transport(url, kw.get("timeout_s", 30.0), self.api_key, kw.get("tls_ca"))
 
     def close(self) -> None:
         self.t.close()
@@ -96,19 +134,21 @@ class Client(_Base):
     def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _retry(self, idempotent: bool, fn, *args):
-        for attempt in range(self.retries + 1):
+    def _retry(self, idempotent: bool, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        attempt = 0
+        while True:
             try:
-                return fn(*args)
+                return fn(*args, **kwargs)
             except Unavailable:
-                if not idempotent or attempt == self.retries:
+                if not idempotent or attempt >= self.retries:
                     raise
-                time.sleep(_backoff(attempt, self.backoff_s))
+            time.sleep(_backoff(attempt, self.backoff_s))
+            attempt += 1
 
-    def space(self) -> dict:
+    def space(self) -> Json:
         return self._retry(True, self.t.space)
 
     def create_queue(self) -> Queue:
@@ -118,14 +158,15 @@ class Client(_Base):
     def delete_queue(self, queue: Queue) -> None:
         self._retry(True, self.t.delete_queue, queue.id, queue.token)
 
-    def subscribe(self, queue: Queue | None = None, predicates: dict | None = None, **ranges) -> Subscription:
+    def subscribe(self, queue: Queue | None = None, predicates: Ranges | None = None,
+                  **ranges: Iterable[float]) -> Subscription:
         """Subscribe `queue` (a new one when None) to {dim: (low, high)}, as a dict or keywords."""
         preds = predicates_of(predicates, ranges)
         body = {"predicates": preds, **({"queue": queue.id} if queue else {})}
         out = self.t.subscribe(body, queue.token if queue else None)
         return self._subscription(out, queue, preds)
 
-    def subscribe_many(self, predicates: Iterable[dict], queue: Queue | None = None) -> list[Subscription]:
+    def subscribe_many(self, predicates: Iterable[Ranges], queue: Queue | None = None) -> list[Subscription]:
         """Subscribe `queue` to each {dim: (low, high)} of `predicates` (each on a new queue of
         its own when None), in POST /v1/subscriptions:batch calls of up to 1000; each call is
         all or nothing. In order."""
@@ -141,21 +182,21 @@ class Client(_Base):
     def unsubscribe(self, sub: Subscription) -> None:
         self._retry(True, self.t.unsubscribe, sub.id, sub.queue.token)
 
-    def publish(self, attributes: dict, payload: Any = None, id: str | None = None) -> str:  # noqa: A002
+    def publish(self, attributes: dict[str, float], payload: Any = None, id: str | None = None) -> str:  # noqa: A002
         body = _message(attributes, payload, id)
         return self._retry(id is not None, self.t.publish, body)
 
-    def publish_many(self, messages: Iterable) -> list[str]:
+    def publish_many(self, messages: Iterable[MessageLike]) -> list[str]:
         """Publish in batches of up to 1000 (a PublishStream per batch over gRPC); ids in order."""
         bodies = [message_body(m) for m in messages]
-        send = self.t.publish_stream if self.grpc else self.t.publish_batch
+        send = cast("GrpcTransport", self.t).publish_stream if self.grpc else self.t.publish_batch
         return [mid for chunk in _chunks(bodies) for mid in self._retry(_all_have_ids(chunk), send, chunk)]
 
     def poll(self, queue: Queue, max: int = 100, wait: float = 0) -> list[Delivery]:  # noqa: A002
         msgs = self._retry(True, self.t.poll, queue.id, queue.token, max, wait)
         return [Delivery.from_json(m, queue) for m in msgs]
 
-    def ack(self, queue: Queue, deliveries) -> None:
+    def ack(self, queue: Queue, deliveries: Iterable[Delivery | str]) -> None:
         receipts = receipts_of(deliveries)
         if receipts:
             self._retry(True, self.t.ack, queue.id, queue.token, receipts)
@@ -177,10 +218,9 @@ class Client(_Base):
 class AsyncClient(_Base):
     """asyncio client: the same methods as `Client`, to be awaited (listen: `async for`)."""
 
-    def __init__(self, url: str = "http://127.0.0.1:8080", **kw) -> None:
+    def __init__(self, url: str = "http://127.0.0.1:8080", **kw: Unpack[Options]) -> None:
         super().__init__(url, **kw)
-        self.t = _transport(url, kw.get("timeout_s", 30.0), asynchronous=True, api_key=self.api_key,
-                            tls_ca=kw.get("tls_ca"))
+        self.t = _async_transport(url, kw.get("timeout_s", 30.0), self.api_key, kw.get("tls_ca"))
 
     async def close(self) -> None:
         await self.t.close()
@@ -188,19 +228,21 @@ class AsyncClient(_Base):
     async def __aenter__(self) -> "AsyncClient":
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _retry(self, idempotent: bool, fn, *args):
-        for attempt in range(self.retries + 1):
+    async def _retry(self, idempotent: bool, fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
+        attempt = 0
+        while True:
             try:
-                return await fn(*args)
+                return await fn(*args, **kwargs)
             except Unavailable:
-                if not idempotent or attempt == self.retries:
+                if not idempotent or attempt >= self.retries:
                     raise
-                await asyncio.sleep(_backoff(attempt, self.backoff_s))
+            await asyncio.sleep(_backoff(attempt, self.backoff_s))
+            attempt += 1
 
-    async def space(self) -> dict:
+    async def space(self) -> Json:
         return await self._retry(True, self.t.space)
 
     async def create_queue(self) -> Queue:
@@ -210,16 +252,17 @@ class AsyncClient(_Base):
     async def delete_queue(self, queue: Queue) -> None:
         await self._retry(True, self.t.delete_queue, queue.id, queue.token)
 
-    async def subscribe(self, queue: Queue | None = None, predicates: dict | None = None, **ranges) -> Subscription:
+    async def subscribe(self, queue: Queue | None = None, predicates: Ranges | None = None,
+                        **ranges: Iterable[float]) -> Subscription:
         preds = predicates_of(predicates, ranges)
         body = {"predicates": preds, **({"queue": queue.id} if queue else {})}
         out = await self.t.subscribe(body, queue.token if queue else None)
         return self._subscription(out, queue, preds)
 
-    async def subscribe_many(self, predicates: Iterable[dict], queue: Queue | None = None) -> list[Subscription]:
+    async def subscribe_many(self, predicates: Iterable[Ranges], queue: Queue | None = None) -> list[Subscription]:
         preds, bodies = self._batch_bodies(predicates, queue)
         token = queue.token if queue else None
-        outs: list[dict] = []
+        outs: list[Json] = []
         for chunk in _chunks(bodies):
             outs += await self.t.subscribe_batch(chunk, token)
         return [self._subscription(o, queue, p) for o, p in zip(outs, preds)]
@@ -231,12 +274,13 @@ class AsyncClient(_Base):
     async def unsubscribe(self, sub: Subscription) -> None:
         await self._retry(True, self.t.unsubscribe, sub.id, sub.queue.token)
 
-    async def publish(self, attributes: dict, payload: Any = None, id: str | None = None) -> str:  # noqa: A002
+    async def publish(self, attributes: dict[str, float], payload: Any = None,
+                      id: str | None = None) -> str:  # noqa: A002
         return await self._retry(id is not None, self.t.publish, _message(attributes, payload, id))
 
-    async def publish_many(self, messages: Iterable) -> list[str]:
+    async def publish_many(self, messages: Iterable[MessageLike]) -> list[str]:
         bodies = [message_body(m) for m in messages]
-        send = self.t.publish_stream if self.grpc else self.t.publish_batch
+        send = cast("AsyncGrpcTransport", self.t).publish_stream if self.grpc else self.t.publish_batch
         out: list[str] = []
         for chunk in _chunks(bodies):
             out += await self._retry(_all_have_ids(chunk), send, chunk)
@@ -246,7 +290,7 @@ class AsyncClient(_Base):
         msgs = await self._retry(True, self.t.poll, queue.id, queue.token, max, wait)
         return [Delivery.from_json(m, queue) for m in msgs]
 
-    async def ack(self, queue: Queue, deliveries) -> None:
+    async def ack(self, queue: Queue, deliveries: Iterable[Delivery | str]) -> None:
         receipts = receipts_of(deliveries)
         if receipts:
             await self._retry(True, self.t.ack, queue.id, queue.token, receipts)

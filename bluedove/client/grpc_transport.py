@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
 
 import grpc
+from google.protobuf.message import Message as ProtoMessage
 
 from bluedove.client.errors import BlueDoveError, InvalidMessage, InvalidSubscription, api_error
-from bluedove.runtime.tls import api_channel
+from bluedove.client.transport import Json
 from bluedove.v1 import pubsub_pb2 as pb
 from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 
@@ -25,20 +28,22 @@ STATUS = {
 
 
 def rpc_error(exc: grpc.RpcError) -> BlueDoveError:
-    meta = dict(exc.trailing_metadata() or ())
+    # grpc-stubs type the pairs as objects with .key and .value; they are (key, value) tuples (the
+    # blocking call's namedtuples, aio.Metadata's pairs), and our keys are text, so their values str
+    meta: dict[str, str] = dict(exc.trailing_metadata() or ())  # type: ignore[arg-type]
     code = meta.get("bluedove-error-code") or ("unavailable" if STATUS.get(exc.code()) == 503 else None)
     return api_error(STATUS.get(exc.code(), 500), code, exc.details() or exc.code().name,
                      meta.get("bluedove-error-field"))
 
 
-def _number(v, err: type[BlueDoveError], where: str) -> float:
+def _number(v: object, err: type[BlueDoveError], where: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise err("invalid_message" if err is InvalidMessage else "invalid_subscription",
                   f"must be a number, got {v!r}", where)
     return float(v)
 
 
-def message_pb(body: dict, where: str = "") -> pb.Message:
+def message_pb(body: Json, where: str = "") -> pb.Message:
     attrs = body.get("attributes")
     if not isinstance(attrs, dict):
         raise InvalidMessage("invalid_message", "attributes must be an object", f"{where}attributes")
@@ -48,8 +53,8 @@ def message_pb(body: dict, where: str = "") -> pb.Message:
                       id=body.get("id") or "")
 
 
-def subscribe_pb(body: dict, where: str = "") -> pb.SubscribeRequest:
-    preds = {}
+def subscribe_pb(body: Json, where: str = "") -> pb.SubscribeRequest:
+    preds: dict[str, pb.Range] = {}
     for k, rng in body.get("predicates", {}).items():
         at = f"{where}predicates.{k}"
         if not isinstance(rng, (list, tuple)) or len(rng) != 2:
@@ -59,12 +64,12 @@ def subscribe_pb(body: dict, where: str = "") -> pb.SubscribeRequest:
     return pb.SubscribeRequest(queue=body.get("queue") or "", predicates=preds)
 
 
-def subscribe_batch_pb(bodies: list[dict]) -> pb.SubscribeBatchRequest:
+def subscribe_batch_pb(bodies: list[Json]) -> pb.SubscribeBatchRequest:
     return pb.SubscribeBatchRequest(subscriptions=[subscribe_pb(b, f"subscriptions[{i}].")
                                                    for i, b in enumerate(bodies)])
 
 
-def delivery_json(m: pb.Delivery) -> dict:
+def delivery_json(m: pb.Delivery) -> Json:
     return {"id": m.id, "attributes": dict(m.attributes), "payload": json.loads(m.payload) if m.payload else None,
             "subscriptions": list(m.subscriptions), "receipt": m.receipt, "published_at": m.published_at}
 
@@ -73,19 +78,24 @@ def _num(v: float) -> int | float:
     return int(v) if math.isfinite(v) and v.is_integer() else v
 
 
-def space_json(s: pb.Space) -> dict:
+def space_json(s: pb.Space) -> Json:
     return {"dimensions": [{"name": d.name, "min": _num(d.min), "max": _num(d.max)} for d in s.dimensions]}
 
 
-def subscription_json(s: pb.SubscriptionInfo) -> dict:
+def subscription_json(s: pb.SubscriptionInfo) -> Json:
     return {"id": s.id, "queue": s.queue, "predicates": {k: [r.low, r.high] for k, r in s.predicates.items()}}
 
 
-def reply_json(r: pb.SubscribeReply | pb.CreateQueueReply) -> dict:
+def reply_json(r: pb.SubscribeReply | pb.CreateQueueReply) -> Json:
     return {f.name: v for f, v in r.ListFields()}
 
 
-def _md(token: str | None, api_key: str | None = None):
+Metadata = tuple[tuple[str, str], ...]
+# a call's request: a message, or PublishStream's iterator of them
+Request = ProtoMessage | Iterator[pb.PublishStreamRequest]
+
+
+def _md(token: str | None, api_key: str | None = None) -> Metadata | None:
     """As over REST: the key in `authorization` and the queue token in `x-queue-token` for a
     managing call of a client given `api_key`; else the queue token in `authorization`."""
     if api_key:
@@ -93,13 +103,26 @@ def _md(token: str | None, api_key: str | None = None):
     return (("authorization", f"Bearer {token}"),) if token else None
 
 
-def target(url: str) -> str:
+def _target(url: str) -> str:
     return url.removeprefix("grpcs://").removeprefix("grpc://").rstrip("/")
 
 
-def _channel(url: str, tls_ca: str | None, asynchronous: bool):
-    """grpcs://: TLS, trusting `tls_ca` (else the system's roots); grpc://: plain."""
-    return api_channel(target(url), url.startswith("grpcs://"), tls_ca, asynchronous)
+# The public API asks for no client certificate (docs/operations.md, "TLS"): grpcs:// trusts
+# `tls_ca` (else the system's roots), grpc:// is plain.
+def _credentials(tls_ca: str | None) -> grpc.ChannelCredentials:
+    return grpc.ssl_channel_credentials(root_certificates=Path(tls_ca).read_bytes() if tls_ca else None)
+
+
+def _channel(url: str, tls_ca: str | None) -> grpc.Channel:
+    if url.startswith("grpcs://"):
+        return grpc.secure_channel(_target(url), _credentials(tls_ca))
+    return grpc.insecure_channel(_target(url))
+
+
+def _aio_channel(url: str, tls_ca: str | None) -> grpc.aio.Channel:
+    if url.startswith("grpcs://"):
+        return grpc.aio.secure_channel(_target(url), _credentials(tls_ca))
+    return grpc.aio.insecure_channel(_target(url))
 
 
 # Messages per PublishStream element: a stream of batches costs the dispatcher what
@@ -107,7 +130,7 @@ def _channel(url: str, tls_ca: str | None, asynchronous: bool):
 STREAM_ELEMENT = 200
 
 
-def stream_elements(msgs: list) -> Iterator:
+def stream_elements(msgs: list[pb.Message]) -> Iterator[pb.PublishStreamRequest]:
     """A PublishStream's elements: the messages in batches of STREAM_ELEMENT."""
     return iter([pb.PublishStreamRequest(messages=msgs[i:i + STREAM_ELEMENT])
                  for i in range(0, len(msgs), STREAM_ELEMENT)])
@@ -118,64 +141,67 @@ class GrpcTransport:
 
     def __init__(self, url: str, timeout_s: float, api_key: str | None = None, tls_ca: str | None = None) -> None:
         self.api_key = api_key
-        self.channel = _channel(url, tls_ca, asynchronous=False)
+        self.channel = _channel(url, tls_ca)
         self.stub = pb_grpc.PubSubStub(self.channel)
         self.timeout_s = timeout_s
 
     def close(self) -> None:
         self.channel.close()
 
-    def _call(self, name: str, req, token: str | None = None, extra_s: float = 0.0, api_key: str | None = None):
+    def _call(self, name: str, req: Request, token: str | None = None, extra_s: float = 0.0,
+              api_key: str | None = None) -> Any:
+        """RPC `name`'s reply message (the generated stub is untyped: each caller names its type)."""
         try:
             return getattr(self.stub, name)(req, metadata=_md(token, api_key), timeout=self.timeout_s + extra_s)
         except grpc.RpcError as exc:
             raise rpc_error(exc) from None
 
-    def _manage(self, name: str, req, token: str | None = None, extra_s: float = 0.0):
+    def _manage(self, name: str, req: Request, token: str | None = None, extra_s: float = 0.0) -> Any:
         """A call that carries the API key (publish, create, subscribe, delete); reads do not."""
         return self._call(name, req, token, extra_s, self.api_key)
 
-    def space(self) -> dict:
+    def space(self) -> Json:
         return space_json(self._call("GetSpace", pb.GetSpaceRequest()))
 
-    def create_queue(self) -> dict:
+    def create_queue(self) -> Json:
         return reply_json(self._manage("CreateQueue", pb.CreateQueueRequest()))
 
     def delete_queue(self, queue: str, token: str) -> None:
         self._manage("DeleteQueue", pb.DeleteQueueRequest(queue=queue), token)
 
-    def subscribe(self, body: dict, token: str | None) -> dict:
+    def subscribe(self, body: Json, token: str | None) -> Json:
         return reply_json(self._manage("Subscribe", subscribe_pb(body), token))
 
-    def subscribe_batch(self, bodies: list[dict], token: str | None) -> list[dict]:
+    def subscribe_batch(self, bodies: list[Json], token: str | None) -> list[Json]:
         r = self._manage("SubscribeBatch", subscribe_batch_pb(bodies), token, extra_s=len(bodies) / 1000)
         return [reply_json(x) for x in r.subscriptions]
 
-    def get_subscription(self, sub_id: str, token: str) -> dict:
+    def get_subscription(self, sub_id: str, token: str) -> Json:
         return subscription_json(self._call("GetSubscription", pb.SubscriptionRef(id=sub_id), token))
 
     def unsubscribe(self, sub_id: str, token: str) -> None:
         self._manage("Unsubscribe", pb.SubscriptionRef(id=sub_id), token)
 
-    def publish(self, body: dict) -> str:
-        return self._manage("Publish", message_pb(body)).id
+    def publish(self, body: Json) -> str:
+        reply: pb.PublishReply = self._manage("Publish", message_pb(body))
+        return reply.id
 
-    def publish_batch(self, bodies: list[dict]) -> list[str]:
+    def publish_batch(self, bodies: list[Json]) -> list[str]:
         msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
         return list(self._manage("PublishBatch", pb.PublishBatchRequest(messages=msgs)).ids)
 
-    def publish_stream(self, bodies: list[dict]) -> list[str]:
+    def publish_stream(self, bodies: list[Json]) -> list[str]:
         msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
         return list(self._manage("PublishStream", stream_elements(msgs), extra_s=len(msgs) / 1000).ids)
 
-    def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
+    def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[Json]:
         r = self._call("Poll", pb.PollRequest(queue=queue, max=max_n, wait=wait), token, extra_s=wait)
         return [delivery_json(m) for m in r.messages]
 
     def ack(self, queue: str, token: str, receipts: list[str]) -> None:
         self._call("Ack", pb.AckRequest(queue=queue, receipts=receipts), token)
 
-    def listen(self, queue: str, token: str, max_n: int):
+    def listen(self, queue: str, token: str, max_n: int) -> Iterator[Json]:
         """The push stream; ends when the dispatcher closes it (the caller reconnects)."""
         call = self.stub.Listen(pb.ListenRequest(queue=queue, max=max_n), metadata=_md(token))
         try:
@@ -201,66 +227,67 @@ class AsyncGrpcTransport:
     @property
     def stub(self) -> pb_grpc.PubSubStub:
         if self._channel is None:  # made on first use, inside the running loop
-            self._channel = _channel(self.url, self.tls_ca, asynchronous=True)
+            self._channel = _aio_channel(self.url, self.tls_ca)
             self._stub = pb_grpc.PubSubStub(self._channel)
         return self._stub
 
     async def close(self) -> None:
         if self._channel is not None:
-            await self._channel.close()
+            await self._channel.close(None)  # no grace: calls still running are cancelled
 
-    async def _call(self, name: str, req, token: str | None = None, extra_s: float = 0.0,
-                    api_key: str | None = None):
+    async def _call(self, name: str, req: Request, token: str | None = None, extra_s: float = 0.0,
+                    api_key: str | None = None) -> Any:
         try:
             return await getattr(self.stub, name)(req, metadata=_md(token, api_key), timeout=self.timeout_s + extra_s)
         except grpc.RpcError as exc:
             raise rpc_error(exc) from None
 
-    async def _manage(self, name: str, req, token: str | None = None, extra_s: float = 0.0):
+    async def _manage(self, name: str, req: Request, token: str | None = None, extra_s: float = 0.0) -> Any:
         """A call that carries the API key (publish, create, subscribe, delete); reads do not."""
         return await self._call(name, req, token, extra_s, self.api_key)
 
-    async def space(self) -> dict:
+    async def space(self) -> Json:
         return space_json(await self._call("GetSpace", pb.GetSpaceRequest()))
 
-    async def create_queue(self) -> dict:
+    async def create_queue(self) -> Json:
         return reply_json(await self._manage("CreateQueue", pb.CreateQueueRequest()))
 
     async def delete_queue(self, queue: str, token: str) -> None:
         await self._manage("DeleteQueue", pb.DeleteQueueRequest(queue=queue), token)
 
-    async def subscribe(self, body: dict, token: str | None) -> dict:
+    async def subscribe(self, body: Json, token: str | None) -> Json:
         return reply_json(await self._manage("Subscribe", subscribe_pb(body), token))
 
-    async def subscribe_batch(self, bodies: list[dict], token: str | None) -> list[dict]:
+    async def subscribe_batch(self, bodies: list[Json], token: str | None) -> list[Json]:
         r = await self._manage("SubscribeBatch", subscribe_batch_pb(bodies), token, extra_s=len(bodies) / 1000)
         return [reply_json(x) for x in r.subscriptions]
 
-    async def get_subscription(self, sub_id: str, token: str) -> dict:
+    async def get_subscription(self, sub_id: str, token: str) -> Json:
         return subscription_json(await self._call("GetSubscription", pb.SubscriptionRef(id=sub_id), token))
 
     async def unsubscribe(self, sub_id: str, token: str) -> None:
         await self._manage("Unsubscribe", pb.SubscriptionRef(id=sub_id), token)
 
-    async def publish(self, body: dict) -> str:
-        return (await self._manage("Publish", message_pb(body))).id
+    async def publish(self, body: Json) -> str:
+        reply: pb.PublishReply = await self._manage("Publish", message_pb(body))
+        return reply.id
 
-    async def publish_batch(self, bodies: list[dict]) -> list[str]:
+    async def publish_batch(self, bodies: list[Json]) -> list[str]:
         msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
         return list((await self._manage("PublishBatch", pb.PublishBatchRequest(messages=msgs))).ids)
 
-    async def publish_stream(self, bodies: list[dict]) -> list[str]:
+    async def publish_stream(self, bodies: list[Json]) -> list[str]:
         msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
         return list((await self._manage("PublishStream", stream_elements(msgs), extra_s=len(msgs) / 1000)).ids)
 
-    async def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
+    async def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[Json]:
         r = await self._call("Poll", pb.PollRequest(queue=queue, max=max_n, wait=wait), token, extra_s=wait)
         return [delivery_json(m) for m in r.messages]
 
     async def ack(self, queue: str, token: str, receipts: list[str]) -> None:
         await self._call("Ack", pb.AckRequest(queue=queue, receipts=receipts), token)
 
-    async def listen(self, queue: str, token: str, max_n: int):
+    async def listen(self, queue: str, token: str, max_n: int) -> AsyncIterator[Json]:
         call = self.stub.Listen(pb.ListenRequest(queue=queue, max=max_n), metadata=_md(token))
         try:
             async for m in call:

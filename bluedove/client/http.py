@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+import ssl
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, cast
 
 import httpx
 
 from bluedove.client.errors import Unavailable, api_error
+from bluedove.client.transport import Json
+
+# The fields of an answer are cast to the types the API gives them (docs/api.md).
 
 # Long-polls of listen() over REST (seconds; the API allows up to 20).
 LISTEN_WAIT_S = 20
 
 
-def _auth(token: str | None, api_key: str | None = None) -> dict:
+def _auth(token: str | None, api_key: str | None = None) -> dict[str, str]:
     """Without a key: the queue token in Authorization. With one (a managing call of a client
     given `api_key`): the key in Authorization, the queue token in X-Queue-Token."""
     if api_key:
@@ -20,10 +26,11 @@ def _auth(token: str | None, api_key: str | None = None) -> dict:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def decode(status: int, content: bytes, reason: str) -> dict | None:
+def decode(status: int, content: bytes, reason: str) -> Json | None:
     """An answer's JSON, or the typed error it carries (for any HTTP client)."""
     if status < 400:
-        return json.loads(content) if content else None
+        answer: Json | None = json.loads(content) if content else None
+        return answer
     try:
         err = json.loads(content)["error"]
         raise api_error(status, err.get("code"), err.get("message", ""), err.get("field"))
@@ -31,9 +38,10 @@ def decode(status: int, content: bytes, reason: str) -> dict | None:
         raise api_error(status, None, content[:200].decode(errors="replace") or reason) from None
 
 
-def _check(r: httpx.Response) -> dict | None:
+def _check(r: httpx.Response) -> Json:
+    """The answer's JSON object ({} when it has none: a 204), or the typed error it carries."""
     try:
-        return decode(r.status_code, r.content, r.reason_phrase)
+        return decode(r.status_code, r.content, r.reason_phrase) or {}
     except Unavailable as exc:
         try:
             exc.retry_after_s = float(r.headers["retry-after"])
@@ -42,13 +50,12 @@ def _check(r: httpx.Response) -> dict | None:
         raise
 
 
-def _verify(tls_ca: str | None):
-    """httpx's `verify` for https://: the CA file's roots, else the system's."""
+def _verify(tls_ca: str | None) -> ssl.SSLContext | bool:
+    """httpx's `verify` for https://: a context trusting the CA file's roots, else True (the
+    system's). No client certificate: the public ports ask for none (docs/operations.md, "TLS")."""
     if not tls_ca:
         return True
-    from bluedove.runtime.tls import client_context
-
-    return client_context(tls_ca)
+    return ssl.create_default_context(cafile=tls_ca)
 
 
 class HttpTransport:
@@ -64,51 +71,53 @@ class HttpTransport:
         self.h.close()
 
     def _do(self, method: str, path: str, token: str | None = None, api_key: str | None = None,
-            **kw) -> dict | None:
+            **kw: Any) -> Json:
         try:
             r = self.h.request(method, path, headers=_auth(token, api_key), **kw)
         except httpx.TransportError as exc:
             raise Unavailable("unavailable", f"cannot reach {self.h.base_url}: {exc!r}") from exc
         return _check(r)
 
-    def _manage(self, method: str, path: str, token: str | None = None, **kw) -> dict | None:
+    def _manage(self, method: str, path: str, token: str | None = None, **kw: Any) -> Json:
         """A call that carries the API key (publish, create, subscribe, delete); reads do not."""
         return self._do(method, path, token, self.api_key, **kw)
 
-    def space(self) -> dict:
+    def space(self) -> Json:
         return self._do("GET", "/v1/space")
 
-    def create_queue(self) -> dict:
+    def create_queue(self) -> Json:
         return self._manage("POST", "/v1/queues")
 
     def delete_queue(self, queue: str, token: str) -> None:
         self._manage("DELETE", f"/v1/queues/{queue}", token)
 
-    def subscribe(self, body: dict, token: str | None) -> dict:
+    def subscribe(self, body: Json, token: str | None) -> Json:
         return self._manage("POST", "/v1/subscriptions", token, json=body)
 
-    def subscribe_batch(self, bodies: list[dict], token: str | None) -> list[dict]:
-        return self._manage("POST", "/v1/subscriptions:batch", token, json={"subscriptions": bodies})["subscriptions"]
+    def subscribe_batch(self, bodies: list[Json], token: str | None) -> list[Json]:
+        answer = self._manage("POST", "/v1/subscriptions:batch", token, json={"subscriptions": bodies})
+        return cast(list[Json], answer["subscriptions"])
 
-    def get_subscription(self, sub_id: str, token: str) -> dict:
+    def get_subscription(self, sub_id: str, token: str) -> Json:
         return self._do("GET", f"/v1/subscriptions/{sub_id}", token)
 
     def unsubscribe(self, sub_id: str, token: str) -> None:
         self._manage("DELETE", f"/v1/subscriptions/{sub_id}", token)
 
-    def publish(self, body: dict) -> str:
-        return self._manage("POST", "/v1/messages", json=body)["id"]
+    def publish(self, body: Json) -> str:
+        return cast(str, self._manage("POST", "/v1/messages", json=body)["id"])
 
-    def publish_batch(self, bodies: list[dict]) -> list[str]:
-        return self._manage("POST", "/v1/messages:batch", json={"messages": bodies})["ids"]
+    def publish_batch(self, bodies: list[Json]) -> list[str]:
+        return cast(list[str], self._manage("POST", "/v1/messages:batch", json={"messages": bodies})["ids"])
 
-    def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
-        return self._do("GET", f"/v1/queues/{queue}/messages", token, params={"max": max_n, "wait": wait})["messages"]
+    def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[Json]:
+        answer = self._do("GET", f"/v1/queues/{queue}/messages", token, params={"max": max_n, "wait": wait})
+        return cast(list[Json], answer["messages"])
 
     def ack(self, queue: str, token: str, receipts: list[str]) -> None:
         self._do("POST", f"/v1/queues/{queue}/ack", token, json={"receipts": receipts})
 
-    def listen(self, queue: str, token: str, max_n: int):
+    def listen(self, queue: str, token: str, max_n: int) -> Iterator[Json]:
         """Deliveries as long-polls bring them; the caller reconnects on Unavailable."""
         while True:
             yield from self.poll(queue, token, max_n, LISTEN_WAIT_S)
@@ -122,7 +131,7 @@ class AsyncHttpTransport:
                  tls_ca: str | None = None) -> None:
         """`limits`: the connection pool's (httpx's default without); `transport`: another
         than the network's (tests pass an httpx.MockTransport)."""
-        pool = {"limits": limits} if limits is not None else {}
+        pool: dict[str, Any] = {"limits": limits} if limits is not None else {}  # else httpx's default
         self.api_key = api_key
         self.h = httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(timeout_s + LISTEN_WAIT_S, connect=timeout_s),
                                    transport=transport, verify=_verify(tls_ca), **pool)
@@ -130,64 +139,65 @@ class AsyncHttpTransport:
     async def close(self) -> None:
         await self.h.aclose()
 
-    async def _do(self, method: str, path: str, token: str | None = None, headers: dict | None = None,
-                  api_key: str | None = None, **kw) -> dict | None:
+    async def _do(self, method: str, path: str, token: str | None = None, headers: dict[str, str] | None = None,
+                  api_key: str | None = None, **kw: Any) -> Json:
         try:
             r = await self.h.request(method, path, headers={**_auth(token, api_key), **(headers or {})}, **kw)
         except httpx.TransportError as exc:
             raise Unavailable("unavailable", f"cannot reach {self.h.base_url}: {exc!r}") from exc
         return _check(r)
 
-    async def _manage(self, method: str, path: str, token: str | None = None, **kw) -> dict | None:
+    async def _manage(self, method: str, path: str, token: str | None = None, **kw: Any) -> Json:
         """A call that carries the API key (publish, create, subscribe, delete); reads do not."""
         return await self._do(method, path, token, api_key=self.api_key, **kw)
 
-    async def space(self) -> dict:
+    async def space(self) -> Json:
         return await self._do("GET", "/v1/space")
 
-    async def create_queue(self) -> dict:
+    async def create_queue(self) -> Json:
         return await self._manage("POST", "/v1/queues")
 
     async def delete_queue(self, queue: str, token: str) -> None:
         await self._manage("DELETE", f"/v1/queues/{queue}", token)
 
-    async def subscribe(self, body: dict, token: str | None) -> dict:
+    async def subscribe(self, body: Json, token: str | None) -> Json:
         return await self._manage("POST", "/v1/subscriptions", token, json=body)
 
-    async def subscribe_batch(self, bodies: list[dict], token: str | None) -> list[dict]:
-        return (await self._manage("POST", "/v1/subscriptions:batch", token,
-                               json={"subscriptions": bodies}))["subscriptions"]
+    async def subscribe_batch(self, bodies: list[Json], token: str | None) -> list[Json]:
+        answer = await self._manage("POST", "/v1/subscriptions:batch", token, json={"subscriptions": bodies})
+        return cast(list[Json], answer["subscriptions"])
 
-    async def get_subscription(self, sub_id: str, token: str) -> dict:
+    async def get_subscription(self, sub_id: str, token: str) -> Json:
         return await self._do("GET", f"/v1/subscriptions/{sub_id}", token)
 
     async def unsubscribe(self, sub_id: str, token: str) -> None:
         await self._manage("DELETE", f"/v1/subscriptions/{sub_id}", token)
 
-    async def publish(self, body: dict) -> str:
-        return (await self._manage("POST", "/v1/messages", json=body))["id"]
+    async def publish(self, body: Json) -> str:
+        return cast(str, (await self._manage("POST", "/v1/messages", json=body))["id"])
 
-    async def publish_batch(self, bodies: list[dict]) -> list[str]:
-        return (await self._manage("POST", "/v1/messages:batch", json={"messages": bodies}))["ids"]
+    async def publish_batch(self, bodies: list[Json]) -> list[str]:
+        return cast(list[str], (await self._manage("POST", "/v1/messages:batch", json={"messages": bodies}))["ids"])
 
     async def publish_encoded(self, batch: bytes) -> list[str]:
         """A batch already encoded as `{"messages": [...]}` JSON (a load generator prepares its
         requests ahead, so that its CPU goes to sending them)."""
-        return (await self._manage("POST", "/v1/messages:batch", content=batch,
-                               headers={"Content-Type": "application/json"}))["ids"]
+        answer = await self._manage("POST", "/v1/messages:batch", content=batch,
+                                    headers={"Content-Type": "application/json"})
+        return cast(list[str], answer["ids"])
 
-    async def cluster(self, timeout_s: float | None = None) -> dict:
+    async def cluster(self, timeout_s: float | None = None) -> Json:
         """GET /v1/cluster: the members, their segments and loads (what the dashboard shows)."""
-        return await self._do("GET", "/v1/cluster", **({"timeout": timeout_s} if timeout_s else {}))
+        return await self._do("GET", "/v1/cluster", timeout=timeout_s if timeout_s else httpx.USE_CLIENT_DEFAULT)
 
-    async def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[dict]:
-        return (await self._do("GET", f"/v1/queues/{queue}/messages", token,
-                               params={"max": max_n, "wait": wait}))["messages"]
+    async def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[Json]:
+        answer = await self._do("GET", f"/v1/queues/{queue}/messages", token, params={"max": max_n, "wait": wait})
+        return cast(list[Json], answer["messages"])
 
     async def ack(self, queue: str, token: str, receipts: list[str]) -> None:
         await self._do("POST", f"/v1/queues/{queue}/ack", token, json={"receipts": receipts})
 
-    async def listen(self, queue: str, token: str, max_n: int):
+    async def listen(self, queue: str, token: str, max_n: int) -> AsyncIterator[Json]:
         while True:
             for m in await self.poll(queue, token, max_n, LISTEN_WAIT_S):
                 yield m

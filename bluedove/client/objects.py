@@ -5,8 +5,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from bluedove.client.transport import Json
+
+# {dimension: (low, high)} as given, and as sent: {dimension: [low, high]}
+Ranges = Mapping[str, Iterable[float]]
+Predicates = dict[str, list[float]]
+# a message as `publish_many` takes it: {"attributes": …, "payload": …, "id": …} or (attributes, payload)
+MessageLike = Json | tuple[Mapping[str, float], Any]
 
 
 @dataclass
@@ -15,23 +24,25 @@ class Queue:
 
     id: str
     token: str = field(repr=False)
+    # a Client or an AsyncClient (Any: the methods below answer the first's values and the
+    # second's awaitables, so their types are the client's)
     client: Any = field(default=None, repr=False, compare=False)
 
-    def deliveries(self, wait: float = 0, max: int = 100):  # noqa: A002 - the API's name
+    def deliveries(self, wait: float = 0, max: int = 100) -> Any:  # noqa: A002 - the API's name
         """What is in the queue now, waiting up to `wait` s for the first delivery."""
         return self.client.poll(self, max=max, wait=wait)
 
-    def listen(self, max: int = 100):  # noqa: A002
+    def listen(self, max: int = 100) -> Any:  # noqa: A002
         """Every delivery, forever: the push stream over gRPC, long-polls over REST."""
         return self.client.listen(self, max=max)
 
-    def ack(self, deliveries):
+    def ack(self, deliveries: Iterable[Delivery | str]) -> Any:
         return self.client.ack(self, deliveries)
 
-    def subscribe(self, predicates: dict | None = None, **ranges):
+    def subscribe(self, predicates: Ranges | None = None, **ranges: Iterable[float]) -> Any:
         return self.client.subscribe(self, predicates, **ranges)
 
-    def delete(self):
+    def delete(self) -> Any:
         return self.client.delete_queue(self)
 
 
@@ -41,9 +52,9 @@ class Subscription:
 
     id: str
     queue: Queue
-    predicates: dict = field(default_factory=dict)
+    predicates: Predicates = field(default_factory=dict)
 
-    def delete(self):
+    def delete(self) -> Any:
         return self.queue.client.unsubscribe(self)
 
 
@@ -52,7 +63,7 @@ class Delivery:
     """One message delivered to a queue; ack it once handled, or it comes back."""
 
     id: str
-    attributes: dict
+    attributes: dict[str, float]
     payload: Any
     subscriptions: list[str]
     receipt: str
@@ -60,15 +71,15 @@ class Delivery:
     queue: Queue = field(repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, m: dict, queue: Queue) -> "Delivery":
+    def from_json(cls, m: Json, queue: Queue) -> Delivery:
         return cls(m["id"], m["attributes"], m.get("payload"), list(m["subscriptions"]), m["receipt"],
                    m.get("published_at", ""), queue)
 
-    def ack(self):
+    def ack(self) -> Any:
         return self.queue.client.ack(self.queue, [self])
 
 
-def message_body(m: Any) -> dict:
+def message_body(m: MessageLike) -> Json:
     """A message in the API's JSON form from a dict {attributes, payload?, id?} or (attributes, payload)."""
     if isinstance(m, dict) and "attributes" in m:
         return m
@@ -78,11 +89,11 @@ def message_body(m: Any) -> dict:
                     f"got {m!r}")
 
 
-def predicates_of(predicates: dict | None, ranges: dict) -> dict:
+def predicates_of(predicates: Ranges | None, ranges: Ranges) -> Predicates:
     out = {k: list(v) for k, v in (predicates or {}).items()}
     out.update({k: list(v) for k, v in ranges.items()})
     return out
 
 
-def receipts_of(deliveries) -> list[str]:
+def receipts_of(deliveries: Iterable[Delivery | str]) -> list[str]:
     return [d.receipt if isinstance(d, Delivery) else d for d in deliveries]

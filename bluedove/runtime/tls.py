@@ -16,10 +16,11 @@ MatcherSettings, DispatcherSettings or TlsSettings.
 
 from __future__ import annotations
 
+import argparse
 import ssl
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeGuard
 
 import grpc
 
@@ -27,19 +28,27 @@ Options = Sequence[tuple[str, object]]
 
 
 class TlsFiles(Protocol):
-    """Any settings with TLS: certificate, key and CA files, and the name to expect of peers."""
+    """Any settings with TLS: certificate, key and CA files, and the name to expect of peers
+    (read-only, as the frozen settings classes have them)."""
 
-    tls_cert: str
-    tls_key: str
-    tls_ca: str
-    tls_server_name: str
+    @property
+    def tls_cert(self) -> str: ...
+
+    @property
+    def tls_key(self) -> str: ...
+
+    @property
+    def tls_ca(self) -> str: ...
+
+    @property
+    def tls_server_name(self) -> str: ...
 
 
 class TlsError(ValueError):
     """TLS settings that cannot work; the message names the flag and its variable."""
 
 
-def enabled(s: TlsFiles | None) -> bool:
+def enabled(s: TlsFiles | None) -> TypeGuard[TlsFiles]:
     return s is not None and bool(s.tls_cert)
 
 
@@ -78,7 +87,7 @@ def _read(path: str) -> bytes | None:
 def server_credentials(s: TlsFiles, internal: bool) -> grpc.ServerCredentials:
     """An internal port with a CA requires a client certificate that CA signed."""
     client_auth = internal and mutual(s)
-    return grpc.ssl_server_credentials([(_read(s.tls_key), _read(s.tls_cert))],
+    return grpc.ssl_server_credentials([(Path(s.tls_key).read_bytes(), Path(s.tls_cert).read_bytes())],
                                        root_certificates=_read(s.tls_ca) if client_auth else None,
                                        require_client_auth=client_auth)
 
@@ -99,7 +108,7 @@ def channel_credentials(s: TlsFiles) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials()
 
 
-def _options(s: TlsFiles, options: Options) -> list:
+def _options(s: TlsFiles, options: Options) -> list[tuple[str, object]]:
     """With a server name: the peer's certificate must carry it, whatever host the address has."""
     name = getattr(s, "tls_server_name", "")
     return [*options, ("grpc.ssl_target_name_override", name)] if name else list(options)
@@ -119,17 +128,8 @@ def channel(address: str, s: TlsFiles | None, options: Options = ()) -> grpc.Cha
     return grpc.secure_channel(address, channel_credentials(s), options=_options(s, options))
 
 
-def api_channel(address: str, secure: bool, ca: str | None = None, asynchronous: bool = False):
-    """A client's channel to the public gRPC API: plain (grpc://), or TLS (grpcs://) trusting
-    the CA file's roots, else the system's. No client certificate: the API asks for none."""
-    if not secure:
-        return (grpc.aio.insecure_channel if asynchronous else grpc.insecure_channel)(address)
-    creds = grpc.ssl_channel_credentials(root_certificates=_read(ca) if ca else None)
-    return (grpc.aio.secure_channel if asynchronous else grpc.secure_channel)(address, creds)
-
-
 # -- HTTP ---------------------------------------------------------------------------------
-def uvicorn_ssl(s: TlsFiles | None) -> dict:
+def uvicorn_ssl(s: TlsFiles | None) -> dict[str, Any]:
     """uvicorn.Config's keyword arguments for the public REST port (clients need no certificate)."""
     if not enabled(s):
         return {}
@@ -142,7 +142,7 @@ def client_context(ca: str | None) -> ssl.SSLContext:
 
 
 # -- command-line flags -------------------------------------------------------------------
-def add_flags(p, what: str = "this process's ports") -> None:
+def add_flags(p: argparse.ArgumentParser, what: str = "this process's ports") -> None:
     """--tls-cert, --tls-key, --tls-ca on a parser (None = the BLUEDOVE_TLS_* variable, else plain)."""
     p.add_argument("--tls-cert", default=None, metavar="FILE",
                    help=f"PEM certificate (chain) for TLS on {what}; its names must be the addresses it is "
@@ -158,7 +158,7 @@ def add_flags(p, what: str = "this process's ports") -> None:
                         "BLUEDOVE_TLS_SERVER_NAME, else the host")
 
 
-def overrides(args) -> dict:
+def overrides(args: argparse.Namespace) -> dict[str, str | None]:
     """The flags as settings overrides (from_env's keyword arguments)."""
     return {"tls_cert": args.tls_cert, "tls_key": args.tls_key, "tls_ca": args.tls_ca,
             "tls_server_name": args.tls_server_name}

@@ -10,6 +10,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from bluedove.client.grpc_transport import _aio_channel as sdk_channel
 from bluedove.local.selfsigned import issue, make_ca
 from bluedove.runtime import tls
 from bluedove.runtime.settings import DispatcherSettings, MatcherSettings, TlsSettings, from_env
@@ -128,12 +129,13 @@ async def test_public_port_serves_clients_without_a_certificate(pki):
     ours, _ = pki
     server, addr = await serve(files(ours), internal=False)
     try:
-        ch = tls.api_channel(addr, True, ours.tls_ca, asynchronous=True)
+        # the SDK's channel (bluedove/client/grpc_transport.py): grpcs:// trusts the CA file, else the system
+        ch = sdk_channel(f"grpcs://{addr}", ours.tls_ca)
         assert await check(ch) == health_pb2.HealthCheckResponse.SERVING
         with pytest.raises(grpc.aio.AioRpcError):  # the system's roots do not know our CA
-            await check(tls.api_channel(addr, True, None, asynchronous=True))
+            await check(sdk_channel(f"grpcs://{addr}", None))
         with pytest.raises(grpc.aio.AioRpcError):  # plain text to a TLS port
-            await check(tls.api_channel(addr, False, asynchronous=True))
+            await check(sdk_channel(f"grpc://{addr}", None))
     finally:
         await server.stop(0)
 

@@ -1,5 +1,9 @@
 """`bluedove subscribe|publish|poll|unsubscribe|delete-queue`: a small client CLI on the SDK, flags named
-after the space."""
+after the space.
+
+The full `bluedove` command (bluedove/cli/main.py) adds these beside the cluster's commands; the
+`bluedove-client` distribution's `bluedove` is `main` below: these commands alone, with the SDK's
+dependencies alone."""
 
 from __future__ import annotations
 
@@ -9,8 +13,12 @@ import math
 import os
 import re
 import sys
+from collections.abc import Callable
+from typing import Any
 
-from bluedove.client import BlueDoveError, Client, Subscription
+from bluedove.client.client import Client
+from bluedove.client.errors import BlueDoveError
+from bluedove.client.objects import Delivery, Subscription
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _INDEX_RE = re.compile(r"messages\[(\d+)\](.*)")
@@ -20,7 +28,9 @@ class UsageError(Exception):
     """Bad command-line input; the message names the flag or line."""
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The client commands' parsers, on `bluedove`'s sub-commands (this module's own, or the full CLI's)."""
+
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--url", default=os.environ.get("BLUEDOVE_URL", DEFAULT_URL),
                        help=f"http(s)://host:port (REST) or grpc(s)://host:port "
@@ -91,7 +101,7 @@ def attach_values(argv: list[str]) -> list[str]:
     return out
 
 
-def dimension_values(tokens: list[str], space: dict) -> dict[str, str]:
+def dimension_values(tokens: list[str], space: dict[str, Any]) -> dict[str, str]:
     """{dimension: raw value} from `--NAME VALUE` / `--NAME=VALUE` tokens; unknown flags fail."""
     names = [d["name"] for d in space["dimensions"]]
     out: dict[str, str] = {}
@@ -132,34 +142,34 @@ def parse_range(text: str, flag: str) -> tuple[float, float]:
     return _number(m[1], flag), _number(m[2], flag)
 
 
-def _json(text: str, what: str):
+def _json(text: str, what: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
         raise UsageError(f"{what}: not valid JSON ({exc})") from None
 
 
-def _print(obj) -> None:
+def _print(obj: object) -> None:
     print(json.dumps(obj, separators=(",", ":")), flush=True)
 
 
-def cmd_subscribe(client: Client, args, dims: dict[str, str]) -> int:
+def cmd_subscribe(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
     preds = {name: parse_range(v, name) for name, v in dims.items()}
     if bool(args.queue) != bool(args.token):
         raise UsageError("--queue and --token go together")
     queue = client.queue(args.queue, args.token) if args.queue else None
     sub = client.subscribe(queue, preds)
-    out = {"id": sub.id, "queue": sub.queue.id}
+    out: dict[str, str] = {"id": sub.id, "queue": sub.queue.id}
     if queue is None:
         out["token"] = sub.queue.token
     _print(out)
     return 0
 
 
-def _publish_lines(client: Client, args) -> int:
+def _publish_lines(client: Client, args: argparse.Namespace) -> int:
     if not 1 <= args.batch <= 1000:
         raise UsageError("--batch: expected 1 to 1000")
-    batch: list[dict] = []
+    batch: list[dict[str, Any]] = []
     first_line = 1
 
     def flush() -> None:
@@ -189,7 +199,7 @@ def _publish_lines(client: Client, args) -> int:
     return 0
 
 
-def cmd_publish(client: Client, args, dims: dict[str, str]) -> int:
+def cmd_publish(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
     if not dims:
         if args.payload is not None or args.id is not None:
             raise UsageError("--payload and --id need dimension flags (stdin lines carry their own)")
@@ -205,11 +215,11 @@ def _no_dimensions(command: str, dims: dict[str, str]) -> None:
         raise UsageError(f"{command} takes no dimension flags (got --{next(iter(dims))})")
 
 
-def cmd_poll(client: Client, args, dims: dict[str, str]) -> int:
+def cmd_poll(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
     _no_dimensions("poll", dims)
     q = client.queue(args.queue, args.token)
 
-    def show(d) -> None:
+    def show(d: Delivery) -> None:
         _print({"id": d.id, "attributes": d.attributes, "payload": d.payload, "subscriptions": d.subscriptions,
                 "receipt": d.receipt, "published_at": d.published_at})
         if args.ack:
@@ -227,7 +237,7 @@ def cmd_poll(client: Client, args, dims: dict[str, str]) -> int:
     return 0
 
 
-def cmd_unsubscribe(client: Client, args, dims: dict[str, str]) -> int:
+def cmd_unsubscribe(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
     _no_dimensions("unsubscribe", dims)
     # the API needs only the id and the queue's token; the queue's id is not asked for
     client.unsubscribe(Subscription(args.subscription, client.queue("", args.token)))
@@ -235,14 +245,15 @@ def cmd_unsubscribe(client: Client, args, dims: dict[str, str]) -> int:
     return 0
 
 
-def cmd_delete_queue(client: Client, args, dims: dict[str, str]) -> int:
+def cmd_delete_queue(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
     _no_dimensions("delete-queue", dims)
     client.delete_queue(client.queue(args.queue, args.token))
     _print({"deleted": args.queue})
     return 0
 
 
-COMMANDS = {"subscribe": cmd_subscribe, "publish": cmd_publish, "poll": cmd_poll,
+Command = Callable[[Client, argparse.Namespace, dict[str, str]], int]
+COMMANDS: dict[str, Command] = {"subscribe": cmd_subscribe, "publish": cmd_publish, "poll": cmd_poll,
             "unsubscribe": cmd_unsubscribe, "delete-queue": cmd_delete_queue}
 
 
@@ -261,3 +272,24 @@ def run(args: argparse.Namespace) -> int:
         where = f" ({exc.field})" if exc.field else ""
         print(f"bluedove {args.command}: {exc.code}: {exc.message}{where}", file=sys.stderr)
         return 1
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """`argv` parsed by `parser` (a `bluedove` parser with these commands among its sub-commands):
+    the dimension flags (--x0 …, named by the cluster's space) of these commands in `args.extra`,
+    any other unknown flag an error."""
+    if argv and argv[0] in COMMANDS:
+        argv = attach_values(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "dimension_flags", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The `bluedove` command of the `bluedove-client` distribution: the client commands alone."""
+    parser = argparse.ArgumentParser(prog="bluedove", description="The client commands of BlueDove, an elastic "
+                                     "attribute-based publish/subscribe service (the bluedove-client distribution).")
+    add_parsers(parser.add_subparsers(dest="command", required=True))
+    sys.exit(run(parse_args(parser, sys.argv[1:] if argv is None else list(argv))))
