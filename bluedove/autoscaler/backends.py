@@ -7,6 +7,7 @@ segments by a split; a stopped one hands its segments off before it goes (leave 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 
@@ -33,11 +34,18 @@ class Drainer(Protocol):
         """Ask the matcher at `address` to hand its segments off (its Leave RPC): (done, why not)."""
 
 
+class Process(Protocol):
+    """A matcher process as the local backend sees it (LocalCluster's Child): its name, m1, m2, …"""
+
+    @property
+    def name(self) -> str: ...
+
+
 class Processes(Protocol):
     """What the local backend needs of `bluedove up`'s process supervisor (LocalCluster)."""
 
-    def matchers(self) -> list: ...
-    def add_matcher(self, extra_args: list[str] | None = None): ...
+    def matchers(self) -> Sequence[Process]: ...
+    def add_matcher(self, extra_args: list[str] | None = None) -> Process: ...
     def remove_matcher(self, name: str, timeout_s: float = 60.0) -> str: ...
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 
@@ -32,7 +33,7 @@ def pods_to_drain(statefulset: str, replicas: int, target: int) -> list[str]:
     return [f"{statefulset}-{ordinal}" for ordinal in range(replicas - 1, target - 1, -1)]
 
 
-def table_owners(raw: dict | None) -> dict[str, str]:
+def table_owners(raw: dict[str, Any] | None) -> dict[str, str]:
     """Member id -> address of everyone a stored table (AutoscalerStore.get_table) gives segments to."""
     if not raw:
         return {}

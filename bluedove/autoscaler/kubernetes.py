@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 
 import urllib3
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from bluedove.autoscaler.backends import Drainer
 from bluedove.autoscaler.drain import drain, pods_to_drain
@@ -58,8 +59,8 @@ def load_configuration() -> client.Configuration:
     """
     cfg = client.Configuration()
     if os.environ.get(SERVICE_HOST_ENV):
-        try:
-            config.load_incluster_config(client_configuration=cfg)
+        try:  # the client's config loaders carry no annotations
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         except config.ConfigException as e:
             raise KubernetesConfigError(
                 f"running in a pod ({SERVICE_HOST_ENV} is set) but its service account cannot be used: {e} "
@@ -75,8 +76,8 @@ def load_configuration() -> client.Configuration:
             f"file at {where}; run the autoscaler in the cluster (the Helm chart gives it a service "
             "account), or point KUBECONFIG at a kubeconfig file")
     try:
-        config.load_kube_config(config_file=os.pathsep.join(found), client_configuration=cfg,
-                                persist_config=False)
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=os.pathsep.join(found), client_configuration=cfg, persist_config=False)
     except config.ConfigException as e:
         raise KubernetesConfigError(f"kubeconfig {os.pathsep.join(found)}: {e}") from None
     return cfg
@@ -115,15 +116,15 @@ class KubernetesBackend:
         if self.drainer is not None:
             replicas = self.current()
             if n < replicas:
-                return self._drain_and_scale_in(replicas, n)
+                return self._drain_and_scale_in(self.drainer, replicas, n)
         return self._patch(n)
 
-    def _drain_and_scale_in(self, replicas: int, n: int) -> str:
+    def _drain_and_scale_in(self, drainer: Drainer, replicas: int, n: int) -> str:
         """One pod at a time, the highest ordinal first: drain it, then one replica fewer. Stops at
         the first pod that does not drain, with the replicas left as they are."""
         said = []
         for pod in pods_to_drain(self.statefulset, replicas, n):
-            ok, what = drain(self.drainer, pod, self.drain_timeout_s)
+            ok, what = drain(drainer, pod, self.drain_timeout_s)
             if not ok:
                 said.append(f"{what}; {self.target} stays at {replicas} replicas")
                 break
@@ -137,7 +138,7 @@ class KubernetesBackend:
         running = (scale.status.replicas if scale.status else None) or 0
         return f"{self.target} set to {n} replicas ({running} pods running)"
 
-    def _call(self, verb: str, method, *body, **kw):
+    def _call(self, verb: str, method: Callable[..., client.V1Scale], *body: object, **kw: object) -> client.V1Scale:
         try:
             return method(self.statefulset, self.namespace, *body, _request_timeout=self.timeout_s, **kw)
         except ApiException as e:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Protocol
 
-from bluedove.autoscaler.backends import LocalBackend
+from bluedove.autoscaler.backends import LocalBackend, Processes
 from bluedove.autoscaler.metrics import autoscaler_registry
 from bluedove.autoscaler.policy import ScalingConfig
 from bluedove.autoscaler.runner import Autoscaler
@@ -14,10 +15,19 @@ from bluedove.runtime.telemetry import serve_metrics
 from bluedove.store.store import AutoscalerStore
 
 
+class Cluster(Processes, Protocol):
+    """What the thread needs of a LocalCluster: its matcher processes, its store and its host."""
+
+    @property
+    def store_url(self) -> str | None: ...
+    @property
+    def host(self) -> str: ...
+
+
 class AutoscalerThread:
     """An Autoscaler on a thread and event loop of its own, scaling a LocalCluster's matchers."""
 
-    def __init__(self, cluster, config: ScalingConfig, interval_s: float = 1.0,
+    def __init__(self, cluster: Cluster, config: ScalingConfig, interval_s: float = 1.0,
                  metrics_port: int | None = None) -> None:
         self.cluster = cluster
         self.metrics_port = metrics_port  # /metrics on the cluster's host (0: a free port; None: none)
@@ -45,6 +55,8 @@ class AutoscalerThread:
     async def _run(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
+        if self.cluster.store_url is None:
+            raise RuntimeError("the cluster's store is not started")
         store = AutoscalerStore(self.cluster.store_url)
         self.autoscaler = Autoscaler(LocalBackend(self.cluster), store, self.config, self.interval_s,
                                      tls_files=getattr(self.cluster, "tls", None))

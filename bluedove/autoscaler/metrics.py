@@ -3,11 +3,16 @@ read from the Autoscaler when a scrape comes (on its event loop, bluedove/runtim
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from bluedove.autoscaler.policy import LoadSample
 from bluedove.autoscaler.relief import LIMITS, Stop
+from bluedove.autoscaler.runner import Autoscaler
 from bluedove.runtime.telemetry import process_registry
 
 # Every action the policy may answer (bluedove/autoscaler/policy.py Decision.action): a bounded label.
@@ -20,10 +25,10 @@ NAN = float("nan")
 class AutoscalerCollector(Collector):
     """The autoscaler's Prometheus metrics, read from its last step when a scrape comes."""
 
-    def __init__(self, autoscaler) -> None:
+    def __init__(self, autoscaler: Autoscaler) -> None:
         self.a = autoscaler
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         a, c = self.a, self.a.config
         for name, help_, value in (
                 ("bluedove_autoscaler_scale_out_busy_ratio", "Threshold: busy (λ/μ per matcher) above it for the "
@@ -54,7 +59,7 @@ class AutoscalerCollector(Collector):
         yield d
         yield from self._limits(a, s)
 
-    def _limits(self, a, s):
+    def _limits(self, a: Autoscaler, s: LoadSample | None) -> Iterator[Metric]:
         """The check of each scale-out, and what the autoscaler takes as the limit."""
         for name, help_, field in (
                 ("bluedove_autoscaler_accepted_rate_per_second", "Messages the dispatchers accepted in the last "
@@ -83,7 +88,7 @@ class AutoscalerCollector(Collector):
         yield c
 
 
-def autoscaler_registry(autoscaler) -> CollectorRegistry:
+def autoscaler_registry(autoscaler: Autoscaler) -> CollectorRegistry:
     r = process_registry("autoscaler")
     r.register(AutoscalerCollector(autoscaler))
     return r

@@ -211,22 +211,24 @@ def review(check: Trial | Stop | None, loads: Sequence[LoadSample], members: int
            c: ScalingConfig) -> tuple[Trial | Stop | None, Verdict | None]:
     """The check's next state, and its verdict when it reached one."""
     if isinstance(check, Stop):
-        why = resume(check, loads, members, now, c)
-        return (check, None) if why is None else (None, Verdict("resumed", f"scale-outs resume: {why[0]}",
-                                                                probe=why[1]))
+        resumed = resume(check, loads, members, now, c)
+        return (check, None) if resumed is None else (None, Verdict("resumed", f"scale-outs resume: {resumed[0]}",
+                                                                    probe=resumed[1]))
     if check is None:
         return None, None
     t = check
-    if t.serving_at is None:
+    serving_at = t.serving_at
+    if serving_at is None:
         served = [s.at for s in loads if s.at >= t.at and s.matchers >= t.to_n]
         if served:
-            t = replace(t, serving_at=served[0])
+            serving_at = served[0]
+            t = replace(t, serving_at=serving_at)
         elif now - t.at > c.check_timeout_s:
             return None, Verdict("unchecked", f"the scale-out to {t.to_n} was not checked: fewer than {t.to_n} "
                                               f"matchers served within {c.check_timeout_s:.0f} s")
         else:
             return t, None
-    begin = t.serving_at + c.check_settle_s
+    begin = serving_at + c.check_settle_s
     if now < begin + c.window_s:
         return t, None
     win = _window(loads, begin, now)

@@ -66,7 +66,7 @@ class Autoscaler:
         finally:
             beat.cancel()
             for ch in self._channels.values():
-                await ch.close()
+                await ch.close(grace=None)
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         """Say in the store that we run, with our limits, every interval (/v1/cluster shows it)."""
@@ -118,7 +118,7 @@ class Autoscaler:
         win = [s for s in self.history if s.at >= now - self.config.window_s]
         return relief.bottleneck(win, self.config) if len(win) >= 3 else None
 
-    async def _event(self, action: str, reason: str, matchers: int, **extra) -> None:
+    async def _event(self, action: str, reason: str, matchers: int, **extra: str) -> None:
         await self.store.add_event({"at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
                                     "action": action, "reason": reason, "matchers": matchers, **extra})
 
@@ -160,7 +160,8 @@ class Autoscaler:
         ch = self._channels.get(addr)
         if ch is None:
             ch = self._channels[addr] = tls.aio_channel(addr, self.tls)
-        return await pb_grpc.MatcherStub(ch).Report(pb.ReportRequest(), timeout=2.0)
+        reply: pb.ReportReply = await pb_grpc.MatcherStub(ch).Report(pb.ReportRequest(), timeout=2.0)
+        return reply
 
 
 async def _stopped(stop: asyncio.Event, within_s: float) -> bool:

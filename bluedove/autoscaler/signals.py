@@ -14,6 +14,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from bluedove.core import timeseries as ts
 from bluedove.store.series import read_records
@@ -64,7 +65,7 @@ class StoreCpu:
     def __init__(self) -> None:
         self._last: dict[str, tuple[float, float]] = {}
 
-    def update(self, info: dict, now: float) -> float | None:
+    def update(self, info: dict[str, Any], now: float) -> float | None:
         nodes = info if info and all(isinstance(v, dict) for v in info.values()) else {"": info}
         fractions = []
         for node, section in nodes.items():

@@ -14,6 +14,7 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 PREFIX = "bdk_"
 PUBLISH, SUBSCRIBE, ADMIN = "publish", "subscribe", "admin"
@@ -42,7 +43,7 @@ class KeyRecord:
         """`admin` implies every scope."""
         return scope in self.scopes or ADMIN in self.scopes
 
-    def public(self) -> dict:
+    def public(self) -> dict[str, Any]:
         """What `bluedove keys list` shows: everything but the digest."""
         return {"id": self.id, "name": self.name, "scopes": list(self.scopes), "rate_msgs": self.rate_msgs,
                 "rate_bytes": self.rate_bytes, "burst_msgs": self.burst_msgs, "burst_bytes": self.burst_bytes,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from dataclasses import field as _field
+from typing import Any
 
 
 @dataclass
@@ -21,8 +22,8 @@ class ApiError(Exception):
         where = f" ({self.field})" if self.field else ""
         return f"{self.status} {self.code}: {self.message}{where}"
 
-    def body(self) -> dict:
-        err: dict = {"code": self.code, "message": self.message}
+    def body(self) -> dict[str, Any]:
+        err: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.field is not None:
             err["field"] = self.field
         return {"error": err}

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from bluedove.core.jit import compiled
 from bluedove.core.load import COLD_COST_BASE_S, COLD_COST_PER_SUB_S, LoadReport, backlog, cost, processing_time
@@ -57,6 +58,7 @@ def rank(
         order = list(candidates)
         rng.shuffle(order)
     else:
+        key: Callable[[Candidate], float]
         if policy in ("adaptive", "response-time"):
             ex = policy == "adaptive"
             if siblings is None:
@@ -85,7 +87,10 @@ def rank(
     return out
 
 
-# policy codes of the compiled loop
+# policy codes of the compiled loop, and the arrays it takes
+_Floats = npt.NDArray[np.float64]
+_Ints = npt.NDArray[np.int64]
+_Bools = npt.NDArray[np.bool_]
 ADAPTIVE, RESPONSE_TIME, SUBSCRIPTION_COUNT = 0, 1, 2
 BATCH_POLICIES = {"adaptive": ADAPTIVE, "response-time": RESPONSE_TIME, "subscription-count": SUBSCRIPTION_COUNT}
 
@@ -129,7 +134,8 @@ def matcher_loads(members: Sequence[str], k: int, reports: Mapping[tuple[str, in
 
 
 @compiled
-def _key(policy, m, d, loads_work, loads_load, loads_at, loads_has, cost, subs, now, extra):
+def _key(policy: int, m: int, d: int, loads_work: _Floats, loads_load: _Floats, loads_at: _Floats, loads_has: _Bools,
+         cost: _Floats, subs: _Ints, now: float, extra: float) -> float:
     if policy == 2:
         return float(subs[m, d])
     if not loads_has[m]:
@@ -145,12 +151,14 @@ def _key(policy, m, d, loads_work, loads_load, loads_at, loads_has, cost, subs, 
                 b = 0.0
         else:
             b = w
-    return b + cost[m, d]
+    key: float = b + cost[m, d]
+    return key
 
 
 @compiled
-def _order(policy, row_m, row_d, want_usable, usable, sent, with_sent, draws, loads_work, loads_load, loads_at,
-           loads_has, cost, subs, now, out, at):
+def _order(policy: int, row_m: _Ints, row_d: _Ints, want_usable: bool, usable: _Bools, sent: _Floats, with_sent: bool,
+           draws: _Floats, loads_work: _Floats, loads_load: _Floats, loads_at: _Floats, loads_has: _Bools,
+           cost: _Floats, subs: _Ints, now: float, out: _Ints, at: int) -> int:
     """Rank the candidates of one message whose usability is `want_usable` into `out[at:]`;
     returns the new end. An insertion sort on (key, draw): a message has few candidates."""
     c = row_m.shape[0]
@@ -186,8 +194,9 @@ def _order(policy, row_m, row_d, want_usable, usable, sent, with_sent, draws, lo
 
 
 @compiled
-def _rank_all(policy, cand_m, cand_d, usable, sent, draws, loads_work, loads_load, loads_at, loads_has, cost, subs,
-              now, out, count):
+def _rank_all(policy: int, cand_m: _Ints, cand_d: _Ints, usable: _Bools, sent: _Floats, draws: _Floats,
+              loads_work: _Floats, loads_load: _Floats, loads_at: _Floats, loads_has: _Bools, cost: _Floats,
+              subs: _Ints, now: float, out: _Ints, count: _Ints) -> None:
     n, c = cand_m.shape
     adaptive = policy == 0
     for i in range(n):

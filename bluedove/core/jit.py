@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
 import numba
 
+F = TypeVar("F", bound=Callable[..., Any])
 
-def compiled(fn):
+
+def compiled(fn: F) -> F:
     """`fn` compiled without the GIL, its machine code cached on disk: beside its file, else
     in the user's cache directory (`NUMBA_CACHE_DIR` chooses). With no writable place for it
     (a read-only image, no home), compiled at each start instead (~0.5 s)."""
     try:
-        return numba.njit(cache=True, nogil=True)(fn)
+        return cast(F, numba.njit(cache=True, nogil=True)(fn))
     except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-        return numba.njit(nogil=True)(fn)
+        return cast(F, numba.njit(nogil=True)(fn))

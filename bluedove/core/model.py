@@ -39,7 +39,7 @@ class Subscription:
     def matches(self, point: tuple[float, ...] | list[float]) -> bool:
         return all(lo <= v < hi for lo, v, hi in zip(self.lows, point, self.highs))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "queue": self.queue,
@@ -47,7 +47,7 @@ class Subscription:
         }
 
     @classmethod
-    def from_json(cls, data: dict, space: Space) -> "Subscription":
+    def from_json(cls, data: dict[str, Any], space: Space) -> "Subscription":
         """Rebuild from the catalogue form (already validated when it was stored)."""
         return build_subscription(data["id"], data["queue"], data["predicates"], space)
 
@@ -61,7 +61,7 @@ def _finite_number(v: Any) -> bool:
         return False
 
 
-def build_subscription(sub_id: str, queue: str, predicates: dict, space: Space) -> Subscription:
+def build_subscription(sub_id: str, queue: str, predicates: dict[str, Any], space: Space) -> Subscription:
     """Clip `predicates` ({dim: [low, high]}) to the space; raises ApiError naming the field."""
 
     def bad(msg: str, where: str) -> ApiError:
@@ -94,7 +94,7 @@ def build_subscription(sub_id: str, queue: str, predicates: dict, space: Space) 
     return Subscription(sub_id, queue, clipped, tuple(lows), tuple(highs))
 
 
-def parse_subscription_request(body: Any, prefix: str = "") -> tuple[str | None, dict]:
+def parse_subscription_request(body: Any, prefix: str = "") -> tuple[str | None, dict[str, Any]]:
     """Check the shape of a POST /v1/subscriptions body; returns (queue or None, predicates).
     `prefix` goes before the field an error names (`subscriptions[3].` in a batch)."""
     if not isinstance(body, dict):

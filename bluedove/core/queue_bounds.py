@@ -23,9 +23,9 @@ class QueueBounds:
     dead_letter_queue: str | None = None
     max_deliveries: int = 0  # with dead_letter_queue: how many times a delivery is handed out
 
-    def fields(self) -> dict:
+    def fields(self) -> dict[str, Any]:
         """The queue hash's fields (bluedove/store/keys.py)."""
-        out: dict = {"max_undelivered": self.max_undelivered, "retention_s": self.retention_s}
+        out: dict[str, Any] = {"max_undelivered": self.max_undelivered, "retention_s": self.retention_s}
         if self.dead_letter_queue:
             out |= {"dl_queue": self.dead_letter_queue, "dl_max": self.max_deliveries}
         return out
@@ -35,7 +35,7 @@ def _bad(field: str, message: str) -> ApiError:
     return ApiError(422, "invalid_request", message, field)
 
 
-def _int(body: dict, field: str, name: str, lo: int, hi: int) -> int | None:
+def _int(body: dict[str, Any], field: str, name: str, lo: int, hi: int) -> int | None:
     v = body.get(name)
     if v is None:
         return None
@@ -44,7 +44,7 @@ def _int(body: dict, field: str, name: str, lo: int, hi: int) -> int | None:
     return v
 
 
-def _unknown(body: dict, known: set[str], prefix: str = "") -> None:
+def _unknown(body: dict[str, Any], known: set[str], prefix: str = "") -> None:
     extra = sorted(set(body) - known)
     if extra:
         raise _bad(prefix + extra[0], f"unknown field {prefix + extra[0]!r}")
@@ -70,8 +70,9 @@ def parse_queue_request(body: Any, default: QueueBounds) -> QueueBounds:
         dl = raw.get("queue")
         if not isinstance(dl, str) or not dl:
             raise _bad("dead_letter.queue", "dead_letter.queue must be a queue id")
-        most = _int(raw, "dead_letter.max_deliveries", "max_deliveries", 1, MAX_DELIVERIES)
-        if most is None:
+        got = _int(raw, "dead_letter.max_deliveries", "max_deliveries", 1, MAX_DELIVERIES)
+        if got is None:
             raise _bad("dead_letter.max_deliveries", "dead_letter.max_deliveries is required")
+        most = got
     return QueueBounds(default.max_undelivered if cap is None else cap,
                        default.retention_s if retention is None else retention, dl, most)

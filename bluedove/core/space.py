@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -22,7 +23,7 @@ class Dimension:
     min: float
     max: float
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "min": _num(self.min), "max": _num(self.max)}
 
 
@@ -52,11 +53,11 @@ class Space:
         except KeyError:
             raise ValueError(f"{name!r} is not a dimension of the space") from None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"dimensions": [d.to_json() for d in self.dimensions]}
 
     @classmethod
-    def from_json(cls, data: dict) -> "Space":
+    def from_json(cls, data: object) -> "Space":
         if not isinstance(data, dict) or not isinstance(data.get("dimensions"), list):
             raise SpaceError("space: expected a mapping with a list 'dimensions'")
         for key in data:
@@ -73,7 +74,8 @@ class Space:
             name = d.get("name")
             if not isinstance(name, str) or not name.isidentifier():
                 raise SpaceError(f"{where}.name: expected an identifier, got {name!r}")
-            lo, hi = d.get("min"), d.get("max")
+            lo: Any = d.get("min")
+            hi: Any = d.get("max")
             for key, v in (("min", lo), ("max", hi)):
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                     raise SpaceError(f"{where}.{key}: expected a finite number, got {v!r}")

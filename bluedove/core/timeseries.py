@@ -86,10 +86,10 @@ def seconds_between(since: float, now: float) -> list[int]:
     return list(range(first, last + 1))
 
 
-def assemble(seconds: Sequence[int], records: Sequence[Mapping[str, str]]) -> dict[str, list]:
+def assemble(seconds: Sequence[int], records: Sequence[Mapping[str, str]]) -> dict[str, list[float | None]]:
     """`/v1/stats`'s "series": parallel arrays over `seconds`, from each second's record (the
     raw hash, {} when none). A count or gauge nobody wrote that second is None (a gap)."""
-    out: dict[str, list] = {"t": list(seconds), **{name: [] for name in SERIES}}
+    out: dict[str, list[float | None]] = {"t": list(seconds), **{name: [] for name in SERIES}}
     for rec in records:
         for name in COUNTS + GAUGES:
             out[name].append(_num(rec.get(name)))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -37,7 +38,7 @@ def iso_time(t: float) -> bytes:
     return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z").encode()
 
 
-def body_template(names) -> bytes:
+def body_template(names: Iterable[str]) -> bytes:
     """The stored body {id, attributes, payload, published_at} as a %-template: the id, every
     value's JSON text, the payload's JSON text, the time (all bytes)."""
     attrs = b",".join(json.dumps(x).encode() + b":%s" for x in names)
@@ -119,7 +120,7 @@ class Part:
         return cls(p.dimension, points, p.ids, id_ends, p.bodies, body_ends, client)
 
     @classmethod
-    def from_messages(cls, dim: int, msgs, k: int) -> "Part":
+    def from_messages(cls, dim: int, msgs: Sequence[pb.ForwardMessage], k: int) -> "Part":
         """The older form: one ForwardMessage per message."""
         points = np.array([list(m.point) for m in msgs], dtype=np.float64).reshape(len(msgs), -1)
         if points.shape[1] != k:

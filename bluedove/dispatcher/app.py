@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import grpc
@@ -21,7 +22,7 @@ from bluedove.runtime.settings import DispatcherSettings
 log = logging.getLogger("bluedove.dispatcher")
 
 
-def error_response(err: ApiError, headers: dict | None = None) -> JSONResponse:
+def error_response(err: ApiError, headers: Mapping[str, str] | None = None) -> JSONResponse:
     """docs/api.md's error body with its status, and the headers that status calls for."""
     status = http_status(err)
     return JSONResponse(err.body(), status_code=status, headers={**HTTP_HEADERS.get(status, {}), **(headers or {})})
@@ -33,7 +34,7 @@ def create_app(settings: DispatcherSettings, space: Space, address: str = "",
     dispatcher = Dispatcher(settings, space, seeds)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await dispatcher.start(address or f"{settings.host}:{settings.http_port}")
         yield
         await dispatcher.stop()
@@ -42,8 +43,9 @@ def create_app(settings: DispatcherSettings, space: Space, address: str = "",
                   description="Elastic attribute-based publish/subscribe. See docs/api.md.")
     app.state.dispatcher = dispatcher
 
-    async def api_error(request: Request, exc: Exception):
+    async def api_error(request: Request, exc: Exception) -> JSONResponse:
         err = as_api_error(exc)
+        assert err is not None  # registered only for the classes as_api_error maps
         return error_response(err, err.headers)
 
     # An API error, and what stands for one: the store or a matcher unreachable.
@@ -51,19 +53,19 @@ def create_app(settings: DispatcherSettings, space: Space, address: str = "",
         app.add_exception_handler(cls, api_error)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException):
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         # Starlette's headers (`Allow` on a 405) are kept.
         return error_response(ApiError(exc.status_code, code, str(exc.detail)), getattr(exc, "headers", None))
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError):
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
         field = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
         return error_response(ApiError(422, "invalid_request", first.get("msg", "invalid request"), field))
 
     @app.exception_handler(Exception)
-    async def internal_error(request: Request, exc: Exception):
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
         # Anything unforeseen still answers in docs/api.md's error shape (uvicorn logs the traceback).
         log.error("unhandled error on %s %s: %r", request.method, request.url.path, exc)
         return error_response(ApiError(500, "internal", "the dispatcher failed on this request"))

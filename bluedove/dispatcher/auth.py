@@ -24,6 +24,7 @@ from bluedove.core.apikeys import KeyRecord, split_key, verify
 from bluedove.core.errors import ApiError
 from bluedove.dispatcher.ratelimit import KeyLimit, retry_after
 from bluedove.store.apikeys import KeyStore
+from bluedove.store.store import DispatcherStore
 
 log = logging.getLogger("bluedove.dispatcher.auth")
 
@@ -57,7 +58,7 @@ def parse_bearer(authorization: str | None) -> str | None:
 class KeyAuth:
     """One dispatcher's view of the keys: cached records, generation watch, rate buckets."""
 
-    def __init__(self, store, refresh_s: float = 0.25) -> None:
+    def __init__(self, store: DispatcherStore, refresh_s: float = 0.25) -> None:
         self.keys = KeyStore(store.r)
         self.store = store
         self.refresh_s = refresh_s
@@ -71,7 +72,7 @@ class KeyAuth:
         self.gen: int | None = None
         self.fresh_at = 0.0  # monotonic time of the last generation read
         self.share = 1.0
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._watch())
@@ -126,12 +127,13 @@ class KeyAuth:
                 raise insufficient_scope(scope)
             return rec
         parts = split_key(parse_bearer(authorization))
-        if parts is None:
+        if parts is None or authorization is None:  # (no value: parts is None too)
             raise key_unauthorized()
         gen = self.gen
         rec = await self.record(parts[0])
         if not verify(rec, parts[1]):
             raise key_unauthorized()
+        assert rec is not None  # verify accepts no missing key
         if self.gen == gen and time.monotonic() - self.fresh_at <= STALE_S:
             if len(self.verified) >= MAX_CACHED:
                 self.verified.clear()

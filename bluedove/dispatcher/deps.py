@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from fastapi import Request
 
@@ -12,8 +12,8 @@ from bluedove.dispatcher.publish.decode import loads_body
 
 
 def state(request: Request) -> Dispatcher:
-    """The dispatcher serving this request."""
-    return request.app.state.dispatcher
+    """The dispatcher serving this request (create_app puts it in the app's state)."""
+    return cast(Dispatcher, request.app.state.dispatcher)
 
 
 async def json_body(request: Request) -> Any:

@@ -52,8 +52,8 @@ class Dispatcher:
             settings.sample_rotate_mb, settings.sample_keep, self.metrics.sampled, self.metrics.sample_dropped)
         # Set when the process is told to exit, so long-polls answer at once.
         self.closing = asyncio.Event()
-        self._heartbeat: asyncio.Task | None = None
-        self._metrics_tick: asyncio.Task | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._metrics_tick: asyncio.Task[None] | None = None
         # its part of the last hour in the store (/v1/stats)
         self.series = DispatcherSeries(self.store, space, settings.id, self.cluster)
         # API keys (bluedove/dispatcher/auth.py); None: auth off, anyone may publish and create queues.

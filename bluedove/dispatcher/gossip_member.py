@@ -26,7 +26,7 @@ from bluedove.core.partition.segments import SegmentTable
 from bluedove.gossip.agent import GossipAgent
 from bluedove.gossip.config import GossipConfig
 from bluedove.gossip.grpc_transport import GossipServicer, GrpcTransport
-from bluedove.gossip.messages import DISPATCHER
+from bluedove.gossip.messages import DISPATCHER, Envelope
 from bluedove.gossip.peers import DnsSeeds
 from bluedove.gossip.state import Node
 from bluedove.runtime import tls
@@ -65,7 +65,7 @@ class GossipMember:
         self.port = 0
         self.on_change: list[Callable[[], None]] = []
         self.seeds: DnsSeeds | None = None
-        self._resolving: asyncio.Task | None = None
+        self._resolving: asyncio.Task[None] | None = None
 
     async def start(self, table: SegmentTable | None) -> None:
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
@@ -87,7 +87,7 @@ class GossipMember:
     async def stop(self) -> None:
         """Say we leave (peers mark us left, not dead), then stop."""
         if self.agent is not None:
-            self.node.leave(time.monotonic())
+            self.agent.node.leave(time.monotonic())
             self.agent.round()
             await asyncio.sleep(0.05)  # let the pushes go out
             await self.agent.stop()
@@ -104,10 +104,11 @@ class GossipMember:
 
     def reseed(self, table: SegmentTable | None = None) -> None:
         """Seeds from `table`'s members (else the last table's), the joins and the DNS name."""
+        assert self.seeds is not None  # asked only once started
         self.seeds.reseed(None if table is None else [*table.members.values(), *self.joins])
 
     # -- driven by the agent ------------------------------------------------------------------
-    def _receive(self, env) -> None:
+    def _receive(self, env: Envelope) -> None:
         if self.agent is not None:
             self.agent.receive(env)
             self._changed()

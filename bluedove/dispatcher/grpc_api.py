@@ -5,14 +5,16 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, NoReturn, TypeVar
 
 import grpc
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
+from grpc.aio import ServicerContext
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from bluedove.core.apikeys import PUBLISH, SUBSCRIBE
+from bluedove.core.apikeys import PUBLISH, SUBSCRIBE, KeyRecord
 from bluedove.core.errors import ApiError
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller, parse_bearer, queue_token
@@ -27,6 +29,13 @@ log = logging.getLogger("bluedove.dispatcher.grpc")
 
 SERVICE = pb.DESCRIPTOR.services_by_name["PubSub"].full_name
 
+# Any call's context, for what reads its metadata or ends it.
+Context = ServicerContext[Any, Any]
+S = TypeVar("S")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+M = TypeVar("M", bound=Message)
+
 
 FIELD_MAX = 200  # characters of a field path in an error: a client's key can be any length
 
@@ -39,7 +48,7 @@ def header_safe(text: str, limit: int = FIELD_MAX) -> str:
     return out if len(out) <= limit else out[:limit] + "..."
 
 
-async def abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
+async def abort(context: Context, exc: Exception) -> NoReturn:
     """End the call with the gRPC status of the API error `exc` stands for; re-raise an
     unforeseen one (gRPC answers it UNKNOWN and logs it)."""
     err = as_api_error(exc)
@@ -66,10 +75,10 @@ class Undecodable:
         return ApiError(400, "invalid_json", f"the request is not a valid {self.type_name}: {self.reason}", field)
 
 
-def lenient(cls):
+def lenient(cls: type[M]) -> Callable[[bytes], M | Undecodable]:
     """A deserializer of `cls` that returns an Undecodable for bytes that do not parse."""
 
-    def parse(data: bytes):
+    def parse(data: bytes) -> M | Undecodable:
         try:
             return cls.FromString(data)
         except DecodeError as exc:
@@ -78,7 +87,7 @@ def lenient(cls):
     return parse
 
 
-def add_pubsub(servicer, server) -> None:
+def add_pubsub(servicer: PubSubServicer, server: grpc.aio.Server) -> None:
     """The generated add_PubSubServicer_to_server, with lenient deserializers."""
     kinds = {(False, False): grpc.unary_unary_rpc_method_handler, (True, False): grpc.stream_unary_rpc_method_handler,
              (False, True): grpc.unary_stream_rpc_method_handler}
@@ -89,11 +98,12 @@ def add_pubsub(servicer, server) -> None:
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
 
 
-def unary(fn):
+def unary(fn: Callable[[S, Req, ServicerContext[Any, Resp]], Awaitable[Resp]]
+          ) -> Callable[[S, Req | Undecodable, ServicerContext[Any, Resp]], Coroutine[Any, Any, Resp]]:
     """Run a unary handler, turning API, store and matcher errors into gRPC statuses."""
 
     @functools.wraps(fn)
-    async def handler(self, request, context):
+    async def handler(self: S, request: Req | Undecodable, context: ServicerContext[Any, Resp]) -> Resp:
         try:
             if isinstance(request, Undecodable):
                 raise request.error()
@@ -104,95 +114,108 @@ def unary(fn):
     return handler
 
 
-def metadata(context: grpc.aio.ServicerContext, name: str) -> str | None:
-    return next((value for key, value in context.invocation_metadata() or () if key == name), None)
+def metadata(context: Context, name: str) -> str | None:
+    # (a text key's value is a str; only a `-bin` key's is bytes)
+    return next((value for key, value in context.invocation_metadata() or () if key == name and isinstance(value, str)),
+                None)
 
 
-def token(context: grpc.aio.ServicerContext) -> str | None:
+def token(context: Context) -> str | None:
     return parse_bearer(metadata(context, "authorization"))
 
 
-async def key(d: Dispatcher, context: grpc.aio.ServicerContext, scope: str):
+async def key(d: Dispatcher, context: Context, scope: str) -> KeyRecord | None:
     """The call's API key when keys are on (None when off): 401 / 403 as over REST."""
     return await caller(d.auth, metadata(context, "authorization"), scope)
 
 
-async def managing(d: Dispatcher, context: grpc.aio.ServicerContext) -> str | None:
+async def managing(d: Dispatcher, context: Context) -> str | None:
     """A managing call's queue token, once its API key (when keys are on) is checked."""
     await key(d, context, SUBSCRIBE)
     return queue_token(d.auth, metadata(context, "authorization"), metadata(context, "x-queue-token"))
 
 
-def delivery_pb(m: dict) -> pb.Delivery:
+def delivery_pb(m: dict[str, Any]) -> pb.Delivery:
     payload = m.get("payload")
     return pb.Delivery(id=m["id"], attributes=m["attributes"], subscriptions=m["subscriptions"],
                        payload="" if payload is None else json.dumps(payload, separators=(",", ":")),
                        receipt=m["receipt"], published_at=m.get("published_at", ""))
 
 
-def subscription_json(r: pb.SubscribeRequest) -> dict:
+def subscription_json(r: pb.SubscribeRequest) -> dict[str, Any]:
     """A pb.SubscribeRequest in the REST body form, for the shared validation."""
-    body: dict = {"predicates": {k: [x.low, x.high] for k, x in r.predicates.items()}}
+    body: dict[str, Any] = {"predicates": {k: [x.low, x.high] for k, x in r.predicates.items()}}
     if r.queue:
         body["queue"] = r.queue
     return body
 
 
-def predicates_pb(predicates: dict) -> dict:
+def predicates_pb(predicates: dict[str, Any]) -> dict[str, pb.Range]:
     return {name: pb.Range(low=lo, high=hi) for name, (lo, hi) in predicates.items()}
 
 
 class PubSubServicer(pb_grpc.PubSubServicer):
     """The public bluedove.v1.PubSub service: each call handed to bluedove/dispatcher/operations.py."""
 
-    def __init__(self, dispatcher) -> None:
+    def __init__(self, dispatcher: Dispatcher) -> None:
         self.d = dispatcher
 
     @unary
-    async def GetSpace(self, request, context):
+    async def GetSpace(self, request: pb.GetSpaceRequest,
+                       context: ServicerContext[pb.GetSpaceRequest, pb.Space]) -> pb.Space:
         return pb.Space(dimensions=[pb.Dimension(name=x.name, min=x.min, max=x.max) for x in self.d.space.dimensions])
 
     @unary
-    async def CreateQueue(self, request, context):
+    async def CreateQueue(self, request: pb.CreateQueueRequest,
+                          context: ServicerContext[pb.CreateQueueRequest, pb.CreateQueueReply]) -> pb.CreateQueueReply:
         await key(self.d, context, SUBSCRIBE)
         return pb.CreateQueueReply(**await ops.create_queue(self.d))
 
     @unary
-    async def DeleteQueue(self, request, context):
+    async def DeleteQueue(self, request: pb.DeleteQueueRequest,
+                          context: ServicerContext[pb.DeleteQueueRequest, pb.Empty]) -> pb.Empty:
         await ops.delete_queue(self.d, request.queue, await managing(self.d, context))
         return pb.Empty()
 
     @unary
-    async def Subscribe(self, request, context):
+    async def Subscribe(self, request: pb.SubscribeRequest,
+                        context: ServicerContext[pb.SubscribeRequest, pb.SubscribeReply]) -> pb.SubscribeReply:
         tok = await managing(self.d, context)
         return pb.SubscribeReply(**await ops.subscribe(self.d, subscription_json(request), tok))
 
     @unary
-    async def Unsubscribe(self, request, context):
+    async def Unsubscribe(self, request: pb.SubscriptionRef,
+                          context: ServicerContext[pb.SubscriptionRef, pb.Empty]) -> pb.Empty:
         await ops.unsubscribe(self.d, request.id, await managing(self.d, context))
         return pb.Empty()
 
     @unary
-    async def GetSubscription(self, request, context):
+    async def GetSubscription(self, request: pb.SubscriptionRef,
+                              context: ServicerContext[pb.SubscriptionRef, pb.SubscriptionInfo]) -> pb.SubscriptionInfo:
         sub = await ops.get_subscription(self.d, request.id, token(context))
         return pb.SubscriptionInfo(id=sub["id"], queue=sub["queue"], predicates=predicates_pb(sub["predicates"]))
 
     @unary
-    async def Publish(self, request, context):
+    async def Publish(self, request: pb.Message,
+                      context: ServicerContext[pb.Message, pb.PublishReply]) -> pb.PublishReply:
         k = await key(self.d, context, PUBLISH)
         ids = await ops.publish(self.d, lambda: self.d.decoder.messages([request], None),
                                 request.ByteSize() if k else 0, k)
         return pb.PublishReply(id=ids[0])
 
     @unary
-    async def PublishBatch(self, request, context):
+    async def PublishBatch(self, request: pb.PublishBatchRequest,
+                           context: ServicerContext[pb.PublishBatchRequest, pb.PublishBatchReply]
+                           ) -> pb.PublishBatchReply:
         k = await key(self.d, context, PUBLISH)
         ids = await ops.publish(self.d, lambda: self.d.decoder.pb_batch(request.messages),
                                 request.ByteSize() if k else 0, k)
         return pb.PublishBatchReply(ids=ids)
 
     @unary
-    async def PublishStream(self, request_iterator, context):
+    async def PublishStream(self, request_iterator: AsyncIterator[pb.PublishStreamRequest | Undecodable],
+                            context: ServicerContext[pb.PublishStreamRequest, pb.PublishBatchReply]
+                            ) -> pb.PublishBatchReply:
         decoder = self.d.decoder
         k = await key(self.d, context, PUBLISH)
 
@@ -217,23 +240,27 @@ class PubSubServicer(pb_grpc.PubSubServicer):
         return pb.PublishBatchReply(ids=await ops.publish_stream(self.d, batches(), k))
 
     @unary
-    async def Poll(self, request, context):
+    async def Poll(self, request: pb.PollRequest,
+                   context: ServicerContext[pb.PollRequest, pb.PollReply]) -> pb.PollReply:
         msgs = await ops.poll(self.d, request.queue, token(context), request.max or ops.DEFAULT_POLL_MAX, request.wait)
         return pb.PollReply(messages=[delivery_pb(m) for m in msgs])
 
     @unary
-    async def Ack(self, request, context):
+    async def Ack(self, request: pb.AckRequest, context: ServicerContext[pb.AckRequest, pb.Empty]) -> pb.Empty:
         await ops.ack(self.d, request.queue, token(context), list(request.receipts))
         return pb.Empty()
 
     @unary
-    async def SubscribeBatch(self, request, context):
+    async def SubscribeBatch(self, request: pb.SubscribeBatchRequest,
+                             context: ServicerContext[pb.SubscribeBatchRequest, pb.SubscribeBatchReply]
+                             ) -> pb.SubscribeBatchReply:
         tok = await managing(self.d, context)
         body = {"subscriptions": [subscription_json(r) for r in request.subscriptions]}
         out = await ops.subscribe_batch(self.d, body, tok)
         return pb.SubscribeBatchReply(subscriptions=[pb.SubscribeReply(**o) for o in out])
 
-    async def Listen(self, request, context):
+    async def Listen(self, request: pb.ListenRequest | Undecodable,
+                     context: ServicerContext[pb.ListenRequest, pb.Delivery]) -> AsyncIterator[pb.Delivery]:
         try:
             if isinstance(request, Undecodable):
                 raise request.error()
@@ -243,12 +270,12 @@ class PubSubServicer(pb_grpc.PubSubServicer):
             await abort(context, exc)
 
 
-class ReadinessHealth(health.aio.HealthServicer):
+class ReadinessHealth(health.aio.HealthServicer):  # type: ignore[name-defined,misc]  # the stubs lack aio
     """grpc.health.v1, SERVING exactly while the dispatcher is ready (`ops.readiness`, as
     /readyz): asked at each Check and at the start of each Watch, not polled, so it never lags
     behind /readyz. A watcher also sees every change a Check observes."""
 
-    def __init__(self, dispatcher) -> None:
+    def __init__(self, dispatcher: Dispatcher) -> None:
         super().__init__()
         self.d = dispatcher
 
@@ -258,19 +285,21 @@ class ReadinessHealth(health.aio.HealthServicer):
         for name in ("", SERVICE):
             await self.set(name, status)  # (ignored once shutting down: NOT_SERVING for good)
 
-    async def Check(self, request, context):
+    async def Check(self, request: health_pb2.HealthCheckRequest,
+                    context: ServicerContext[Any, Any]) -> health_pb2.HealthCheckResponse:
         await self.refresh()
-        return await super().Check(request, context)
+        reply: health_pb2.HealthCheckResponse = await super().Check(request, context)
+        return reply
 
-    async def Watch(self, request, context):
+    async def Watch(self, request: health_pb2.HealthCheckRequest, context: ServicerContext[Any, Any]) -> None:
         await self.refresh()
-        return await super().Watch(request, context)
+        await super().Watch(request, context)  # streams its answers through `context`, returns nothing
 
 
 class GrpcApi:
     """The gRPC server of one dispatcher: PubSub, health (SERVING while ready) and reflection."""
 
-    def __init__(self, dispatcher, host: str, port: int, tls_files: tls.TlsFiles | None = None) -> None:
+    def __init__(self, dispatcher: Dispatcher, host: str, port: int, tls_files: tls.TlsFiles | None = None) -> None:
         self.d = dispatcher
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 1)])
         add_pubsub(PubSubServicer(dispatcher), self.server)

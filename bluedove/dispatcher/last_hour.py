@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 import time
 from datetime import datetime
+from typing import Any
 
 from bluedove.core import timeseries as ts
 from bluedove.core.errors import ApiError
+from bluedove.core.space import Space
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.store.series import read_density, read_matcher_stats, read_records
 
@@ -26,7 +28,7 @@ def parse_since(raw: str | None) -> float | None:
     return v
 
 
-def _event_time(e: dict) -> float | None:
+def _event_time(e: dict[str, Any]) -> float | None:
     """An event's "t"; for one written before events had it, its "at" read as a time."""
     t = e.get("t")
     if isinstance(t, (int, float)):
@@ -37,7 +39,8 @@ def _event_time(e: dict) -> float | None:
         return None
 
 
-def density(space, entries: list[dict], mstats: dict[str, dict]) -> dict:
+def density(space: Space, entries: list[dict[str, list[float]]], mstats: dict[str, dict[str, Any]]
+            ) -> dict[str, dict[str, Any]]:
     n = ts.DENSITY_BINS
     out = {}
     for dim in space.dimensions:
@@ -54,7 +57,7 @@ def density(space, entries: list[dict], mstats: dict[str, dict]) -> dict:
     return out
 
 
-async def stats(d: Dispatcher, since_raw: str | None) -> dict:
+async def stats(d: Dispatcher, since_raw: str | None) -> dict[str, Any]:
     now = time.time()
     since = ts.clamp_since(parse_since(since_raw), now)
     seconds = ts.seconds_between(since, now)
@@ -77,7 +80,7 @@ async def stats(d: Dispatcher, since_raw: str | None) -> dict:
     }
 
 
-async def member_stats(d: Dispatcher) -> dict[str, dict]:
+async def member_stats(d: Dispatcher) -> dict[str, dict[str, Any]]:
     """Matcher id -> {cpu, rss_bytes} from the matchers' stats entries."""
     return {m: {"cpu": e.get("cpu"), "rss_bytes": e.get("rss_bytes")}
             for m, e in (await read_matcher_stats(d.store)).items()}

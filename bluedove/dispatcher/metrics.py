@@ -15,15 +15,31 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from bluedove.runtime.telemetry import MULTIPROC_ENV, BuildInfo, exposition, process_registry
 
+if TYPE_CHECKING:
+    from bluedove.dispatcher.view import ClusterView
+
 # How often a dispatcher copies its process figures (and failovers) into the shared files.
 TICK_S = 1.0
+
+# In multiprocess mode, the process collector's gauges each process copies: name, help, how
+# the processes' values combine.
+PROCESS_GAUGES: tuple[tuple[str, str, Literal["livesum", "livemin"]], ...] = (
+    ("process_resident_memory_bytes", "Resident memory size in bytes", "livesum"),
+    ("process_virtual_memory_bytes", "Virtual memory size in bytes", "livesum"),
+    ("process_open_fds", "Number of open file descriptors", "livesum"),
+    ("process_max_fds", "Maximum number of open file descriptors", "livemin"),
+    ("process_start_time_seconds", "Start time of the process since unix epoch in seconds", "livemin"),
+)
 
 
 class _ClusterFacts(Collector):
@@ -33,7 +49,7 @@ class _ClusterFacts(Collector):
         self.matchers: int | None = None
         self.events: dict[str, int] = {}
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         ev = CounterMetricFamily("bluedove_cluster_events", "Cluster events stored since the store was created, "
                                  "by action (takeover, split, merge, scale_out, scale_in, reseed)", labels=["action"])
         for action, n in sorted(self.events.items()):
@@ -79,18 +95,13 @@ class Metrics:
         if self.multiprocess_dir:
             self._cpu = Counter("process_cpu_seconds", "Total user and system CPU time spent in seconds",
                                 registry=r)
-            self._gauges = {
-                name: Gauge(name, help_, registry=r, multiprocess_mode=mode) for name, help_, mode in (
-                    ("process_resident_memory_bytes", "Resident memory size in bytes", "livesum"),
-                    ("process_virtual_memory_bytes", "Virtual memory size in bytes", "livesum"),
-                    ("process_open_fds", "Number of open file descriptors", "livesum"),
-                    ("process_max_fds", "Maximum number of open file descriptors", "livemin"),
-                    ("process_start_time_seconds", "Start time of the process since unix epoch in seconds",
-                     "livemin"))}
+            self._gauges = {name: Gauge(name, help_, registry=r, multiprocess_mode=mode)
+                            for name, help_, mode in PROCESS_GAUGES}
             self._process = ProcessCollector(registry=None)
             self._cpu_seen = 0.0
             self.registry = CollectorRegistry()
-            multiprocess.MultiProcessCollector(self.registry, self.multiprocess_dir)
+            # prometheus_client leaves this one unannotated
+            multiprocess.MultiProcessCollector(self.registry, self.multiprocess_dir)  # type: ignore[no-untyped-call]
             self.registry.register(BuildInfo("dispatcher"))
         else:
             self.registry = r
@@ -118,14 +129,14 @@ class Metrics:
                 elif s.name in self._gauges:
                     self._gauges[s.name].set(s.value)
 
-    async def run(self, counts) -> None:
+    async def run(self, counts: Callable[[], tuple[int, ...]]) -> None:
         """Tick every TICK_S until cancelled; `counts()` reads the forwarder's (failovers,
         calls, messages forwarded, publish calls refused)."""
         while True:
             self.tick(*counts())
             await asyncio.sleep(TICK_S)
 
-    def render(self, cluster, counts: int | tuple[int, ...], events: dict[str, int]) -> bytes:
+    def render(self, cluster: ClusterView, counts: int | tuple[int, ...], events: dict[str, int]) -> bytes:
         self.tick(*(counts if isinstance(counts, tuple) else (counts,)))
         self._facts.events = dict(events)
         self._facts.matchers = len(cluster.table.members) if cluster.table is not None else None
@@ -134,5 +145,6 @@ class Metrics:
     def close(self) -> None:
         """In multiprocess mode: this process's live gauges leave the sums (its counters stay)."""
         if self.multiprocess_dir:
-            multiprocess.mark_process_dead(os.getpid(), self.multiprocess_dir)
+            # prometheus_client leaves this one unannotated
+            multiprocess.mark_process_dead(os.getpid(), self.multiprocess_dir)  # type: ignore[no-untyped-call]
 

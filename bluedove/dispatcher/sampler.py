@@ -27,7 +27,10 @@ import random
 import threading
 import time
 from pathlib import Path
+from typing import TextIO
 
+import numpy as np
+import numpy.typing as npt
 from prometheus_client import Counter
 
 from bluedove.core.space import Space
@@ -54,13 +57,13 @@ class Sampler:
         self._sampled = sampled
         self._dropped = dropped
         self._buffer_max = buffer_max
-        self._buffer: collections.deque = collections.deque()
+        self._buffer: collections.deque[tuple[float, list[float]]] = collections.deque()
         self._rng = random.Random()
         self._log1m = math.log1p(-rate) if 0 < rate < 1 else 0.0
         self._skip = self._draw()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._file = None
+        self._file: TextIO | None = None
         self._path: Path | None = None
         self._opened = 0.0
         self._size = 0
@@ -73,7 +76,7 @@ class Sampler:
             return 0
         return int(math.log(1.0 - self._rng.random()) / self._log1m)
 
-    def offer(self, ts: float, points) -> None:
+    def offer(self, ts: float, points: npt.NDArray[np.float64]) -> None:
         """Messages of values `points` (one row each) accepted at `ts`: the sampled ones go to the buffer."""
         n = len(points)
         if self._skip >= n:  # the usual case at a small rate: one comparison per call
@@ -142,8 +145,7 @@ class Sampler:
     def _write_buffered(self) -> None:
         buf = self._buffer
         while buf:
-            if self._file is None:
-                self._open()
+            file = self._file if self._file is not None else self._open()
             lines = []
             size = self._size
             while buf and size < self.rotate_bytes:
@@ -152,23 +154,26 @@ class Sampler:
                 line = f'{{"ts":{ts!r},"point":[{",".join(map(repr, point))}]}}\n'
                 lines.append(line)
                 size += len(line)
-            self._file.write("".join(lines))
+            file.write("".join(lines))
             self._size = size
             self._sampled.inc(len(lines))
             if size >= self.rotate_bytes:
                 self._close()
 
-    def _open(self) -> None:
+    def _open(self) -> TextIO:
         self._opened = time.time()
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self._opened))
         self._path = self.dir / f"messages-{stamp}-{self._seq:06d}.jsonl.part"
         self._seq += 1
         self._file = open(self._path, "w", encoding="utf-8")  # noqa: SIM115 - kept open across writes
         self._size = 0
+        return self._file
 
     def _close(self) -> None:
-        self._file.close()
-        self._path.rename(self._path.with_name(self._path.name[:-len(".part")]))
+        file, path = self._file, self._path
+        assert file is not None and path is not None  # called only while a file is open
+        file.close()
+        path.rename(path.with_name(path.name[:-len(".part")]))
         self._file = self._path = None
         self._prune()
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from bluedove.core import timeseries as ts
 from bluedove.core.space import Space
@@ -34,12 +37,12 @@ class DispatcherSeries:
         self.rec.before_flush.append(self._sample)
         self._lo = np.array([dim.min for dim in space.dimensions])
         self._hi = np.array([dim.max for dim in space.dimensions])
-        self._points: list[np.ndarray] = []  # values of the messages published since the last flush
+        self._points: list[npt.NDArray[np.float64]] = []  # values of the messages published since the last flush
         self._rates = [ts.DecayedRate() for _ in space.dimensions]
         self._redelivered_seen = 0
         self._density_at = 0.0
         self._depth_at = 0.0
-        self._side: set[asyncio.Task] = set()
+        self._side: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         self.rec.start()
@@ -49,7 +52,7 @@ class DispatcherSeries:
             t.cancel()
         await self.rec.stop()
 
-    def on_publish(self, points: np.ndarray, seconds: float) -> None:
+    def on_publish(self, points: npt.NDArray[np.float64], seconds: float) -> None:
         """Messages of values `points` (one row each) accepted and stored in `seconds`."""
         n = len(points)
         rec = self.rec
@@ -86,7 +89,7 @@ class DispatcherSeries:
     def density(self, now: float) -> dict[str, list[float]]:
         return {name: [round(r, 4) for r in rate.rates(now)] for name, rate in zip(self.space.names, self._rates)}
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._side.add(task)
         task.add_done_callback(self._side.discard)

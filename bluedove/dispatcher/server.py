@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
+from types import FrameType
 
 import uvicorn
 
 from bluedove.core.space import Space
 from bluedove.dispatcher.app import create_app
+from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.grpc_api import GrpcApi
 from bluedove.runtime import tls
 from bluedove.runtime.settings import DispatcherSettings
@@ -33,16 +36,16 @@ class _Server(uvicorn.Server):
     """uvicorn's server, telling the dispatcher first when a signal asks it to exit, and
     stopping the gRPC API before the app's shutdown closes the store under it."""
 
-    def __init__(self, config: uvicorn.Config, on_exit, grpc_api: GrpcApi) -> None:
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], object], grpc_api: GrpcApi) -> None:
         super().__init__(config)
         self._on_exit = on_exit
         self._grpc_api = grpc_api
 
-    def handle_exit(self, sig, frame) -> None:
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._on_exit()
         super().handle_exit(sig, frame)
 
-    async def shutdown(self, sockets=None) -> None:
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         await self._grpc_api.stop()
         await super().shutdown(sockets)
 
@@ -59,11 +62,12 @@ def serve(settings: DispatcherSettings, space: Space, seeds: tuple[str, ...] = (
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5,
                             timeout_keep_alive=KEEP_ALIVE_S, loop="asyncio", http="httptools",
                             **tls.uvicorn_ssl(settings))
-    closing = app.state.dispatcher.closing
+    dispatcher: Dispatcher = app.state.dispatcher
+    closing = dispatcher.closing
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        grpc_api = GrpcApi(app.state.dispatcher, settings.host, settings.grpc_port, settings)
+        grpc_api = GrpcApi(dispatcher, settings.host, settings.grpc_port, settings)
         await grpc_api.start()
         print(f"gRPC API on {settings.host}:{grpc_api.port}", flush=True)
         server = _Server(config, lambda: loop.call_soon_threadsafe(closing.set), grpc_api)

@@ -23,7 +23,7 @@ class GossipAgent:
         self.clock = clock
         # Called after every round, so the owner can publish its load and act on changes.
         self.on_round: list[Callable[[], None]] = []
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._seen: dict[str, tuple[int, int]] = {}  # member -> (generation, status) last logged
 
     def start(self) -> None:

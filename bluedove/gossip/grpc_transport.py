@@ -23,7 +23,7 @@ class GrpcTransport:
         self.bytes_sent = 0
         self.sent = 0
         self._stubs: dict[str, tuple[grpc.aio.Channel, pb_grpc.GossipStub]] = {}
-        self._inflight: set[asyncio.Task] = set()
+        self._inflight: set[asyncio.Task[None]] = set()
 
     def send(self, addr: str, envelope: Envelope) -> None:
         msg = wire.to_proto(envelope)
@@ -48,7 +48,7 @@ class GrpcTransport:
         for t in list(self._inflight):
             t.cancel()
         for ch, _ in self._stubs.values():
-            await ch.close()
+            await ch.close(grace=None)
 
 
 class GossipServicer(pb_grpc.GossipServicer):
@@ -57,6 +57,7 @@ class GossipServicer(pb_grpc.GossipServicer):
     def __init__(self, on_envelope: Callable[[Envelope], None]) -> None:
         self.on_envelope = on_envelope
 
-    async def Deliver(self, request, context):
+    async def Deliver(self, request: pb.Envelope,
+                      context: grpc.aio.ServicerContext[pb.Envelope, pb.Delivered]) -> pb.Delivered:
         self.on_envelope(wire.from_proto(request))
         return pb.Delivered()

@@ -16,6 +16,9 @@ from bluedove.gossip.config import GossipConfig
 from bluedove.gossip.messages import Envelope, Out
 from bluedove.gossip.state import Node
 
+# An event: a node's round (its address), or an envelope's arrival (its destination, the envelope).
+Event = str | tuple[str, Envelope]
+
 
 class MemoryTransport:
     """The `Transport` of one node on a `SimNetwork`."""
@@ -42,7 +45,7 @@ class SimNetwork:
         self.blocked: set[frozenset[str]] = set()
         self.bytes_sent: Counter[str] = Counter()
         self.sent: Counter[str] = Counter()
-        self._events: list[tuple[float, int, str, object]] = []
+        self._events: list[tuple[float, int, Event]] = []
         self._n = 0
         # Called after every event with the network, for tests that watch a condition.
         self.observers: list[Callable[["SimNetwork"], None]] = []
@@ -50,7 +53,7 @@ class SimNetwork:
     # -- building ----------------------------------------------------------------------------
     def add(self, node: Node) -> Node:
         self.nodes[node.addr] = node
-        self._schedule(self.now + self.rng.uniform(0, node.config.interval_s), "tick", node.addr)
+        self._schedule(self.now + self.rng.uniform(0, node.config.interval_s), node.addr)
         return node
 
     def spawn(self, n: int, config: GossipConfig | None = None, prefix: str = "m") -> list[Node]:
@@ -86,25 +89,25 @@ class SimNetwork:
             return
         if self.loss and self.rng.random() < self.loss:
             return
-        self._schedule(self.now + self.rng.uniform(*self.delay_s), "deliver", (dst, env))
+        self._schedule(self.now + self.rng.uniform(*self.delay_s), (dst, env))
 
     def run_until(self, t: float) -> None:
         while self._events and self._events[0][0] <= t:
-            when, _, kind, payload = heapq.heappop(self._events)
+            when, _, event = heapq.heappop(self._events)
             self.now = when
-            if kind == "tick":
-                addr = payload
+            if isinstance(event, str):
+                addr = event
                 if addr in self.crashed:
                     continue
                 node = self.nodes[addr]
                 self._send_all(addr, node.tick(when))
-                self._schedule(when + node.config.interval_s, "tick", addr)
+                self._schedule(when + node.config.interval_s, addr)
             else:
-                dst, env = payload
-                node = self.nodes.get(dst)
-                if node is None or dst in self.crashed:
+                dst, env = event
+                to = self.nodes.get(dst)
+                if to is None or dst in self.crashed:
                     continue
-                self._send_all(dst, node.receive(env, when))
+                self._send_all(dst, to.receive(env, when))
             for obs in self.observers:
                 obs(self)
         self.now = max(self.now, t)
@@ -113,6 +116,6 @@ class SimNetwork:
         for o in outs:
             self.send(src, o.addr, o.envelope)
 
-    def _schedule(self, when: float, kind: str, payload: object) -> None:
+    def _schedule(self, when: float, event: Event) -> None:
         self._n += 1
-        heapq.heappush(self._events, (when, self._n, kind, payload))
+        heapq.heappush(self._events, (when, self._n, event))

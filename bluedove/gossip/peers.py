@@ -12,9 +12,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol, cast
+
+from bluedove.gossip.state import Node
 
 DEFAULT_PORT = 7001
 log = logging.getLogger("bluedove.gossip")
+
+
+class AddrInfoResolver(Protocol):
+    """`socket.getaddrinfo` as `resolve_peers` calls it: (family, type, proto, canonname, sockaddr)s."""
+
+    def __call__(self, host: str, port: int, *, type: int  # noqa: A002 - getaddrinfo's keyword
+                 ) -> Sequence[tuple[object, object, object, object, tuple[str | int | bytes, ...]]]: ...
 
 
 class PeersSpecError(ValueError):
@@ -48,17 +59,19 @@ def format_address(ip: str, port: int) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-def resolve_peers(spec: str, default_port: int = DEFAULT_PORT, resolver=socket.getaddrinfo) -> list[str]:
+def resolve_peers(spec: str, default_port: int = DEFAULT_PORT,
+                  resolver: AddrInfoResolver = socket.getaddrinfo) -> list[str]:
     """Every address `spec` resolves to, as sorted `HOST:PORT` strings; [] if it does not resolve."""
     host, port = parse_spec(spec, default_port)
     try:
         infos = resolver(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
         return []
-    return sorted({format_address(info[4][0], port) for info in infos})
+    # A stream socket's address for a name is (host, port, ...): the host is an IP string.
+    return sorted({format_address(cast(str, info[4][0]), port) for info in infos})
 
 
-def heard_from_peer(node) -> bool:
+def heard_from_peer(node: Node) -> bool:
     """Some other live member has been heard from (not merely expected from the table)."""
     return any(e.generation > 0 and not e.gone for i, e in node.members.items() if i != node.id)
 
@@ -68,7 +81,8 @@ class DnsSeeds:
     `--peers-dns` name resolves to, resolved again every `retry_s` while the node has heard
     from no other member (the first pods of a StatefulSet start before DNS lists them)."""
 
-    def __init__(self, node, spec: str = "", fixed=(), retry_s: float = 1.0, resolver=resolve_peers) -> None:
+    def __init__(self, node: Node, spec: str = "", fixed: Iterable[str] = (), retry_s: float = 1.0,
+                 resolver: Callable[[str], list[str]] = resolve_peers) -> None:
         self.node = node
         self.spec = spec
         self.retry_s = retry_s
@@ -77,7 +91,7 @@ class DnsSeeds:
         self.found: list[str] = []
         self.reseed()
 
-    def reseed(self, fixed=None) -> None:
+    def reseed(self, fixed: Iterable[str] | None = None) -> None:
         """Set the node's seeds, with new fixed addresses if given; never the node's own."""
         if fixed is not None:
             self.fixed = tuple(fixed)

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bluedove.gossip.config import GossipConfig
 from bluedove.gossip.memory import SimNetwork
 from bluedove.gossip.messages import DEAD
+from bluedove.gossip.state import Node
 
 WARM_S = 4.0  # long enough for every node to learn every other through the seed
 
 
 def _warm(n: int, seed: int, loss: float = 0.0, config: GossipConfig | None = None,
-          count_bytes: bool = False) -> tuple[SimNetwork, list]:
+          count_bytes: bool = False) -> tuple[SimNetwork, list[Node]]:
     net = SimNetwork(seed=seed, loss=loss, count_bytes=count_bytes)
     nodes = net.spawn(n, config)
     net.run_until(WARM_S)
     return net, nodes
 
 
-def _until(net: SimNetwork, done, limit_s: float, step_s: float = 0.01) -> float | None:
+def _until(net: SimNetwork, done: Callable[[], bool], limit_s: float, step_s: float = 0.01) -> float | None:
     """Run until `done()` holds; the simulated time it took, or None past the limit."""
     start = net.now
     while net.now - start < limit_s:

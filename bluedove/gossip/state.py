@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from bluedove.gossip.config import GossipConfig
@@ -273,7 +274,7 @@ class Node:
             return []
         raise TypeError(f"unknown gossip message {type(body).__name__}")
 
-    def _merge(self, entries, now: float) -> None:
+    def _merge(self, entries: Iterable[MemberState], now: float) -> None:
         for e in entries:
             if e.id == self.id:
                 me = self.me

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from bluedove.gossip.messages import MATCHER, Ack, Envelope, MemberState, Ping, PingReq, Push, PushReply, TableUpdate
+from bluedove.gossip.messages import (
+    MATCHER,
+    Ack,
+    Body,
+    Envelope,
+    MemberState,
+    Ping,
+    PingReq,
+    Push,
+    PushReply,
+    TableUpdate,
+)
 from bluedove.v1 import gossip_pb2 as pb
 
 
@@ -40,6 +51,7 @@ def to_proto(env: Envelope) -> pb.Envelope:
 
 def from_proto(msg: pb.Envelope) -> Envelope:
     kind = msg.WhichOneof("body")
+    body: Body
     if kind == "push":
         body = Push(tuple(_member(e) for e in msg.push.members), msg.push.epoch)
     elif kind == "push_reply":

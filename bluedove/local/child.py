@@ -31,9 +31,9 @@ class Child:
     name: str
     args: list[str]
     log_path: Path
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
-    extra_env: dict = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     def start(self) -> None:
         env = {**os.environ, **self.extra_env}

@@ -8,6 +8,7 @@ SIGKILL to any that does not exit in time, so nothing is left behind.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import shutil
 import signal
@@ -16,6 +17,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.multiprocess import mark_process_dead
 
@@ -51,12 +53,12 @@ class LocalCluster:
     def __init__(self, matchers: int = 4, dispatchers: int = 1, http_port: int = 8080, grpc_port: int = 0,
                  data_dir: str | Path = ".bluedove", store: str | None = None, space_file: str | None = None,
                  policy: str = "adaptive", host: str = "127.0.0.1", restart: bool = True,
-                 matcher_env: dict | None = None, quiet: bool = False, deliver: str = "store",
+                 matcher_env: dict[str, str] | None = None, quiet: bool = False, deliver: str = "store",
                  partition: str | None = None, matcher_ids: list[str] | None = None,
                  sample_rate: float = 0.0, sample_dir: str | Path | None = None,
-                 seed: dict | None = None, store_cluster: int | None = None, auth: str | None = None,
+                 seed: dict[str, Any] | None = None, store_cluster: int | None = None, auth: str | None = None,
                  matcher_net: dict[str, tuple[str, list[str]]] | None = None,
-                 tls_files: TlsSettings | None = None, child_env: dict | None = None) -> None:
+                 tls_files: TlsSettings | None = None, child_env: dict[str, str] | None = None) -> None:
         if store is not None and store_cluster is not None:
             raise ValueError("store and store_cluster exclude each other: one names a running store, "
                              "the other starts one")
@@ -124,38 +126,40 @@ class LocalCluster:
         name = ["--tls-server-name", self.tls.tls_server_name] if self.tls.tls_server_name else []
         return [x for flag, path in files if path for x in (flag, str(Path(path).resolve()))] + name
 
-    def _open(self, path: str, timeout_s: float):
+    def _open(self, path: str, timeout_s: float) -> http.client.HTTPResponse:
         """GET one of the dispatchers' URLs (trusting the cluster's CA with TLS)."""
         ctx = tls.client_context(self.tls.tls_ca) if self.tls else None
-        return urllib.request.urlopen(f"{self.url}{path}", timeout=timeout_s, context=ctx)
+        resp: http.client.HTTPResponse = urllib.request.urlopen(f"{self.url}{path}", timeout=timeout_s, context=ctx)
+        return resp
 
-    def say(self, *args) -> None:
+    def say(self, *args: object) -> None:
         if not self.quiet:
             print(*args, flush=True)
 
     # -- start -----------------------------------------------------------------------------
     def start(self, timeout_s: float = 60.0) -> "LocalCluster":
-        for flag, port in (("--http-port", self.http_port), ("--grpc-port", self.grpc_port)):
-            if port_in_use(self.host, port):
-                raise RuntimeError(f"{flag} {port}: {self.host}:{port} is already in use (another cluster?)")
+        for flag, wanted in (("--http-port", self.http_port), ("--grpc-port", self.grpc_port)):
+            if port_in_use(self.host, wanted):
+                raise RuntimeError(f"{flag} {wanted}: {self.host}:{wanted} is already in use (another cluster?)")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         logs = self.data_dir / "logs"
         logs.mkdir(exist_ok=True)
         shutil.rmtree(self.metrics_dir, ignore_errors=True)  # counters of an earlier run would add up
         self.metrics_dir.mkdir(parents=True)
         try:
-            self.start_store()
+            store_url = self.start_store()
             space_args = self._space_args()
-            self.addresses = self._init_table()
+            table, self.addresses = self._init_table(store_url)
+            self.table = table
             cmd = bluedove_command()
-            owners = [a for m, a in self.addresses.items() if m in self.table.members]
+            owners = [a for m, a in self.addresses.items() if m in table.members]
             for m, address in self.addresses.items():
                 port = address.rsplit(":", 1)[1]
                 # A matcher beyond the owners joins by split: it meets them at their new addresses.
-                joins = [] if m in self.table.members else [x for a in owners for x in ("--join", a)]
+                joins = [] if m in table.members else [x for a in owners for x in ("--join", a)]
                 self.metrics_ports[m] = free_port()
                 self.children.append(Child("matcher", m, self.matcher_net.get(m, ("", []))[1] + cmd + [
-                    "matcher", "--id", m, "--host", self.matcher_host(m), "--port", port, "--store", self.store_url,
+                    "matcher", "--id", m, "--host", self.matcher_host(m), "--port", port, "--store", store_url,
                     "--deliver", self.deliver, "--partition", self.partition, *space_args, *joins,
                     "--metrics-port", str(self.metrics_ports[m]), *self._tls_args(),
                 ], logs / f"{m}.log", extra_env={**self.child_env, **self.matcher_env}))
@@ -164,14 +168,14 @@ class LocalCluster:
                 self.children.append(Child("dispatcher", d, cmd + [
                     "dispatcher", "--id", d, "--host", self.host, "--http-port", str(self.http_port),
                     "--grpc-port", str(self.grpc_port), "--gossip-port", str(free_port()),
-                    "--store", self.store_url, "--policy", self.policy, "--partition", self.partition,
+                    "--store", store_url, "--policy", self.policy, "--partition", self.partition,
                     "--auth", self.auth, *space_args, *self._sample_args(), *self._tls_args(),
                 ], logs / f"{d}.log", extra_env={**self.child_env, MULTIPROC_ENV: str(self.metrics_dir.resolve())}))
             for c in self.children:
                 c.start()
             self.write_targets()
             self.wait_ready(timeout_s)
-            self.table = self._stored_table()  # with the addresses the matchers registered
+            self.table = self._stored_table(store_url) or table  # with the addresses the matchers registered
         except BaseException:
             self.stop()
             raise
@@ -220,43 +224,43 @@ class LocalCluster:
         path.write_text(json.dumps(self.space.to_json()))
         return ["--space", str(path)]
 
-    def _init_table(self) -> dict[str, str]:
+    def _init_table(self, store_url: str) -> tuple[SegmentTable, dict[str, str]]:
         """`bluedove init --members m1=HOST:P1,…` (the same function): the matchers to start, each
         with a free port. A store that already holds a table (`up` again on the same data dir)
         keeps it: its owners start again, on new ports they register themselves, and matchers
-        beyond them (up to --matchers) join by split."""
+        beyond them (up to --matchers) join by split. (the table, the matchers' addresses)"""
         ids = self.matcher_ids or [f"m{i + 1}" for i in range(self.n_matchers)]
         members = {m: f"{self.matcher_host(m)}:{free_port()}" for m in ids}
 
         async def run() -> tuple[SegmentTable, bool]:
-            store = Store(self.store_url)
+            store = Store(store_url)
             try:
                 return await ensure_table(store, self.space, members, self.seed, given_from="--space")
             finally:
                 await store.close()
 
-        self.table, created = asyncio.run(run())
+        table, created = asyncio.run(run())
         if created:
-            return dict(self.table.members)
-        self.say(f"the store already holds a table (epoch {self.table.epoch}, owners "
-                 f"{', '.join(self.table.members)}): kept")
-        out = {m: f"{self.host}:{free_port()}" for m in self.table.members}
+            return table, dict(table.members)
+        self.say(f"the store already holds a table (epoch {table.epoch}, owners "
+                 f"{', '.join(table.members)}): kept")
+        out = {m: f"{self.host}:{free_port()}" for m in table.members}
         for m, address in members.items():  # the rest of --matchers join
             if len(out) >= self.n_matchers:
                 break
             out.setdefault(m, address)
-        return out
+        return table, out
 
-    def _stored_table(self) -> SegmentTable:
-        async def run() -> dict | None:
-            store = Store(self.store_url)
+    def _stored_table(self, store_url: str) -> SegmentTable | None:
+        async def run() -> dict[str, Any] | None:
+            store = Store(store_url)
             try:
                 return await store.get_table()
             finally:
                 await store.close()
 
         raw = asyncio.run(run())
-        return SegmentTable.from_json(raw) if raw else self.table
+        return SegmentTable.from_json(raw) if raw else None
 
     def wait_ready(self, timeout_s: float) -> None:
         """Until /readyz answers 200 and every matcher reports ready."""
@@ -266,7 +270,8 @@ class LocalCluster:
             for c in self.children:
                 if not c.alive():
                     tail = c.log_path.read_text()[-3000:] if c.log_path.exists() else ""
-                    raise RuntimeError(f"{c.name} exited during start-up (code {c.proc.returncode}):\n{tail}")
+                    code = c.proc.returncode if c.proc is not None else None
+                    raise RuntimeError(f"{c.name} exited during start-up (code {code}):\n{tail}")
             try:
                 with self._open("/readyz", 2) as resp:
                     if resp.status == 200:
@@ -280,9 +285,10 @@ class LocalCluster:
             time.sleep(0.2)
         raise RuntimeError(f"cluster not ready within {timeout_s}s ({last})")
 
-    def cluster_state(self) -> dict:
+    def cluster_state(self) -> dict[str, Any]:
         with self._open("/v1/cluster", 5) as resp:
-            return json.loads(resp.read())
+            state: dict[str, Any] = json.loads(resp.read())
+            return state
 
     # -- supervise -------------------------------------------------------------------------
     def check(self) -> list[str]:
@@ -291,7 +297,8 @@ class LocalCluster:
         for c in self.children:
             if c.proc is not None and not c.alive():
                 if c.role == "dispatcher":  # its live gauges leave the sums; its counters stay
-                    mark_process_dead(c.proc.pid, str(self.metrics_dir))
+                    # prometheus_client leaves this one unannotated
+                    mark_process_dead(c.proc.pid, str(self.metrics_dir))  # type: ignore[no-untyped-call]
                 code = c.proc.returncode
                 how = f"signal {-code}" if code < 0 else f"exit code {code}"
                 if code == 0 and c.role == "matcher":  # it left (handed its segments off): done
@@ -316,6 +323,8 @@ class LocalCluster:
         if self.partition != MPARTITION:
             raise RuntimeError(f"cannot add a matcher under partition {self.partition}: joins split mPartition's "
                                "segments, and the baselines are fixed-size")
+        if self.store_url is None:
+            raise RuntimeError("cannot add a matcher before the cluster's store is started")
         taken = [int(c.name[1:]) for c in self.children if c.role == "matcher"]
         name = f"m{max(taken, default=0) + 1}"
         port = free_port()
@@ -354,7 +363,7 @@ class LocalCluster:
     # -- stop ------------------------------------------------------------------------------
     def stop(self, timeout_s: float = 10.0) -> None:
         for c in self.children:
-            if c.alive():
+            if c.proc is not None and c.alive():
                 c.proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
         for c in self.children:
@@ -376,5 +385,5 @@ class LocalCluster:
     def __enter__(self) -> "LocalCluster":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

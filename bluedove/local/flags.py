@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bluedove.core.forwarding import POLICIES
 from bluedove.core.partition.modes import MODES
 from bluedove.runtime import tls
 from bluedove.runtime.extras import require
+
+if TYPE_CHECKING:
+    from bluedove.runtime.settings import TlsSettings
 
 PARTITION_HELP = ("mpartition (BlueDove, the default) or a baseline of the paper's §IV-B: p2p, full-replication; "
                   "the same on every matcher and dispatcher (default BLUEDOVE_PARTITION, else mpartition)")
@@ -50,7 +54,7 @@ def add_up_tls_flags(up: argparse.ArgumentParser) -> None:
                          "pip install 'bluedove[tls]'")
 
 
-def up_tls(args: argparse.Namespace):
+def up_tls(args: argparse.Namespace) -> TlsSettings:
     """`up`'s TLS files (flags, else BLUEDOVE_TLS_*), checked; every process it starts gets them."""
     from bluedove.runtime.settings import TlsSettings, from_env
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 import datetime
 import ipaddress
 from pathlib import Path
+from typing import cast
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes, PrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from bluedove.runtime.settings import TlsSettings
@@ -22,7 +24,7 @@ def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def _write_key(key, path: Path) -> None:
+def _write_key(key: PrivateKeyTypes, path: Path) -> None:
     path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                        serialization.NoEncryption()))
 
@@ -54,7 +56,9 @@ def issue(folder: Path, ca: tuple[Path, Path], name: str = "node", dns: tuple[st
     """A certificate for both ends of a connection (server and client auth) with the given
     names, signed by `ca`: folder/NAME.pem and folder/NAME.key."""
     ca_cert = x509.load_pem_x509_certificate(ca[0].read_bytes())
-    ca_key = serialization.load_pem_private_key(ca[1].read_bytes(), password=None)
+    # A CA's key is one that signs (make_ca's is an EC key); any other fails in sign() as before.
+    ca_key = cast(CertificateIssuerPrivateKeyTypes,
+                  serialization.load_pem_private_key(ca[1].read_bytes(), password=None))
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
     sans = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]

@@ -24,11 +24,16 @@ from bluedove.gossip.messages import ALIVE, DEAD, LEFT, MATCHER
 
 
 class Member(Protocol):
-    """A member as gossip sees it (`bluedove.gossip.state.MemberState`)."""
+    """A member as gossip sees it (`bluedove.gossip.state.MemberState`), read only."""
 
-    status: int
-    generation: int
-    role: str
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def generation(self) -> int: ...
+
+    @property
+    def role(self) -> str: ...
 
 
 # The changes, each executed by `membership.py`.

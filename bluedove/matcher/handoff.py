@@ -8,8 +8,10 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Sequence
 from typing import Protocol
 
+import grpc
 import numpy as np
 
 from bluedove.core.partition.segments import SegmentTable
@@ -28,19 +30,20 @@ class Sets(Protocol):
     async def rebuild(self, table: SegmentTable, fill: Fill, since: list[str], uses_old: bool = False) -> Rebuilt:
         ...
 
-    async def export(self, dim: int, low: float, high: float) -> tuple[str, list, list, np.ndarray, np.ndarray]:
+    async def export(self, dim: int, low: float, high: float
+                     ) -> tuple[str, list[str], list[str], np.ndarray, np.ndarray]:
         ...
 
 
-async def load_from_owners(sets: Sets, table: SegmentTable, sources, timeout_s: float,
+async def load_from_owners(sets: Sets, table: SegmentTable, sources: Sequence[pb.Source], timeout_s: float,
                            tls_files: tls.TlsFiles | None = None) -> None:
     """Build the sets of the dimensions that grow from our own rows plus the rows the old
     owners export (each current to its log position), keep the other sets as they are,
     then replay the catalogue log from the oldest of those positions and swap."""
     k = table.space.k
-    channels = {}
+    channels: dict[str, grpc.aio.Channel] = {}
 
-    async def fetch(src):
+    async def fetch(src: pb.Source) -> tuple[int, pb.ExportReply]:
         ch = channels.get(src.address) or channels.setdefault(src.address, tls.aio_channel(src.address, tls_files))
         r = await pb_grpc.MatcherStub(ch).Export(
             pb.ExportRequest(dimension=src.dimension, low=src.low, high=src.high), timeout=timeout_s)
@@ -51,11 +54,12 @@ async def load_from_owners(sets: Sets, table: SegmentTable, sources, timeout_s: 
         fetched = await asyncio.gather(*(fetch(src) for src in sources))
     finally:
         for ch in channels.values():
-            await ch.close()
+            await ch.close(grace=None)
     fetch_s = time.monotonic() - t0
     grown = {d for d, _ in fetched}
 
-    def build(new: SubscriptionSets, old: SubscriptionSets) -> None:
+    def build(new: SubscriptionSets, old: SubscriptionSets | None) -> None:
+        assert old is not None, "a hand-off grows the sets of a started matcher"
         for i in range(k):
             if i not in grown:
                 new.sets[i] = old.sets[i]

@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Protocol
 
 from grpc_health.v1 import health_pb2
 
 READY_SERVICE = "bluedove.ready"  # gRPC health service of the readiness probe
 
 
-async def publish_health(ready: Callable[[], bool], health_servicer, every_s: float = 0.2) -> None:
+class HealthService(Protocol):
+    """What the matcher uses of grpc_health's asyncio `health.aio.HealthServicer` (the library's
+    stubs describe only the threaded one)."""
+
+    async def set(self, service: str, status: int) -> None: ...
+
+    async def enter_graceful_shutdown(self) -> None: ...
+
+
+async def publish_health(ready: Callable[[], bool], health_servicer: HealthService, every_s: float = 0.2) -> None:
     """Keep "bluedove.ready" SERVING exactly while `ready()` (checked every `every_s`)."""
     last = None
     while True:

@@ -183,7 +183,7 @@ class SubscriptionSet:
         else:
             at, ids = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
         if self._n_recent:
-            more, per = self._recent.intersection_v(pts, pts)
+            more, per = self._recent.intersection_v(pts, pts)  # type: ignore[no-untyped-call]  # rtree: unannotated
             if len(more):
                 at = np.concatenate([at, np.repeat(np.arange(m, dtype=np.int64), per.astype(np.int64))])
                 ids = np.concatenate([ids, more.astype(np.int64, copy=False)])
@@ -216,7 +216,8 @@ class SubscriptionSet:
         _, lows, highs = self._sorted_bounds
         v = np.asarray(values, dtype=np.float64)
         # lows <= v, minus highs < v (ranges that ended before v; lows <= highs)
-        return (np.searchsorted(lows, v, side="right") - np.searchsorted(highs, v, side="left")).tolist()
+        counts: list[int] = (np.searchsorted(lows, v, side="right") - np.searchsorted(highs, v, side="left")).tolist()
+        return counts
 
     def export(self, dim: int, low: float, high: float) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
         """The subscriptions whose range on `dim` overlaps [low, high): (ids, queues, lows,

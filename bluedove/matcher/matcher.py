@@ -10,7 +10,9 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar, TypeVarTuple
 
 import numpy as np
 import redis.exceptions
@@ -36,6 +38,8 @@ from bluedove.store.store import MatcherStore, wait_ready
 from bluedove.v1 import matcher_pb2 as pb
 
 log = logging.getLogger("bluedove.matcher")
+R = TypeVar("R")
+Ts = TypeVarTuple("Ts")
 
 
 class Matcher:
@@ -43,7 +47,7 @@ class Matcher:
 
     def __init__(self, settings: MatcherSettings, store: MatcherStore, deliver: str = "store",
                  gossip: GossipConfig | None = None, seeds: tuple[str, ...] = (), space: Space | None = None,
-                 seed: dict | None = None) -> None:
+                 seed: dict[str, Any] | None = None) -> None:
         self.s = settings
         self.store = store
         self.space = space  # given: propose the first table on an empty store, refuse another space
@@ -62,7 +66,7 @@ class Matcher:
         self.ready = False
         self.refused = 0  # Forward calls refused for backpressure (the metrics)
         self.deliver_mode = deliver
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         # Table changes (gossip, store, hand-off) one at a time.
         self._table_lock = asyncio.Lock()
         self.membership = Membership(self, gossip or GossipConfig(), seeds, settings.peers_dns,
@@ -78,10 +82,10 @@ class Matcher:
         k = self.table.space.k
         self.stats = [WindowStats(self.s.stats_window_s) for _ in range(k)]
         self.owner.begin(self.table)
-        self.queue = MatcherQueue(k, lambda i: self.sets.sets[i], self.store, self.executor, self.stats,
-                                  self.s.batch_max, self.deliver_mode,
-                                  ttls=(self.s.dedup_window_s, self.s.retry_dedup_s))
-        self.queue.start()
+        self.queue = queue = MatcherQueue(k, lambda i: self._started().sets[i], self.store, self.executor,
+                                          self.stats, self.s.batch_max, self.deliver_mode,
+                                          ttls=(self.s.dedup_window_s, self.s.retry_dedup_s))
+        queue.start()
         # The index walk compiled before we join: a compile holds the GIL long enough for the
         # other members to suspect a process that has just joined.
         await self.run_index(warm_up)
@@ -93,8 +97,8 @@ class Matcher:
         self.ready = True
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self.owner.follow()), loop.create_task(self._watch_stored_table()),
-                       loop.create_task(self._trim()), loop.create_task(run_series(self))]
-        log.info("matcher %s ready: %s subscriptions per dimension", self.s.id, self.sets.counts())
+                       loop.create_task(self._trim()), loop.create_task(run_series(self, queue.totals))]
+        log.info("matcher %s ready: %s subscriptions per dimension", self.s.id, self._started().counts())
 
     async def _boot_table(self) -> SegmentTable:
         """The stored table: with a space, proposed first if the store has none (as `bluedove
@@ -133,7 +137,7 @@ class Matcher:
             await self.queue.stop()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
-    async def run_index(self, fn, *args):
+    async def run_index(self, fn: Callable[[*Ts], R], *args: *Ts) -> R:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     @property
@@ -150,22 +154,24 @@ class Matcher:
             if self.table is not None and new.epoch <= self.table.epoch:
                 return
             mine = held(self.s.partition, new, self.s.id)
-            if not _within(mine, self.sets.segments):
+            segments = self._started().segments
+            if not _within(mine, segments):
                 await self.owner.load_catalogue(new)
-            elif mine != self.sets.segments:
+            elif mine != segments:
                 self._trim_at = time.monotonic() + self.s.handoff_grace_s
             self.table = new
             self.newest_epoch = max(self.newest_epoch, new.epoch)
             self.membership.offer(new)
             log.info("matcher %s at epoch %d: segments %s", self.s.id, new.epoch, mine or "none (idle)")
 
-    async def prepare(self, new: SegmentTable, adopt: bool = False, sources=()) -> pb.PrepareReply:
+    async def prepare(self, new: SegmentTable, adopt: bool = False,
+                      sources: Sequence[pb.Source] = ()) -> pb.PrepareReply:
         """Hand-off: load what `new` assigns to us before it is published (from the old owners
         given as `sources`, else from the catalogue); with `adopt`, also take it as our table
         (after it is published)."""
         async with self._table_lock:
             mine = held(self.s.partition, new, self.s.id)
-            if not _within(mine, self.sets.segments):
+            if not _within(mine, self._started().segments):
                 loaded = False
                 if sources:
                     try:
@@ -176,10 +182,10 @@ class Matcher:
                 if not loaded:
                     # Keep what we hold too until the table is adopted and the grace is over: a
                     # re-seed may move our range away while messages of the old one are queued.
-                    await self.owner.load_catalogue(new, _hull(self.sets.segments, mine))
+                    await self.owner.load_catalogue(new, _hull(self._started().segments, mine))
         if adopt:
             await self.apply_table(new)
-        return pb.PrepareReply(epoch=new.epoch, subs=self.sets.counts())
+        return pb.PrepareReply(epoch=new.epoch, subs=self._started().counts())
 
     async def _trim(self) -> None:
         """After the hand-off grace, drop the parts of the sets the table no longer gives us."""
@@ -190,10 +196,11 @@ class Matcher:
             try:
                 async with self._table_lock:
                     self._trim_at = None
-                    if self.sets.segments != held(self.s.partition, self.table, self.s.id):
-                        await self.owner.load_catalogue(self.table)
+                    table = self._table_now()
+                    if self._started().segments != held(self.s.partition, table, self.s.id):
+                        await self.owner.load_catalogue(table)
                         log.info("matcher %s dropped what it handed off: %s per dimension", self.s.id,
-                                 self.sets.counts())
+                                 self._started().counts())
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -209,7 +216,7 @@ class Matcher:
                 raw = await self.store.get_table()
                 if raw:
                     self.newest_epoch = max(self.newest_epoch, int(raw["epoch"]))
-                if raw and int(raw["epoch"]) > self.table.epoch:
+                if raw and int(raw["epoch"]) > self._table_now().epoch:
                     await self.apply_table(SegmentTable.from_json(raw))
             except asyncio.CancelledError:
                 raise
@@ -220,7 +227,7 @@ class Matcher:
         """Subscriptions per dimension and summed λ, μ: what gossip carries about us."""
         now = time.monotonic()
         rates = [st.rates(now) for st in self.stats]
-        return tuple(self.sets.counts()), sum(r[0] for r in rates), sum(r[1] for r in rates)
+        return tuple(self._started().counts()), sum(r[0] for r in rates), sum(r[1] for r in rates)
 
     # -- operations ------------------------------------------------------------------------
     async def forward(self, req: pb.ForwardRequest) -> pb.ForwardReply:
@@ -229,7 +236,8 @@ class Matcher:
         at its bound (nothing queued), StoreDown when the store failed the write."""
         if not self.ready:
             raise NotReady("matcher is loading its subscriptions")
-        sets, k = self.sets, self.table.space.k
+        table, sets, queue = self._running()
+        k = table.space.k
         try:
             parts = [Part.from_packed(p, k) for p in req.packed if p.count]
             parts += [Part.from_messages(dim, msgs, k) for dim, msgs in (
@@ -241,18 +249,18 @@ class Matcher:
                 raise BadRequest(f"no dimension {p.dim}")
             if not sets.owns_all(p.dim, p.points[:, p.dim]):
                 # Only the owner of the segment holding a value has every subscription that may match.
-                raise NotOwner(f"not the owner of these values on dimension {p.dim} at epoch {self.table.epoch}")
+                raise NotOwner(f"not the owner of these values on dimension {p.dim} at epoch {table.epoch}")
         if not parts:
             return pb.ForwardReply()
-        full = [p.dim for p in parts if self.queue.queued(p.dim) >= self.s.max_queued]
+        full = [p.dim for p in parts if queue.queued(p.dim) >= self.s.max_queued]
         if full:
             # Backpressure: refused whole, before anything is queued; the dispatcher tries the
             # message's next candidate and answers 503 when every one refuses.
             self.refused += 1
-            raise Busy(f"input queue of dimension {full[0]} holds {self.queue.queued(full[0])} messages "
+            raise Busy(f"input queue of dimension {full[0]} holds {queue.queued(full[0])} messages "
                        f"(bound {self.s.max_queued}); try another candidate")
         try:
-            res = await self.queue.submit(parts)
+            res = await queue.submit(parts)
         except redis.exceptions.RedisError as exc:
             raise StoreDown(f"store unavailable: {exc}") from None
         return pb.ForwardReply(matched=res.matched, delivered=res.delivered, fresh=res.fresh)
@@ -262,12 +270,12 @@ class Matcher:
         if not self.ready:
             raise NotReady("matcher is loading its subscriptions")
         dim = req.dimension
-        sets = self.sets
+        table, sets, _ = self._running()
         points = np.array([list(m.point) for m in req.messages], dtype=np.float64).reshape(len(req.messages), -1)
         if not 0 <= dim < len(sets.sets) or points.shape[1] != len(sets.sets):
             raise BadRequest(f"no dimension {dim} or wrong point length")
         if not all(sets.owns(dim, v) for v in points[:, dim].tolist()):
-            raise NotOwner(f"not the owner of these values on dimension {dim} at epoch {self.table.epoch}")
+            raise NotOwner(f"not the owner of these values on dimension {dim} at epoch {table.epoch}")
         groups = await self.run_index(sets.sets[dim].match_batch, points)
         return pb.MatchReply(messages=[
             pb.MatchReply.Matches(subscription_ids=sorted(i for ids in g.values() for i in ids)) for g in groups])
@@ -286,7 +294,7 @@ class Matcher:
             lows = np.array([list(s.lows) for s in subs], dtype=np.float64)
             highs = np.array([list(s.highs) for s in subs], dtype=np.float64)
             changed = await self.run_index(sets.add_direct, ids, queues, lows, highs)
-        return pb.SubscriptionAck(changed=changed, epoch=self.table.epoch)
+        return pb.SubscriptionAck(changed=changed, epoch=self._table_now().epoch)
 
     async def remove_subscriptions(self, req: pb.RemoveRequest) -> pb.SubscriptionAck:
         """Drop subscriptions by id from every set (NotReady before the sets exist)."""
@@ -299,20 +307,29 @@ class Matcher:
             raise NotReady("matcher is starting")
         return self.sets
 
-    async def table_reply(self) -> pb.TableReply:
-        """The table as this matcher holds it, with the members gossip knows."""
+    def _table_now(self) -> SegmentTable:
         if self.table is None:
             raise NotReady("matcher has no table yet")
-        return pb.TableReply(table_json=json.dumps(self.table.to_json()), members=self.membership.members())
+        return self.table
 
-    async def prepare_json(self, table_json: str, adopt: bool, sources: list) -> pb.PrepareReply:
+    def _running(self) -> tuple[SegmentTable, SubscriptionSets, MatcherQueue]:
+        """The table, the sets and the queue, all three made by `start` before the matcher is ready."""
+        if self.queue is None:
+            raise NotReady("matcher is starting")
+        return self._table_now(), self._started(), self.queue
+
+    async def table_reply(self) -> pb.TableReply:
+        """The table as this matcher holds it, with the members gossip knows."""
+        return pb.TableReply(table_json=json.dumps(self._table_now().to_json()), members=self.membership.members())
+
+    async def prepare_json(self, table_json: str, adopt: bool, sources: Sequence[pb.Source]) -> pb.PrepareReply:
         """`prepare` for a table sent as JSON by a coordinator."""
         self._started()
         return await self.prepare(SegmentTable.from_json(json.loads(table_json)), adopt=adopt, sources=sources)
 
     async def export(self, req: pb.ExportRequest) -> pb.ExportReply:
         """Our rows of one dimension that overlap a range, for a taker (NotOwner before we are ready)."""
-        if not self.ready or not 0 <= req.dimension < self.table.space.k:
+        if not self.ready or not 0 <= req.dimension < self._table_now().space.k:
             raise NotOwner("not ready, or no such dimension")
         return await export(self.owner, req)
 
@@ -345,13 +362,15 @@ class Matcher:
         now = time.monotonic()
         dims = []
         counts = self.sets.counts() if self.sets else []
+        queue = self.queue
         for i, st in enumerate(self.stats):
+            assert queue is not None, "`start` makes the stats and the queue together"
             lam, mu = st.rates(now)
             seg = self.table.segments_of(self.s.id).get(i) if self.table else None
-            split_at = self.queue.samples[i].load_median(*seg) if seg else float("nan")
-            dims.append(pb.DimensionLoad(lam=lam, mu=mu, q=self.queue.queued(i), subs=counts[i],
+            split_at = queue.samples[i].load_median(*seg) if seg else float("nan")
+            dims.append(pb.DimensionLoad(lam=lam, mu=mu, q=queue.queued(i), subs=counts[i],
                                          matched_total=st.total_processed, split_at=split_at,
-                                         walk_cpu_s=self.queue.totals.walk_cpu_s[i]))
+                                         walk_cpu_s=queue.totals.walk_cpu_s[i]))
         return pb.ReportReply(id=self.s.id, generation=self.generation, ready=self.ready,
                               epoch=self.table.epoch if self.table else 0, dims=dims,
                               window_s=self.s.stats_window_s,

@@ -20,8 +20,9 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Coroutine, Sequence
 from datetime import datetime, timezone
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 
@@ -31,10 +32,10 @@ from bluedove.core.partition.segments import SegmentTable, gained, grown, merge_
 from bluedove.gossip.agent import GossipAgent
 from bluedove.gossip.config import GossipConfig
 from bluedove.gossip.grpc_transport import GossipServicer, GrpcTransport
-from bluedove.gossip.messages import ALIVE, DEAD, LEFT, STATUS_NAMES
+from bluedove.gossip.messages import ALIVE, DEAD, LEFT, STATUS_NAMES, Envelope
 from bluedove.gossip.peers import DnsSeeds
 from bluedove.gossip.state import Node
-from bluedove.matcher.decisions import Adopt, Join, Refuse, Stuck, Takeover, next_change, note_left
+from bluedove.matcher.decisions import Adopt, Join, Refuse, Stuck, Takeover, leave_change, next_change, note_left
 from bluedove.runtime import tls
 from bluedove.runtime.settings import MatcherSettings
 from bluedove.store.store import MatcherStore
@@ -59,7 +60,8 @@ class Host(Protocol):
 
     async def apply_table(self, new: SegmentTable) -> None: ...
 
-    async def prepare(self, new: SegmentTable, adopt: bool = False, sources=()) -> pb.PrepareReply: ...
+    async def prepare(self, new: SegmentTable, adopt: bool = False,
+                      sources: Sequence[pb.Source] = ()) -> pb.PrepareReply: ...
 
 
 class Membership:
@@ -73,7 +75,7 @@ class Membership:
         self.peers_dns = peers_dns  # NAME[:PORT] whose addresses are seeds too (bluedove/gossip/peers.py)
         self.dns_retry_s = dns_retry_s
         self.seeds: DnsSeeds | None = None
-        self._dns_task: asyncio.Task | None = None
+        self._dns_task: asyncio.Task[None] | None = None
         self.node: Node | None = None
         self.transport = GrpcTransport(timeout_s=config.probe_timeout_s, tls_files=m.s)
         self.agent: GossipAgent | None = None
@@ -85,7 +87,19 @@ class Membership:
         self._peers: dict[str, tuple[grpc.aio.Channel, pb_grpc.MatcherStub]] = {}
 
     def servicer(self) -> GossipServicer:
-        return GossipServicer(lambda env: self.agent and self.agent.receive(env))
+        return GossipServicer(self._receive)
+
+    def _receive(self, env: Envelope) -> None:
+        if self.agent is not None:  # envelopes before `start` are dropped
+            self.agent.receive(env)
+
+    def _node(self) -> Node:
+        assert self.node is not None, "table changes and rounds come after `start` made the node"
+        return self.node
+
+    def _table(self) -> SegmentTable:
+        assert self.m.table is not None, "table changes come after the matcher has its table"
+        return self.m.table
 
     def start(self, addr: str, table: SegmentTable) -> None:
         # Seeds: the table's members (an owner without an address yet is expected by id
@@ -112,7 +126,7 @@ class Membership:
             await self.agent.stop()
         await self.transport.close()
         for ch, _ in self._peers.values():
-            await ch.close()
+            await ch.close(grace=None)
 
     # -- views -----------------------------------------------------------------------------
     def members(self) -> list[pb.MemberInfo]:
@@ -127,7 +141,7 @@ class Membership:
 
     # -- after every round -----------------------------------------------------------------
     def _after_round(self) -> None:
-        m, node = self.m, self.node
+        m, node = self.m, self._node()
         node.set_load(*m.load_summary())
         if m.table is None or self.leaving:  # leave() makes a leaving member's changes
             return
@@ -146,13 +160,13 @@ class Membership:
             self._refused.add(change.member)
             log.warning("%s is idle and stays so: no joins under partition %s", change.member, change.partition)
 
-    def _spawn(self, coro) -> asyncio.Task:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         self._busy = True
         task = asyncio.get_running_loop().create_task(coro)
         task.add_done_callback(self._done)
         return task
 
-    def _done(self, task: asyncio.Task) -> None:
+    def _done(self, task: asyncio.Task[None]) -> None:
         self._busy = False
         if not task.cancelled() and task.exception() is not None:
             log.error("table change failed: %r", task.exception())
@@ -160,17 +174,17 @@ class Membership:
 
     # -- table changes: takeover, join (split), leave (merge) --------------------------------
     async def _takeover(self, gone: set[str]) -> None:
-        old = self.m.table
+        old = self._table()
         new = merge_out(old, gone, self._weight)
         await self._publish(old, new, "takeover",
                             f"{', '.join(sorted(gone))} declared dead; segments merged into "
                             f"{', '.join(sorted(grown(old, new)))}")
 
     async def _join(self, member: str) -> None:
-        old = self.m.table
+        old = self._table()
         loads = await self._loads(old)
         at, why = plan_split(old, loads, await self._stored_seed(old))
-        new = split(old, member, self.node.members[member].addr, at)
+        new = split(old, member, self._node().members[member].addr, at)
         await self._publish(old, new, "split", f"{member} joined and takes part of the busiest segments: {why}")
 
     async def _stored_seed(self, table: SegmentTable) -> Seed | None:
@@ -197,8 +211,8 @@ class Membership:
         while time.monotonic() < deadline:
             while self._busy:
                 await asyncio.sleep(0.05)
-            old = m.table
-            change = next_change(old, self.node.members, m.s.id, time.monotonic(), leaving=True)
+            old = self._table()
+            change = leave_change(old, self._node().members, m.s.id)
             if change is None:  # we own nothing any more
                 break
             if isinstance(change, Stuck):
@@ -220,8 +234,8 @@ class Membership:
             finally:
                 self._busy = False
         else:
-            return pb.LeaveReply(ok=False, reason=f"hand-off not done in {timeout_s:.0f} s", epoch=m.table.epoch)
-        return pb.LeaveReply(ok=True, epoch=m.table.epoch)
+            return pb.LeaveReply(ok=False, reason=f"hand-off not done in {timeout_s:.0f} s", epoch=self._table().epoch)
+        return pb.LeaveReply(ok=True, epoch=self._table().epoch)
 
     async def propose(self, new: SegmentTable, reason: str) -> pb.ProposeReply:
         """A re-seed: publish `new` (the next epoch of our table, same members and addresses,
@@ -254,12 +268,13 @@ class Membership:
 
     def announce_leave(self) -> None:
         """Tell gossip we are gone on purpose (status left), so nobody suspects or takes over."""
-        if self.node is not None and self.node.me.status != LEFT:
-            self.node.leave(time.monotonic())
-            self.agent.round()  # push it now
+        node, agent = self.node, self.agent  # `start` makes both
+        if node is not None and agent is not None and node.me.status != LEFT:
+            node.leave(time.monotonic())
+            agent.round()  # push it now
 
     def _weight(self, member: str) -> float:
-        e = self.node.members.get(member)
+        e = self._node().members.get(member)
         return float(sum(e.subs)) if e else 0.0
 
     async def _publish(self, old: SegmentTable, new: SegmentTable, action: str, reason: str,
@@ -298,13 +313,13 @@ class Membership:
         return True
 
     async def _loads(self, table: SegmentTable) -> dict[str, list[LoadReport]]:
-        async def one(member: str):
+        async def one(member: str) -> tuple[str, pb.ReportReply]:
             if member == self.m.s.id:
                 return member, self.m.report()
             return member, await self._stub(table.members[member]).Report(pb.ReportRequest(),
                                                                          timeout=self.m.s.report_timeout_s)
 
-        out = {}
+        out: dict[str, list[LoadReport]] = {}
         reachable = [o for o, a in table.members.items() if a]  # an owner with no address yet has no report
         for r in await asyncio.gather(*(one(o) for o in reachable), return_exceptions=True):
             if not isinstance(r, BaseException):
@@ -328,14 +343,15 @@ class Membership:
         takers = grown(old, new)
         for i, owners, a, b in gained(old, taker, takers.get(taker, {})):
             src = next(iter(owners)) if len(owners) == 1 else None
-            e = self.node.members.get(src) if src else None
-            if e is None or e.status == DEAD or (e.status != ALIVE and src != self.m.s.id) \
+            e = self._node().members.get(src) if src else None
+            if not src or e is None or e.status == DEAD or (e.status != ALIVE and src != self.m.s.id) \
                     or not old.members[src] or src in takers:
                 return []
             out.append(pb.Source(dimension=i, member=src, address=old.members[src], low=a, high=b))
         return out
 
-    async def _prepare(self, member: str, table: SegmentTable, adopt: bool, sources=()) -> None:
+    async def _prepare(self, member: str, table: SegmentTable, adopt: bool,
+                       sources: Sequence[pb.Source] = ()) -> None:
         if member == self.m.s.id:
             await self.m.prepare(table, adopt=adopt, sources=list(sources))
             return

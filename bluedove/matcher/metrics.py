@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from bluedove.matcher.load import BATCH_BOUNDS
+from bluedove.matcher.matcher import Matcher
+from bluedove.matcher.queues import MatcherQueue
 from bluedove.runtime.telemetry import process_registry
 
 DIM = ["dimension"]
@@ -20,10 +23,10 @@ DIM = ["dimension"]
 class MatcherCollector(Collector):
     """A matcher's Prometheus metrics, read from its own state when a scrape comes."""
 
-    def __init__(self, matcher) -> None:
+    def __init__(self, matcher: Matcher) -> None:
         self.m = matcher
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         m = self.m
         names = list(m.table.space.names) if m.table is not None else []
         yield GaugeMetricFamily("bluedove_matcher_ready", "1 once the matcher has loaded its subscriptions and "
@@ -37,7 +40,7 @@ class MatcherCollector(Collector):
                                   value=transport.sent)
         if m.queue is None or len(m.stats) != len(names):
             return  # still booting: no table, no queues yet
-        yield from self._per_dimension(m, names)
+        yield from self._per_dimension(m, m.queue, names)
         totals = m.queue.totals
         yield CounterMetricFamily("bluedove_matcher_deliveries_written", "Deliveries the store wrote (a message "
                                   "it has seen before writes none)", value=totals.written)
@@ -55,9 +58,9 @@ class MatcherCollector(Collector):
         yield h
 
     @staticmethod
-    def _per_dimension(m, names: list[str]):
+    def _per_dimension(m: Matcher, queue: MatcherQueue, names: list[str]) -> Iterator[Metric]:
         """The families labelled by dimension: arrivals, matches, deliveries, q, λ, μ, λ/μ, set sizes."""
-        fam = {
+        fam: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
             "received": CounterMetricFamily("bluedove_matcher_messages_received", "Messages forwarded to this "
                                             "matcher, by the dimension they came for", labels=DIM),
             "processed": CounterMetricFamily("bluedove_matcher_messages_processed", "Messages matched against the "
@@ -79,7 +82,7 @@ class MatcherCollector(Collector):
         }
         now = time.monotonic()
         counts = m.sets.counts() if m.sets is not None else [0] * len(names)
-        totals = m.queue.totals
+        totals = queue.totals
         for i, name in enumerate(names):
             st = m.stats[i]
             lam, mu = st.rates(now)
@@ -87,7 +90,7 @@ class MatcherCollector(Collector):
             fam["processed"].add_metric([name], st.total_processed)
             fam["matches"].add_metric([name], totals.matches[i])
             fam["deliveries"].add_metric([name], totals.deliveries[i])
-            fam["q"].add_metric([name], m.queue.queued(i))
+            fam["q"].add_metric([name], queue.queued(i))
             fam["lam"].add_metric([name], lam)
             fam["mu"].add_metric([name], mu)
             if mu > 0 and math.isfinite(lam / mu):
@@ -96,7 +99,7 @@ class MatcherCollector(Collector):
         yield from fam.values()
 
 
-def matcher_registry(matcher) -> CollectorRegistry:
+def matcher_registry(matcher: Matcher) -> CollectorRegistry:
     r = process_registry("matcher")
     r.register(MatcherCollector(matcher))
     return r

@@ -20,8 +20,12 @@ in the level below (node j's are j*C .. j*C+C-1), as STR builds them.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from bluedove.core.jit import compiled
+
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
 
 # Children per node. 4, 8, 16 and 32 answer the `sparse` points within ~25 % of each other
 # (1.7, 1.8, 2.2, 2.1 µs); 8 keeps the tree shallow and the stack small.
@@ -133,7 +137,7 @@ def warm_up() -> None:
 
 
 @compiled
-def _contains(lo, hi, row, points, i):
+def _contains(lo: Floats, hi: Floats, row: int, points: Floats, i: int) -> bool:
     """Whether box `row` of (lo, hi) holds point i: closed bounds, and NaN is inside nothing."""
     for d in range(points.shape[1]):  # noqa: SIM110 (numba compiles a loop, not all() over a generator)
         if not lo[row, d] <= points[i, d] <= hi[row, d]:
@@ -142,7 +146,8 @@ def _contains(lo, hi, row, points, i):
 
 
 @compiled
-def _query(points, nodes_lo, nodes_hi, level_start, level_size, lo, hi, alive, capacity, stack, out_pt, out_row):
+def _query(points: Floats, nodes_lo: Floats, nodes_hi: Floats, level_start: Ints, level_size: Ints, lo: Floats,
+           hi: Floats, alive: npt.NDArray[np.uint8], capacity: int, stack: Ints, out_pt: Ints, out_row: Ints) -> int:
     """Depth-first walk per point. A stack entry is a node index (levels above the leaves)
     encoded with its level: level * stride + index. Returns the number of answers, writing
     those that fit."""

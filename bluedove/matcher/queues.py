@@ -34,7 +34,7 @@ class _Request:
 
     parts: list[Part]
     n: int
-    done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    done: asyncio.Future[BatchResult] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 @dataclass
@@ -73,8 +73,8 @@ class MatcherQueue:
         self._pending: deque[_Request] = deque()
         self._queued = [0] * k
         self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
-        self._finishing: set[asyncio.Task] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._finishing: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
         return sum(self._queued)
@@ -108,7 +108,8 @@ class MatcherQueue:
         return await req.done
 
     def _take(self) -> list[_Request]:
-        taken, n = [], 0
+        taken: list[_Request] = []
+        n = 0
         while self._pending and (not taken or n + self._pending[0].n <= self.batch_max):
             req = self._pending.popleft()
             taken.append(req)

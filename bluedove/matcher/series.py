@@ -8,14 +8,38 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from bluedove.core import timeseries as ts
+from bluedove.core.partition.segments import SegmentTable
+from bluedove.matcher.load import Totals
+from bluedove.matcher.sets import SubscriptionSets
+from bluedove.runtime.settings import MatcherSettings
 from bluedove.runtime.telemetry import CpuMeter
+from bluedove.store.connection import Connection
 from bluedove.store.series import Recorder, put_matcher_stats
 
 log = logging.getLogger("bluedove.matcher")
 
 STATS_EVERY_S = 2.0
+
+
+class Sampled(Protocol):
+    """What the series reads of a matcher (bluedove/matcher/matcher.py `Matcher`, which starts it)."""
+
+    @property
+    def s(self) -> MatcherSettings: ...
+    @property
+    def store(self) -> Connection: ...
+    @property
+    def ready(self) -> bool: ...
+    @property
+    def table(self) -> SegmentTable | None: ...
+    @property
+    def sets(self) -> SubscriptionSets | None: ...
+    def run_index(self, fn: Callable[[Sampled], dict[str, dict[str, int]]], m: Sampled, /
+                  ) -> Awaitable[dict[str, dict[str, int]]]: ...
 
 
 def rss_bytes() -> int | None:
@@ -27,30 +51,34 @@ def rss_bytes() -> int | None:
         return None
 
 
-def coverage(m) -> dict[str, dict[str, int]]:
+def coverage(m: Sampled) -> dict[str, dict[str, int]]:
     """On the index thread: per dimension, {bin: subscriptions covering its centre} for the
-    bins whose centre lies in our segment."""
-    out = {}
-    segments = m.table.segments_of(m.s.id)
-    for i, dim in enumerate(m.table.space.dimensions):
+    bins whose centre lies in our segment (none before the matcher has its table and sets)."""
+    out: dict[str, dict[str, int]] = {}
+    table, sets = m.table, m.sets
+    if table is None or sets is None:
+        return out
+    segments = table.segments_of(m.s.id)
+    for i, dim in enumerate(table.space.dimensions):
         seg = segments.get(i)
-        if seg is None or m.sets is None:
+        if seg is None:
             continue
         bins = ts.owned_bins(seg[0], seg[1], dim.min, dim.max)
         centres = ts.bin_centres(dim.min, dim.max)
-        counts = m.sets.sets[i].coverage(i, [centres[j] for j in bins])
+        counts = sets.sets[i].coverage(i, [centres[j] for j in bins])
         out[dim.name] = {str(j): c for j, c in zip(bins, counts)}
     return out
 
 
-async def run_series(m) -> None:
-    """The matcher's recorder and stats entry, until cancelled (`m` a started bluedove.matcher.matcher.Matcher)."""
+async def run_series(m: Sampled, totals: Totals) -> None:
+    """The matcher's recorder and stats entry, until cancelled (`m` a started Matcher, `totals`
+    its queue's)."""
     rec = Recorder(m.store, zero=(ts.DELIVERED,))
-    seen = m.queue.totals.written
+    seen = totals.written
 
     def sample(now: float) -> None:
         nonlocal seen
-        total = m.queue.totals.written
+        total = totals.written
         rec.add(ts.DELIVERED, total - seen, now - 1)
         seen = total
 

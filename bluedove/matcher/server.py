@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from bluedove.core.space import Space
 from bluedove.gossip.config import GossipConfig
-from bluedove.matcher.health import READY_SERVICE, publish_health
+from bluedove.matcher.health import READY_SERVICE, HealthService, publish_health
 from bluedove.matcher.matcher import Matcher
 from bluedove.matcher.metrics import matcher_registry
 from bluedove.matcher.servicer import MatcherServicer
@@ -34,13 +35,13 @@ async def _leave_or_stop(m: Matcher) -> None:
         m.stopping.set()
 
 
-async def _start_grpc(m: Matcher, settings: MatcherSettings) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
+async def _start_grpc(m: Matcher, settings: MatcherSettings) -> tuple[grpc.aio.Server, HealthService]:
     """The matcher's gRPC server (its API, gossip and health) started on its port, health NOT_SERVING."""
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
                                       ("grpc.so_reuseport", 0)])
     pb_grpc.add_MatcherServicer_to_server(MatcherServicer(m), server)
     gossip_pb2_grpc.add_GossipServicer_to_server(m.membership.servicer(), server)
-    health_servicer = health.aio.HealthServicer()
+    health_servicer: HealthService = health.aio.HealthServicer()  # type: ignore[attr-defined]  # stubs lack aio
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     tls.add_port(server, f"{settings.host}:{settings.port}", settings, internal=True)
     await server.start()
@@ -67,7 +68,7 @@ def _on_signals(m: Matcher, settings: MatcherSettings, loop: asyncio.AbstractEve
 
 
 async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[str, ...] = (),
-                space: Space | None = None, seed: dict | None = None) -> None:
+                space: Space | None = None, seed: dict[str, Any] | None = None) -> None:
     """Run a matcher until a signal (or a leave) stops it. Raises SpaceMismatch when the stored
     table's space is not `space`."""
     store = MatcherStore(settings.store_url, StoreLimits(dedup_window_s=settings.dedup_window_s,

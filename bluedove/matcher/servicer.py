@@ -11,12 +11,14 @@ import grpc
 
 from bluedove.matcher.errors import MatcherError
 from bluedove.matcher.matcher import Matcher
+from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
+Q = TypeVar("Q")
 R = TypeVar("R")
 
 
-async def answer(context: grpc.aio.ServicerContext, call: Awaitable[R]) -> R:
+async def answer(context: grpc.aio.ServicerContext[Q, R], call: Awaitable[R]) -> R:
     """`call`'s reply, or the call aborted with the status of the MatcherError it raised."""
     try:
         return await call
@@ -31,32 +33,44 @@ class MatcherServicer(pb_grpc.MatcherServicer):
     def __init__(self, m: Matcher) -> None:
         self.m = m
 
-    async def Forward(self, request, context):
+    async def Forward(self, request: pb.ForwardRequest,
+                      context: grpc.aio.ServicerContext[pb.ForwardRequest, pb.ForwardReply]) -> pb.ForwardReply:
         return await answer(context, self.m.forward(request))
 
-    async def AddSubscriptions(self, request, context):
+    async def AddSubscriptions(self, request: pb.SubscriptionBatch,
+                               context: grpc.aio.ServicerContext[pb.SubscriptionBatch, pb.SubscriptionAck]
+                               ) -> pb.SubscriptionAck:
         return await answer(context, self.m.add_subscriptions(request))
 
-    async def RemoveSubscriptions(self, request, context):
+    async def RemoveSubscriptions(self, request: pb.RemoveRequest,
+                                  context: grpc.aio.ServicerContext[pb.RemoveRequest, pb.SubscriptionAck]
+                                  ) -> pb.SubscriptionAck:
         return await answer(context, self.m.remove_subscriptions(request))
 
-    async def GetTable(self, request, context):
+    async def GetTable(self, request: pb.TableRequest,
+                       context: grpc.aio.ServicerContext[pb.TableRequest, pb.TableReply]) -> pb.TableReply:
         return await answer(context, self.m.table_reply())
 
-    async def Prepare(self, request, context):
+    async def Prepare(self, request: pb.PrepareRequest,
+                      context: grpc.aio.ServicerContext[pb.PrepareRequest, pb.PrepareReply]) -> pb.PrepareReply:
         return await answer(context, self.m.prepare_json(request.table_json, request.adopt, list(request.sources)))
 
-    async def Export(self, request, context):
+    async def Export(self, request: pb.ExportRequest,
+                     context: grpc.aio.ServicerContext[pb.ExportRequest, pb.ExportReply]) -> pb.ExportReply:
         return await answer(context, self.m.export(request))
 
-    async def Leave(self, request, context):
+    async def Leave(self, request: pb.LeaveRequest,
+                    context: grpc.aio.ServicerContext[pb.LeaveRequest, pb.LeaveReply]) -> pb.LeaveReply:
         return await answer(context, self.m.leave_now())
 
-    async def ProposeTable(self, request, context):
+    async def ProposeTable(self, request: pb.ProposeRequest,
+                           context: grpc.aio.ServicerContext[pb.ProposeRequest, pb.ProposeReply]) -> pb.ProposeReply:
         return await answer(context, self.m.propose_json(request.table_json, request.reason))
 
-    async def Match(self, request, context):
+    async def Match(self, request: pb.ForwardRequest,
+                    context: grpc.aio.ServicerContext[pb.ForwardRequest, pb.MatchReply]) -> pb.MatchReply:
         return await answer(context, self.m.match(request))
 
-    async def Report(self, request, context):
+    async def Report(self, request: pb.ReportRequest,
+                     context: grpc.aio.ServicerContext[pb.ReportRequest, pb.ReportReply]) -> pb.ReportReply:
         return self.m.report()

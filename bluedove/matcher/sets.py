@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -39,7 +40,7 @@ class SubscriptionSets:
         # their log entries (which come first in the log, and hold the same rows) need no parse.
         self._direct: set[str] = set()
 
-    def dims_for(self, lows, highs) -> list[int]:
+    def dims_for(self, lows: Sequence[float], highs: Sequence[float]) -> list[int]:
         """mPartition from this matcher's side: the dimensions whose segment overlaps the range."""
         out = []
         for i, (seg_lo, seg_hi) in self.segments.items():
@@ -47,7 +48,7 @@ class SubscriptionSets:
                 out.append(i)
         return out
 
-    def add(self, sub_id: str, queue: str, lows, highs) -> int:
+    def add(self, sub_id: str, queue: str, lows: Sequence[float], highs: Sequence[float]) -> int:
         if sub_id in self._tombstones:
             return 0
         return sum(self.sets[i].add(sub_id, queue, lows, highs) for i in self.dims_for(lows, highs))
@@ -85,12 +86,12 @@ class SubscriptionSets:
         self._remember_direct(ids)
         return self.add_rows(ids, queues, lows, highs)
 
-    def add_direct_one(self, sub_id: str, queue: str, lows, highs) -> int:
+    def add_direct_one(self, sub_id: str, queue: str, lows: Sequence[float], highs: Sequence[float]) -> int:
         """`add_direct` of one subscription."""
         self._remember_direct((sub_id,))
         return self.add(sub_id, queue, lows, highs)
 
-    def _remember_direct(self, ids) -> None:
+    def _remember_direct(self, ids: Iterable[str]) -> None:
         if len(self._direct) > DIRECT_MAX:  # the tail is far behind (or stopped): forget, it parses
             self._direct.clear()
         self._direct.update(ids)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Awaitable, Callable, NamedTuple
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import NamedTuple, Protocol, TypeVar, TypeVarTuple
 
 import numpy as np
 
@@ -27,7 +28,14 @@ log = logging.getLogger("bluedove.matcher")
 
 # Fills new sets (on the index thread): given the new sets and the old ones (None at start).
 Fill = Callable[[SubscriptionSets, "SubscriptionSets | None"], None]
-RunIndex = Callable[..., Awaitable]
+R = TypeVar("R")
+Ts = TypeVarTuple("Ts")
+
+
+class RunIndex(Protocol):
+    """Runs `fn(*args)` on the matcher's index thread (`Matcher.run_index`)."""
+
+    def __call__(self, fn: Callable[[*Ts], R], *args: *Ts) -> Awaitable[R]: ...
 
 
 class Rebuilt(NamedTuple):
@@ -99,23 +107,29 @@ class SetsOwner:
     async def load_catalogue(self, table: SegmentTable, widen: dict[int, tuple[float, float]] | None = None) -> Rebuilt:
         """Rebuild for `table`'s segments (or the wider `widen`) from a catalogue snapshot plus
         the log since."""
+        raws: list[str] = []
         if not held(self.s.partition, table, self.s.id):
             # We own nothing: no need to read the catalogue, only to follow it.
-            pos, raws = await self.store.catalogue_position(), []
+            pos = await self.store.catalogue_position()
         else:
             pos, raws = await self.store.catalogue_snapshot_raw()
 
-        def fill(sets: SubscriptionSets, _old) -> None:
+        def fill(sets: SubscriptionSets, _old: SubscriptionSets | None) -> None:
             if raws:
                 sets.add_rows(*rows_from_catalogue(raws, table.space))
 
         return await self.rebuild(table, fill, [pos], widen=widen)
 
-    async def export(self, dim: int, low: float, high: float) -> tuple[str, list, list, np.ndarray, np.ndarray]:
+    def _current(self) -> SubscriptionSets:
+        assert self.sets is not None, "the sets are read only after `begin` made them"
+        return self.sets
+
+    async def export(self, dim: int, low: float, high: float
+                     ) -> tuple[str, list[str], list[str], np.ndarray, np.ndarray]:
         """The log position and the rows of dimension `dim`'s set overlapping [low, high)."""
         async with self.log_lock:  # the rows and the position must agree
             pos = self.log_pos
-            ids, queues, lows, highs = await self.run_index(self.sets.sets[dim].export, dim, low, high)
+            ids, queues, lows, highs = await self.run_index(self._current().sets[dim].export, dim, low, high)
         return pos, ids, queues, lows, highs
 
     async def follow(self) -> None:
@@ -143,7 +157,8 @@ class SetsOwner:
                     if any(ids[shard] != after[shard] for shard in shards):  # a reload swapped the sets meanwhile
                         continue
                     changes = [f for shard in shards for _, f in got.get(shard, ())]
-                    await self.run_index(applier(self.sets, changes, self.sets.table))
+                    sets = self._current()
+                    await self.run_index(applier(sets, changes, sets.table))
                     for shard, entries in got.items():
                         ids[shard] = entries[-1][0]
                     self.log_pos = join_pos(ids)
@@ -154,7 +169,7 @@ class SetsOwner:
                 await asyncio.sleep(self.s.catalog_retry_s)
 
 
-def applier(sets: SubscriptionSets, changes: list[dict], table: SegmentTable) -> Callable[[], None]:
+def applier(sets: SubscriptionSets, changes: Sequence[Mapping[str, str]], table: SegmentTable) -> Callable[[], None]:
     """Catalogue log changes as one job for the index thread. An add the sets have `filed`
     (a direct call brought it) is skipped before any parse; the other adds between two
     removes are parsed together and added in one bulk call; a remove applies in its place,

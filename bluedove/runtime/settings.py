@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from bluedove.core.partition.modes import MPARTITION, check_mode
 
@@ -204,20 +204,21 @@ class TlsSettings:
     tls_server_name: str = ""
 
 
-def from_env(cls: type[T], **overrides) -> T:
+def from_env(cls: type[T], **overrides: Any) -> T:
     """Build `cls` from defaults, then BLUEDOVE_* variables, then non-None overrides."""
-    values = {}
+    values: dict[str, Any] = {}
     for f in fields(cls):  # type: ignore[arg-type]
         env = os.environ.get(f"BLUEDOVE_{f.name.upper()}")
+        default: Any = f.default  # every field has one
         if env is not None:
             try:
-                if isinstance(f.default, bool):
+                if isinstance(default, bool):
                     if env.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
                         raise ValueError
                     values[f.name] = env.lower() in ("1", "true", "yes", "on")
                 else:
-                    values[f.name] = type(f.default)(env) if f.default is not None else env
+                    values[f.name] = type(default)(env) if default is not None else env
             except ValueError:
-                raise ValueError(f"BLUEDOVE_{f.name.upper()}={env!r}: expected {type(f.default).__name__}") from None
+                raise ValueError(f"BLUEDOVE_{f.name.upper()}={env!r}: expected {type(default).__name__}") from None
     values.update({k: v for k, v in overrides.items() if v is not None})
     return cls(**values)

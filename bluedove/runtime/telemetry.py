@@ -10,7 +10,7 @@ import contextlib
 import platform
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 
 import uvicorn
@@ -39,7 +39,7 @@ class BuildInfo(Collector):
     def __init__(self, role: str) -> None:
         self.labels = [bluedove_version(), platform.python_version(), role]
 
-    def collect(self):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         g = GaugeMetricFamily("bluedove_build_info", "The running BlueDove: its version, Python and role",
                               labels=["version", "python", "role"])
         g.add_metric(self.labels, 1)
@@ -88,7 +88,7 @@ class MetricsServer:
             app.add_api_route(path, _check_route(ok), methods=["GET"])
 
         self._server = _LoopServer(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False))
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> "MetricsServer":
         self._task = asyncio.get_running_loop().create_task(self._server.serve(sockets=[self.sock]))
@@ -105,7 +105,7 @@ class MetricsServer:
         self.sock.close()
 
 
-def _check_route(ok: Callable[[], bool]):
+def _check_route(ok: Callable[[], bool]) -> Callable[[], Awaitable[Response]]:
     async def check() -> Response:
         good = ok()
         return Response("ok\n" if good else "not ready\n", status_code=200 if good else 503, media_type="text/plain")
@@ -116,8 +116,9 @@ def _check_route(ok: Callable[[], bool]):
 class _LoopServer(uvicorn.Server):
     """uvicorn's server inside a running loop, leaving the process's signal handlers alone."""
 
-    def capture_signals(self):  # the process's own handlers stay in place
-        return contextlib.nullcontext()
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:  # the process's own handlers stay in place
+        yield
 
 
 async def serve_metrics(host: str, port: int, registry: CollectorRegistry) -> MetricsServer:

@@ -23,7 +23,7 @@ class Job:
     """Everything one run of the skew job needs: inputs, space, matchers, parameters and cost terms."""
 
     subscriptions: str
-    space: list  # [(name, min, max)]
+    space: list[tuple[str, float, float]]  # [(name, min, max)]
     matchers: int
     out: str | None = None
     messages: str | None = None
@@ -31,7 +31,7 @@ class Job:
     window_s: float = 60.0
     headroom: float = 0.25
     z: float = 1.645
-    cost: dict = field(default_factory=lambda: dict(DEFAULT_COST))
+    cost: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_COST))
     cost_source: str = "built in (docs/sim/model.json, rtree)"
 
 
@@ -53,7 +53,7 @@ def read_space(path: str) -> list[tuple[str, float, float]]:
     return dims
 
 
-def read_cost(path: str, regime: str = "rtree") -> dict:
+def read_cost(path: str, regime: str = "rtree") -> dict[str, float]:
     """A regime's terms from a `bluedove sim calibrate` model file (or a bare {"terms": …}):
     `rtree`, our matcher, or `per_dimension`, the paper's per-dimension index."""
     with open(path) as f:

@@ -22,12 +22,19 @@ swaps of one dimension's segments between two matchers while the worst risk fall
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
+
+Floats = npt.NDArray[np.float64]
+Assignment = npt.NDArray[np.int64]  # [d, j]: the segment of dimension d that matcher j owns
+Buckets = npt.NDArray[np.intp]  # per fine bucket of a dimension, the segment holding it
 
 
 # -- boundaries ----------------------------------------------------------------------------
-def equal_load_cuts(edges, load, n: int, atoms=()) -> tuple[list[float], list[float]]:
+def equal_load_cuts(edges: npt.ArrayLike, load: npt.ArrayLike, n: int,
+                    atoms: Iterable[int] = ()) -> tuple[list[float], list[float]]:
     """N−1 interior cuts over buckets `edges` (B+1 rising) with `load` (B, ≥ 0) for n segments,
     and each segment's share of the load. `atoms`: indexes of buckets that must not be cut."""
     edges = np.asarray(edges, dtype=np.float64)
@@ -84,7 +91,7 @@ def _fill(cuts: list[float], n: int, lo: float, hi: float) -> list[float]:
     return cuts
 
 
-def segment_shares(edges, load, cuts) -> list[float]:
+def segment_shares(edges: npt.ArrayLike, load: npt.ArrayLike, cuts: Sequence[float]) -> list[float]:
     """Each segment's share of the total load (buckets cut by a boundary split evenly)."""
     edges = np.asarray(edges, dtype=np.float64)
     load = np.asarray(load, dtype=np.float64)
@@ -95,10 +102,10 @@ def segment_shares(edges, load, cuts) -> list[float]:
     return [float(b - a) / total for a, b in zip(at, at[1:])]
 
 
-def segment_of(edges, cuts) -> np.ndarray:
+def segment_of(edges: npt.ArrayLike, cuts: Sequence[float]) -> Buckets:
     """For each bucket, the segment holding it: the one its centre falls in."""
     edges = np.asarray(edges, dtype=np.float64)
-    centres = (edges[:-1] + edges[1:]) / 2
+    centres: Floats = (edges[:-1] + edges[1:]) / 2
     return np.searchsorted(np.asarray(cuts, dtype=np.float64), centres, side="right")
 
 
@@ -108,7 +115,7 @@ def _upper_tail(x: float) -> float:
     return 0.5 * math.erfc(x / math.sqrt(2.0))
 
 
-def matcher_loads(mu, cov, assign: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def matcher_loads(mu: Floats, cov: Floats, assign: Assignment, n: int) -> tuple[Floats, Floats]:
     """Mean and standard deviation of every matcher's load; `assign[d, j]` is the segment of
     dimension d that matcher j owns, `mu`/`cov` indexed by d·n + segment (already ÷ k)."""
     k = assign.shape[0]
@@ -120,7 +127,7 @@ def matcher_loads(mu, cov, assign: np.ndarray, n: int) -> tuple[np.ndarray, np.n
     return means, sds
 
 
-def risks(mu, cov, assign: np.ndarray, n: int, capacity: float) -> np.ndarray:
+def risks(mu: Floats, cov: Floats, assign: Assignment, n: int, capacity: float) -> Floats:
     """P(V_j > C) per matcher; a matcher with no variance is 0 below C and 1 above."""
     means, sds = matcher_loads(mu, cov, assign, n)
     out = np.empty(n)
@@ -132,19 +139,19 @@ def risks(mu, cov, assign: np.ndarray, n: int, capacity: float) -> np.ndarray:
     return out
 
 
-def round_robin(k: int, n: int) -> np.ndarray:
+def round_robin(k: int, n: int) -> Assignment:
     """Today's layout: matcher j owns segment j of every dimension."""
     return np.tile(np.arange(n), (k, 1))
 
 
-def _score(mu, cov, assign, n, capacity, z) -> tuple[float, float]:
+def _score(mu: Floats, cov: Floats, assign: Assignment, n: int, capacity: float, z: float) -> tuple[float, float]:
     """What `place` minimises: the worst risk, then the worst effective load μ_j + zσ_j."""
     means, sds = matcher_loads(mu, cov, assign, n)
     return float(np.max(risks(mu, cov, assign, n, capacity))), float(np.max(means + z * sds))
 
 
-def place(mu, cov, k: int, n: int, capacity: float, z: float = 1.645,
-          max_rounds: int = 50) -> np.ndarray:
+def place(mu: npt.ArrayLike, cov: npt.ArrayLike, k: int, n: int, capacity: float, z: float = 1.645,
+          max_rounds: int = 50) -> Assignment:
     """An assignment (k × n, row d a permutation of 0..n−1) that keeps the worst P(V_j > C) low."""
     mu = np.asarray(mu, dtype=np.float64)
     cov = np.asarray(cov, dtype=np.float64)
@@ -192,7 +199,7 @@ def gain(p_placed: float, p_round_robin: float) -> float | None:
     return None if p_round_robin <= 0 else (p_round_robin - p_placed) / p_round_robin
 
 
-def hot_spots(edges, load, factor: float = 3.0, top: int = 5) -> list[dict]:
+def hot_spots(edges: npt.ArrayLike, load: npt.ArrayLike, factor: float = 3.0, top: int = 5) -> list[dict[str, float]]:
     """The densest ranges of a dimension: runs of buckets whose load per unit of width is at
     least `factor` times the dimension's mean, the `top` largest by share of the load."""
     edges = np.asarray(edges, dtype=np.float64)
@@ -203,7 +210,8 @@ def hot_spots(edges, load, factor: float = 3.0, top: int = 5) -> list[dict]:
     width = np.diff(edges)
     mean_density = total / float(edges[-1] - edges[0])
     hot = load / np.where(width > 0, width, np.inf) >= factor * mean_density
-    runs, b = [], 0
+    runs: list[dict[str, float]] = []
+    b = 0
     while b < len(load):
         if not hot[b]:
             b += 1

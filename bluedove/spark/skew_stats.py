@@ -16,7 +16,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
+from typing import Any
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make `bluedove.spark` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -30,6 +32,8 @@ from bluedove.spark import transforms as T
 from bluedove.spark.job import UNIFORM_MESSAGES, Job, job_from_args, parser
 
 RISK_HEADROOMS = (0.1, 0.25, 0.5, 1.0)  # capacities the risk is also reported at (mean × 1 + h)
+Histogram = dict[str, list[float]]  # one dimension's "messages", "subscriptions" and "load" per fine bucket
+Say = Callable[[str], None]
 
 # -- extract -------------------------------------------------------------------------------
 def extract_subscriptions(spark: SparkSession, path: str) -> DataFrame:
@@ -46,30 +50,32 @@ def extract_messages(spark: SparkSession, path: str) -> DataFrame:
     return spark.read.schema("ts DOUBLE, point ARRAY<DOUBLE>").json(path)
 
 
-def bucket_edges(subs: DataFrame, messages: DataFrame | None, space, buckets: int) -> tuple[list, list]:
+def bucket_edges(subs: DataFrame, messages: DataFrame | None, space: Sequence[tuple[str, float, float]],
+                 buckets: int) -> tuple[list[list[float]], list[list[int]]]:
     """Fine bucket edges per dimension and the atom buckets (a single value carrying at least
     two message quantiles' worth). Half the edges are equal-width; the rest follow the data
     (quantiles of messages and of subscription bounds), so a city's readings or a hot value
     get buckets of their own. Only quantiles come back to the driver."""
     k = len(space)
     probs = list(np.linspace(0.0, 1.0, buckets // 4 + 1)[1:-1])
-    q_msgs = [[] for _ in space]
+    q_msgs: list[list[float]] = [[] for _ in space]
     if messages is not None:
         wide = messages.select(*T.columns(messages, "point", k, "v"))
         q_msgs = wide.approxQuantile([f"v{i}" for i in range(k)], probs, 1e-4)
     sub_probs = list(np.linspace(0.0, 1.0, buckets // 8 + 1)[1:-1])
     wide = subs.select(*T.columns(subs, "lows", k, "lo"), *T.columns(subs, "highs", k, "hi"))
     q_subs = wide.approxQuantile([f"lo{i}" for i in range(k)] + [f"hi{i}" for i in range(k)], sub_probs, 1e-4)
-    edges, atoms = [], []
+    edges: list[list[float]] = []
+    atoms: list[list[int]] = []
     for i, (_, lo, hi) in enumerate(space):
         tiny = (hi - lo) * 1e-9
         values, counts = np.unique(np.asarray(q_msgs[i], dtype=np.float64), return_counts=True)
         hot = [float(v) for v, c in zip(values, counts) if c >= 2 and lo <= v < hi - tiny]
-        e = set(np.linspace(lo, hi, buckets // 2 + 1).tolist())
-        e |= {float(v) for v in q_msgs[i] + q_subs[i] + q_subs[k + i] if lo < v < hi}
+        points = set(np.linspace(lo, hi, buckets // 2 + 1).tolist())
+        points |= {float(v) for v in q_msgs[i] + q_subs[i] + q_subs[k + i] if lo < v < hi}
         for v in hot:  # an atom gets the bucket [v, v + tiny) to itself
-            e |= {v, v + tiny}
-        e = np.array(sorted(e))
+            points |= {v, v + tiny}
+        e = np.array(sorted(points))
         e = e[np.concatenate([[True], np.diff(e) > 0])]
         edges.append(e.tolist())
         atoms.append([int(np.searchsorted(e, v, side="right") - 1) for v in hot])
@@ -77,9 +83,9 @@ def bucket_edges(subs: DataFrame, messages: DataFrame | None, space, buckets: in
 
 
 # -- the job -------------------------------------------------------------------------------
-def _histograms(load: DataFrame, k: int) -> list[dict]:
+def _histograms(load: DataFrame, k: int) -> list[Histogram]:
     rows = load.select("dim", "bucket", "messages", "subscriptions", "load").orderBy("dim", "bucket").collect()
-    out = [{"messages": [], "subscriptions": [], "load": []} for _ in range(k)]
+    out: list[Histogram] = [{"messages": [], "subscriptions": [], "load": []} for _ in range(k)]
     for r in rows:
         h = out[r["dim"]]
         h["messages"].append(float(r["messages"]))
@@ -88,13 +94,14 @@ def _histograms(load: DataFrame, k: int) -> list[dict]:
     return out
 
 
-def _covariance(series: DataFrame, n_cols: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _covariance(series: DataFrame, n_cols: int) -> tuple[P.Floats, P.Floats, int]:
     """Mean and covariance of the k·N segment columns over the time windows (RowMatrix: windows
     are rows, segments columns); zero covariance with fewer than two windows."""
     from pyspark.mllib.linalg import Vectors
     from pyspark.mllib.linalg.distributed import RowMatrix
 
     bounds = series.agg(F.min("window").alias("lo"), F.max("window").alias("hi")).first()
+    assert bounds is not None  # an aggregate over a whole frame has one row, even over no rows
     if bounds["lo"] is None:
         return np.zeros(n_cols), np.zeros((n_cols, n_cols)), 0
     windows = int(bounds["hi"] - bounds["lo"] + 1)
@@ -103,6 +110,7 @@ def _covariance(series: DataFrame, n_cols: int) -> tuple[np.ndarray, np.ndarray,
     wide = every.join(wide, "window", "left").na.fill(0.0)
     names = [str(c) for c in range(n_cols)]
     mean_row = wide.agg(*[F.avg(F.col(c)).alias(c) for c in names]).first()
+    assert mean_row is not None  # as `bounds`
     mu = np.array([float(mean_row[c] or 0.0) for c in names])
     if windows < 2:
         return mu, np.zeros((n_cols, n_cols)), windows
@@ -112,9 +120,19 @@ def _covariance(series: DataFrame, n_cols: int) -> tuple[np.ndarray, np.ndarray,
     return mu, np.asarray(cov), windows
 
 
-def run(spark: SparkSession, job: Job, say=print) -> dict:
+def fit_shuffles(spark: SparkSession) -> None:
+    """On a local master, unless `spark.sql.shuffle.partitions` was set: shuffle into as many
+    partitions as there are cores. The job's shuffles carry histograms (k·B rows), and Spark's
+    default of 200 partitions per shuffle made a local run half as slow again (docs/spark.md)."""
+    sc = spark.sparkContext
+    if (sc.master or "").startswith("local") and not sc.getConf().contains("spark.sql.shuffle.partitions"):
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(2, sc.defaultParallelism)))
+
+
+def run(spark: SparkSession, job: Job, say: Say = print) -> dict[str, Any]:
     """Extract, transform, place; returns the seed (written to `job.out` if set)."""
     started = time.perf_counter()
+    fit_shuffles(spark)
     n, names = job.matchers, [d[0] for d in job.space]
     if n < 1:
         raise ValueError(f"--matchers {n}: at least one matcher is needed")
@@ -123,7 +141,7 @@ def run(spark: SparkSession, job: Job, say=print) -> dict:
     dims, seg_of = _dimensions(job, edges, atoms, hists)
     mu, cov, windows = _segment_loads(spark, job, m_buckets, hists, seg_of, dims)
     assign, risk = _placement(job, mu, cov)
-    seed = {
+    seed: dict[str, Any] = {
         "version": 1,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "matchers": n,
@@ -147,7 +165,7 @@ def run(spark: SparkSession, job: Job, say=print) -> dict:
     return seed
 
 
-def _extract(spark: SparkSession, job: Job, say) -> tuple[DataFrame, DataFrame | None, int, int]:
+def _extract(spark: SparkSession, job: Job, say: Say) -> tuple[DataFrame, DataFrame | None, int, int]:
     """The subscriptions and the message sample (None without one), with their counts."""
     subs = extract_subscriptions(spark, job.subscriptions)
     messages = extract_messages(spark, job.messages) if job.messages else None
@@ -159,7 +177,7 @@ def _extract(spark: SparkSession, job: Job, say) -> tuple[DataFrame, DataFrame |
 
 
 def _model(spark: SparkSession, job: Job, subs: DataFrame, messages: DataFrame | None,
-           n_subs: int) -> tuple[list, list, DataFrame | None, list[dict]]:
+           n_subs: int) -> tuple[list[list[float]], list[list[int]], DataFrame | None, list[Histogram]]:
     """Bucket edges, atoms, the messages' buckets (cached; None without messages) and the load model's histograms."""
     k = len(job.space)
     edges, atoms = bucket_edges(subs, messages, job.space, job.buckets)
@@ -179,10 +197,12 @@ def _model(spark: SparkSession, job: Job, subs: DataFrame, messages: DataFrame |
     return edges, atoms, m_buckets, hists
 
 
-def _dimensions(job: Job, edges: list, atoms: list, hists: list[dict]) -> tuple[dict, list]:
+def _dimensions(job: Job, edges: list[list[float]], atoms: list[list[int]],
+                hists: list[Histogram]) -> tuple[dict[str, dict[str, Any]], list[P.Buckets]]:
     """Each dimension's equal-load cut (the seed's `dimensions`) and each fine bucket's segment."""
     n = job.matchers
-    dims, seg_of = {}, []
+    dims: dict[str, dict[str, Any]] = {}
+    seg_of: list[P.Buckets] = []
     for i, name in enumerate(d[0] for d in job.space):
         cuts, shares = P.equal_load_cuts(edges[i], hists[i]["load"], n, atoms[i])
         seg_of.append(P.segment_of(edges[i], cuts))
@@ -198,8 +218,8 @@ def _dimensions(job: Job, edges: list, atoms: list, hists: list[dict]) -> tuple[
     return dims, seg_of
 
 
-def _segment_loads(spark: SparkSession, job: Job, m_buckets: DataFrame | None, hists: list[dict], seg_of: list,
-                   dims: dict) -> tuple[np.ndarray, np.ndarray, int]:
+def _segment_loads(spark: SparkSession, job: Job, m_buckets: DataFrame | None, hists: list[Histogram],
+                   seg_of: list[P.Buckets], dims: dict[str, dict[str, Any]]) -> tuple[P.Floats, P.Floats, int]:
     """Mean and covariance of the k·N segments' loads over the time windows, and the windows' count."""
     k, n, names = len(job.space), job.matchers, [d[0] for d in job.space]
     # Risk-aware placement over the per-segment load series.
@@ -207,7 +227,9 @@ def _segment_loads(spark: SparkSession, job: Job, m_buckets: DataFrame | None, h
         [(d, b, d * n + int(seg_of[d][b]), float(u))
          for d in range(k) for b, u in enumerate(_units(hists[d]))], "dim INT, bucket INT, col INT, unit DOUBLE")
     if m_buckets is not None:
-        t0 = m_buckets.agg(F.min("ts")).first()[0]
+        first = m_buckets.agg(F.min("ts")).first()
+        assert first is not None  # an aggregate over the whole frame has one row
+        t0 = first[0]
         series = T.segment_series(m_buckets, units, k, job.window_s, float(t0 or 0.0))
         mu, cov, windows = _covariance(series, k * n)
     else:
@@ -218,7 +240,7 @@ def _segment_loads(spark: SparkSession, job: Job, m_buckets: DataFrame | None, h
     return mu, cov, windows
 
 
-def _placement(job: Job, mu: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, dict]:
+def _placement(job: Job, mu: P.Floats, cov: P.Floats) -> tuple[P.Assignment, dict[str, Any]]:
     """The segments placed on the matchers, and the seed's `risk` of it beside round robin's."""
     k, n = len(job.space), job.matchers
     capacity = (1.0 + job.headroom) * float(mu.sum()) / n
@@ -243,13 +265,13 @@ def _placement(job: Job, mu: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, d
                   "time windows (GEMOM's risk; placement after Xing et al., ICDE 2005)"}
 
 
-def _units(hist: dict) -> list[float]:
+def _units(hist: Histogram) -> list[float]:
     """Each bucket's cost per message (load ÷ messages; 0 where no message fell)."""
     return [ld / m if m else 0.0 for ld, m in zip(hist["load"], hist["messages"])]
 
 
 # -- load ----------------------------------------------------------------------------------
-def write_seed(seed: dict, path: str) -> None:
+def write_seed(seed: dict[str, Any], path: str) -> None:
     """Write the seed whole or not at all (a temporary file renamed over the target)."""
     tmp = f"{path}.tmp"
     import json
@@ -261,7 +283,7 @@ def write_seed(seed: dict, path: str) -> None:
 
 
 # -- entry point ---------------------------------------------------------------------------
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         job = job_from_args(args)

@@ -17,14 +17,16 @@ message passes on dimension e: a message's expected matches, taking dimensions a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.ml.feature import Bucketizer
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 INF = float("inf")
 
 
-def columns(df: DataFrame, array_col: str, k: int, prefix: str) -> list:
+def columns(df: DataFrame, array_col: str, k: int, prefix: str) -> list[Column]:
     """Columns `prefix0`…`prefix{k-1}`: the elements of an array column."""
     return [F.col(array_col).getItem(i).alias(f"{prefix}{i}") for i in range(k)]
 
@@ -77,12 +79,13 @@ def uniform_message_histogram(cells: DataFrame, space: list[tuple[str, float, fl
 def coverage_histogram(sub_buckets: DataFrame, cells: DataFrame, k: int) -> DataFrame:
     """(dim, bucket, subscriptions): subscriptions whose range on `dim` overlaps the bucket, as a
     running sum of +1 at each first bucket and −1 after each last one."""
-    deltas = None
-    for i in range(k):
-        part = sub_buckets.select(F.lit(i).alias("dim"), F.col(f"first{i}").alias("bucket"), F.lit(1).alias("delta")) \
-            .unionByName(sub_buckets.select(F.lit(i).alias("dim"), (F.col(f"last{i}") + 1).alias("bucket"),
-                                            F.lit(-1).alias("delta")))
-        deltas = part if deltas is None else deltas.unionByName(part)
+    parts = [sub_buckets.select(F.lit(i).alias("dim"), F.col(f"first{i}").alias("bucket"), F.lit(1).alias("delta"))
+             .unionByName(sub_buckets.select(F.lit(i).alias("dim"), (F.col(f"last{i}") + 1).alias("bucket"),
+                                             F.lit(-1).alias("delta")))
+             for i in range(k)]
+    deltas = parts[0]
+    for part in parts[1:]:
+        deltas = deltas.unionByName(part)
     summed = deltas.groupBy("dim", "bucket").agg(F.sum("delta").alias("delta"))
     running = Window.partitionBy("dim").orderBy("bucket").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     return cells.select("dim", "bucket").join(summed, ["dim", "bucket"], "left").na.fill(0, ["delta"]) \
@@ -98,7 +101,7 @@ def pass_fraction(hist: DataFrame, n_subs: float) -> DataFrame:
 
 
 def load_model(cells: DataFrame, messages: DataFrame, coverage: DataFrame, n_subs: float,
-               cost: dict) -> DataFrame:
+               cost: Mapping[str, float]) -> DataFrame:
     """(dim, bucket, low, high, messages, subscriptions, matches, unit, load): the load model of
     every fine bucket (module docstring)."""
     hist = cells.join(messages, ["dim", "bucket"], "left").join(coverage, ["dim", "bucket"], "left") \

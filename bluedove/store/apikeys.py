@@ -8,8 +8,10 @@ and revoke: dispatchers re-read it every 0.25 s and drop the keys they cached wh
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from bluedove.core.apikeys import KeyRecord, new_key
+from bluedove.store.client import RedisClient
 from bluedove.store.keys import API_KEY_GEN as GEN
 from bluedove.store.keys import API_KEY_IDS as IDS
 from bluedove.store.keys import api_key as key_hash
@@ -30,10 +32,11 @@ return 1
 """
 
 
-def _record(key_id: str, h: dict) -> KeyRecord | None:
-    if not h:
+def _record(key_id: str, raw: Mapping[str | bytes, str | bytes]) -> KeyRecord | None:
+    if not raw:
         return None
-    h = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v) for k, v in h.items()}
+    h = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+         for k, v in raw.items()}
     scopes = tuple(s for s in h.get("scopes", "").split(",") if s)
     return KeyRecord(id=key_id, digest=h.get("digest", ""), scopes=scopes,
                      name=h.get("name", ""), rate_msgs=float(h.get("rate_msgs", 0)),
@@ -45,7 +48,7 @@ def _record(key_id: str, h: dict) -> KeyRecord | None:
 class KeyStore:
     """The keys on a redis-py asyncio client (one server or a cluster: every key in one slot)."""
 
-    def __init__(self, r) -> None:
+    def __init__(self, r: RedisClient) -> None:
         self.r = r
         self._create = r.register_script(_CREATE)
         self._revoke = r.register_script(_REVOKE)

@@ -9,12 +9,18 @@ followed by a WAIT when the store promises replicated writes.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import NoScriptError, RedisError
 
 from bluedove.store import keys as K
+from bluedove.store.client import RedisClient
+
+# A script call's argument, as Redis takes it.
+Arg = str | bytes | int | float
 
 
 class NotReplicated(RedisError):
@@ -24,13 +30,23 @@ class NotReplicated(RedisError):
     matcher), so the dispatcher neither blames the matcher nor answers more than 503."""
 
 
+class Script(Protocol):
+    """A script as redis-py registers it: its text and its sha."""
+
+    @property
+    def script(self) -> str | bytes: ...
+
+    @property
+    def sha(self) -> str: ...
+
+
 @dataclass
 class Call:
     """One script call: the script's text and sha, its keys and args."""
 
-    script: object  # redis-py's Script (its .sha and .script)
-    keys: list
-    args: list
+    script: Script  # redis-py's Script
+    keys: list[str]
+    args: list[Arg]
 
 
 @dataclass
@@ -40,10 +56,11 @@ class SlotGroup:
     messages: list[int] = field(default_factory=list)  # batch indices, in local order
     local: dict[int, int] = field(default_factory=dict)  # batch index -> 1-based local index
     keys: list[str] = field(default_factory=list)
-    pairs: list = field(default_factory=list)  # per delivery: local index, subs json
+    pairs: list[Arg] = field(default_factory=list)  # per delivery: local index, subs json
 
 
-def group_deliveries(deliveries, mids: list[str], skip: set[int], slot_of) -> dict[int, SlotGroup]:
+def group_deliveries(deliveries: Iterable[tuple[str, int, str]], mids: list[str], skip: set[int],
+                     slot_of: Callable[[str], int]) -> dict[int, SlotGroup]:
     """Deliveries [(queue, message index, subs json)] by slot (`slot_of(queue)`; one group
     when it answers 0 for all), leaving out messages in `skip`."""
     groups: dict[int, SlotGroup] = {}
@@ -69,16 +86,17 @@ def group_deliveries(deliveries, mids: list[str], skip: set[int], slot_of) -> di
 class Runner:
     """Runs script calls for one client; waits for replicas after writes if asked to."""
 
-    def __init__(self, r, wait_replicas: int = 0, wait_ms: int = 0) -> None:
+    def __init__(self, r: RedisClient, wait_replicas: int = 0, wait_ms: int = 0) -> None:
         self.r = r
         self.cluster = isinstance(r, RedisCluster)
         self.wait_replicas = wait_replicas
         self.wait_ms = wait_ms
 
     def slot_of_queue(self, queue: str) -> int:
-        return self.r.keyslot(K.queue_stream(queue)) if self.cluster else 0
+        slot: int = self.r.keyslot(K.queue_stream(queue)) if self.cluster else 0
+        return slot
 
-    async def run(self, calls: list[Call], wait: bool = False) -> list:
+    async def run(self, calls: list[Call], wait: bool = False) -> list[Any]:
         """Every call's result, in order; raises the first error. Scripts a server does not
         know yet (a restarted node, a promoted replica) are loaded and the calls sent again:
         only idempotent calls may come here. With `wait`, each node touched then waits for the
@@ -95,7 +113,7 @@ class Runner:
             return results[:len(calls)] if not (wait and self.wait_replicas) else self._checked(calls, results)
         raise AssertionError("unreachable")
 
-    async def run_each(self, calls: list[Call]) -> list:
+    async def run_each(self, calls: list[Call]) -> list[Any]:
         """Every call's result or its error, in order, in one round trip (no waiting for
         replicas). A call the server did not know the script of is sent again once loaded;
         calls that ran are not sent again."""
@@ -108,9 +126,9 @@ class Runner:
                 results[i] = x
         return results[:len(calls)]
 
-    async def _send(self, calls: list[Call], wait: bool) -> list:
+    async def _send(self, calls: list[Call], wait: bool) -> list[Any]:
         async with self.r.pipeline(transaction=False) as p:
-            nodes = {}
+            nodes: dict[str, ClusterNode | None] = {}
             for c in calls:
                 # as a raw command: redis-py's cluster pipeline refuses its evalsha() method,
                 # though it routes EVALSHA by its keys like any keyed command
@@ -123,9 +141,10 @@ class Runner:
                     p.execute_command("WAIT", self.wait_replicas, self.wait_ms)
                 else:
                     p.execute_command("WAIT", self.wait_replicas, self.wait_ms, target_nodes=node)
-            return await p.execute(raise_on_error=False)
+            results: list[Any] = await p.execute(raise_on_error=False)
+            return results
 
-    def _checked(self, calls: list[Call], results: list) -> list:
+    def _checked(self, calls: list[Call], results: list[Any]) -> list[Any]:
         acked = results[len(calls):]
         if any(int(n) < self.wait_replicas for n in acked):
             raise NotReplicated(f"a write reached {min(map(int, acked))} of the {self.wait_replicas} replicas "

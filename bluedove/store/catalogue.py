@@ -8,12 +8,13 @@ the log position it was taken at, then the log's changes after that position, ta
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from redis.exceptions import ResponseError
 
 from bluedove.store import keys as K
 from bluedove.store import scripts
-from bluedove.store.batch import Call
+from bluedove.store.batch import Arg, Call
 from bluedove.store.connection import Connection, StoreLimits
 
 
@@ -36,19 +37,21 @@ class CatalogueWrites(Connection):
         self._add_queue_subs = self.r.register_script(scripts.ADD_QUEUE_SUBSCRIPTIONS)
         self._remove_sub = self.r.register_script(scripts.REMOVE_SUBSCRIPTION)
 
-    def _add_call(self, sub: dict, limit: int) -> Call:
+    def _add_call(self, sub: dict[str, Any], limit: int) -> Call:
         queue = sub["queue"]
         shard = K.shard_of(queue)
         return Call(self._add_sub, [K.catalog_hash(shard), K.catalog_log(shard), K.queue_subs(queue),
                                     K.queue_gone(queue)],
                     [sub["id"], json.dumps(sub), limit, self.limits.catalog_log_maxlen])
 
-    async def add_subscription(self, sub_json: dict) -> str:
+    async def add_subscription(self, sub_json: dict[str, Any]) -> str:
         """Store a subscription (system of record) and log it; returns the catalogue log id."""
         if not await self.r.exists(K.queue_hash(sub_json["queue"])):
             raise QueueMissing(sub_json["queue"])
         try:
-            return (await self.runner.run([self._add_call(sub_json, self.limits.max_subscriptions_per_queue)]))[0]
+            out = await self.runner.run([self._add_call(sub_json, self.limits.max_subscriptions_per_queue)])
+            log_id: str = out[0]
+            return log_id
         except ResponseError as exc:
             if "GONE" in str(exc):
                 raise QueueMissing(sub_json["queue"]) from None
@@ -56,7 +59,7 @@ class CatalogueWrites(Connection):
                 raise LimitExceeded(self.limits.max_subscriptions_per_queue) from None
             raise
 
-    async def add_subscriptions(self, subs: list[dict], chunk: int = 1000) -> int:
+    async def add_subscriptions(self, subs: list[dict[str, Any]], chunk: int = 1000) -> int:
         """Store many subscriptions, each one atomic as in `add_subscription`, pipelined in
         chunks. QueueMissing, and nothing stored, if a queue does not exist; ResponseError if
         one was refused (the rest of its chunk is stored, later chunks are not). Returns how
@@ -81,7 +84,7 @@ class CatalogueWrites(Connection):
             return LimitExceeded(self.limits.max_subscriptions_per_queue)
         return exc
 
-    async def add_subscriptions_each(self, subs: list[dict]) -> list:
+    async def add_subscriptions_each(self, subs: list[dict[str, Any]]) -> list[str | Exception]:
         """Store subscriptions of queues known to exist (their token was checked, or they were
         just created), each one atomic as in `add_subscription`, all in one round trip:
         each one's log id, or the exception it met (QueueMissing if its queue was deleted
@@ -91,10 +94,10 @@ class CatalogueWrites(Connection):
         results = await self.runner.run_each(calls)
         return [self._refusal(x, s["queue"]) if isinstance(x, Exception) else x for s, x in zip(subs, results)]
 
-    async def add_queue_subscriptions(self, queue: str, subs: list[dict]) -> list[str]:
+    async def add_queue_subscriptions(self, queue: str, subs: list[dict[str, Any]]) -> list[str]:
         """Store subscriptions of one queue, all in one atomic step or none (QueueMissing,
         LimitExceeded when they would take the queue over its limit); their log ids, in order."""
-        args: list = [self.limits.max_subscriptions_per_queue, self.limits.catalog_log_maxlen]
+        args: list[Arg] = [self.limits.max_subscriptions_per_queue, self.limits.catalog_log_maxlen]
         for s in subs:
             args += (s["id"], json.dumps(s))
         shard = K.shard_of(queue)
@@ -116,7 +119,7 @@ class CatalogueWrites(Connection):
         if calls:
             await self.runner.run(calls)
 
-    async def get_subscription(self, sub_id: str, queue: str) -> dict | None:
+    async def get_subscription(self, sub_id: str, queue: str) -> dict[str, Any] | None:
         """Subscription `sub_id` of `queue`, or None."""
         raw = await self.r.hget(K.catalog_hash(K.shard_of(queue)), sub_id)
         sub = json.loads(raw) if raw else None
@@ -128,13 +131,14 @@ class CatalogueWrites(Connection):
         out = await self.runner.run([Call(self._remove_sub, [K.queue_subs(queue), K.catalog_hash(shard),
                                                              K.catalog_log(shard)],
                                           [sub_id, self.limits.catalog_log_maxlen])])
-        return out[0]
+        log_id: str | None = out[0]
+        return log_id
 
 
 class CatalogueReads(Connection):
     """The catalogue as a matcher reads it: a snapshot and its position, then the log after it."""
 
-    async def catalogue_snapshot(self) -> tuple[str, list[dict]]:
+    async def catalogue_snapshot(self) -> tuple[str, list[dict[str, Any]]]:
         """(log position, every subscription): replay the log after the position to stay current.
 
         The position is read before the scan, so any change racing the scan is in the log
@@ -147,7 +151,7 @@ class CatalogueReads(Connection):
         """`catalogue_snapshot` with each subscription left as its JSON text (a matcher
         parses tens of thousands at once, far faster than one by one)."""
         pos = await self.catalogue_position()
-        raws = []
+        raws: list[str] = []
         for shard in range(K.CATALOG_SHARDS):
             raws += [raw async for _, raw in self.r.hscan_iter(K.catalog_hash(shard), count=10_000)]
         return pos, raws
@@ -161,7 +165,7 @@ class CatalogueReads(Connection):
             lasts = await p.execute()
         return K.join_pos([last[0][0] if last else "0-0" for last in lasts])
 
-    async def catalogue_changes(self, after: str, count: int = 1000) -> tuple[str, list[dict]]:
+    async def catalogue_changes(self, after: str, count: int = 1000) -> tuple[str, list[dict[str, str]]]:
         """(the position after them, the changes after `after` [{op, id, sub?}]), up to `count`
         of each shard, without waiting. Changes of one subscription are in its queue's shard,
         in order; changes of different shards are independent."""
@@ -171,7 +175,7 @@ class CatalogueReads(Connection):
                 key = K.catalog_log(shard)
                 p.execute_command("XREAD", "COUNT", count, "STREAMS", key, after_id, **self._at(key))
             res = await p.execute()
-        changes: list[dict] = []
+        changes: list[dict[str, str]] = []
         for shard, got in enumerate(res):
             if got:
                 entries = got[0][1]
@@ -180,7 +184,7 @@ class CatalogueReads(Connection):
         return K.join_pos(ids), changes
 
     async def catalogue_tail(self, shard: int, after_id: str, block_ms: int | None = None,
-                             count: int = 1000) -> list[tuple[str, dict]]:
+                             count: int = 1000) -> list[tuple[str, dict[str, str]]]:
         """One shard's log entries after `after_id` [(entry id, {op, id, sub?})], waiting up
         to `block_ms` for the first (None: not at all)."""
         return (await self.catalogue_tail_many({shard: after_id}, block_ms, count)).get(shard, [])
@@ -193,7 +197,7 @@ class CatalogueReads(Connection):
         return [[s] for s in shards] if self.runner.cluster else [shards]
 
     async def catalogue_tail_many(self, after: dict[int, str], block_ms: int | None = None,
-                                  count: int = 1000) -> dict[int, list[tuple[str, dict]]]:
+                                  count: int = 1000) -> dict[int, list[tuple[str, dict[str, str]]]]:
         """The log entries of several shards (one group of `catalogue_read_groups`) after each
         one's id in `after`: {shard: [(entry id, {op, id, sub?})]} for the shards that have
         some, up to `count` each, in one XREAD waiting up to `block_ms` for the first (None:

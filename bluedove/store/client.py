@@ -20,6 +20,10 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 PASSWORD_ENV = "BLUEDOVE_STORE_PASSWORD"
+# A redis-py client (one server's or a cluster's, sync or asyncio) made with decode_responses:
+# redis-py types every reply `bytes | str` whatever that option says, so the store holds its
+# clients untyped rather than cast each reply.
+RedisClient = Any
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 
 
@@ -90,7 +94,7 @@ def _password_kw(url: str) -> dict[str, Any]:
     return {"password": env} if env and urlsplit(url).password is None else {}
 
 
-def async_client(url: str, connection_class: type | None = None, **kw: Any):
+def async_client(url: str, connection_class: type | None = None, **kw: Any) -> RedisClient:
     """redis.asyncio.Redis or redis.asyncio.RedisCluster for `url` (decode_responses on);
     `connection_class` for a plain redis:// server's connections."""
     import redis.asyncio as aioredis
@@ -106,7 +110,7 @@ def async_client(url: str, connection_class: type | None = None, **kw: Any):
                         password=c.password, **extra, **kw)
 
 
-def sync_client(url: str, **kw: Any):
+def sync_client(url: str, **kw: Any) -> RedisClient:
     """redis.Redis or redis.cluster.RedisCluster for `url` (decode_responses on): for tools
     and tests."""
     import redis
@@ -116,8 +120,8 @@ def sync_client(url: str, **kw: Any):
     if not is_cluster_url(url):
         return redis.Redis.from_url(url, **_password_kw(url), **kw)
     c = parse_cluster_url(url)
-    return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in c.nodes], username=c.username,
-                        password=c.password, ssl=c.tls, **kw)
+    nodes = [ClusterNode(h, p) for h, p in c.nodes]  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+    return RedisCluster(startup_nodes=nodes, username=c.username, password=c.password, ssl=c.tls, **kw)
 
 
 def wait_settings(url: str) -> tuple[int, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from bluedove.store import keys as K
 from bluedove.store import scripts
@@ -19,24 +20,24 @@ class ClusterState(Connection):
         super().__init__(url, limits)
         self._put_table_if = self.r.register_script(scripts.PUT_TABLE_IF)
 
-    async def get_table(self) -> dict | None:
+    async def get_table(self) -> dict[str, Any] | None:
         raw = await self.r.get(K.TABLE)
         return json.loads(raw) if raw else None
 
-    async def put_table_if(self, expected_epoch: int, table: dict) -> bool:
+    async def put_table_if(self, expected_epoch: int, table: dict[str, Any]) -> bool:
         """Store `table` only if the stored one is still at `expected_epoch` (0: none stored)."""
         return bool(await self._put_table_if(keys=[K.TABLE], args=[expected_epoch, json.dumps(table)]))
 
-    async def put_seed(self, seed: dict) -> None:
+    async def put_seed(self, seed: dict[str, Any]) -> None:
         """The partition seed the table was last laid out by (bluedove/core/partition/seeds.py); the split
         planner reads it for where a range's load halves."""
         await self.r.set(K.SEED, json.dumps(seed))
 
-    async def get_seed(self) -> dict | None:
+    async def get_seed(self) -> dict[str, Any] | None:
         raw = await self.r.get(K.SEED)
         return json.loads(raw) if raw else None
 
-    async def add_event(self, event: dict, keep: int = 200) -> None:
+    async def add_event(self, event: dict[str, Any], keep: int = 200) -> None:
         """Append to the bounded log of cluster events (takeovers, scaling decisions). Every
         event carries "t", when it happened in Unix seconds (set here unless the writer did)."""
         event = {"t": round(time.time(), 3), **event}
@@ -50,15 +51,15 @@ class ClusterState(Connection):
         """Events per action since the store was created (the log above is bounded; this is not)."""
         return {k: int(v) for k, v in (await self.r.hgetall(K.EVENT_COUNTS)).items()}
 
-    async def put_autoscaler(self, state: dict, ttl_s: int) -> None:
+    async def put_autoscaler(self, state: dict[str, Any], ttl_s: int) -> None:
         """The running autoscaler's settings; they expire if it stops refreshing them."""
         await self.r.set(K.AUTOSCALER, json.dumps(state), ex=ttl_s)
 
-    async def get_autoscaler(self) -> dict | None:
+    async def get_autoscaler(self) -> dict[str, Any] | None:
         raw = await self.r.get(K.AUTOSCALER)
         return json.loads(raw) if raw else None
 
-    async def events(self, limit: int = 50) -> list[dict]:
+    async def events(self, limit: int = 50) -> list[dict[str, Any]]:
         """The newest `limit` events, oldest first."""
         return [json.loads(e) for e in reversed(await self.r.lrange(K.EVENTS, 0, limit - 1))]
 
@@ -71,7 +72,7 @@ class ClusterState(Connection):
                  "expires": time.time() + ttl_s}
         await self.r.hset(K.DISPATCHERS, disp_id, json.dumps(entry))
 
-    async def dispatchers(self) -> list[dict]:
+    async def dispatchers(self) -> list[dict[str, Any]]:
         """The dispatchers whose heartbeat is current (expired ones are deleted here)."""
         now = time.time()
         live, stale = [], []

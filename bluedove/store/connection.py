@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from bluedove.store.batch import Runner
 from bluedove.store.client import async_client, wait_settings
@@ -46,7 +47,7 @@ class Connection:
     async def close(self) -> None:
         await self.r.aclose()
 
-    def _at(self, key: str) -> dict:
+    def _at(self, key: str) -> dict[str, Any]:
         """Where to send XREAD and XREADGROUP about `key` on a cluster. Their keys can sit
         anywhere in the command ("movable keys"), so redis-py's cluster client would first ask
         a node which they are (COMMAND GETKEYS): a round trip of its own per long-poll and per

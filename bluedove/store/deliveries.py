@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from bluedove.store import keys as K
 from bluedove.store import scripts
-from bluedove.store.batch import Call, group_deliveries
+from bluedove.store.batch import Arg, Call, group_deliveries
 from bluedove.store.connection import Connection, StoreLimits
 from bluedove.store.queues import GROUP
 
@@ -19,7 +21,8 @@ class Deliveries(Connection):
         # Deliveries refused by a full queue in the writes of this process (the metrics).
         self.dropped = 0
 
-    async def deliver(self, messages: list[tuple], deliveries: list[tuple[str, int, str]],
+    async def deliver(self, messages: Sequence[tuple[str, str | bytes] | tuple[str, str | bytes, int]],
+                      deliveries: list[tuple[str, int, str]],
                       marks: list[bool] | None = None) -> tuple[int, int]:
         """Write one batch: messages [(id, json[, dedup ttl s])], deliveries [(queue, index, subs
         json)]. Returns (messages new to the dedup window, deliveries written).
@@ -41,9 +44,9 @@ class Deliveries(Connection):
                     p.exists(K.message_mark(mids[i]))
                 seen = {i for i, n in zip(marked, await p.execute()) if n}
         groups = group_deliveries(deliveries, mids, seen, self.runner.slot_of_queue)
-        calls = []
+        calls: list[Call] = []
         for g in groups.values():
-            args: list = [len(g.messages), self.limits.max_undelivered, self.limits.retention_s, GROUP]
+            args: list[Arg] = [len(g.messages), self.limits.max_undelivered, self.limits.retention_s, GROUP]
             for i in g.messages:
                 args += (messages[i][1], ttls[i])
             calls.append(Call(self._deliver, g.keys, args + g.pairs))

@@ -7,6 +7,7 @@ import hashlib
 import re
 import secrets
 import uuid
+from typing import Any
 
 _RECEIPT_RE = re.compile(r"\d{1,20}-\d{1,20}")  # used with fullmatch: `$` would pass "1-0\n"
 _RECEIPTS_RE = re.compile(r"\d{1,20}-\d{1,20}(?:,\d{1,20}-\d{1,20})*")  # an ack's receipts, joined by ","
@@ -40,7 +41,7 @@ def valid_receipt(receipt: object) -> bool:
     return isinstance(receipt, str) and bool(_RECEIPT_RE.fullmatch(receipt))
 
 
-def first_invalid_receipt(receipts: list) -> int | None:
+def first_invalid_receipt(receipts: list[Any]) -> int | None:
     """The index of the first item that is not a receipt, or None: one regex over the joined
     list in the usual case (an ack carries up to 1,000), item by item only to find the culprit."""
     if not receipts:

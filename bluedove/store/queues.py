@@ -14,6 +14,7 @@ import hmac
 import json
 import logging
 import time
+from typing import Any
 
 from bluedove.core.queue_bounds import QueueBounds
 from bluedove.store import keys as K
@@ -86,7 +87,8 @@ class Queues(Connection):
         """The queue a token opens, or None (looked up by the token's hash)."""
         if not token:
             return None
-        return await self.r.get(K.token_key(hash_token(token)))
+        queue: str | None = await self.r.get(K.token_key(hash_token(token)))
+        return queue
 
     async def delete_queue(self, queue: str) -> list[str]:
         """Delete a queue, its deliveries and subscriptions; returns the removed subscription ids.
@@ -111,10 +113,11 @@ class Queues(Connection):
         return list(out[0][1:])
 
     async def poll(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None = None,
-                   token: str | None = None) -> list[dict]:
+                   token: str | None = None) -> list[dict[str, Any]]:
         """Up to max_n deliveries as the API shows them (`poll_json`'s, decoded)."""
         _, body = await self.poll_json(queue, max_n, wait_s, stop, token)
-        return json.loads(body)["messages"]
+        messages: list[dict[str, Any]] = json.loads(body)["messages"]
+        return messages
 
     async def poll_json(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None = None,
                         token: str | None = None) -> tuple[int, str]:
@@ -185,7 +188,7 @@ class Queues(Connection):
                 break
         return moved
 
-    async def queue_info(self, queue: str) -> dict:
+    async def queue_info(self, queue: str) -> dict[str, Any]:
         """A queue's bounds and counters (GET /v1/queues/{queue}); the caller checked its token."""
         async with self.r.pipeline(transaction=False) as p:
             p.hgetall(K.queue_hash(queue))

@@ -23,6 +23,7 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -63,15 +64,16 @@ def _client(port: int) -> redis.Redis:
                        socket_connect_timeout=2)
 
 
-def _ask(port: int, *command) -> object:
-    """One command to one node, on a connection of its own."""
+def _ask(port: int, *command: str | int) -> Any:
+    """One command to one node, on a connection of its own; its reply, of the command's shape."""
     with _client(port) as r:
         return r.execute_command(*command)
 
 
-def _info(port: int, section: str) -> dict:
+def _info(port: int, section: str) -> dict[str, Any]:
     with _client(port) as r:
-        return r.info(section)
+        info: dict[str, Any] = r.info(section)
+        return info
 
 
 class RedisClusterServers:
@@ -156,11 +158,11 @@ class RedisClusterServers:
         for made in self.data_dir.glob("node-*"):
             shutil.rmtree(made, ignore_errors=True)
 
-    def _read_layout(self) -> dict | None:
+    def _read_layout(self) -> dict[str, Any] | None:
         path = self.data_dir / LAYOUT
         if not path.exists():
             return None
-        layout = json.loads(path.read_text())
+        layout: dict[str, Any] = json.loads(path.read_text())
         shape = (layout["primaries"], layout["replicas"])
         if shape != (self.n_primaries, self.n_replicas):
             raise RuntimeError(f"{self.data_dir} holds a cluster of {shape[0]} primaries with {shape[1]} "
@@ -175,6 +177,7 @@ class RedisClusterServers:
             node = self._node(port)
             self.nodes[port] = node
             node.start(timeout_s=max(1.0, deadline - time.monotonic()))
+            assert node.proc is not None  # start() returns only with its process running
             # Another server on the port would have answered the PING: it must be ours.
             pid = _info(port, "server")["process_id"]
             if pid != node.proc.pid:
@@ -230,7 +233,7 @@ class RedisClusterServers:
         return [p for p, n in self.nodes.items() if n.proc is not None and n.proc.poll() is None]
 
     def _roles(self) -> dict[int, str]:
-        roles = {}
+        roles: dict[int, str] = {}
         for port in self._live():
             try:
                 roles[port] = _ask(port, "ROLE")[0]
@@ -280,23 +283,23 @@ class RedisClusterServers:
         """SIGTERM every node at once, and again every half second: a replica writing its first
         AOF after a sync refuses a SIGTERM ("Writing initial AOF, can't exit", Redis 6.2) for a
         moment. SIGKILL past the timeout. Idempotent."""
-        running = [n for n in self.nodes.values() if n.proc is not None and n.proc.poll() is None]
+        running = [n.proc for n in self.nodes.values() if n.proc is not None and n.proc.poll() is None]
         deadline = time.monotonic() + timeout_s
         next_term = 0.0
         while running and time.monotonic() < deadline:
             if time.monotonic() >= next_term:
-                for node in running:
-                    node.proc.terminate()
+                for proc in running:
+                    proc.terminate()
                 next_term = time.monotonic() + 0.5
             time.sleep(0.02)
-            running = [n for n in running if n.proc.poll() is None]
+            running = [p for p in running if p.poll() is None]
         for node in self.nodes.values():
             node.kill()  # the ones still running; forgets the exited ones' processes
 
     def __enter__(self) -> "RedisClusterServers":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

@@ -21,10 +21,12 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from bluedove.core.timeseries import KEY_TTL_S
 from bluedove.store import keys as K
-from bluedove.store.store import GROUP, Store
+from bluedove.store.connection import Connection
+from bluedove.store.queues import GROUP
 
 log = logging.getLogger("bluedove.series")
 
@@ -48,14 +50,14 @@ class Recorder:
     run just before each write (to sample counters kept elsewhere). A failed write keeps the
     seconds for the next one (up to the window)."""
 
-    def __init__(self, store: Store, zero: tuple[str, ...] = (), interval_s: float = 1.0) -> None:
+    def __init__(self, store: Connection, zero: tuple[str, ...] = (), interval_s: float = 1.0) -> None:
         self.store = store
         self.zero = zero
         self.interval_s = interval_s
         self.before_flush: list[Callable[[float], None]] = []
         self._counts: dict[int, dict[str, int]] = {}
         self._gauges: dict[int, dict[str, float]] = {}
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def add(self, name: str, n: int = 1, now: float | None = None) -> None:
         t = int(time.time() if now is None else now)
@@ -127,7 +129,7 @@ class Recorder:
         return len(seconds)
 
 
-async def put_gauges(store: Store, values: Mapping[str, float], now: float | None = None) -> None:
+async def put_gauges(store: Connection, values: Mapping[str, float], now: float | None = None) -> None:
     """Set gauges in the record of `now`'s second at once (a process that writes rarely)."""
     key = ts_key(int(time.time() if now is None else now))
     values = {k: v for k, v in values.items() if v is not None and math.isfinite(v)}
@@ -138,7 +140,7 @@ async def put_gauges(store: Store, values: Mapping[str, float], now: float | Non
         await p.execute()
 
 
-async def read_records(store: Store, seconds: list[int]) -> list[dict[str, str]]:
+async def read_records(store: Connection, seconds: list[int]) -> list[dict[str, str]]:
     """Each second's record ({} where there is none), in one pipelined call."""
     if not seconds:
         return []
@@ -149,11 +151,11 @@ async def read_records(store: Store, seconds: list[int]) -> list[dict[str, str]]
 
 
 # -- density -----------------------------------------------------------------------------------
-async def put_density(store: Store, disp_id: str, rates: Mapping[str, list[float]]) -> None:
+async def put_density(store: Connection, disp_id: str, rates: Mapping[str, list[float]]) -> None:
     await store.r.hset(DENSITY, disp_id, json.dumps({"t": time.time(), "rates": rates}))
 
 
-async def read_density(store: Store, now: float | None = None) -> list[dict[str, list[float]]]:
+async def read_density(store: Connection, now: float | None = None) -> list[dict[str, list[float]]]:
     """Every live dispatcher's message density entry (those not refreshed within
     DENSITY_TTL_S are deleted)."""
     now = time.time() if now is None else now
@@ -169,12 +171,12 @@ async def read_density(store: Store, now: float | None = None) -> list[dict[str,
     return out
 
 
-async def put_matcher_stats(store: Store, matcher_id: str, entry: dict) -> None:
+async def put_matcher_stats(store: Connection, matcher_id: str, entry: dict[str, Any]) -> None:
     await store.r.hset("bd:mstats", matcher_id, json.dumps(entry))
 
 
-async def read_matcher_stats(store: Store, now: float | None = None,
-                             max_age_s: float = MATCHER_STATS_MAX_AGE_S) -> dict[str, dict]:
+async def read_matcher_stats(store: Connection, now: float | None = None,
+                             max_age_s: float = MATCHER_STATS_MAX_AGE_S) -> dict[str, dict[str, Any]]:
     """Matcher id -> latest stats entry; entries older than `max_age_s` are dropped (and deleted)."""
     now = time.time() if now is None else now
     raw = await store.r.hgetall("bd:mstats")
@@ -195,7 +197,7 @@ async def read_matcher_stats(store: Store, now: float | None = None,
 
 
 # -- queue depth -------------------------------------------------------------------------------
-async def take_depth_turn(store: Store, who: str) -> bool:
+async def take_depth_turn(store: Connection, who: str) -> bool:
     """True if `who` samples queue depth this turn (one process per DEPTH_LOCK_S)."""
     return bool(await store.r.set("bd:depth:lock", who, nx=True, ex=DEPTH_LOCK_S))
 
@@ -207,12 +209,12 @@ def depth_pause_s(took_s: float) -> int:
     return max(DEPTH_LOCK_S, math.ceil(took_s / DEPTH_SHARE))
 
 
-async def hold_depth_turn(store: Store, who: str, seconds: int) -> None:
+async def hold_depth_turn(store: Connection, who: str, seconds: int) -> None:
     """Keep the turn `who` holds for `seconds` from now (no one samples meanwhile)."""
     await store.r.set("bd:depth:lock", who, ex=seconds)
 
 
-async def queue_depth(store: Store, chunk: int = 1000) -> tuple[int, int]:
+async def queue_depth(store: Connection, chunk: int = 1000) -> tuple[int, int]:
     """(undelivered, unacked) summed over every queue: deliveries never handed out, and those
     handed out and not acked. An ack deletes its entry (XDEL), so a stream holds exactly the
     pending entries and those never read: undelivered = XLEN - pending (Redis 6.2 has no

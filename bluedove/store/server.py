@@ -29,7 +29,8 @@ def redis_server_binary() -> str:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 class RedisServer:
@@ -40,7 +41,7 @@ class RedisServer:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.extra_args = list(extra_args)
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:

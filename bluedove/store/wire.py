@@ -7,6 +7,7 @@ import json
 
 import hiredis
 import redis.asyncio as aioredis
+from redis.typing import EncodableT
 
 
 class PackedConnection(aioredis.Connection):
@@ -16,17 +17,17 @@ class PackedConnection(aioredis.Connection):
 
     _PLAIN = frozenset((str, bytes, int, float))
 
-    def pack_command(self, *args):
+    def pack_command(self, *args: EncodableT) -> list[bytes]:
         types = set(map(type, args))
         if not types <= self._PLAIN or type(args[0]) is float:
             return super().pack_command(*args)
         if isinstance(args[0], str):  # "SCRIPT LOAD" and the like go as separate words
             args = (*args[0].encode().split(), *args[1:])
-        elif b" " in args[0]:
+        elif isinstance(args[0], bytes) and b" " in args[0]:
             args = (*args[0].split(), *args[1:])
         if float in types:  # formatted as redis-py does
             args = tuple(repr(a) if type(a) is float else a for a in args)
-        return [hiredis.pack_command(args)]
+        return [hiredis.pack_command(args)]  # type: ignore[arg-type]  # its stub says a 1-tuple: any length goes
 
 
 def deliveries_json(raw: list[tuple[str, str, str]]) -> bytes:

@@ -1,4 +1,4 @@
-"""No dead code (vulture), no unused or undeclared dependency (deptry) and no lint (ruff) in the tree.
+"""No dead code (vulture), no unused or undeclared dependency (deptry), no lint (ruff) and no type error (mypy).
 
 vulture reads the tests too, so a helper that only tests call counts as used; names only a
 framework calls are listed in tests/vulture_whitelist.py. deptry's exceptions, each with its
@@ -38,3 +38,14 @@ def test_the_linter_is_clean():
     run = subprocess.run([_tool("ruff"), "check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+
+
+def test_the_types_check():
+    """mypy --strict over the product, with the settings of pyproject.toml's [tool.mypy] (the lab and the
+    generated bluedove/v1 aside). Its cache goes to a temporary folder, so each run checks from scratch."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        run = subprocess.run([_tool("mypy"), "--cache-dir", cache], cwd=ROOT, capture_output=True, text=True,
+                             timeout=600)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]

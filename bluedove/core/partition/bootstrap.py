@@ -17,6 +17,7 @@ import json
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, Protocol
 
 from bluedove.core.partition.seeds import SeedError, seeded_table
 from bluedove.core.partition.segments import SegmentTable, equal_partition
@@ -31,6 +32,16 @@ class BootError(ValueError):
 
 class SpaceMismatch(BootError):
     """The store holds a table over another space than the one given."""
+
+
+class TableStore(Protocol):
+    """Where the table and its seed are kept (bluedove/store/cluster_state.py)."""
+
+    async def get_table(self) -> dict[str, Any] | None: ...
+
+    async def put_table_if(self, expected_epoch: int, table: dict[str, Any]) -> bool: ...
+
+    async def put_seed(self, seed: dict[str, Any]) -> None: ...
 
 
 def describe_space(space: Space) -> str:
@@ -82,17 +93,17 @@ def numbered_members(n: int, flag: str = "--matchers") -> dict[str, str]:
 
 
 # -- the table -----------------------------------------------------------------------------
-def load_seed(path: str | Path, flag: str = "--seed") -> dict:
+def load_seed(path: str | Path, flag: str = "--seed") -> dict[str, Any]:
     """Read a seed file (bluedove/core/partition/seeds.py: the version 1 form or `{"cuts": …}`); checked
     against the space and members by `initial_table`."""
     try:
-        data = json.loads(Path(path).read_text())
+        data: dict[str, Any] = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise BootError(f"{flag} {path}: {exc}") from exc
     return data
 
 
-def initial_table(space: Space, members: dict[str, str], seed: dict | None = None) -> SegmentTable:
+def initial_table(space: Space, members: dict[str, str], seed: dict[str, Any] | None = None) -> SegmentTable:
     """Epoch 1: every dimension cut into len(members) segments. Equal widths, member j owning
     segment j on each; or as the seed says (its boundaries and placement: bluedove/core/partition/seeds.py)."""
     if not members:
@@ -105,7 +116,7 @@ def initial_table(space: Space, members: dict[str, str], seed: dict | None = Non
         raise BootError(str(exc)) from exc
 
 
-async def ensure_table(store, space: Space, members: dict[str, str], seed: dict | None = None,
+async def ensure_table(store: TableStore, space: Space, members: dict[str, str], seed: dict[str, Any] | None = None,
                        given_from: str = "--space") -> tuple[SegmentTable, bool]:
     """The stored table, written first if there is none: (table, True if we wrote it); the
     seed it was laid out by, if any, is stored beside it.
@@ -131,7 +142,7 @@ def with_address(table: SegmentTable, member: str, address: str) -> SegmentTable
     return replace(table, epoch=table.epoch + 1, members={**table.members, member: address})
 
 
-async def register_address(store, member: str, address: str, table: SegmentTable,
+async def register_address(store: TableStore, member: str, address: str, table: SegmentTable,
                            retry_s: float = 0.05) -> SegmentTable:
     """Make the stored table list `address` for owner `member` (compare-and-set, epoch + 1),
     retrying on a newer table while `member` is still an owner with another address. Returns

@@ -49,7 +49,8 @@ def held(mode: str, table: SegmentTable, member: str) -> dict[int, tuple[float, 
     raise ValueError(check_mode(mode))
 
 
-def placement(mode: str, table: SegmentTable, lows, highs) -> dict[str, set[int]]:
+def placement(mode: str, table: SegmentTable, lows: tuple[float, ...],
+              highs: tuple[float, ...]) -> dict[str, set[int]]:
     """Member id -> the dimensions along which it stores a subscription of bounds lows/highs."""
     if mode == MPARTITION:
         return table.placement(lows, highs)
@@ -60,7 +61,7 @@ def placement(mode: str, table: SegmentTable, lows, highs) -> dict[str, set[int]
     raise ValueError(check_mode(mode))
 
 
-def candidates(mode: str, table: SegmentTable, point) -> list[tuple[int, str]]:
+def candidates(mode: str, table: SegmentTable, point: tuple[float, ...] | list[float]) -> list[tuple[int, str]]:
     """A message's candidate matchers as (dimension, member): each alone finds every match."""
     if mode == MPARTITION:
         return table.candidates(point)

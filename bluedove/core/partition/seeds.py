@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space
@@ -45,15 +46,15 @@ class Seed:
         return seed_split_point(self, dim, lo, hi)
 
 
-def _finite(v) -> bool:
+def _finite(v: object) -> TypeGuard[float]:
     return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
 
 
-def _int(v) -> bool:
+def _int(v: object) -> TypeGuard[int]:
     return not isinstance(v, bool) and isinstance(v, int)
 
 
-def parse_seed(data, space: Space, members: int | None) -> Seed:
+def parse_seed(data: object, space: Space, members: int | None) -> Seed:
     """Check `data` (either form) against `space` and a count of `members` (None: any count, as
     for the split planner reading the seed a cluster was laid out by); raise SeedError."""
     if isinstance(data, Seed):
@@ -64,9 +65,9 @@ def parse_seed(data, space: Space, members: int | None) -> Seed:
         raise SeedError("a segment table needs at least one matcher")
     if isinstance(data, dict) and set(data) == {"cuts"}:
         cuts = data["cuts"]
-        n = members if members is not None else (len(cuts[0]) + 1 if isinstance(cuts, list) and cuts
-                                                 and isinstance(cuts[0], list) else 1)
-        return _parse_cuts(cuts, space, n)
+        count = members if members is not None else (len(cuts[0]) + 1 if isinstance(cuts, list) and cuts
+                                                     and isinstance(cuts[0], list) else 1)
+        return _parse_cuts(cuts, space, count)
     if not isinstance(data, dict) or ("version" not in data and "cuts" not in data):
         raise SeedError('seed: expected a JSON object with "version": 1 (or the old form '
                         '{"cuts": [[c1, ..., c_N-1] for each dimension]})')
@@ -100,7 +101,7 @@ def parse_seed(data, space: Space, members: int | None) -> Seed:
     return Seed(space.names, n, tuple(boundaries), placement, tuple(histograms))
 
 
-def _check_space(raw, space: Space) -> None:
+def _check_space(raw: object, space: Space) -> None:
     try:
         given = Space.from_json(raw)
     except Exception as exc:
@@ -111,7 +112,7 @@ def _check_space(raw, space: Space) -> None:
                         f"{[(x.min, x.max) for x in space.dimensions]}")
 
 
-def _boundaries(b, where: str, lo: float, hi: float, n: int) -> tuple[float, ...]:
+def _boundaries(b: object, where: str, lo: float, hi: float, n: int) -> tuple[float, ...]:
     if not isinstance(b, list) or len(b) != n + 1:
         raise SeedError(f"{where}: expected {n + 1} values (min, {n - 1} cuts, max) for {n} matchers, got {b!r}")
     for v in b:
@@ -127,7 +128,7 @@ def _boundaries(b, where: str, lo: float, hi: float, n: int) -> tuple[float, ...
     return tuple(out)
 
 
-def _histogram(h, where: str) -> Histogram | None:
+def _histogram(h: object, where: str) -> Histogram | None:
     if h is None:
         return None
     if not isinstance(h, dict):
@@ -143,7 +144,7 @@ def _histogram(h, where: str) -> Histogram | None:
     return Histogram(tuple(map(float, edges)), tuple(map(float, load)))
 
 
-def _placement(p, space: Space, n: int) -> tuple[tuple[int, ...], ...]:
+def _placement(p: object, space: Space, n: int) -> tuple[tuple[int, ...], ...]:
     if not isinstance(p, list) or len(p) != n:
         raise SeedError(f"seed.placement: expected {n} entries, one per matcher, got "
                         f"{len(p) if isinstance(p, list) else type(p).__name__}")
@@ -163,7 +164,7 @@ def _placement(p, space: Space, n: int) -> tuple[tuple[int, ...], ...]:
         unknown = sorted(set(segs) - set(space.names))
         if unknown:
             raise SeedError(f"{where}.segments: unknown dimension {', '.join(unknown)}")
-        row = []
+        row: list[int] = []
         for name in space.names:
             idx = segs.get(name)
             if not _int(idx) or not 0 <= idx < n:
@@ -181,7 +182,7 @@ def _placement(p, space: Space, n: int) -> tuple[tuple[int, ...], ...]:
     return tuple(rows[j] for j in range(n))
 
 
-def _parse_cuts(cuts, space: Space, n: int) -> Seed:
+def _parse_cuts(cuts: object, space: Space, n: int) -> Seed:
     if not isinstance(cuts, list):
         raise SeedError('seed: expected {"cuts": [[c1, ..., c_N-1] for each dimension]}')
     if len(cuts) != space.k:
@@ -203,7 +204,7 @@ def _parse_cuts(cuts, space: Space, n: int) -> Seed:
 
 
 # -- tables -----------------------------------------------------------------------------------
-def seeded_table(space: Space, members: dict[str, str], seed, epoch: int = 1) -> SegmentTable:
+def seeded_table(space: Space, members: dict[str, str], seed: object, epoch: int = 1) -> SegmentTable:
     """The table the seed describes: its boundaries as cuts, matcher j (the j-th member) owning
     segment placement[j][i] of dimension i. Raises SeedError."""
     s = parse_seed(seed, space, len(members))
@@ -218,13 +219,13 @@ def seeded_table(space: Space, members: dict[str, str], seed, epoch: int = 1) ->
     return SegmentTable(epoch, space, dict(members), tuple(cuts), tuple(owners))
 
 
-def reseeded(table: SegmentTable, seed) -> SegmentTable:
+def reseeded(table: SegmentTable, seed: object) -> SegmentTable:
     """The next epoch of a running table laid out as the seed says: the same members (and
     addresses), matcher j of the seed being the table's j-th member. Raises SeedError."""
     return seeded_table(table.space, table.members, seed, table.epoch + 1)
 
 
-def seed_split_point(seed: Seed | dict | None, dim: int | str, lo: float, hi: float) -> float | None:
+def seed_split_point(seed: Seed | dict[str, Any] | None, dim: int | str, lo: float, hi: float) -> float | None:
     """Where the seed's histogram load inside [lo, hi) halves (load spread evenly within a
     bucket), strictly inside (lo, hi); None without a histogram or any load there. `seed` is a
     parsed Seed, or a seed's JSON that names its space."""

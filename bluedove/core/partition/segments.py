@@ -9,9 +9,10 @@ owner of the segment holding its value. Pure: no I/O, no clocks.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -115,7 +116,7 @@ class SegmentTable:
         return out
 
     # -- serialisation ---------------------------------------------------------------------
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "epoch": self.epoch,
             "space": self.space.to_json(),
@@ -125,7 +126,7 @@ class SegmentTable:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "SegmentTable":
+    def from_json(cls, data: dict[str, Any]) -> "SegmentTable":
         return cls(
             epoch=int(data["epoch"]),
             space=Space.from_json(data["space"]),
@@ -149,7 +150,8 @@ def equal_partition(space: Space, members: dict[str, str], epoch: int = 1) -> Se
     return SegmentTable(epoch, space, dict(members), tuple(cuts), owners)
 
 
-def merge_out(table: SegmentTable, gone: set[str], weight=None) -> SegmentTable:
+def merge_out(table: SegmentTable, gone: set[str],
+              weight: Callable[[str], float] | None = None) -> SegmentTable:
     """The next epoch's table without the `gone` members (the BlueDove paper §III-C, takeover).
 
     On each dimension every run of segments owned by gone members is merged into an adjacent
@@ -174,9 +176,9 @@ def merge_out(table: SegmentTable, gone: set[str], weight=None) -> SegmentTable:
                 end += 1
             left = owners[j - 1] if j > 0 else None
             right = owners[end] if end < n else None
-            if left is None and right is None:
-                raise ValueError(f"cannot take over dimension {table.space.dimensions[i].name}: no live owner")
             taker = left if right is None or (left is not None and weight(left) <= weight(right)) else right
+            if taker is None:  # neither neighbour is live
+                raise ValueError(f"cannot take over dimension {table.space.dimensions[i].name}: no live owner")
             owners[j:end] = [taker] * (end - j)
             j = end
         # Adjacent segments of one owner become one segment.
@@ -292,6 +294,7 @@ def plan_split(table: SegmentTable, loads: dict[str, list[LoadReport]],
         owner = hottest(table, i, loads)
         lo, hi = table.segments_of(owner)[i]
         ld = loads.get(owner, [LoadReport()] * table.space.k)[i]
+        cut: float | None
         cut, how = ld.split_at, "load median"
         if not (lo < cut < hi):
             cut, how = (seed.split_point(i, lo, hi) if seed is not None else None), "seed histogram"

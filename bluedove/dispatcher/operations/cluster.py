@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.dispatcher.dispatcher import Dispatcher
@@ -18,7 +19,7 @@ READY_PING_S = 2.0
 async def readiness(d: Dispatcher) -> list[str]:
     """What keeps the dispatcher from serving, none when ready: it needs a segment table and the
     store. /readyz and gRPC health (SERVING while ready) both ask this, each time."""
-    problems = []
+    problems: list[str] = []
     if d.cluster.table is None:
         problems.append("no segment table")
     try:
@@ -28,7 +29,7 @@ async def readiness(d: Dispatcher) -> list[str]:
     return problems
 
 
-def _member_view(view: ClusterView, table: SegmentTable, m: str, now: float, extra: dict) -> dict:
+def _member_view(view: ClusterView, table: SegmentTable, m: str, now: float, extra: dict[str, Any]) -> dict[str, Any]:
     names = table.space.names
     segs = table.segments_of(m)
     g = view.gossip.get(m)
@@ -53,7 +54,7 @@ def _member_view(view: ClusterView, table: SegmentTable, m: str, now: float, ext
     }
 
 
-async def _dispatchers(d: Dispatcher) -> list[dict]:
+async def _dispatchers(d: Dispatcher) -> list[dict[str, Any]]:
     """Every dispatcher gossip or the store knows of: its status and gossip address as gossip
     sees it, its HTTP address, table epoch and adoption time as it registered them."""
     registered = {r["id"]: r for r in await d.store.dispatchers()}
@@ -68,7 +69,7 @@ async def _dispatchers(d: Dispatcher) -> list[dict]:
     return out
 
 
-async def cluster_view(d: Dispatcher) -> dict:
+async def cluster_view(d: Dispatcher) -> dict[str, Any]:
     """GET /v1/cluster: the table's epoch, each member as this dispatcher sees it, the
     dispatchers, and the autoscaler with its events."""
     view = d.cluster

@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import cast
 
 import numpy as np
 
+from bluedove.core.apikeys import KeyRecord
 from bluedove.core.wire import bodies, iso_time, new_ids
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.publish.decode import Batch
@@ -27,7 +29,7 @@ def gate(d: Dispatcher) -> None:
         d.forwarder.refuse()
 
 
-async def publish(d: Dispatcher, decode: Callable[[], Batch], size: int, key=None) -> list[str]:
+async def publish(d: Dispatcher, decode: Callable[[], Batch], size: int, key: KeyRecord | None = None) -> list[str]:
     """Gate, decode (the transport's `decode`), admit `size` bytes under the key, forward;
     the ids once every message is stored."""
     gate(d)
@@ -50,16 +52,17 @@ def outgoing(d: Dispatcher, batch: Batch, published: float, key_id: str | None =
         for i, mid in zip(missing, new_ids(len(missing))):
             ids[i] = mid
         client[missing] = False
-    ids_b = [i.encode() for i in ids]
+    filled = cast(list[str], ids)  # every None replaced by a new id
+    ids_b = [i.encode() for i in filled]
     wire = ids_b
     if key_id is not None:
         scope = key_id.encode() + b"/"
         wire = [scope + i if c else i for i, c in zip(ids_b, client.tolist())]
-    return Outgoing(ids, wire, batch.points,
+    return Outgoing(filled, wire, batch.points,
                     bodies(d.body_template, ids_b, batch.points, batch.payloads, iso_time(published)), client)
 
 
-async def publish_parsed(d: Dispatcher, batch: Batch, key=None) -> list[str]:
+async def publish_parsed(d: Dispatcher, batch: Batch, key: KeyRecord | None = None) -> list[str]:
     """Forward validated messages (published with API key `key`, None when auth is off);
     returns their ids once all are stored."""
     now = time.time()
@@ -79,30 +82,31 @@ async def publish_parsed(d: Dispatcher, batch: Batch, key=None) -> list[str]:
     return out.ids
 
 
-def admit(d: Dispatcher, key, n_msgs: int, n_bytes: int) -> None:
+def admit(d: Dispatcher, key: KeyRecord | None, n_msgs: int, n_bytes: int) -> None:
     """The key's rate limits (429 taking nothing when over); nothing without a key."""
     if key is not None:
+        assert d.auth is not None  # a key comes only from d.auth: auth is on
         d.auth.admit(key, n_msgs, n_bytes)
 
 
-async def publish_rest(d: Dispatcher, raw: bytes, key=None) -> str:
+async def publish_rest(d: Dispatcher, raw: bytes, key: KeyRecord | None = None) -> str:
     """`POST /v1/messages`: the body's bytes."""
     return (await publish(d, lambda: d.decoder.one(raw), len(raw), key))[0]
 
 
-async def publish_rest_batch(d: Dispatcher, raw: bytes, key=None) -> list[str]:
+async def publish_rest_batch(d: Dispatcher, raw: bytes, key: KeyRecord | None = None) -> list[str]:
     """`POST /v1/messages:batch`: the body's bytes, decoded and checked whole."""
     return await publish(d, lambda: d.decoder.batch(raw), len(raw), key)
 
 
-async def publish_stream(d: Dispatcher, batches: AsyncIterator[Batch], key=None) -> list[str]:
+async def publish_stream(d: Dispatcher, batches: AsyncIterator[Batch], key: KeyRecord | None = None) -> list[str]:
     """Publish a stream of validated batches as they arrive; returns every id in order.
 
     One batch is in flight at a time; what arrives meanwhile is sent as one next batch (up to
     max_batch messages or more, never split), so batches grow with the rate. A bad message
     ends the call (the iterator raises): it and what follows are not published, batches
     already sent are."""
-    sent: list[asyncio.Task] = []
+    sent: list[asyncio.Task[list[str]]] = []
     waiting: list[Batch] = []
     held = 0
     k = d.space.k

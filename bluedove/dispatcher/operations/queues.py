@@ -27,7 +27,7 @@ DEFAULT_POLL_MAX = 10
 DEFAULT_LISTEN_MAX = 100
 
 
-async def create_queue(d: Dispatcher, body: Any = None, token: str | None = None) -> dict:
+async def create_queue(d: Dispatcher, body: Any = None, token: str | None = None) -> dict[str, str]:
     """A new queue with the bounds `body` asks for (none: the dispatcher's defaults). A
     dead-letter queue must exist and `token` must open it: only its owner sends it deliveries."""
     bounds = parse_queue_request(body, d.store.default_bounds())
@@ -38,7 +38,7 @@ async def create_queue(d: Dispatcher, body: Any = None, token: str | None = None
     return {"queue": queue, "token": created}
 
 
-async def queue_info(d: Dispatcher, queue: str, token: str | None) -> dict:
+async def queue_info(d: Dispatcher, queue: str, token: str | None) -> dict[str, Any]:
     """GET /v1/queues/{queue}: its bounds, depth and counters, for its token's holder."""
     await require_queue_token(d, queue, token)
     return await d.store.queue_info(queue)
@@ -50,8 +50,9 @@ async def delete_queue(d: Dispatcher, queue: str, token: str | None) -> None:
     await d.broadcast_removals(removed)
 
 
-async def poll(d: Dispatcher, queue: str, token: str | None, max_n: float, wait: float) -> list[dict]:
-    return json.loads(await poll_json(d, queue, token, max_n, wait))["messages"]
+async def poll(d: Dispatcher, queue: str, token: str | None, max_n: float, wait: float) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = json.loads(await poll_json(d, queue, token, max_n, wait))["messages"]
+    return msgs
 
 
 async def poll_json(d: Dispatcher, queue: str, token: str | None, max_n: float, wait: float) -> str:
@@ -106,7 +107,7 @@ async def ack(d: Dispatcher, queue: str, token: str | None, receipts: Any, unkno
     d.metrics.acked.inc(acked)
 
 
-async def listen(d: Dispatcher, queue: str, token: str | None, max_n: float) -> AsyncIterator[dict]:
+async def listen(d: Dispatcher, queue: str, token: str | None, max_n: float) -> AsyncIterator[dict[str, Any]]:
     """Deliveries of `queue` as they arrive, until the dispatcher closes or the queue goes.
 
     Each read takes at most `max_n` from the store; the consumer's pace (gRPC flow control)

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from bluedove.core.errors import ApiError, not_found, unauthorized
-from bluedove.core.model import build_subscription, parse_subscription_batch, parse_subscription_request
+from bluedove.core.model import Subscription, build_subscription, parse_subscription_batch, parse_subscription_request
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.operations.common import require_queue_token
 from bluedove.store.ids import new_id
@@ -21,7 +21,7 @@ def _limit_error(exc: LimitExceeded, field: str) -> ApiError:
     return ApiError(429, "limit_exceeded", f"a queue holds at most {exc.args[0]} subscriptions", field)
 
 
-async def subscribe(d: Dispatcher, body: Any, token: str | None) -> dict:
+async def subscribe(d: Dispatcher, body: Any, token: str | None) -> dict[str, str]:
     """Catalogue first, then every matcher mPartition names; returns {id, queue, token?}.
     The store write and the matcher calls share round trips with the subscribes under way
     (bluedove/dispatcher/subscriber.py)."""
@@ -48,7 +48,7 @@ async def subscribe(d: Dispatcher, body: Any, token: str | None) -> dict:
     return out
 
 
-def _batch_queue(items: list, token: str | None) -> str | None:
+def _batch_queue(items: list[tuple[str | None, Subscription]], token: str | None) -> str | None:
     """The one queue a batch's items name (None: none does). Items may name only the queue
     the bearer token opens, so a batch naming two queues is refused (401) before any lookup."""
     named = [(i, q) for i, (q, _) in enumerate(items) if q is not None]
@@ -62,7 +62,7 @@ def _batch_queue(items: list, token: str | None) -> str | None:
     return first
 
 
-async def subscribe_batch(d: Dispatcher, body: Any, token: str | None) -> list[dict]:
+async def subscribe_batch(d: Dispatcher, body: Any, token: str | None) -> list[dict[str, str]]:
     """POST /v1/subscriptions:batch: every item validated first, then all stored or none.
 
     Items naming a queue must all name the queue the bearer token opens; each item without
@@ -73,15 +73,14 @@ async def subscribe_batch(d: Dispatcher, body: Any, token: str | None) -> list[d
     every matcher has them: [{id, queue, token?}] in order."""
     items = parse_subscription_batch(body, d.space, d.s.max_batch)
     queue = _batch_queue(items, token)
-    if queue is not None:
-        await require_queue_token(d, queue, token)
-    subs: list = [None] * len(items)
+    subs = [sub for _, sub in items]  # each given its id and queue below
     tokens: dict[int, str] = {}
     named = [i for i, (q, _) in enumerate(items) if q is not None]
     unnamed = [i for i, (q, _) in enumerate(items) if q is None]
-    for i in named:
-        subs[i] = replace(items[i][1], id=new_id(), queue=queue)
-    if named:
+    if queue is not None:  # the items in `named` all name it
+        await require_queue_token(d, queue, token)
+        for i in named:
+            subs[i] = replace(items[i][1], id=new_id(), queue=queue)
         try:
             await d.store.add_queue_subscriptions(queue, [subs[i].to_json() for i in named])
         except QueueMissing:  # deleted between the token check and now
@@ -100,7 +99,7 @@ async def subscribe_batch(d: Dispatcher, body: Any, token: str | None) -> list[d
                 if isinstance(x, Exception):
                     raise x
     except BaseException:
-        await _undo_batch(d, [(subs[i].id, queue) for i in named], [q for q, _ in made])
+        await _undo_batch(d, [(subs[i].id, subs[i].queue) for i in named], [q for q, _ in made])
         raise
     await d.send_subscriptions(subs)
     d.metrics.subscriptions.inc(len(subs))
@@ -117,7 +116,7 @@ async def _undo_batch(d: Dispatcher, written: list[tuple[str, str]], queues: lis
         log.warning("could not undo a failed subscription batch: %r", exc)
 
 
-async def get_subscription(d: Dispatcher, sub_id: str, token: str | None) -> dict:
+async def get_subscription(d: Dispatcher, sub_id: str, token: str | None) -> dict[str, Any]:
     """The subscription, if the token opens its queue: 401 without a valid token, 404 when
     the token is valid but names no such subscription of its queue."""
     queue = await d.store.queue_for_token(token)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -15,13 +16,13 @@ from bluedove.dispatcher.deps import state
 router = APIRouter()
 
 
-@router.get("/v1/space")
-async def get_space(request: Request):
+@router.get("/v1/space", response_model=None)
+async def get_space(request: Request) -> dict[str, Any]:
     return state(request).space.to_json()
 
 
-@router.get("/v1/cluster")
-async def get_cluster(request: Request):
+@router.get("/v1/cluster", response_model=None)
+async def get_cluster(request: Request) -> dict[str, Any]:
     return await ops.cluster_view(state(request))
 
 
@@ -35,13 +36,13 @@ def static_file(name: str) -> str:
 
 
 @router.get("/dashboard", response_class=HTMLResponse)
-async def dashboard():
+async def dashboard() -> HTMLResponse:
     """The live cluster page: it reads GET /v1/cluster and GET /v1/stats once a second."""
     return HTMLResponse(static_file("dashboard.html"))
 
 
 @router.get("/dashboard/{name}", include_in_schema=False)
-async def dashboard_asset(name: str):
+async def dashboard_asset(name: str) -> Response:
     """The page's script and style."""
     if name not in DASHBOARD_ASSETS:
         return JSONResponse({"error": {"code": "not_found", "message": f"no dashboard file {name}", "field": "name"}},
@@ -49,22 +50,24 @@ async def dashboard_asset(name: str):
     return Response(static_file(name), media_type=DASHBOARD_ASSETS[name])
 
 
-@router.get("/healthz")
-async def healthz():
+@router.get("/healthz", response_model=None)
+async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
-async def readyz(request: Request):
+@router.get("/readyz", response_model=None)
+async def readyz(request: Request) -> dict[str, Any] | JSONResponse:
     d = state(request)
     problems = await ops.readiness(d)
     if problems:
         return JSONResponse({"status": "not ready", "problems": problems}, status_code=503)
-    return {"status": "ready", "epoch": d.cluster.table.epoch}
+    table = d.cluster.table
+    assert table is not None  # readiness found one, and a table once adopted is never dropped
+    return {"status": "ready", "epoch": table.epoch}
 
 
 @router.get("/metrics")
-async def metrics(request: Request):
+async def metrics(request: Request) -> Response:
     d = state(request)
     body = d.metrics.render(d.cluster, d.forwarder.counts(), await d.store.event_counts())
     return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from fastapi import Request
+from fastapi import FastAPI, Request, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bluedove.dispatcher.routes import messages, queues
 
 _QUEUE_PATH = re.compile(r"/v1/queues/([^/]+)/(messages|ack)")
 _QUEUE = {("GET", "messages"): queues.poll, ("POST", "ack"): queues.ack}
 _EXACT = {("POST", "/v1/messages"): messages.publish, ("POST", "/v1/messages:batch"): messages.publish_batch}
+
+# An app's exception handler, as FastAPI keeps them.
+Handler = Callable[[Request, Any], Response | Awaitable[Response]]
 
 
 class HotRoutes:
@@ -26,13 +32,14 @@ class HotRoutes:
     the app's own handler for it gives, and one without a handler goes on to the app's
     last-resort 500."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             path, method = scope["path"], scope["method"]
-            endpoint, args = _EXACT.get((method, path)), ()
+            endpoint: Callable[..., Awaitable[Response]] | None = _EXACT.get((method, path))
+            args: tuple[str, ...] = ()
             if endpoint is None and (m := _QUEUE_PATH.fullmatch(path)):
                 endpoint, args = _QUEUE.get((method, m.group(2))), (m.group(1),)
             if endpoint is not None:
@@ -43,13 +50,14 @@ class HotRoutes:
                     handler = _handler_for(request.app, exc)
                     if handler is None:
                         raise
-                    response = await handler(request, exc)
+                    out = handler(request, exc)
+                    response = out if isinstance(out, Response) else await out
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
 
-def _handler_for(app, exc: Exception):
+def _handler_for(app: FastAPI, exc: Exception) -> Handler | None:
     """The app's exception handler for `exc` (the nearest class), as FastAPI's would pick it;
     None for the catch-all (Exception), which answers outside any middleware."""
     for cls in type(exc).__mro__:

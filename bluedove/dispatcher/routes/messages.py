@@ -19,7 +19,7 @@ JSON = "application/json"
 
 
 @router.post("/v1/messages", status_code=202)
-async def publish(request: Request):
+async def publish(request: Request) -> Response:
     d = state(request)
     key = await caller(d.auth, request.headers.get("authorization"), PUBLISH)
     mid = await ops.publish_rest(d, await request.body(), key)
@@ -27,7 +27,7 @@ async def publish(request: Request):
 
 
 @router.post("/v1/messages:batch", status_code=202)
-async def publish_batch(request: Request):
+async def publish_batch(request: Request) -> Response:
     d = state(request)
     key = await caller(d.auth, request.headers.get("authorization"), PUBLISH)
     ids = await ops.publish_rest_batch(d, await request.body(), key)

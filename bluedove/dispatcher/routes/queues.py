@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
 
 from bluedove.core.apikeys import SUBSCRIBE
@@ -12,8 +14,8 @@ from bluedove.dispatcher.deps import bearer, json_body, state
 router = APIRouter()
 
 
-@router.post("/v1/queues", status_code=201)
-async def create_queue(request: Request):
+@router.post("/v1/queues", status_code=201, response_model=None)
+async def create_queue(request: Request) -> dict[str, str]:
     d, auth = state(request), request.headers.get("authorization")
     await caller(d.auth, auth, SUBSCRIBE)
     # a dead-letter queue named in the body needs that queue's token
@@ -21,13 +23,13 @@ async def create_queue(request: Request):
                                   queue_token(d.auth, auth, request.headers.get("x-queue-token")))
 
 
-@router.get("/v1/queues/{queue}")
-async def queue_info(request: Request, queue: str):
+@router.get("/v1/queues/{queue}", response_model=None)
+async def queue_info(request: Request, queue: str) -> dict[str, Any]:
     return await ops.queue_info(state(request), queue, bearer(request))
 
 
 @router.delete("/v1/queues/{queue}", status_code=204)
-async def delete_queue(request: Request, queue: str):
+async def delete_queue(request: Request, queue: str) -> Response:
     d, auth = state(request), request.headers.get("authorization")
     await caller(d.auth, auth, SUBSCRIBE)
     await ops.delete_queue(d, queue, queue_token(d.auth, auth, request.headers.get("x-queue-token")))
@@ -45,7 +47,7 @@ def _num_param(request: Request, name: str, default: float) -> float:
 
 
 @router.get("/v1/queues/{queue}/messages")
-async def poll(request: Request, queue: str):
+async def poll(request: Request, queue: str) -> Response:
     body = await ops.poll_json(state(request), queue, bearer(request),
                                _num_param(request, "max", ops.DEFAULT_POLL_MAX), _num_param(request, "wait", 0))
     # The body comes spliced from the stored JSON: no decode and re-encode per delivery (docs/benchmarks.md).
@@ -53,7 +55,7 @@ async def poll(request: Request, queue: str):
 
 
 @router.post("/v1/queues/{queue}/ack", status_code=204)
-async def ack(request: Request, queue: str):
+async def ack(request: Request, queue: str) -> Response:
     body = await json_body(request)
     receipts = body.get("receipts") if isinstance(body, dict) else None
     unknown = sorted(set(body) - {"receipts"}) if isinstance(body, dict) else []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 
 from bluedove.dispatcher import last_hour
@@ -10,6 +12,6 @@ from bluedove.dispatcher.deps import state
 router = APIRouter()
 
 
-@router.get("/v1/stats")
-async def get_stats(request: Request):
+@router.get("/v1/stats", response_model=None)
+async def get_stats(request: Request) -> dict[str, Any]:
     return await last_hour.stats(state(request), request.query_params.get("since"))

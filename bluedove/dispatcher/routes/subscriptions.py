@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
 
 from bluedove.core.apikeys import SUBSCRIBE
@@ -19,25 +21,25 @@ async def _managing(request: Request) -> str | None:
     return queue_token(d.auth, auth, request.headers.get("x-queue-token"))
 
 
-@router.post("/v1/subscriptions", status_code=201)
-async def subscribe(request: Request):
+@router.post("/v1/subscriptions", status_code=201, response_model=None)
+async def subscribe(request: Request) -> dict[str, str]:
     token = await _managing(request)
     return await ops.subscribe(state(request), await json_body(request), token)
 
 
-@router.post("/v1/subscriptions:batch", status_code=201)
-async def subscribe_batch(request: Request):
+@router.post("/v1/subscriptions:batch", status_code=201, response_model=None)
+async def subscribe_batch(request: Request) -> dict[str, list[dict[str, str]]]:
     """Up to 1000 subscriptions, all or nothing (docs/api.md)."""
     token = await _managing(request)
     return {"subscriptions": await ops.subscribe_batch(state(request), await json_body(request), token)}
 
 
-@router.get("/v1/subscriptions/{sub_id}")
-async def get_subscription(request: Request, sub_id: str):
+@router.get("/v1/subscriptions/{sub_id}", response_model=None)
+async def get_subscription(request: Request, sub_id: str) -> dict[str, Any]:
     return await ops.get_subscription(state(request), sub_id, bearer(request))
 
 
 @router.delete("/v1/subscriptions/{sub_id}", status_code=204)
-async def unsubscribe(request: Request, sub_id: str):
+async def unsubscribe(request: Request, sub_id: str) -> Response:
     await ops.unsubscribe(state(request), sub_id, await _managing(request))
     return Response(status_code=204)
