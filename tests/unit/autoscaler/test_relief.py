@@ -4,6 +4,7 @@ samples show as a function of the matchers running."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -67,6 +68,8 @@ def test_never_scales_out_when_the_matchers_are_not_saturated(busy, dip, queued,
     """Whatever the latency, the rate and the other components' CPU: one sample of the window
     at or under out_busy and queues that do not grow by queue_growth is no saturation."""
     busy[dip] = min(busy[dip], C.out_busy)
+    while busy[dip] * members / members > C.out_busy:  # the sample's busy is demand / matchers: at most out_busy
+        busy[dip] = math.nextafter(busy[dip], 0.0)
     loads = [LoadSample(float(t), members, b * members, q, accepted=accepted, p50_s=p50, dispatcher_cpu=disp,
                         store_cpu=store, host_cpu=1.0) for t, (b, q) in enumerate(zip(busy, queued))]
     assert plan(loads, members, 24.0, None, C).action != "scale_out"
