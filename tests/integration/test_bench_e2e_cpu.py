@@ -26,7 +26,7 @@ def test_bench_e2e_cpu_per_message_over_publish_stream_with_profiles(tmp_path):
     if py_spy() is None:
         pytest.skip("py-spy is part of the lab extra")
     r = subprocess.run([sys.executable, "-m", "bluedove", "bench", "e2e", "--workload", "sparse", "--subs", "400",
-                        "--matchers", "2", "--transport", "grpc", "--step-s", "1.5", "--max-steps", "1",
+                        "--matchers", "2", "--transport", "grpc", "--step-s", "3", "--max-steps", "1",
                         "--subscribe", "catalogue",
                         "--publishers", "1", "--batch", "50", "--start-rate", "400", "--profile", str(tmp_path),
                         "--json"], capture_output=True, text=True, timeout=300)
