@@ -55,6 +55,11 @@ INDEX_CAPACITY = 32
 FILL_FACTOR = 0.95
 # libspatialindex wants near_minimum_overlap_factor < both capacities (R*-tree inserts).
 NEAR_MINIMUM_OVERLAP = 16
+# libspatialindex stores a box whose every side spans at most DBL_EPSILON (absolute) as the
+# point at its low corner (its C API's point test), so a point inside such a box but off that
+# corner would miss it: a subscription of [0, 1e-20) on each dimension. Those boxes go straight
+# into the packed tree, which compares exactly (a pack at each such add: they are rare).
+_POINT_LIKE = float(np.finfo(np.float64).eps)
 # What match_batch gives a point that matches nothing.
 NO_MATCH: Mapping[str, list[str]] = MappingProxyType({})
 
@@ -104,9 +109,12 @@ class SubscriptionSet:
                           self._order, self._tk)[0]
         iid = self._next
         self._next += 1
+        self._remember(iid, sub_id, queue, box.tobytes())
+        if _point_like(box[None, :], self._tk)[0]:
+            self._pack()
+            return True
         self._recent.insert(iid, box.tolist())
         self._n_recent += 1
-        self._remember(iid, sub_id, queue, box.tobytes())
         self._pack_if_due()
         return True
 
@@ -140,7 +148,7 @@ class SubscriptionSet:
         self.queues.update(zip(iids, qs))
         self.directory.put(iids.start, sids, qs)
         self._boxes.update(zip(iids, (blob[j:j + width] for j in range(0, n * width, width))))
-        if n >= self.thresholds.bulk_min and n >= len(self) - n:
+        if (n >= self.thresholds.bulk_min and n >= len(self) - n) or _point_like(boxes, self._tk).any():
             self._pack()  # a fresh STR-packed tree over everything, old and new
         else:
             insert = self._recent.insert
@@ -283,6 +291,12 @@ class SubscriptionSet:
         self.queues[iid] = queue
         self.directory.put(iid, [sub_id], [queue])
         self._writes += 1
+
+
+def _point_like(boxes: np.ndarray, tk: int) -> np.ndarray:
+    """Rows of tree boxes libspatialindex would keep as a point (every side within DBL_EPSILON)."""
+    flags: np.ndarray = np.all(np.abs(boxes[:, tk:] - boxes[:, :tk]) <= _POINT_LIKE, axis=1)
+    return flags
 
 
 def _tree_boxes(lows: np.ndarray, highs: np.ndarray, order: np.ndarray, tk: int) -> np.ndarray:

@@ -338,3 +338,22 @@ def test_export_gives_back_exactly_the_overlapping_subscriptions_as_added():
     pts[:, 1] = rng.uniform(200, 400, 200)
     norm = lambda groups: [{q: sorted(v) for q, v in g.items()} for g in groups]  # noqa: E731
     assert norm(copy.match_batch(pts)) == norm(s.match_batch(pts))  # the copy matches the same
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+@pytest.mark.parametrize("via", ["add", "add_many"])
+def test_a_box_narrower_than_epsilon_on_every_side_still_matches_inside(k, via):
+    """libspatialindex keeps a box whose every side spans at most DBL_EPSILON as the point at its low
+    corner: without care, a point inside [0, 1e-20) but not at 0 matched nothing (hypothesis found
+    [0, 1.2e-145) x [0, 5e-324) missing the point (5e-324, 0))."""
+    s = SubscriptionSet(k)
+    s.add("wide", "q", [0.0] * k, [1.0] * k)  # a set with a live R*-tree beside the packed one
+    lows, highs = [0.0] * k, [1e-20] * k
+    if via == "add":
+        assert s.add("tiny", "q", lows, highs)
+    else:
+        assert s.add_many(["tiny"], ["q"], np.array([lows]), np.array([highs])) == 1
+    inside, corner, outside = [5e-21] * k, [0.0] * k, [1e-20] * k
+    got = [{x for ids in m.values() for x in ids} for m in s.match_batch(np.array([inside, corner, outside]))]
+    assert got == [{"wide", "tiny"}, {"wide", "tiny"}, {"wide"}]
+    assert s.remove("tiny") and s.match_batch(np.array([inside]))[0] == {"q": ["wide"]}
