@@ -6,6 +6,17 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import Any
 
+FIELD_MAX = 200  # characters of a field path an error body carries: a client's key can be any length
+MESSAGE_MAX = 2000
+
+
+def printable(text: str, limit: int) -> str:
+    """`text` as an error body carries it: a lone surrogate (what a request's JSON may hold,
+    and UTF-8 cannot encode) written as its escape `\\udc80`, cut to `limit` characters with
+    "..." after."""
+    text = text[:limit + 1].encode("utf-8", "backslashreplace").decode()
+    return text if len(text) <= limit else text[:limit] + "..."
+
 
 @dataclass
 class ApiError(Exception):
@@ -23,15 +34,17 @@ class ApiError(Exception):
         return f"{self.status} {self.code}: {self.message}{where}"
 
     def body(self) -> dict[str, Any]:
-        err: dict[str, Any] = {"code": self.code, "message": self.message}
+        """docs/api.md's error body, every string encodable as UTF-8 and of bounded length."""
+        err: dict[str, Any] = {"code": self.code, "message": printable(self.message, MESSAGE_MAX)}
         if self.field is not None:
-            err["field"] = self.field
+            err["field"] = printable(self.field, FIELD_MAX)
         return {"error": err}
 
 
 def unauthorized() -> ApiError:
     # One message for a missing queue and a wrong token: the answer must not reveal which.
-    return ApiError(401, "unauthorized", "a valid queue token is required (Authorization: Bearer <token>)")
+    return ApiError(401, "unauthorized", "a valid queue token is required (Authorization: Bearer <token>; "
+                    "with API keys on, a managing call sends it in X-Queue-Token)")
 
 
 def not_found(what: str) -> ApiError:

@@ -11,7 +11,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from bluedove.core.errors import ApiError
 from bluedove.core.space import Space
@@ -19,6 +19,7 @@ from bluedove.core.space import Space
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_BATCH = 1000
 _ID_RE = re.compile(r"[A-Za-z0-9._:~-]{1,128}")  # used with fullmatch: `$` would pass "id\n"
+ECHO_MAX = 100  # characters of a client's key or value an error message repeats
 
 
 @dataclass(frozen=True)
@@ -77,14 +78,14 @@ def build_subscription(sub_id: str, queue: str, predicates: dict[str, Any], spac
         try:
             i = space.index(name)
         except ValueError:
-            raise bad(f"unknown dimension {name!r}; the space has {list(space.names)}", where) from None
+            raise bad(f"unknown dimension {echo(name)}; the space has {list(space.names)}", where) from None
         if not isinstance(rng, (list, tuple)) or len(rng) != 2:
             raise bad("a predicate must be a list [low, high]", where)
         lo, hi = rng
         if not _finite_number(lo):
-            raise bad(f"low bound must be a finite number, got {lo!r}", f"{where}[0]")
+            raise bad(f"low bound must be a finite number, got {echo(lo)}", f"{where}[0]")
         if not _finite_number(hi):
-            raise bad(f"high bound must be a finite number, got {hi!r}", f"{where}[1]")
+            raise bad(f"high bound must be a finite number, got {echo(hi)}", f"{where}[1]")
         if not lo < hi:
             raise bad(f"low ({lo}) must be below high ({hi}): the range is [low, high)", where)
         dim = space.dimensions[i]
@@ -103,7 +104,7 @@ def parse_subscription_request(body: Any, prefix: str = "") -> tuple[str | None,
     unknown = set(body) - {"queue", "predicates"}
     if unknown:
         name = sorted(unknown)[0]
-        raise ApiError(422, "invalid_subscription", f"unknown field {name!r}", f"{prefix}{name}")
+        raise ApiError(422, "invalid_subscription", f"unknown field {echo(name)}", f"{prefix}{name}")
     queue = body.get("queue")
     if queue is not None and not isinstance(queue, str):
         raise ApiError(422, "invalid_subscription", "queue must be a string", f"{prefix}queue")
@@ -126,7 +127,7 @@ def parse_subscription_batch(body: Any, space: Space,
     unknown = set(body) - {"subscriptions"}
     if unknown:
         name = sorted(unknown)[0]
-        raise bad(f"unknown field {name!r}", name)
+        raise bad(f"unknown field {echo(name)}", name)
     items = body.get("subscriptions")
     if not isinstance(items, list):
         raise bad("the body must be {\"subscriptions\": [...]}", "subscriptions")
@@ -146,6 +147,106 @@ def parse_subscription_batch(body: Any, space: Space,
     return out
 
 
+# -- strict JSON payloads (docs/api.md, "Publishing") ---------------------------------------------
+# A payload is relayed to every subscriber as JSON text, so it must be JSON that strict parsers
+# read back: UTF-8 without lone surrogates, numbers that are finite doubles, integers within 64
+# bits (typed parsers read at most an int64 or a uint64; Python's json refuses over 4,300 digits).
+INT_MIN, INT_MAX = -(2**63), 2**64 - 1
+NOT_UNICODE = "payload must be valid Unicode: a lone surrogate (\\ud800-\\udfff unpaired) or bytes that are not UTF-8"
+NOT_FINITE = "payload numbers must be finite doubles: NaN, Infinity and numbers past a double's range (1e400) are not"
+NOT_INT64 = "payload integers must be within 64 bits, -2**63 to 2**64-1 (send a larger one as a string)"
+
+# The prefilter's alphabet: every digit and "-" read "0", "E" reads "e"; "+" is dropped. So an
+# integer past 64 bits reads as 20 zeros (-9223372036854775809 too), and a number past a double
+# has 20 digits before its point or an exponent of 3 digits (1e+400 reads 0e000). The digits
+# after a point rarely make 20: a double's repr has 17 at most, after at most 3 zeros
+# (0.000123...) before it writes an exponent. The exponent is searched by `re` (a needle ending
+# in zeros makes `in` slow on a text of numbers).
+_FOLD = bytes.maketrans(b"0123456789-E", b"00000000000e")
+_EXPONENT = re.compile(rb"e000")
+
+
+class NotStrict(ValueError):
+    """JSON text or a value strict JSON parsers would not read back; the message says why."""
+
+
+def suspect(text: bytes) -> bool:
+    """False when the numbers of `text` (JSON text) are surely all strict (no run of 20 digits, no
+    exponent of 3 digits): one translate and two searches, C speed. True when they may not be:
+    the exact check (`check_text`) is then worth its cost. (A lone surrogate escape is not its
+    concern: msgspec refuses one even in the text it skips, and `strict_json` cannot encode one.)"""
+    folded = text.translate(_FOLD, b"+")
+    return b"0" * 20 in folded or _EXPONENT.search(folded) is not None
+
+
+def _int64(text: str) -> int:
+    value = int(text) if len(text) <= 21 else None  # a longer one is out of range (or has zeros ahead, not JSON)
+    if value is None or not INT_MIN <= value <= INT_MAX:
+        raise NotStrict(NOT_INT64)
+    return value
+
+
+def _double(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotStrict(NOT_FINITE)
+    return value
+
+
+def _constant(text: str) -> NoReturn:  # NaN, Infinity, -Infinity: Python's json reads them, JSON has none
+    raise NotStrict(NOT_FINITE)
+
+
+_STRICT = json.JSONDecoder(parse_int=_int64, parse_float=_double, parse_constant=_constant)
+
+
+def check_text(text: bytes) -> None:
+    """Raise NotStrict unless the numbers of `text` (JSON text, without lone surrogate escapes:
+    msgspec read it, or `strict_json` wrote it) are strict: finite doubles, 64-bit integers, no
+    NaN or Infinity. The exact check, for what `suspect` flags."""
+    try:
+        _STRICT.decode(text.decode())
+    except UnicodeDecodeError:
+        raise NotStrict(NOT_UNICODE) from None
+    except RecursionError:
+        raise NotStrict("payload is JSON nested too deeply to read") from None
+    except json.JSONDecodeError as exc:
+        raise NotStrict(f"payload must be JSON text: {exc}") from None
+
+
+def _not_json(value: Any) -> NoReturn:
+    # what a body's parser left in place of an integer too long to read (bluedove/dispatcher/publish/decode.py)
+    raise NotStrict(f"{NOT_INT64}; got {echo(value)}")
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_not_json)
+
+
+def strict_json(payload: Any) -> bytes:
+    """`payload`'s compact JSON text (UTF-8, not \\u-escaped): the form the slow path stores and
+    measures. NotStrict when strict parsers could not read it back."""
+    try:
+        text = _COMPACT.encode(payload).encode()
+    except UnicodeEncodeError:
+        raise NotStrict(NOT_UNICODE) from None
+    except RecursionError:
+        raise NotStrict("payload is JSON nested too deeply to read") from None
+    except NotStrict:
+        raise
+    except ValueError:  # allow_nan=False: a NaN or an infinity
+        raise NotStrict(NOT_FINITE) from None
+    if suspect(text):
+        check_text(text)  # its integers, exactly
+    return text
+
+
+def echo(value: Any) -> str:
+    """`value` as an error message repeats it: its repr (a lone surrogate or a NUL escaped), cut
+    to ECHO_MAX characters ending "...": a client's key can be any length."""
+    text = repr(value[:ECHO_MAX + 1] if isinstance(value, str) else value)
+    return text if len(text) <= ECHO_MAX else text[:ECHO_MAX] + "..."
+
+
 def parse_message(body: Any, space: Space, prefix: str = "",
                   max_payload: int = MAX_PAYLOAD_BYTES) -> tuple[str | None, tuple[float, ...], Any]:
     """Validate one message body; returns (id or None, point, payload). Errors name the field."""
@@ -158,7 +259,7 @@ def parse_message(body: Any, space: Space, prefix: str = "",
     unknown = set(body) - {"attributes", "payload", "id"}
     if unknown:
         name = sorted(unknown)[0]
-        raise bad(f"unknown field {name!r}", name)
+        raise bad(f"unknown field {echo(name)}", name)
     msg_id = body.get("id")
     if msg_id is not None and (not isinstance(msg_id, str) or not _ID_RE.fullmatch(msg_id)):
         raise bad("id must be 1-128 characters of A-Z a-z 0-9 . _ : ~ -", "id")
@@ -167,7 +268,7 @@ def parse_message(body: Any, space: Space, prefix: str = "",
         raise bad("attributes must be an object with a value for every dimension", "attributes")
     for name in attrs:
         if name not in space.names:
-            raise bad(f"unknown dimension {name!r}; the space has {list(space.names)}", f"attributes.{name}")
+            raise bad(f"unknown dimension {echo(name)}; the space has {list(space.names)}", f"attributes.{name}")
     point = []
     for dim in space.dimensions:
         where = f"attributes.{dim.name}"
@@ -175,16 +276,17 @@ def parse_message(body: Any, space: Space, prefix: str = "",
             raise bad(f"missing dimension {dim.name!r}: every dimension is required", where)
         v = attrs[dim.name]
         if not _finite_number(v):
-            raise bad(f"value must be a finite number, got {v!r}", where)
+            raise bad(f"value must be a finite number, got {echo(v)}", where)
         if not dim.min <= v < dim.max:
-            raise bad(f"value {v} is outside the space [{dim.min:g}, {dim.max:g})", where)
+            raise bad(f"value {echo(v)} is outside the space [{dim.min:g}, {dim.max:g})", where)
         point.append(float(v))
-    payload = body.get("payload")
-    # UTF-8 bytes, not \u-escaped ASCII; surrogatepass: JSON may carry a lone "\ud800".
-    size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    try:
+        size = len(strict_json(body.get("payload")))
+    except NotStrict as exc:
+        raise bad(str(exc), "payload") from None
     if size > max_payload:
         raise bad(f"payload is {size} bytes; the limit is {max_payload}", "payload", 413, "payload_too_large")
-    return msg_id, tuple(point), payload
+    return msg_id, tuple(point), body.get("payload")
 
 
 def parse_batch(body: Any, space: Space, max_batch: int = MAX_BATCH,
@@ -195,7 +297,7 @@ def parse_batch(body: Any, space: Space, max_batch: int = MAX_BATCH,
     unknown = set(body) - {"messages"}
     if unknown:  # as in a message: a field we do not know is an error, not silently dropped
         name = sorted(unknown)[0]
-        raise ApiError(422, "invalid_message", f"unknown field {name!r}", name)
+        raise ApiError(422, "invalid_message", f"unknown field {echo(name)}", name)
     msgs = body["messages"]
     if not msgs:
         raise ApiError(422, "invalid_message", "a batch needs at least one message", "messages")

@@ -15,7 +15,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from bluedove.core.apikeys import PUBLISH, SUBSCRIBE, KeyRecord
-from bluedove.core.errors import ApiError
+from bluedove.core.errors import MESSAGE_MAX, ApiError, printable
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller, parse_bearer, queue_token
 from bluedove.dispatcher.dispatcher import Dispatcher
@@ -59,7 +59,8 @@ async def abort(context: Context, exc: Exception) -> NoReturn:
     if err.headers and "Retry-After" in err.headers:  # rate_limited: when to try again (seconds)
         meta.append(("retry-after", err.headers["Retry-After"]))
     context.set_trailing_metadata(tuple(meta))
-    message = err.message if len(err.message) <= 2000 else err.message[:2000] + "..."  # grpc-message is %-encoded
+    # grpc-message is %-encoded UTF-8: a lone surrogate escaped, as in a REST error body
+    message = printable(err.message, MESSAGE_MAX)
     await context.abort(grpc_code(err), f"{field}: {message}" if field else message)
 
 

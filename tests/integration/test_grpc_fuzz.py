@@ -1,10 +1,12 @@
 """Hostile input on the gRPC API (bluedove.v1.PubSub), on a real cluster: hypothesis builds bad
 requests for every method (wrong, extreme, NaN/inf, huge or empty fields, unknown dimensions,
-over-long strings, wrong ids and tokens), random bytes sent as raw serialized requests, and
-streams that end early. Every answer must be a proper status (OK, INVALID_ARGUMENT, NOT_FOUND,
-UNAUTHENTICATED, ...), never UNKNOWN or INTERNAL; a rejected request must change nothing (no
-delivery appears in a queue subscribed to the whole space, the catalogue keeps its size); and
-health is SERVING afterwards.
+over-long strings, NULs, wrong ids and tokens; payloads with lone surrogate escapes, NaN,
+Infinity, numbers past a double or past 64 bits), requests whose string fields hold bytes that
+are not UTF-8, random bytes sent as raw serialized requests, and streams that end early. Every
+answer must be a proper status (OK, INVALID_ARGUMENT, NOT_FOUND, UNAUTHENTICATED, ...), never
+UNKNOWN or INTERNAL; a rejected request must change nothing (no delivery appears in a queue
+subscribed to the whole space, the catalogue keeps its size); what is delivered is strict JSON
+(docs/api.md, "Publishing"); and health is SERVING afterwards.
 
 BLUEDOVE_FUZZ_EXAMPLES sets the examples per test (default 60, three times that for the typed
 requests of the ten unary methods: about a minute in all);
@@ -14,6 +16,7 @@ BLUEDOVE_FUZZ_REPORT names a JSON file the figures (requests tried, statuses see
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -71,8 +74,10 @@ class World:
         return kind(SERVICE + method, request_serializer=None, response_deserializer=None)
 
     def sentinel_deliveries(self) -> int:
-        """Deliveries waiting in the sentinel queue (taken and acked)."""
+        """Deliveries waiting in the sentinel queue (taken and acked); each payload strict JSON."""
         got = self.stub.Poll(pb.PollRequest(queue=self.queue, max=1000, wait=0), metadata=self.md(self.token))
+        for m in got.messages:
+            strict_json(m.payload or "null")
         if got.messages:
             self.stub.Ack(pb.AckRequest(queue=self.queue, receipts=[m.receipt for m in got.messages]),
                           metadata=self.md(self.token))
@@ -128,21 +133,57 @@ def _report() -> None:
             json.dump(out, f, indent=1)
 
 
+def strict_json(text: str) -> None:
+    """Read `text` as a strict parser would: no NaN or Infinity, integers within 64 bits, finite
+    doubles, no lone surrogate."""
+    def refuse(name):
+        raise AssertionError(f"{name} delivered in {text[:100]!r}")
+
+    def int64(digits):
+        assert -(2**63) <= int(digits) < 2**64, f"an integer past 64 bits delivered: {digits[:40]}"
+        return int(digits)
+
+    def double(digits):
+        assert math.isfinite(float(digits)), f"a number past a double delivered: {digits[:40]}"
+        return float(digits)
+
+    value = json.loads(text, parse_constant=refuse, parse_int=int64, parse_float=double)
+    json.dumps(value, ensure_ascii=False).encode()
+
+
 # -- strategies ----------------------------------------------------------------------------------
 NAMES = st.sampled_from(["x0", "x1", "x2", "x3"])
-BAD_NAMES = st.one_of(st.text(max_size=20), st.just(""), st.just("x" * 5000), st.just("x0\x00"), st.just("X0"))
+BAD_NAMES = st.one_of(st.text(max_size=20), st.just(""), st.just("x" * 5000), st.just("x0\x00"), st.just("X0"),
+                      st.sampled_from(["x0\x00garbage", "\x00", "x1\x00", "\U0001F600"]))
 EDGES = st.sampled_from([0.0, -0.0, 1000.0, 999.9999999999999, 1e-300, -1e-300, 5e-324, 1e308, -1e308,
                          float("inf"), float("-inf"), float("nan"), 2.0 ** 53, -1.0])
 NUMBERS = st.one_of(EDGES, st.floats(allow_nan=True, allow_infinity=True), st.floats(-10, 1010))
 LONG = st.sampled_from(["x" * 300, "y" * 70_000, "\u00e9" * 5000, "\x00" * 100])
-STRINGS = st.one_of(st.text(max_size=40), LONG, st.just(""), st.text(alphabet="0123456789-", max_size=12))
+STRINGS = st.one_of(st.text(max_size=40), LONG, st.just(""), st.text(alphabet="0123456789-", max_size=12),
+                    st.sampled_from(["a\x00b", "\x00", "1-1\x00"]))
+# payloads lenient parsers read and strict ones refuse: lone surrogate escapes, NaN and Infinity,
+# numbers past a double or past 64 bits; and their strict neighbours, which must be delivered
+HOSTILE_NUMBERS = st.sampled_from(["NaN", "Infinity", "-Infinity", "1e400", "-1e400", "1" * 5000, "2.5E+308",
+                                   "18446744073709551616", "-9223372036854775809", "18446744073709551615",
+                                   "-9223372036854775808", "1e308", "1e-400", "1" + "0" * 400 + ".5"])
+HOSTILE_STRINGS = st.sampled_from(['"\\ud800"', '"a\\udc80b"', '"\\udfff\\ud800"', '"\\ud800\\u0041"',
+                                   '{"\\udc80": 1}', '"\\ud83d\\ude00"', '"\\\\ud800"', '"a\x00b"', '"\\u0000"'])
+HOSTILE_JSON = st.recursive(st.one_of(HOSTILE_NUMBERS, HOSTILE_STRINGS), lambda c: st.one_of(
+    st.lists(c, max_size=3).map(lambda xs: "[" + ",".join(xs) + "]"),
+    st.lists(c, max_size=3).map(lambda xs: "{" + ",".join(f'"k{i}":{x}' for i, x in enumerate(xs)) + "}")),
+    max_leaves=4)
 JSON_TEXTS = st.one_of(STRINGS, st.just("{"), st.just("null"), st.just("[1,2"), st.just('"x"'), st.just("1e999"),
-                       st.just("[" * 2000 + "]" * 2000), st.just(json.dumps("z" * 300_000)))
+                       st.just("[" * 2000 + "]" * 2000), st.just(json.dumps("z" * 300_000)), HOSTILE_JSON)
 ATTRS = st.dictionaries(st.one_of(NAMES, BAD_NAMES), NUMBERS, max_size=6)
 
 
+VALID_ATTRS = st.fixed_dictionaries({n: st.floats(0, 999) for n in ("x0", "x1", "x2", "x3")})
+
+
 def message():
-    return st.builds(pb.Message, attributes=ATTRS, payload=JSON_TEXTS, id=STRINGS)
+    """Mostly bad; often good but for its payload (what a payload check must refuse alone)."""
+    return st.one_of(st.builds(pb.Message, attributes=ATTRS, payload=JSON_TEXTS, id=STRINGS),
+                     st.builds(pb.Message, attributes=VALID_ATTRS, payload=st.one_of(JSON_TEXTS, HOSTILE_JSON)))
 
 
 def predicates():
@@ -212,6 +253,7 @@ def test_typed_bad_requests_get_proper_statuses_and_change_nothing(world):
 
 def test_publish_stream_of_bad_elements(world):
     element = st.one_of(st.builds(pb.PublishStreamRequest, attributes=ATTRS, payload=JSON_TEXTS, id=STRINGS),
+                        st.builds(pb.PublishStreamRequest, attributes=VALID_ATTRS, payload=HOSTILE_JSON),
                         st.builds(pb.PublishStreamRequest, messages=st.lists(message(), max_size=3)),
                         st.builds(pb.PublishStreamRequest, attributes=ATTRS, messages=st.lists(message(), max_size=2)))
 
@@ -237,6 +279,40 @@ def test_listen_with_bad_requests(world):
         world.outcome("Listen", code, detail)
 
     run()
+
+
+def test_bytes_that_are_not_utf8_in_a_string_field(world):
+    """A string field (a queue, an id, a receipt, an attribute or predicate key, a payload) whose
+    bytes are not UTF-8: the request is not the method's message (INVALID_ARGUMENT)."""
+    mark = "QQQQ"  # swapped for 4 other bytes: the field's length prefix stays right
+    built = {"Publish": [pb.Message(attributes={"x0": 1, "x1": 2, "x2": 3, "x3": 4}, id=mark),
+                         pb.Message(attributes={mark: 1, "x1": 2, "x2": 3, "x3": 4}),
+                         pb.Message(attributes={"x0": 1, "x1": 2, "x2": 3, "x3": 4}, payload=f'"{mark}"')],
+             "PublishBatch": [pb.PublishBatchRequest(messages=[pb.Message(attributes={mark: 1.0})])],
+             "Subscribe": [pb.SubscribeRequest(queue=mark), pb.SubscribeRequest(predicates={mark: pb.Range(high=1)})],
+             "Poll": [pb.PollRequest(queue=mark)], "Ack": [pb.AckRequest(queue=world.queue, receipts=[mark])],
+             "DeleteQueue": [pb.DeleteQueueRequest(queue=mark)], "GetSubscription": [pb.SubscriptionRef(id=mark)],
+             "Unsubscribe": [pb.SubscriptionRef(id=mark)]}
+    not_utf8 = st.binary(min_size=4, max_size=4).filter(lambda b: not _utf8(b)) | st.sampled_from(
+        [b"\xed\xa0\x80Q", b"QQQ\xc3", b"\xff\xfe\xfd\xfc", b"Q\xc0\x80Q"])
+
+    @FUZZ
+    @given(st.sampled_from(sorted(built)), st.data(), not_utf8, token(world))
+    def run(method, data, bad, tok):
+        raw = data.draw(st.sampled_from(built[method])).SerializeToString()
+        assert raw.count(mark.encode()) == 1
+        call = world.raw(method)
+        world.outcome(method, *_call(call, raw.replace(mark.encode(), bad), metadata=world.md(tok), timeout=10))
+
+    run()
+
+
+def _utf8(b: bytes) -> bool:
+    try:
+        b.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def test_random_bytes_as_requests(world):

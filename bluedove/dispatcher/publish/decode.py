@@ -10,10 +10,16 @@ values at once (numpy). msgspec rather than orjson: it checks the shape while it
 
 Errors keep their contract exactly: whatever the fast path does not accept, the body goes
 through the slow path (`bluedove.core.model`), which finds the first fault and names its field as
-it always has, or accepts what msgspec is stricter about (`NaN` in a payload). The fast path
-accepts a body only when the slow one would, with the same ids and values; a payload is
-measured as the text it arrived in, which is never shorter than the slow path's compact form
-unless it writes a number in exponent form (`1e5`, 100000.0 once parsed and written again).
+it always has. The fast path accepts a body only when the slow one would, with the same ids and
+values; a payload is measured as the text it arrived in, which is never shorter than the slow
+path's compact form unless it writes a number in exponent form (`1e5`, 100000.0 once parsed and
+written again).
+
+A payload must be strict JSON (docs/api.md, "Publishing"): msgspec already refuses NaN and a lone
+surrogate escape in the text it skips, but not bytes that are not UTF-8, nor numbers past a
+double or past 64 bits. The body is checked to be UTF-8 at once (most are ASCII: `bytes.isascii`), and the
+payloads by `bluedove.core.model.suspect`, a C-speed pass that flags the few worth the exact
+check (`check_text`). A payload it refuses sends the body to the slow path, which names it.
 """
 
 from __future__ import annotations
@@ -30,7 +36,17 @@ import numpy as np
 import numpy.typing as npt
 
 from bluedove.core.errors import ApiError
-from bluedove.core.model import _ID_RE, MAX_BATCH, MAX_PAYLOAD_BYTES, parse_batch, parse_message
+from bluedove.core.model import (
+    _ID_RE,
+    MAX_BATCH,
+    MAX_PAYLOAD_BYTES,
+    NotStrict,
+    check_text,
+    parse_batch,
+    parse_message,
+    strict_json,
+    suspect,
+)
 from bluedove.core.space import Space
 
 NULL = b"null"
@@ -65,8 +81,7 @@ class Batch:
     def from_parsed(cls, parsed: list[tuple[str | None, tuple[float, ...], Any]], k: int) -> "Batch":
         """From the slow path's [(id, point, payload)]."""
         points = np.array([p for _, p, _ in parsed], dtype=np.float64).reshape(len(parsed), k)
-        payloads = [NULL if pl is None else json.dumps(pl, separators=(",", ":"), ensure_ascii=False)
-                    .encode("utf-8", "surrogatepass") for _, _, pl in parsed]
+        payloads = [NULL if pl is None else strict_json(pl) for _, _, pl in parsed]  # checked by parse_message
         return cls([mid for mid, _, _ in parsed], points, payloads)
 
     @classmethod
@@ -106,7 +121,7 @@ class Decoder:
             msgs = self._many.decode(raw).messages
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             msgs = None
-        if msgs is not None and 0 < len(msgs) <= self.max_batch:
+        if msgs is not None and 0 < len(msgs) <= self.max_batch and utf8(raw):
             out = self._checked(msgs)
             if out is not None:
                 return out
@@ -119,7 +134,7 @@ class Decoder:
             msg = self._one.decode(raw)
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             msg = None
-        if msg is not None:
+        if msg is not None and utf8(raw):
             out = self._checked([msg])
             if out is not None:
                 return out
@@ -144,7 +159,7 @@ class Decoder:
         for p in payloads:
             if len(p) > limit:
                 return None
-        return Batch(ids, points, payloads)
+        return Batch(ids, points, payloads) if strict(payloads) else None
 
     # -- gRPC messages --------------------------------------------------------------------------
     def pb_batch(self, msgs: Sequence[PbMessage]) -> Batch:
@@ -170,13 +185,15 @@ class Decoder:
                 if len(attrs) != k:
                     raise KeyError
                 points[i] = [attrs[x] for x in names]
+                if len(attrs) != k:  # a name it lacked was read as 0.0 and added (a map's default): it has another
+                    raise KeyError
                 ids.append(m.id or None)
                 p = m.payload.encode() if m.payload else NULL
                 self._payload.decode(p)
                 payloads.append(p)
             fast = np.isfinite(points).all() and (points >= self.lows).all() and (points < self.highs).all() \
                 and all(mid is None or _ID_RE.fullmatch(mid) for mid in ids) \
-                and all(len(p) <= self.max_payload for p in payloads)
+                and all(len(p) <= self.max_payload for p in payloads) and strict(payloads)
         except (KeyError, msgspec.DecodeError, RecursionError):
             fast = False
         if fast:
@@ -187,12 +204,37 @@ class Decoder:
         return Batch.from_parsed(parsed, k)
 
 
+def utf8(raw: bytes) -> bool:
+    """Whether a body is UTF-8 (msgspec checks its strings, not the payloads it skips)."""
+    if raw.isascii():
+        return True
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def strict(payloads: list[bytes]) -> bool:
+    """Whether every payload (JSON text, UTF-8) is strict JSON: the prefilter over them all at
+    once, the exact check only on those it flags."""
+    if not suspect(b" ".join(payloads)):
+        return True
+    try:
+        for p in payloads:
+            if suspect(p):
+                check_text(p)
+    except NotStrict:
+        return False
+    return True
+
+
 def pb_body(m: PbMessage, where: str) -> dict[str, Any]:
     """A gRPC Message in the REST body form, for the slow path's checks."""
     body: dict[str, Any] = {"attributes": dict(m.attributes)}
     if m.payload:
         try:
-            body["payload"] = json.loads(m.payload)
+            body["payload"] = loads(m.payload)
         except (ValueError, RecursionError) as exc:  # (RecursionError: nested too deeply to read)
             raise ApiError(422, "invalid_message", f"payload must be JSON text: {exc}", f"{where}payload") from None
     if m.id:
@@ -200,10 +242,45 @@ def pb_body(m: PbMessage, where: str) -> dict[str, Any]:
     return body
 
 
-def loads_body(raw: bytes) -> Any:
-    """A request body's JSON; 400 invalid_json when it is not JSON."""
+class LongInt:
+    """What a body's parser leaves in place of an integer too long for Python to read (over
+    4,300 digits): the checks then name its field ("value must be a finite number, got an
+    integer of 5000 digits") where the parser alone would refuse the whole body."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"an integer of {self.digits} digits"
+
+
+def long_int(text: str) -> int | LongInt:
     try:
-        return json.loads(raw) if raw else None
+        return int(text)
+    except ValueError:  # over sys.get_int_max_str_digits()
+        return LongInt(len(text.lstrip("-")))
+
+
+def loads(text: str) -> Any:
+    """JSON text read as json.loads does, an integer too long to read left as a LongInt.
+    (json.loads would refuse the whole text; it is parsed again only then: at no cost otherwise.)"""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        return json.loads(text, parse_int=long_int)
+
+
+def loads_body(raw: bytes) -> Any:
+    """A request body's JSON; 400 invalid_json when it is not JSON. Bytes that are not UTF-8
+    inside a string are read as lone surrogates (surrogateescape): the field that holds them is
+    then refused by name, and an error repeating them escapes them (ApiError.body)."""
+    if not raw:
+        return None
+    try:
+        # (UTF-16 and UTF-32 read as json.loads reads them)
+        return loads(raw.decode(json.detect_encoding(raw), "surrogateescape"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
     except RecursionError:

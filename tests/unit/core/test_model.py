@@ -349,9 +349,12 @@ def test_payload_size_counts_utf8_bytes_not_escaped_ascii(char):
     assert parse_message({**msg(), "payload": payload}, SPACE)[2] == payload
 
 
-def test_a_payload_with_a_lone_surrogate_is_measured_not_crashed():
+def test_a_payload_with_a_lone_surrogate_is_refused_naming_it():
+    """Before: accepted and stored as bytes that are not UTF-8, which then broke every poll of the queue."""
     payload = json.loads('{"text": "\\ud800 half a pair"}')
-    assert parse_message({**msg(), "payload": payload}, SPACE)[2] == payload
+    with pytest.raises(ApiError) as exc:
+        parse_message({**msg(), "payload": payload}, SPACE, "messages[3].")
+    assert_api_error(exc, 422, "invalid_message", "messages[3].payload")
 
 
 def test_multibyte_payload_over_the_limit_in_utf8_is_413():
