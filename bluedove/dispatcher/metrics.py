@@ -77,6 +77,9 @@ class Metrics:
         self.subscriptions = Counter("bluedove_subscriptions_created", "Subscriptions created", registry=r)
         self.polled = Counter("bluedove_deliveries_polled", "Deliveries handed to pollers", registry=r)
         self.acked = Counter("bluedove_deliveries_acked", "Deliveries acked", registry=r)
+        self.undeliverable = Counter("bluedove_undeliverable", "Deliveries a poll set aside (moved to the queue's "
+                                     "dead-letter queue, else removed) because their stored text cannot be "
+                                     "rendered", registry=r)
         self.failovers = Counter("bluedove_forward_failovers", "Messages sent on to another candidate after a "
                                  "forward failed", registry=r)
         self.forward_calls = Counter("bluedove_forward_calls", "Forward calls made to matchers (each carries one "
@@ -91,7 +94,7 @@ class Metrics:
         self.sample_dropped = Counter("bluedove_sample_dropped", "Samples dropped: the sample's buffer was full",
                                       registry=r)
         self._facts = _ClusterFacts()
-        self._seen = {"failovers": 0, "calls": 0, "forwarded": 0, "refused": 0}
+        self._seen = {"failovers": 0, "calls": 0, "forwarded": 0, "refused": 0, "undeliverable": 0}
         if self.multiprocess_dir:
             self._cpu = Counter("process_cpu_seconds", "Total user and system CPU time spent in seconds",
                                 registry=r)
@@ -111,6 +114,10 @@ class Metrics:
         if value > self._seen[name]:
             counter.inc(value - self._seen[name])
             self._seen[name] = value
+
+    def count_undeliverable(self, total: int) -> None:
+        """Copy the store's count of deliveries set aside (it only grows)."""
+        self._sync("undeliverable", self.undeliverable, total)
 
     def tick(self, failovers: int, calls: int = 0, forwarded: int = 0, refused: int = 0) -> None:
         """Copy the forwarder's counts and (in multiprocess mode) this process's figures."""

@@ -20,6 +20,11 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 PASSWORD_ENV = "BLUEDOVE_STORE_PASSWORD"
+# How the services' clients decode replies: bytes that are not UTF-8 (a delivery stored before
+# publishing refused them) arrive as lone surrogates instead of failing the whole reply, and
+# encode back to the same bytes with the same handler. A poll finds them by its body failing
+# strict encoding (bluedove/store/queues.py).
+ENCODING_ERRORS = "surrogateescape"
 # A redis-py client (one server's or a cluster's, sync or asyncio) made with decode_responses:
 # redis-py types every reply `bytes | str` whatever that option says, so the store holds its
 # clients untyped rather than cast each reply.
@@ -95,12 +100,13 @@ def _password_kw(url: str) -> dict[str, Any]:
 
 
 def async_client(url: str, connection_class: type | None = None, **kw: Any) -> RedisClient:
-    """redis.asyncio.Redis or redis.asyncio.RedisCluster for `url` (decode_responses on);
-    `connection_class` for a plain redis:// server's connections."""
+    """redis.asyncio.Redis or redis.asyncio.RedisCluster for `url` (decode_responses on, with
+    ENCODING_ERRORS); `connection_class` for a plain redis:// server's connections."""
     import redis.asyncio as aioredis
     from redis.asyncio.cluster import ClusterNode, RedisCluster
 
     kw.setdefault("decode_responses", True)
+    kw.setdefault("encoding_errors", ENCODING_ERRORS)
     if not is_cluster_url(url):
         plain = {"connection_class": connection_class} if connection_class and url.startswith("redis://") else {}
         return aioredis.from_url(url, **_password_kw(url), **plain, **kw)

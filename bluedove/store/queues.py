@@ -21,7 +21,7 @@ from bluedove.store import keys as K
 from bluedove.store import scripts
 from bluedove.store.batch import Call
 from bluedove.store.connection import Connection, StoreLimits
-from bluedove.store.ids import hash_token, new_id, new_token, valid_queue_id
+from bluedove.store.ids import bound_entries, hash_token, new_id, new_token, receipt_tag, valid_queue_id
 from bluedove.store.wire import deliveries_json
 
 log = logging.getLogger("bluedove.store")
@@ -31,6 +31,46 @@ CONSUMER = "c"
 # A constant digest to compare against when a queue does not exist, so that a missing queue
 # and a wrong token take the same path.
 _DUMMY_DIGEST = hashlib.sha256(b"bluedove-no-such-queue").hexdigest()
+# What a poll handed out, for its slow path: entry ids joined by "," (the POLL script's), or
+# the entries themselves [(entry id, message JSON, subscriptions JSON)] (a blocking read's).
+Handed = str | list[tuple[str, str, str]]
+
+
+def _strict(body: str) -> bool:
+    """Whether `body` encodes as strict UTF-8: the store decodes with surrogateescape
+    (bluedove/store/client.py), so bytes that are not UTF-8 arrive as lone surrogates. The
+    usual ASCII body is known so without a scan."""
+    if body.isascii():
+        return True
+    try:
+        body.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _raw(text: str) -> bytes:
+    """A stored text as the bytes it was stored as (what was not UTF-8 included)."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _messages(body: str) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = json.loads(body)["messages"]
+    return messages
+
+
+def _unrenderable(entry: tuple[str, str, str], tag: str, readable: bool) -> str | None:
+    """Why a stored delivery cannot be rendered, or None: its body alone is checked as a
+    poll's whole body is."""
+    body = deliveries_json([entry], tag)
+    if not _strict(body):
+        return "not UTF-8"
+    if readable:
+        try:
+            json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            return f"not JSON Python reads: {str(exc)[:100]}"
+    return None
 
 
 class BadToken(Exception):
@@ -46,8 +86,11 @@ class Queues(Connection):
         self._dead_letter = self.r.register_script(scripts.DEAD_LETTER)
         self._poll = self.r.register_script(scripts.POLL)
         self._ack = self.r.register_script(scripts.ACK)
+        self._set_aside = self.r.register_script(scripts.SET_ASIDE)
         # Deliveries this process handed out again after their visibility timeout (the series).
         self.redelivered = 0
+        # Deliveries this process set aside because they cannot be rendered (the metrics).
+        self.undeliverable = 0
 
     async def create_queue(self, bounds: QueueBounds | None = None) -> tuple[str, str]:
         """A new queue and its token (shown once; only its hash is kept)."""
@@ -114,10 +157,18 @@ class Queues(Connection):
 
     async def poll(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None = None,
                    token: str | None = None) -> list[dict[str, Any]]:
-        """Up to max_n deliveries as the API shows them (`poll_json`'s, decoded)."""
-        _, body = await self.poll_json(queue, max_n, wait_s, stop, token)
-        messages: list[dict[str, Any]] = json.loads(body)["messages"]
-        return messages
+        """Up to max_n deliveries as the API shows them (`poll_json`'s, decoded), for gRPC's
+        Poll and Listen. A delivery that Python's json cannot read (an integer of more digits
+        than it takes, say) is set aside as `poll_json` sets aside what is not UTF-8."""
+        n, body, handed = await self._take(queue, max_n, wait_s, stop, token)
+        if n:
+            try:
+                if _strict(body):
+                    return _messages(body)
+            except (ValueError, RecursionError):
+                pass
+            n, body = await self._deliverable(queue, handed, readable=True)
+        return _messages(body)
 
     async def poll_json(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None = None,
                         token: str | None = None) -> tuple[int, str]:
@@ -127,46 +178,98 @@ class Queues(Connection):
         One round trip when something is there (the POLL script, which also checks `token`
         when one is given: BadToken if it does not open the queue); an empty queue is then
         long-polled. A long-poll returns early (possibly empty) once `stop` is set: a
-        shutting-down dispatcher answers its waiting pollers instead of holding them."""
+        shutting-down dispatcher answers its waiting pollers instead of holding them.
+
+        A delivery stored before publishing refused what cannot be rendered (its text is not
+        UTF-8) never breaks a poll: the body is checked whole (in C; free when it is ASCII), and
+        only when it fails are its deliveries looked at one by one, the bad ones set aside
+        (`_deliverable`) and the rest answered."""
+        n, body, handed = await self._take(queue, max_n, wait_s, stop, token)
+        if n and not _strict(body):
+            return await self._deliverable(queue, handed, readable=False)
+        return n, body
+
+    async def _take(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None,
+                    token: str | None) -> tuple[int, str, Handed]:
+        """(n, body, what was handed out: entry ids joined by "," or the entries read) of a poll."""
         if token is not None and not valid_queue_id(queue):
             raise BadToken(queue)
-        key = K.queue_stream(queue)
+        key, tag = K.queue_stream(queue), receipt_tag(queue)
         keys = [key, K.queue_hash(queue), K.dead_outbox(queue)]
         args = [GROUP, CONSUMER, int(self.limits.visibility_timeout_s * 1000), max_n,
-                "" if token is None else hash_token(token), self.limits.retention_s]
+                "" if token is None else hash_token(token), self.limits.retention_s, tag]
         deadline = time.monotonic() + wait_s
         while True:
             res = await self._poll(keys=keys, args=args)
             if res is None:
                 raise BadToken(queue)
-            n, body, again, *dead = res
+            n, body, again, handed, *dead = res
             if dead and int(dead[0]):
-                try:
-                    await self.move_dead_letters(queue, dead[1])
-                except Exception as exc:  # noqa: BLE001 - the outbox keeps them for the next poll
-                    log.warning("dead-letter move from %s to %s failed, retried at its next poll: %r",
-                                queue, dead[1], exc)
+                await self._move_or_warn(queue, dead[1])
             self.redelivered += int(again)
             left = deadline - time.monotonic()
             if n or left <= 0 or (stop is not None and stop.is_set()):
-                return int(n), body
+                return int(n), body, handed
             # Wake at least every second to pick up deliveries whose visibility expired.
             block = max(int(min(left, 1.0) * 1000), 1)
             got = await self.r.execute_command("XREADGROUP", "GROUP", GROUP, CONSUMER, "COUNT", max_n, "BLOCK", block,
                                                "STREAMS", key, ">", **self._at(key))
             raw = [(eid, f["m"], f["s"]) for eid, f in got[0][1] if f] if got else []
             if raw or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
-                return len(raw), deliveries_json(raw).decode()
+                return len(raw), deliveries_json(raw, tag), raw
+
+    async def _move_or_warn(self, queue: str, dead_queue: str) -> None:
+        try:
+            await self.move_dead_letters(queue, dead_queue)
+        except Exception as exc:  # noqa: BLE001 - the outbox keeps them for the next poll
+            log.warning("dead-letter move from %s to %s failed, retried at its next poll: %r", queue, dead_queue, exc)
+
+    async def _deliverable(self, queue: str, handed: Handed, readable: bool) -> tuple[int, str]:
+        """The slow path of a poll whose body cannot be rendered: (n, body) of the deliveries
+        it handed out that can be, once the others are set aside (SET_ASIDE: moved to the
+        queue's dead-letter queue if it has one, else removed), each counted in
+        `undeliverable` and logged. `readable`: Python's json must read them too."""
+        entries = handed if isinstance(handed, list) else await self._entries(queue, handed)
+        tag = receipt_tag(queue)
+        good, bad = [], []
+        for entry in entries:
+            why = _unrenderable(entry, tag, readable)
+            if why is None:
+                good.append(entry)
+            else:
+                bad.append(entry[0])
+                log.warning("queue %s: delivery %s cannot be rendered (%s), set aside: %a",
+                            queue, entry[0], why, entry[1][:200])
+        if bad:
+            key = K.queue_stream(queue)
+            removed, moved, dead_queue, outbox = await self._set_aside(
+                keys=[key, K.queue_hash(queue), K.dead_outbox(queue)], args=[GROUP, *bad])
+            self.undeliverable += int(removed)
+            if dead_queue and int(outbox):
+                await self._move_or_warn(queue, dead_queue)
+        return len(good), deliveries_json(good, tag)
+
+    async def _entries(self, queue: str, handed: str) -> list[tuple[str, str, str]]:
+        """The entries of ids `handed` (joined by ","), read again; those gone meanwhile left out."""
+        key = K.queue_stream(queue)
+        async with self.r.pipeline(transaction=False) as p:
+            for eid in handed.split(","):
+                p.xrange(key, eid, eid)
+            found = await p.execute()
+        return [(eid, f["m"], f["s"]) for got in found for eid, f in got if "m" in f and "s" in f]
 
     async def ack(self, queue: str, receipts: list[str], token: str | None = None) -> int:
         """Remove acked deliveries; returns how many were handed out and not yet acked. With
-        `token`, the same call checks it first: BadToken if it does not open the queue."""
+        `token`, the same call checks it first: BadToken if it does not open the queue. Only
+        the receipts bound to this queue ack anything (bluedove/store/ids.py): another queue's,
+        or one issued before receipts were bound, acks nothing."""
         if token is None and not receipts:
             return 0
         if token is not None and not valid_queue_id(queue):
             raise BadToken(queue)
         acked = await self._ack(keys=[K.queue_stream(queue), K.queue_hash(queue)],
-                                args=[GROUP, "" if token is None else hash_token(token), *receipts])
+                                args=[GROUP, "" if token is None else hash_token(token),
+                                      *bound_entries(queue, receipts)])
         if acked is None:
             raise BadToken(queue)
         return int(acked)
@@ -180,7 +283,7 @@ class Queues(Connection):
         while entries := await self.r.xrange(outbox, count=count):
             calls = [Call(self._dead_letter, [K.queue_stream(dead_queue), K.queue_hash(dead_queue),
                                               K.dead_mark(dead_queue, queue, f["src"])],
-                          [f["m"], f["s"], self.limits.dedup_window_s, self.limits.max_undelivered])
+                          [_raw(f["m"]), _raw(f["s"]), self.limits.dedup_window_s, self.limits.max_undelivered])
                      for _, f in entries]
             moved += sum(1 for x in await self.runner.run(calls, wait=True) if int(x) == 1)
             await self.r.xdel(outbox, *(eid for eid, _ in entries))

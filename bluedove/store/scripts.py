@@ -140,13 +140,15 @@ return 0
 
 # A queue's next deliveries in one step, as the REST body. KEYS: the queue's stream, the
 # queue's hash, its dead-letter outbox. ARGV: group, consumer, visibility timeout ms, max n,
-# token digest ('' when the caller checked the token itself), default retention s. A wrong
-# digest (or a queue gone) returns false, so the token check costs no round trip of its own.
-# Deliveries whose visibility timeout passed come first (following XAUTOCLAIM's cursor, which
-# looks at a bounded number of pending entries per call), then new ones (XREADGROUP, never
-# blocking here). Returns {n, '{"messages":[...]}', r}, r of the n handed out again after their
-# visibility timeout (redeliveries): each stored message object gains "subscriptions" and
-# "receipt", spliced as text. One string, because handing the entries back as Lua tables cost
+# token digest ('' when the caller checked the token itself), default retention s, the tag
+# its receipts end with (bluedove/store/ids.py). A wrong digest (or a queue gone) returns
+# false, so the token check costs no round trip of its own. Deliveries whose visibility
+# timeout passed come first (following XAUTOCLAIM's cursor, which looks at a bounded number of
+# pending entries per call), then new ones (XREADGROUP, never blocking here). Returns {n,
+# '{"messages":[...]}', r, ids}, r of the n handed out again after their visibility timeout
+# (redeliveries), ids their entry ids joined by ',' (for the caller's slow path when the body
+# cannot be rendered): each stored message object gains "subscriptions" and "receipt" (the
+# entry id and the tag), spliced as text. One string, because handing the entries back as Lua tables cost
 # redis-server ~14 µs of CPU per delivery, more than reading them (docs/benchmarks.md,
 # "Delivery"). Entries deleted meanwhile (nil in XAUTOCLAIM's reply on Redis 6.2) are skipped.
 #
@@ -162,8 +164,9 @@ POLL = """
 local h = redis.call('HMGET', KEYS[2], 'token', 'retention_s', 'dl_queue', 'dl_max')
 if ARGV[5] ~= '' and h[1] ~= ARGV[5] then return false end
 local n = tonumber(ARGV[4])
-local out = {}
+local out, ids = {}, {}
 local got = 0
+local tail = (ARGV[7] or '') .. '"}'
 local ret = tonumber(h[2]) or tonumber(ARGV[6] or '0')
 local cutoff
 if ret > 0 then
@@ -201,8 +204,9 @@ local function add(e)
   out[#out + 1] = s
   out[#out + 1] = ',"receipt":"'
   out[#out + 1] = e[1]
-  out[#out + 1] = '"}'
+  out[#out + 1] = tail
   got = got + 1
+  ids[got] = e[1]
 end
 local dlq, dlmax = h[3], tonumber(h[4])
 if dlq and dlmax and KEYS[3] then
@@ -248,8 +252,35 @@ if got < n then
   end
 end
 local body = '{"messages":[' .. table.concat(out) .. ']}'
-if dlq and dlmax and KEYS[3] then return {got, body, reclaimed, redis.call('XLEN', KEYS[3]), dlq} end
-return {got, body, reclaimed}
+local handed = table.concat(ids, ',')
+if dlq and dlmax and KEYS[3] then return {got, body, reclaimed, handed, redis.call('XLEN', KEYS[3]), dlq} end
+return {got, body, reclaimed, handed}
+"""
+
+# Set aside deliveries a poll handed out that cannot be rendered (their stored text is not
+# UTF-8, or not JSON a reader takes: written before publishing refused such messages). KEYS:
+# the queue's stream, its hash, its dead-letter outbox. ARGV: group, entry ids... Each goes
+# to the outbox when the queue has a dead-letter queue (step one of a move, as in POLL;
+# counted in `dead_lettered`), and leaves the queue either way. Entries gone meanwhile are
+# skipped. Returns {removed, moved, the dead-letter queue or false, the outbox's length}.
+SET_ASIDE = """
+local h = redis.call('HMGET', KEYS[2], 'token', 'dl_queue')
+local removed, moved = 0, 0
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local e = redis.call('XRANGE', KEYS[1], id, id)[1]
+  if e then
+    if h[2] then
+      redis.call('XADD', KEYS[3], '*', 'src', id, unpack(e[2]))
+      moved = moved + 1
+    end
+    redis.call('XACK', KEYS[1], ARGV[1], id)
+    redis.call('XDEL', KEYS[1], id)
+    removed = removed + 1
+  end
+end
+if moved > 0 and h[1] then redis.call('HINCRBY', KEYS[2], 'dead_lettered', moved) end
+return {removed, moved, h[2] or false, redis.call('XLEN', KEYS[3])}
 """
 
 # Ack: remove deliveries from the pending list and the stream in one call. KEYS: the queue's

@@ -3,8 +3,6 @@ deliveries spliced from their stored JSON."""
 
 from __future__ import annotations
 
-import json
-
 import hiredis
 import redis.asyncio as aioredis
 from redis.typing import EncodableT
@@ -30,14 +28,14 @@ class PackedConnection(aioredis.Connection):
         return [hiredis.pack_command(args)]  # type: ignore[arg-type]  # its stub says a 1-tuple: any length goes
 
 
-def deliveries_json(raw: list[tuple[str, str, str]]) -> bytes:
-    """`{"messages": [...]}` for deliveries [(receipt, message JSON, subscriptions JSON)],
-    spliced from the stored JSON texts (each message object gains its subscriptions and
-    receipt) without decoding them: what the POLL script does in Redis, for the entries a
-    blocking read hands out."""
+def deliveries_json(raw: list[tuple[str, str, str]], tag: str) -> str:
+    """`{"messages": [...]}` for deliveries [(entry id, message JSON, subscriptions JSON)] of
+    the queue whose receipts end with `tag` (bluedove/store/ids.py, `receipt_tag`), spliced from
+    the stored JSON texts (each message object gains its subscriptions and receipt) without
+    decoding them: what the POLL script does in Redis, for the entries a blocking read hands out."""
     parts = []
     for eid, message, subs in raw:
         head = message.rstrip()[:-1].rstrip()  # the object without its closing brace
         sep = "" if head.endswith("{") else ","
-        parts.append(f'{head}{sep}"subscriptions":{subs},"receipt":{json.dumps(eid)}}}')
-    return ('{"messages":[' + ",".join(parts) + "]}").encode()
+        parts.append(f'{head}{sep}"subscriptions":{subs},"receipt":"{eid}{tag}"}}')
+    return '{"messages":[' + ",".join(parts) + "]}"

@@ -11,6 +11,7 @@ import pytest
 
 from bluedove.store import keys as K
 from bluedove.store.client import async_client
+from bluedove.store.ids import receipt_tag
 from bluedove.store.store import BadToken, QueueMissing, Store, StoreLimits
 from bluedove.store.wire import deliveries_json
 
@@ -86,14 +87,16 @@ async def test_the_poll_script_splices_any_object_as_deliveries_json_does(store,
     await store.deliver([("m", message)], [(q, 0, '["s"]')])
     n, text = await store.poll_json(q, 10, 0)
     (receipt,) = [m["receipt"] for m in json.loads(text)["messages"]]
-    assert n == 1 and json.loads(text) == json.loads(deliveries_json([(receipt, message, '["s"]')]))
+    entry_id, tag = receipt.split(".")
+    assert "." + tag == receipt_tag(q)
+    assert n == 1 and json.loads(text) == json.loads(deliveries_json([(entry_id, message, '["s"]')], receipt_tag(q)))
 
 
 @pytest.mark.parametrize("message", ['{"id":"m"}', '{}', ' { "id" : "m" } '])
 def test_deliveries_json_splices_any_object(message):
-    out = json.loads(deliveries_json([("1-0", message, '["s"]')]))
-    assert out == {"messages": [{**json.loads(message), "subscriptions": ["s"], "receipt": "1-0"}]}
-    assert json.loads(deliveries_json([])) == {"messages": []}
+    out = json.loads(deliveries_json([("1-0", message, '["s"]')], ".0123456789ab"))
+    assert out == {"messages": [{**json.loads(message), "subscriptions": ["s"], "receipt": "1-0.0123456789ab"}]}
+    assert json.loads(deliveries_json([], ".0123456789ab")) == {"messages": []}
 
 
 async def test_poll_takes_expired_first_then_new_up_to_max_and_skips_deleted(store, redis_clean_url):
@@ -101,7 +104,7 @@ async def test_poll_takes_expired_first_then_new_up_to_max_and_skips_deleted(sto
     await store.deliver([(f"m{i}", body(f"m{i}")) for i in range(4)], [(q, i, '["s"]') for i in range(4)])
     first = await store.poll(q, 3, 0)  # m0 m1 m2 handed out
     r = async_client(redis_clean_url)
-    await r.xdel(K.queue_stream(q), first[1]["receipt"])  # m1 deleted while pending
+    await r.xdel(K.queue_stream(q), first[1]["receipt"].split(".")[0])  # m1 deleted while pending
     await r.aclose()
     await store.deliver([("m4", body("m4"))], [(q, 0, '["s"]')])
     await asyncio.sleep(0.35)

@@ -8,9 +8,8 @@ token is a 401 whatever else is wrong, as everywhere in the API.
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
 
 from redis.exceptions import ResponseError
 
@@ -25,6 +24,7 @@ from bluedove.store.store import BadToken
 LISTEN_POLL_S = 5.0
 DEFAULT_POLL_MAX = 10
 DEFAULT_LISTEN_MAX = 100
+T = TypeVar("T")
 
 
 async def create_queue(d: Dispatcher, body: Any = None, token: str | None = None) -> dict[str, str]:
@@ -32,8 +32,8 @@ async def create_queue(d: Dispatcher, body: Any = None, token: str | None = None
     dead-letter queue must exist and `token` must open it: only its owner sends it deliveries."""
     bounds = parse_queue_request(body, d.store.default_bounds())
     if bounds.dead_letter_queue is not None and not await d.store.check_token(bounds.dead_letter_queue, token):
-        raise ApiError(401, "unauthorized", "dead_letter.queue must be a queue the bearer token opens",
-                       "dead_letter.queue")
+        raise ApiError(401, "unauthorized", "dead_letter.queue must be a queue whose token the request carries "
+                       "(Authorization: Bearer, or X-Queue-Token with API keys on)", "dead_letter.queue")
     queue, created = await d.store.create_queue(bounds)
     return {"queue": queue, "token": created}
 
@@ -51,28 +51,41 @@ async def delete_queue(d: Dispatcher, queue: str, token: str | None) -> None:
 
 
 async def poll(d: Dispatcher, queue: str, token: str | None, max_n: float, wait: float) -> list[dict[str, Any]]:
-    msgs: list[dict[str, Any]] = json.loads(await poll_json(d, queue, token, max_n, wait))["messages"]
+    """The deliveries as dicts (gRPC's Poll): what Python's json cannot read is set aside too."""
+    n, wait = await _poll_args(d, queue, token, max_n, wait)
+    msgs = await _polled(d, d.store.poll(queue, n, wait, stop=d.closing, token=_given(token)))
+    d.metrics.polled.inc(len(msgs))
     return msgs
 
 
 async def poll_json(d: Dispatcher, queue: str, token: str | None, max_n: float, wait: float) -> str:
     """The REST body `{"messages": [...]}`, as the store spliced it from the stored JSON."""
+    n, wait = await _poll_args(d, queue, token, max_n, wait)
+    got, body = await _polled(d, d.store.poll_json(queue, n, wait, stop=d.closing, token=_given(token)))
+    d.metrics.polled.inc(got)
+    return body
+
+
+async def _poll_args(d: Dispatcher, queue: str, token: str | None, max_n: float, wait: float) -> tuple[int, float]:
     try:
-        max_n = int(check_range("max", max_n, 1, 1000))
-        wait = check_range("wait", wait, 0, d.s.max_wait_s)
+        return int(check_range("max", max_n, 1, 1000)), check_range("wait", wait, 0, d.s.max_wait_s)
     except ApiError:
         await require_queue_token(d, queue, token)  # a wrong token is a 401 first
         raise
+
+
+async def _polled(d: Dispatcher, call: Awaitable[T]) -> T:
+    """A store poll's answer, its errors as the API's; the deliveries it set aside counted."""
     try:
-        n, body = await d.store.poll_json(queue, max_n, wait, stop=d.closing, token=_given(token))
+        return await call
     except BadToken:
         raise unauthorized() from None
     except ResponseError as exc:  # NOGROUP: the queue was deleted while we waited (as in listen)
         if "NOGROUP" not in str(exc):
             raise
         raise unauthorized() from None
-    d.metrics.polled.inc(n)
-    return body
+    finally:
+        d.metrics.count_undeliverable(d.store.undeliverable)
 
 
 def _given(token: str | None) -> str:
@@ -89,7 +102,8 @@ def _ack_error(receipts: Any, unknown_field: str | None) -> ApiError | None:
         return ApiError(422, "invalid_ack", "the body must be {\"receipts\": [...]}", "receipts")
     i = first_invalid_receipt(receipts)
     if i is not None:
-        return ApiError(422, "invalid_ack", f"not a receipt: {receipts[i]!r}", f"receipts[{i}]")
+        return ApiError(422, "invalid_ack", f"not a receipt (send back one a poll gave): {receipts[i]!r:.100}",
+                        f"receipts[{i}]")
     return None
 
 
@@ -115,12 +129,7 @@ async def listen(d: Dispatcher, queue: str, token: str | None, max_n: float) -> 
     await require_queue_token(d, queue, token)
     max_n = int(check_range("max", max_n, 1, 1000))
     while not d.closing.is_set():
-        try:
-            msgs = await d.store.poll(queue, max_n, LISTEN_POLL_S, stop=d.closing)
-        except ResponseError as exc:  # NOGROUP: the queue was deleted under the stream
-            if "NOGROUP" not in str(exc):
-                raise
-            raise unauthorized() from None
+        msgs = await _polled(d, d.store.poll(queue, max_n, LISTEN_POLL_S, stop=d.closing))
         d.metrics.polled.inc(len(msgs))
         for m in msgs:
             yield m
