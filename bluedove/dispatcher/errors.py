@@ -21,6 +21,7 @@ ERRORS: dict[str, tuple[int, grpc.StatusCode]] = {
     "forbidden": (403, grpc.StatusCode.PERMISSION_DENIED),
     "not_found": (404, grpc.StatusCode.NOT_FOUND),
     "method_not_allowed": (405, grpc.StatusCode.UNIMPLEMENTED),
+    "request_timeout": (408, grpc.StatusCode.DEADLINE_EXCEEDED),  # REST's door only (bluedove/dispatcher/door.py)
     "payload_too_large": (413, _ARG),
     "invalid_request": (422, _ARG),
     "invalid_subscription": (422, _ARG),

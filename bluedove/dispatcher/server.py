@@ -15,6 +15,7 @@ import uvicorn
 from bluedove.core.space import Space
 from bluedove.dispatcher.app import create_app
 from bluedove.dispatcher.dispatcher import Dispatcher
+from bluedove.dispatcher.door import DoorConfig, Limits
 from bluedove.dispatcher.grpc_api import GrpcApi
 from bluedove.runtime import tls
 from bluedove.runtime.settings import DispatcherSettings
@@ -50,18 +51,16 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-KEEP_ALIVE_S = 75
-
-
 def serve(settings: DispatcherSettings, space: Space, seeds: tuple[str, ...] = ()) -> None:
     sock = listen_socket(settings.host, settings.http_port)
     app = create_app(settings, space, address=f"{settings.host}:{settings.http_port}", seeds=seeds)
     # An idle keep-alive connection is kept longer than clients keep theirs (httpx: 5 s, the
     # SDK's; load balancers: 60 s): when the server closes first, a request the client sends on
-    # that connection at the same moment fails with a reset it cannot tell from a crash.
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5,
-                            timeout_keep_alive=KEEP_ALIVE_S, loop="asyncio", http="httptools",
-                            **tls.uvicorn_ssl(settings))
+    # that connection at the same moment fails with a reset it cannot tell from a crash. The
+    # door (door.py) adds the body cap and the header and body timeouts to uvicorn's protocol.
+    config = DoorConfig(app, Limits.of(settings), log_level="warning", access_log=False,
+                        timeout_graceful_shutdown=5, timeout_keep_alive=settings.idle_timeout_s,
+                        loop="asyncio", **tls.uvicorn_ssl(settings))
     dispatcher: Dispatcher = app.state.dispatcher
     closing = dispatcher.closing
 

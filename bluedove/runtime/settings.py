@@ -155,6 +155,19 @@ class DispatcherSettings:
     max_batch: int = 1000
     max_payload_bytes: int = 256 * 1024
     max_wait_s: float = 20.0
+    # -- the HTTP server's door (bluedove/dispatcher/door.py, docs/operations.md "The HTTP server
+    # and load balancers") --
+    # Most bytes of a request body: a larger Content-Length is refused (413) before its body is
+    # read, a chunked body as soon as it passes this. Batches are bounded by it before max_batch
+    # and max_payload_bytes can be (1,000 maximal payloads would be 256 MiB).
+    max_body_bytes: int = 16 * 1024 * 1024
+    # A request's headers must be whole this long after its first byte (or after the connection
+    # opened), its body this long after its headers; then 408 and the connection is closed.
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    # An idle keep-alive connection is closed this long after its last response: longer than
+    # clients and load balancers keep theirs (they must close first, see docs/operations.md).
+    idle_timeout_s: int = 75
     # A new queue's bounds unless its creation asks for others (docs/api.md, "Queues"): most
     # undelivered deliveries it holds (0 = no cap), and how long a delivery is kept (0 = until acked).
     max_undelivered: int = 100_000
@@ -188,6 +201,10 @@ class DispatcherSettings:
 
     def __post_init__(self) -> None:
         check_mode(self.partition, "partition (--partition, BLUEDOVE_PARTITION)")
+        if self.max_body_bytes <= self.max_payload_bytes:
+            raise ValueError(f"max_body_bytes (BLUEDOVE_MAX_BODY_BYTES) {self.max_body_bytes} must be over "
+                             f"max_payload_bytes {self.max_payload_bytes}: a message at the payload limit "
+                             "could not be sent")
         if self.auth not in AUTH_MODES:
             raise ValueError(f"auth (--auth, BLUEDOVE_AUTH) {self.auth!r}: expected one of {', '.join(AUTH_MODES)}")
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bluedove.dispatcher.routes import messages, queues
@@ -14,6 +16,8 @@ from bluedove.dispatcher.routes import messages, queues
 _QUEUE_PATH = re.compile(r"/v1/queues/([^/]+)/(messages|ack)")
 _QUEUE = {("GET", "messages"): queues.poll, ("POST", "ack"): queues.ack}
 _EXACT = {("POST", "/v1/messages"): messages.publish, ("POST", "/v1/messages:batch"): messages.publish_batch}
+
+log = logging.getLogger("bluedove.dispatcher")
 
 # An app's exception handler, as FastAPI keeps them.
 Handler = Callable[[Request, Any], Response | Awaitable[Response]]
@@ -30,31 +34,38 @@ class HotRoutes:
     (docs/benchmarks.md, "Delivery" and "Publish"). The routes stay declared with FastAPI
     (OpenAPI, and any method or path this does not take); an exception becomes the response
     the app's own handler for it gives, and one without a handler goes on to the app's
-    last-resort 500."""
+    last-resort 500. Being the app's outermost middleware, it also takes a client's leaving
+    mid-request, on any route, as the normal event it is."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            path, method = scope["path"], scope["method"]
-            endpoint: Callable[..., Awaitable[Response]] | None = _EXACT.get((method, path))
-            args: tuple[str, ...] = ()
-            if endpoint is None and (m := _QUEUE_PATH.fullmatch(path)):
-                endpoint, args = _QUEUE.get((method, m.group(2))), (m.group(1),)
-            if endpoint is not None:
-                request = Request(scope, receive)
-                try:
-                    response = await endpoint(request, *args)
-                except Exception as exc:
-                    handler = _handler_for(request.app, exc)
-                    if handler is None:
-                        raise
-                    out = handler(request, exc)
-                    response = out if isinstance(out, Response) else await out
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        try:
+            if scope["type"] == "http":
+                path, method = scope["path"], scope["method"]
+                endpoint: Callable[..., Awaitable[Response]] | None = _EXACT.get((method, path))
+                args: tuple[str, ...] = ()
+                if endpoint is None and (m := _QUEUE_PATH.fullmatch(path)):
+                    endpoint, args = _QUEUE.get((method, m.group(2))), (m.group(1),)
+                if endpoint is not None:
+                    request = Request(scope, receive)
+                    try:
+                        response = await endpoint(request, *args)
+                    except Exception as exc:
+                        handler = _handler_for(request.app, exc)
+                        if handler is None:
+                            raise
+                        out = handler(request, exc)
+                        response = out if isinstance(out, Response) else await out
+                    await response(scope, receive, send)
+                    return
+            await self.app(scope, receive, send)
+        except ClientDisconnect:
+            # The client hung up before its body was whole, or the door cut it off (a body
+            # over the cap or too slow: bluedove/dispatcher/door.py). A normal event, and no
+            # one to answer: not an error for the log.
+            log.debug("client gone before its request was whole: %s %s", scope.get("method"), scope.get("path"))
 
 
 def _handler_for(app: FastAPI, exc: Exception) -> Handler | None:

@@ -22,6 +22,8 @@ class FakeStore:
     """Poll and ack as the store answers them: "good" is the only token; queue "down" has its
     store unreachable, queue "boom" fails in a way nobody foresaw."""
 
+    undeliverable = 0  # deliveries set aside by polls (none here)
+
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
