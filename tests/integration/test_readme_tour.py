@@ -99,8 +99,8 @@ def test_every_command_of_the_tour_works_verbatim(cluster):
                 assert key, f"{cmd}: no value starting {prefix} in the answer shown ({shown})"
                 env[var] = answer[key.group(1)]
             continue
-        receipt = re.search(r'"(\d+…-\d+)"', cmd)
-        if receipt:  # an ack of "1795…-0": the receipt of the poll just shown
+        receipt = re.search(r'"(\d+…-\d+\.[0-9a-f]+…)"', cmd)
+        if receipt:  # an ack of "1795…-0.4f1c…": the receipt of the poll just shown
             cmd = cmd.replace(receipt.group(1), json.loads(last)["messages"][0]["receipt"])
         assert "…" not in cmd, f"a placeholder the test cannot fill: {cmd}"
         calls |= called(cmd)
