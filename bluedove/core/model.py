@@ -155,6 +155,7 @@ INT_MIN, INT_MAX = -(2**63), 2**64 - 1
 NOT_UNICODE = "payload must be valid Unicode: a lone surrogate (\\ud800-\\udfff unpaired) or bytes that are not UTF-8"
 NOT_FINITE = "payload numbers must be finite doubles: NaN, Infinity and numbers past a double's range (1e400) are not"
 NOT_INT64 = "payload integers must be within 64 bits, -2**63 to 2**64-1 (send a larger one as a string)"
+TOO_DEEP = "payload is JSON nested too deeply to read"
 
 # The prefilter's alphabet: every digit and "-" read "0", "E" reads "e"; "+" is dropped. So an
 # integer past 64 bits reads as 20 zeros (-9223372036854775809 too), and a number past a double
@@ -209,7 +210,7 @@ def check_text(text: bytes) -> None:
     except UnicodeDecodeError:
         raise NotStrict(NOT_UNICODE) from None
     except RecursionError:
-        raise NotStrict("payload is JSON nested too deeply to read") from None
+        raise NotStrict(TOO_DEEP) from None
     except json.JSONDecodeError as exc:
         raise NotStrict(f"payload must be JSON text: {exc}") from None
 
@@ -230,7 +231,7 @@ def strict_json(payload: Any) -> bytes:
     except UnicodeEncodeError:
         raise NotStrict(NOT_UNICODE) from None
     except RecursionError:
-        raise NotStrict("payload is JSON nested too deeply to read") from None
+        raise NotStrict(TOO_DEEP) from None
     except NotStrict:
         raise
     except ValueError:  # allow_nan=False: a NaN or an infinity
