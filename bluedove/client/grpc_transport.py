@@ -27,11 +27,24 @@ STATUS = {
 }
 
 
+# How grpc itself refuses a request message longer than the server reads at all (docs/api.md,
+# "Limits"): RESOURCE_EXHAUSTED with no code of ours. It is the API's payload_too_large.
+REFUSED_UNREAD = "SERVER: Received message larger than max"
+
+
+def _code(exc: grpc.RpcError) -> str | None:
+    """The API's code for a status that carries none."""
+    if STATUS.get(exc.code()) == 503:
+        return "unavailable"
+    too_large = exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and REFUSED_UNREAD in (exc.details() or "")
+    return "payload_too_large" if too_large else None
+
+
 def rpc_error(exc: grpc.RpcError) -> BlueDoveError:
     # grpc-stubs type the pairs as objects with .key and .value; they are (key, value) tuples (the
     # blocking call's namedtuples, aio.Metadata's pairs), and our keys are text, so their values str
     meta: dict[str, str] = dict(exc.trailing_metadata() or ())  # type: ignore[arg-type]
-    code = meta.get("bluedove-error-code") or ("unavailable" if STATUS.get(exc.code()) == 503 else None)
+    code = meta.get("bluedove-error-code") or _code(exc)
     return api_error(STATUS.get(exc.code(), 500), code, exc.details() or exc.code().name,
                      meta.get("bluedove-error-field"))
 
@@ -113,16 +126,21 @@ def _credentials(tls_ca: str | None) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials(root_certificates=Path(tls_ca).read_bytes() if tls_ca else None)
 
 
+# A Poll answer is as large as the deliveries asked for (1,000 payloads of 256 KiB and more):
+# read it whole, where grpc's default stops at 4 MiB, after the deliveries were handed out.
+OPTIONS = [("grpc.max_receive_message_length", -1)]
+
+
 def _channel(url: str, tls_ca: str | None) -> grpc.Channel:
     if url.startswith("grpcs://"):
-        return grpc.secure_channel(_target(url), _credentials(tls_ca))
-    return grpc.insecure_channel(_target(url))
+        return grpc.secure_channel(_target(url), _credentials(tls_ca), options=OPTIONS)
+    return grpc.insecure_channel(_target(url), options=OPTIONS)
 
 
 def _aio_channel(url: str, tls_ca: str | None) -> grpc.aio.Channel:
     if url.startswith("grpcs://"):
-        return grpc.aio.secure_channel(_target(url), _credentials(tls_ca))
-    return grpc.aio.insecure_channel(_target(url))
+        return grpc.aio.secure_channel(_target(url), _credentials(tls_ca), options=OPTIONS)
+    return grpc.aio.insecure_channel(_target(url), options=OPTIONS)
 
 
 # Messages per PublishStream element: a stream of batches costs the dispatcher what

@@ -7,6 +7,7 @@ sample, series and key checks, started and stopped together. The operations
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 
 from bluedove.core import forwarding
@@ -68,7 +69,12 @@ class Dispatcher:
             self.auth.start()
         self.series.start()
         self._heartbeat = asyncio.get_running_loop().create_task(self._register(address))
+        self.metrics.parked_now = lambda: self.store.wakeups.parked
         self._metrics_tick = asyncio.get_running_loop().create_task(self.metrics.run(self.forwarder.counts))
+        # Start-up's objects (imports, the compiled kernels) out of the collector's reach: full
+        # collections, which a publish waits through, no longer walk them.
+        gc.collect()
+        gc.freeze()
 
     async def stop(self) -> None:
         for task in (self._heartbeat, self._metrics_tick):

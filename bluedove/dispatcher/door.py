@@ -35,6 +35,8 @@ from bluedove.runtime.settings import DispatcherSettings
 
 # How long a connection the door answered stays half-open for the client to read the answer.
 LINGER_S = 2.0
+# The scope key of a callable telling whether the request's client has gone.
+GONE = "bluedove.gone"
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,9 @@ class DoorProtocol(HttpToolsProtocol):
                 self._shut(self._too_large())  # before the app sees the request, its body unread
                 return
         self.phase, self.body_bytes = BODY, 0
+        # Whether the client has gone, for a long poll parked on this request (docs/api.md,
+        # "Long polls"): it then answers nobody, and takes no delivery out for nobody.
+        self.scope[GONE] = self.transport.is_closing  # type: ignore[literal-required]
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:

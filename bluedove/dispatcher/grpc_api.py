@@ -6,7 +6,7 @@ import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -22,6 +22,7 @@ from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.errors import as_api_error, grpc_code
 from bluedove.dispatcher.publish.decode import Batch
 from bluedove.runtime import tls
+from bluedove.runtime.settings import DispatcherSettings
 from bluedove.v1 import pubsub_pb2 as pb
 from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 
@@ -48,6 +49,26 @@ def header_safe(text: str, limit: int = FIELD_MAX) -> str:
     return out if len(out) <= limit else out[:limit] + "..."
 
 
+# docs/api.md, "Limits": a request message may be the REST body cap and this much more (what
+# protobuf's framing may take over JSON's: a double attribute is 9 bytes where JSON writes `1`).
+MESSAGE_MARGIN = 1024 * 1024
+INT32_MAX = 2**31 - 1  # grpc's largest message length
+
+
+def message_limits(max_body_bytes: int) -> tuple[int, int]:
+    """(most bytes of a request message, most bytes grpc reads of one). A message over the first
+    is read, dropped and answered RESOURCE_EXHAUSTED `payload_too_large` (`Oversized`); one over
+    the second, twice the first, grpc refuses on its length alone, before reading it, with its
+    own RESOURCE_EXHAUSTED: no hostile length makes the server hold more than that."""
+    limit = max_body_bytes + MESSAGE_MARGIN
+    return limit, min(2 * limit, INT32_MAX)
+
+
+class TooLarge(ApiError):
+    """A request message over the limit: `payload_too_large`, as REST's 413 for a body over its
+    cap, with the gRPC status grpc gives a message over its limit, RESOURCE_EXHAUSTED."""
+
+
 async def abort(context: Context, exc: Exception) -> NoReturn:
     """End the call with the gRPC status of the API error `exc` stands for; re-raise an
     unforeseen one (gRPC answers it UNKNOWN and logs it)."""
@@ -61,7 +82,8 @@ async def abort(context: Context, exc: Exception) -> NoReturn:
     context.set_trailing_metadata(tuple(meta))
     # grpc-message is %-encoded UTF-8: a lone surrogate escaped, as in a REST error body
     message = printable(err.message, MESSAGE_MAX)
-    await context.abort(grpc_code(err), f"{field}: {message}" if field else message)
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(err, TooLarge) else grpc_code(err)
+    await context.abort(code, f"{field}: {message}" if field else message)
 
 
 class Undecodable:
@@ -76,10 +98,26 @@ class Undecodable:
         return ApiError(400, "invalid_json", f"the request is not a valid {self.type_name}: {self.reason}", field)
 
 
-def lenient(cls: type[M]) -> Callable[[bytes], M | Undecodable]:
-    """A deserializer of `cls` that returns an Undecodable for bytes that do not parse."""
+class Oversized(Undecodable):
+    """A request message over the limit, dropped unparsed (what the deserializer hands on)."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__("message", f"{size} bytes")
+        self.size, self.limit = size, limit
+
+    def error(self, field: str | None = None) -> ApiError:
+        return TooLarge(413, "payload_too_large", f"the request message is {self.size} bytes, over {self.limit} "
+                        "bytes, the limit: split the batch", field)
+
+
+def lenient(cls: type[M], limit: int = message_limits(DispatcherSettings.max_body_bytes)[0]
+            ) -> Callable[[bytes], M | Undecodable]:
+    """A deserializer of `cls` that returns an Undecodable for bytes that do not parse, and an
+    Oversized for more than `limit` bytes."""
 
     def parse(data: bytes) -> M | Undecodable:
+        if len(data) > limit:
+            return Oversized(len(data), limit)
         try:
             return cls.FromString(data)
         except DecodeError as exc:
@@ -88,12 +126,13 @@ def lenient(cls: type[M]) -> Callable[[bytes], M | Undecodable]:
     return parse
 
 
-def add_pubsub(servicer: PubSubServicer, server: grpc.aio.Server) -> None:
-    """The generated add_PubSubServicer_to_server, with lenient deserializers."""
+def add_pubsub(servicer: PubSubServicer, server: grpc.aio.Server, limit: int) -> None:
+    """The generated add_PubSubServicer_to_server, with lenient deserializers that refuse a
+    message over `limit` bytes."""
     kinds = {(False, False): grpc.unary_unary_rpc_method_handler, (True, False): grpc.stream_unary_rpc_method_handler,
              (False, True): grpc.unary_stream_rpc_method_handler}
     handlers = {m.name: kinds[m.client_streaming, m.server_streaming](
-        getattr(servicer, m.name), request_deserializer=lenient(getattr(pb, m.input_type.name)),
+        getattr(servicer, m.name), request_deserializer=lenient(getattr(pb, m.input_type.name), limit),
         response_serializer=getattr(pb, m.output_type.name).SerializeToString)
         for m in pb.DESCRIPTOR.services_by_name["PubSub"].methods}
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
@@ -297,18 +336,29 @@ class ReadinessHealth(health.aio.HealthServicer):  # type: ignore[name-defined,m
         await super().Watch(request, context)  # streams its answers through `context`, returns nothing
 
 
+class ApiSettings(tls.TlsFiles, Protocol):
+    """What the public gRPC server reads of the settings: TLS, and the REST body cap its
+    message limit follows."""
+
+    @property
+    def max_body_bytes(self) -> int: ...
+
+
 class GrpcApi:
     """The gRPC server of one dispatcher: PubSub, health (SERVING while ready) and reflection."""
 
-    def __init__(self, dispatcher: Dispatcher, host: str, port: int, tls_files: tls.TlsFiles | None = None) -> None:
+    def __init__(self, dispatcher: Dispatcher, host: str, port: int, settings: ApiSettings | None = None) -> None:
+        """`settings`: TLS and the body cap (none: plain, and the default cap)."""
         self.d = dispatcher
-        self.server = grpc.aio.server(options=[("grpc.so_reuseport", 1)])
-        add_pubsub(PubSubServicer(dispatcher), self.server)
+        limit, read = message_limits(settings.max_body_bytes if settings else DispatcherSettings.max_body_bytes)
+        # (a Poll answer has no limit: a client asking for 1,000 deliveries reads them all)
+        self.server = grpc.aio.server(options=[("grpc.so_reuseport", 1), ("grpc.max_receive_message_length", read)])
+        add_pubsub(PubSubServicer(dispatcher), self.server, limit)
         self.health = ReadinessHealth(dispatcher)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection([SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)
         # public: no client certificate
-        self.port = tls.add_port(self.server, f"{host}:{port}", tls_files, internal=False)
+        self.port = tls.add_port(self.server, f"{host}:{port}", settings, internal=False)
 
     async def start(self) -> None:
         await self.health.refresh()  # both services known from the start (NOT_SERVING on shutdown)

@@ -93,6 +93,10 @@ class Metrics:
                                registry=r)
         self.sample_dropped = Counter("bluedove_sample_dropped", "Samples dropped: the sample's buffer was full",
                                       registry=r)
+        self.parked = Gauge("bluedove_parked_polls", "Long polls and Listen reads parked, waiting for a delivery "
+                            "to their queue", registry=r, multiprocess_mode="livesum")
+        # How many polls are parked now (the store's count), read at each tick.
+        self.parked_now: Callable[[], int] | None = None
         self._facts = _ClusterFacts()
         self._seen = {"failovers": 0, "calls": 0, "forwarded": 0, "refused": 0, "undeliverable": 0}
         if self.multiprocess_dir:
@@ -125,6 +129,8 @@ class Metrics:
         self._sync("calls", self.forward_calls, calls)
         self._sync("forwarded", self.forwarded, forwarded)
         self._sync("refused", self.refused, refused)
+        if self.parked_now is not None:
+            self.parked.set(self.parked_now())
         if not self.multiprocess_dir:
             return
         for fam in self._process.collect():

@@ -8,6 +8,7 @@ while (a tombstone), so a late direct add cannot bring it back.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -22,6 +23,8 @@ from bluedove.matcher.index import SubscriptionSet
 
 # Most direct-call ids remembered for the tail (a tail far behind parses the rest instead).
 DIRECT_MAX = 200_000
+# Tombstones past which those older than the TTL are forgotten.
+TOMBSTONES_CHECKED = 10_000
 
 
 class SubscriptionSets:
@@ -111,12 +114,27 @@ class SubscriptionSets:
         self._tombstones = dict(old._tombstones)  # noqa: SLF001 (another instance of this class)
 
     def remove(self, sub_id: str, now: float | None = None) -> int:
-        now = time.monotonic() if now is None else now
-        self._tombstones[sub_id] = now
-        if len(self._tombstones) > 10_000:
-            cutoff = now - self._tombstone_ttl_s
-            self._tombstones = {k: t for k, t in self._tombstones.items() if t >= cutoff}
+        self._bury((sub_id,), time.monotonic() if now is None else now)
         return sum(s.remove(sub_id) for s in self.sets)
+
+    def remove_many(self, sub_ids: Sequence[str], now: float | None = None) -> int:
+        """`remove` for a run of ids: each set drops them in one call, repacked at most once."""
+        self._bury(sub_ids, time.monotonic() if now is None else now)
+        return sum(s.remove_many(sub_ids) for s in self.sets)
+
+    def _bury(self, sub_ids: Iterable[str], now: float) -> None:
+        """Tombstones for `sub_ids`, kept in the order they were made (oldest first). Past
+        TOMBSTONES_CHECKED, those older than the TTL are forgotten from the front: each is
+        looked at once, so a long run of removals costs no scan of them all per removal."""
+        stones = self._tombstones
+        for sub_id in sub_ids:
+            stones.pop(sub_id, None)  # to the back: the order stays the order of the times
+            stones[sub_id] = now
+        if len(stones) > TOMBSTONES_CHECKED:
+            cutoff = now - self._tombstone_ttl_s
+            old = list(itertools.takewhile(lambda kv: kv[1] < cutoff, stones.items()))
+            for sub_id, _ in old:
+                del stones[sub_id]
 
     def owns(self, dim: int, value: float) -> bool:
         seg = self.segments.get(dim)

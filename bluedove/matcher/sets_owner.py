@@ -26,6 +26,9 @@ from bluedove.store.store import MatcherStore
 
 log = logging.getLogger("bluedove.matcher")
 
+# Catalogue log changes applied in one index job at most (`apply_in_slices`): a few ms of
+# removals (docs/benchmarks.md, "Deleting a queue of 10,000 subscriptions").
+APPLY_SLICE = 500
 # Fills new sets (on the index thread): given the new sets and the old ones (None at start).
 Fill = Callable[[SubscriptionSets, "SubscriptionSets | None"], None]
 R = TypeVar("R")
@@ -99,7 +102,7 @@ class SetsOwner:
             pos, changes = await self.store.catalogue_changes(pos)
             if not changes:
                 break
-            await self.run_index(applier(new, changes, table))
+            await apply_in_slices(self.run_index, new, changes, table)
             replayed += len(changes)
         self.sets, self.log_pos = new, pos_max([pos, self.log_pos])
         return Rebuilt(build_s, replayed, time.monotonic() - t0)
@@ -158,7 +161,7 @@ class SetsOwner:
                         continue
                     changes = [f for shard in shards for _, f in got.get(shard, ())]
                     sets = self._current()
-                    await self.run_index(applier(sets, changes, sets.table))
+                    await apply_in_slices(self.run_index, sets, changes, sets.table)
                     for shard, entries in got.items():
                         ids[shard] = entries[-1][0]
                     self.log_pos = join_pos(ids)
@@ -169,22 +172,41 @@ class SetsOwner:
                 await asyncio.sleep(self.s.catalog_retry_s)
 
 
+async def apply_in_slices(run_index: RunIndex, sets: SubscriptionSets, changes: Sequence[Mapping[str, str]],
+                          table: SegmentTable) -> None:
+    """Catalogue log changes onto `sets`, in order, as index jobs of at most APPLY_SLICE
+    changes each, the event loop given a turn between two: a long run (a deleted queue's
+    removals) never holds the index thread for more than one slice, so a Forward's match
+    queued meanwhile waits for one slice at most."""
+    for start in range(0, len(changes), APPLY_SLICE):
+        if start:
+            await asyncio.sleep(0)
+        await run_index(applier(sets, changes[start:start + APPLY_SLICE], table))
+
+
 def applier(sets: SubscriptionSets, changes: Sequence[Mapping[str, str]], table: SegmentTable) -> Callable[[], None]:
     """Catalogue log changes as one job for the index thread. An add the sets have `filed`
     (a direct call brought it) is skipped before any parse; the other adds between two
-    removes are parsed together and added in one bulk call; a remove applies in its place,
-    after the adds before it (an add and a remove of one id keep their order)."""
+    removes are parsed together and added in one bulk call; the removes between two adds
+    are applied together (`remove_many`: one pack at most), in their place (an add and a
+    remove of one id keep their order)."""
     def apply() -> None:
         raws: list[str] = []
+        gone: list[str] = []
         for f in changes:
             if f["op"] == "add":
+                if gone:
+                    sets.remove_many(gone)
+                    gone = []
                 if not sets.filed(f["id"]):
                     raws.append(f["sub"])
             else:
                 if raws:
                     sets.add_rows(*rows_from_catalogue(raws, table.space))
                     raws = []
-                sets.remove(f["id"])
+                gone.append(f["id"])
         if raws:
             sets.add_rows(*rows_from_catalogue(raws, table.space))
+        if gone:
+            sets.remove_many(gone)
     return apply

@@ -159,7 +159,8 @@ class DispatcherSettings:
     # and load balancers") --
     # Most bytes of a request body: a larger Content-Length is refused (413) before its body is
     # read, a chunked body as soon as it passes this. Batches are bounded by it before max_batch
-    # and max_payload_bytes can be (1,000 maximal payloads would be 256 MiB).
+    # and max_payload_bytes can be (1,000 maximal payloads would be 256 MiB). It sets the gRPC
+    # API's request limit too: this plus 1 MiB (protobuf can run a little over the same JSON).
     max_body_bytes: int = 16 * 1024 * 1024
     # A request's headers must be whole this long after its first byte (or after the connection
     # opened), its body this long after its headers; then 408 and the connection is closed.

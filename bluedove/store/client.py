@@ -116,6 +116,21 @@ def async_client(url: str, connection_class: type | None = None, **kw: Any) -> R
                         password=c.password, **extra, **kw)
 
 
+def node_client(url: str, attempt: int = 0, **kw: Any) -> RedisClient:
+    """A redis.asyncio.Redis for one server: the URL's, or on a cluster the startup node
+    `attempt` picks (round robin, so retries walk the nodes). For what one connection to any
+    node serves, such as a subscription to a channel."""
+    import redis.asyncio as aioredis
+
+    kw.setdefault("decode_responses", True)
+    kw.setdefault("encoding_errors", ENCODING_ERRORS)
+    if not is_cluster_url(url):
+        return aioredis.from_url(url, **_password_kw(url), **kw)
+    c = parse_cluster_url(url)
+    host, port = c.nodes[attempt % len(c.nodes)]
+    return aioredis.Redis(host=host, port=port, username=c.username, password=c.password, ssl=c.tls, **kw)
+
+
 def sync_client(url: str, **kw: Any) -> RedisClient:
     """redis.Redis or redis.cluster.RedisCluster for `url` (decode_responses on): for tools
     and tests."""

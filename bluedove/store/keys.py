@@ -14,6 +14,8 @@ A queue `Q` (tag `{q:Q}`):
   its counters dropped, expired, dead_lettered)
   bd:tok:<sha256>       string  the queue a token belongs to
   bd:queues             set     every queue id (queue depth sampling walks it)
+  bd:wake               channel every delivery write names the queue streams it wrote to,
+                                space-separated (parked polls wait for it: bluedove/store/wakeups.py)
 
 The catalogue, in CATALOG_SHARDS shards; a queue's subscriptions all live in the shard
 `shard_of(Q)` (tag `{c:N}`), so that adding one against the queue's limit is one step:
@@ -52,6 +54,7 @@ EVENT_COUNTS = "bd:{ev}:count"
 AUTOSCALER = "bd:autoscaler"
 DISPATCHERS = "bd:disps"
 QUEUES = "bd:queues"
+WAKE = "bd:wake"
 
 
 # -- queues ----------------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 A queue is a stream with one consumer group, beside a hash holding its token's digest and its
 bounds (bluedove/store/keys.py). Poll and ack are one Lua script each with the token check
-inside; deleting a queue removes its subscriptions from the catalogue first, atomically on the
-catalogue's slot, then its own keys (docs/design.md, "The store on a Redis Cluster").
+inside; deleting a queue removes its subscriptions from the catalogue first, in short steps
+each atomic on the catalogue's slot, then its own keys (docs/design.md, "The store on a Redis
+Cluster"). A poll that finds its queue empty parks without a connection of its own, woken by
+the delivery writes that name its queue (bluedove/store/wakeups.py).
 """
 
 from __future__ import annotations
@@ -14,26 +16,35 @@ import hmac
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from bluedove.core.queue_bounds import QueueBounds
 from bluedove.store import keys as K
 from bluedove.store import scripts
 from bluedove.store.batch import Call
+from bluedove.store.client import node_client
 from bluedove.store.connection import Connection, StoreLimits
+from bluedove.store.finite import finite
 from bluedove.store.ids import bound_entries, hash_token, new_id, new_token, receipt_tag, valid_queue_id
+from bluedove.store.wakeups import Wakeups
 from bluedove.store.wire import deliveries_json
 
 log = logging.getLogger("bluedove.store")
 
 GROUP = "g"
+# How many poll and ack calls a process has in flight at once: each holds a pooled connection
+# for one round trip, so the connections polls use stay this few however many are parked.
+POLL_CALLS = 8
 CONSUMER = "c"
 # A constant digest to compare against when a queue does not exist, so that a missing queue
 # and a wrong token take the same path.
 _DUMMY_DIGEST = hashlib.sha256(b"bluedove-no-such-queue").hexdigest()
-# What a poll handed out, for its slow path: entry ids joined by "," (the POLL script's), or
-# the entries themselves [(entry id, message JSON, subscriptions JSON)] (a blocking read's).
-Handed = str | list[tuple[str, str, str]]
+# What a poll handed out, for its slow path: entry ids joined by "," (the POLL script's).
+Handed = str
+# Whether a poll's client has gone (the HTTP server's view of its connection).
+Gone = Callable[[], bool]
+EMPTY = '{"messages":[]}'
 
 
 def _strict(body: str) -> bool:
@@ -65,6 +76,8 @@ def _unrenderable(entry: tuple[str, str, str], tag: str, readable: bool) -> str 
     body = deliveries_json([entry], tag)
     if not _strict(body):
         return "not UTF-8"
+    if not finite(body):
+        return "NaN or Infinity, not JSON"
     if readable:
         try:
             json.loads(body)
@@ -91,6 +104,14 @@ class Queues(Connection):
         self.redelivered = 0
         # Deliveries this process set aside because they cannot be rendered (the metrics).
         self.undeliverable = 0
+        # Parked polls wait for a wake-up, holding no connection (bluedove/store/wakeups.py);
+        # their store calls share at most POLL_CALLS of the pool's connections.
+        self.wakeups = Wakeups(lambda attempt: node_client(url, attempt))
+        self._calls = asyncio.Semaphore(POLL_CALLS)
+
+    async def close(self) -> None:
+        await self.wakeups.close()
+        await super().close()
 
     async def create_queue(self, bounds: QueueBounds | None = None) -> tuple[str, str]:
         """A new queue and its token (shown once; only its hash is kept)."""
@@ -133,27 +154,44 @@ class Queues(Connection):
         queue: str | None = await self.r.get(K.token_key(hash_token(token)))
         return queue
 
-    async def delete_queue(self, queue: str) -> list[str]:
+    async def delete_queue(self, queue: str, step: int = 500) -> list[str]:
         """Delete a queue, its deliveries and subscriptions; returns the removed subscription ids.
 
-        Two steps, each atomic: the catalogue's (the queue is marked gone, so no subscription
-        can be added to it any more, and its subscriptions are removed), then the queue's own
-        keys. If the second fails, the queue is left with no subscriptions and cannot gain any;
-        deleting it again finishes the job. Its dedup marks expire on their own."""
-        out = await self.runner.run([Call(self._delete_subs, [K.queue_subs(queue), K.queue_gone(queue),
-                                                              K.catalog_hash(K.shard_of(queue)),
-                                                              K.catalog_log(K.shard_of(queue))],
-                                          [K.GONE_TTL_S, self.limits.catalog_log_maxlen])])
+        In steps, each atomic and each short, so that Redis serves every other call (a
+        publish's delivery writes) between two: the catalogue's first (`_delete_subscriptions`:
+        the queue is marked gone, so no subscription can be added to it any more, then its
+        subscriptions are removed and logged, `step` a script call: a few ms of Redis for 500),
+        then the queue's own keys (its stream unlinked: freed off Redis's main thread). If a
+        step fails, the queue is left marked gone with some of its subscriptions or none, and
+        cannot gain any; deleting it again finishes the job. Its dedup marks expire on their own."""
+        removed = await self._delete_subscriptions(queue, step)
         digest = await self.r.hget(K.queue_hash(queue), "token")
         async with self.r.pipeline(transaction=False) as p:
             p.delete(K.queue_hash(queue))
-            p.delete(K.queue_stream(queue))
+            p.execute_command("UNLINK", K.queue_stream(queue))  # (a cluster pipeline's unlink() is a coroutine)
             p.delete(K.dead_outbox(queue))
             if digest:
                 p.delete(K.token_key(digest))
             p.srem(K.QUEUES, queue)
             await p.execute()
-        return list(out[0][1:])
+        await self.r.publish(K.WAKE, K.queue_stream(queue))  # its parked polls answer now (401)
+        return removed
+
+    async def _delete_subscriptions(self, queue: str, step: int) -> list[str]:
+        """The catalogue's part of `delete_queue`: one DELETE_QUEUE_SUBSCRIPTIONS call marks the
+        queue gone; only then are its subscriptions read (none can join them now), and removed
+        `step` a call. Returns the ids these calls removed (one removed meanwhile by an
+        unsubscribe is that call's to report)."""
+        shard = K.shard_of(queue)
+        keys = [K.queue_subs(queue), K.queue_gone(queue), K.catalog_hash(shard), K.catalog_log(shard)]
+        await self.runner.run([Call(self._delete_subs, keys, [K.GONE_TTL_S, self.limits.catalog_log_maxlen])])
+        ids: list[str] = list(dict.fromkeys([x async for x in self.r.sscan_iter(keys[0], count=step)]))
+        removed: list[str] = []
+        for start in range(0, len(ids), step):
+            out = await self.runner.run([Call(self._delete_subs, keys, [K.GONE_TTL_S, self.limits.catalog_log_maxlen,
+                                                                         *ids[start:start + step]])])
+            removed += out[0]
+        return removed
 
     async def poll(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None = None,
                    token: str | None = None) -> list[dict[str, Any]]:
@@ -163,7 +201,7 @@ class Queues(Connection):
         n, body, handed = await self._take(queue, max_n, wait_s, stop, token)
         if n:
             try:
-                if _strict(body):
+                if _strict(body) and finite(body):
                     return _messages(body)
             except (ValueError, RecursionError):
                 pass
@@ -171,27 +209,32 @@ class Queues(Connection):
         return _messages(body)
 
     async def poll_json(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None = None,
-                        token: str | None = None) -> tuple[int, str]:
+                        token: str | None = None, gone: Gone | None = None) -> tuple[int, str]:
         """(n, the REST body `{"messages": [...]}`) of up to max_n deliveries: expired unacked
         ones first, then new ones, long-polling wait_s when there are none.
 
         One round trip when something is there (the POLL script, which also checks `token`
         when one is given: BadToken if it does not open the queue); an empty queue is then
         long-polled. A long-poll returns early (possibly empty) once `stop` is set: a
-        shutting-down dispatcher answers its waiting pollers instead of holding them.
+        shutting-down dispatcher answers its waiting pollers instead of holding them. Once
+        `gone()` is true (the client left), it ends empty without looking at the queue again,
+        so nothing is handed out to nobody.
 
         A delivery stored before publishing refused what cannot be rendered (its text is not
-        UTF-8) never breaks a poll: the body is checked whole (in C; free when it is ASCII), and
-        only when it fails are its deliveries looked at one by one, the bad ones set aside
-        (`_deliverable`) and the rest answered."""
-        n, body, handed = await self._take(queue, max_n, wait_s, stop, token)
-        if n and not _strict(body):
+        UTF-8, or its payload holds NaN or Infinity: not JSON) never breaks a poll: the body is
+        checked whole (in C; all but free when it is ASCII without a capital N or I:
+        bluedove/store/finite.py), and only when it fails are its deliveries looked at one by
+        one, the bad ones set aside (`_deliverable`) and the rest answered."""
+        n, body, handed = await self._take(queue, max_n, wait_s, stop, token, gone)
+        if n and not (_strict(body) and finite(body)):
             return await self._deliverable(queue, handed, readable=False)
         return n, body
 
     async def _take(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None,
-                    token: str | None) -> tuple[int, str, Handed]:
-        """(n, body, what was handed out: entry ids joined by "," or the entries read) of a poll."""
+                    token: str | None, gone: Gone | None = None) -> tuple[int, str, Handed]:
+        """(n, body, the entry ids handed out joined by ",") of a poll. Each look at the queue
+        is one POLL call; between looks, a poll that found nothing waits parked for a wake-up
+        (bluedove/store/wakeups.py), holding no connection."""
         if token is not None and not valid_queue_id(queue):
             raise BadToken(queue)
         key, tag = K.queue_stream(queue), receipt_tag(queue)
@@ -199,24 +242,30 @@ class Queues(Connection):
         args = [GROUP, CONSUMER, int(self.limits.visibility_timeout_s * 1000), max_n,
                 "" if token is None else hash_token(token), self.limits.retention_s, tag]
         deadline = time.monotonic() + wait_s
-        while True:
-            res = await self._poll(keys=keys, args=args)
-            if res is None:
-                raise BadToken(queue)
-            n, body, again, handed, *dead = res
-            if dead and int(dead[0]):
-                await self._move_or_warn(queue, dead[1])
-            self.redelivered += int(again)
-            left = deadline - time.monotonic()
-            if n or left <= 0 or (stop is not None and stop.is_set()):
-                return int(n), body, handed
-            # Wake at least every second to pick up deliveries whose visibility expired.
-            block = max(int(min(left, 1.0) * 1000), 1)
-            got = await self.r.execute_command("XREADGROUP", "GROUP", GROUP, CONSUMER, "COUNT", max_n, "BLOCK", block,
-                                               "STREAMS", key, ">", **self._at(key))
-            raw = [(eid, f["m"], f["s"]) for eid, f in got[0][1] if f] if got else []
-            if raw or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
-                return len(raw), deliveries_json(raw, tag), raw
+        if stop is not None:
+            self.wakeups.stop_on(stop)
+        parked = self.wakeups.park(key)
+        try:
+            while True:
+                parked.arm()  # before looking: a delivery written while we look wakes the wait below
+                async with self._calls:
+                    res = await self._poll(keys=keys, args=args)
+                if res is None:
+                    raise BadToken(queue)
+                n, body, again, handed, pending, *dead = res
+                if dead and int(dead[0]):
+                    await self._move_or_warn(queue, dead[1])
+                self.redelivered += int(again)
+                left = deadline - time.monotonic()
+                if n or left <= 0 or (stop is not None and stop.is_set()):
+                    return int(n), body, handed
+                # No wake-up announces a visibility timeout passing, nor a write while the
+                # subscription is down: then look again every second.
+                await parked.wait(left if self.wakeups.live and not int(pending) else min(left, 1.0))
+                if gone is not None and gone():
+                    return 0, EMPTY, ""
+        finally:
+            self.wakeups.unpark(key, parked)
 
     async def _move_or_warn(self, queue: str, dead_queue: str) -> None:
         try:
@@ -229,7 +278,7 @@ class Queues(Connection):
         it handed out that can be, once the others are set aside (SET_ASIDE: moved to the
         queue's dead-letter queue if it has one, else removed), each counted in
         `undeliverable` and logged. `readable`: Python's json must read them too."""
-        entries = handed if isinstance(handed, list) else await self._entries(queue, handed)
+        entries = await self._entries(queue, handed)
         tag = receipt_tag(queue)
         good, bad = [], []
         for entry in entries:
@@ -267,9 +316,10 @@ class Queues(Connection):
             return 0
         if token is not None and not valid_queue_id(queue):
             raise BadToken(queue)
-        acked = await self._ack(keys=[K.queue_stream(queue), K.queue_hash(queue)],
-                                args=[GROUP, "" if token is None else hash_token(token),
-                                      *bound_entries(queue, receipts)])
+        async with self._calls:
+            acked = await self._ack(keys=[K.queue_stream(queue), K.queue_hash(queue)],
+                                    args=[GROUP, "" if token is None else hash_token(token),
+                                          *bound_entries(queue, receipts)])
         if acked is None:
             raise BadToken(queue)
         return int(acked)

@@ -5,6 +5,8 @@ call is one slot's: the same scripts run on one server and on a Redis Cluster. T
 layout is bluedove/store/keys.py's.
 """
 
+from bluedove.store.keys import WAKE
+
 # KEYS: the shard's catalogue hash, the shard's log, the queue's subscription set, the
 # queue's gone mark. ARGV: sub id, catalogue json, max subs per queue, log maxlen.
 # Returns the log id; GONE if the queue was deleted, LIMIT if it is full.
@@ -41,21 +43,22 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 return redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'op', 'remove', 'id', ARGV[1])
 """
 
-# The catalogue's half of deleting a queue: mark it gone (no subscription can be added to it
-# from now on), then remove and log every subscription it had. KEYS: the queue's subscription
-# set, its gone mark, the shard's catalogue hash, the shard's log. ARGV: gone mark ttl s, log
-# maxlen. Returns {last log id or '', sub ids...}.
+# The catalogue's half of deleting a queue, one bounded step per call: mark it gone (no
+# subscription can be added to it from now on), then remove and log those of the given ids it
+# still has (the caller passes a slice of its subscriptions per call, so that no call holds
+# the server for long). KEYS: the queue's subscription set, its gone mark, the shard's
+# catalogue hash, the shard's log. ARGV: gone mark ttl s, log maxlen, sub ids... Returns the
+# ids this call removed.
 DELETE_QUEUE_SUBSCRIPTIONS = """
 redis.call('SET', KEYS[2], '1', 'EX', ARGV[1])
-local ids = redis.call('SMEMBERS', KEYS[1])
-local last = ''
-for _, id in ipairs(ids) do
-  redis.call('HDEL', KEYS[3], id)
-  last = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[2], '*', 'op', 'remove', 'id', id)
+local out = {}
+for i = 3, #ARGV do
+  if redis.call('SREM', KEYS[1], ARGV[i]) == 1 then
+    redis.call('HDEL', KEYS[3], ARGV[i])
+    redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[2], '*', 'op', 'remove', 'id', ARGV[i])
+    out[#out + 1] = ARGV[i]
+  end
 end
-redis.call('DEL', KEYS[1])
-local out = {last}
-for _, id in ipairs(ids) do out[#out + 1] = id end
 return out
 """
 
@@ -71,13 +74,17 @@ return out
 # a queue with a retention first acks and deletes up to 100 entries older than it (counted
 # in `expired`; acked too, so that none stays in the pending list, as XADD MINID would leave
 # it on Redis 6.2). XADD NOMKSTREAM: a delivery to a queue deleted meanwhile is dropped, not
-# resurrected. Returns {written, dropped, index of each message with a delivery new here...}.
+# resurrected. The streams written to are named in one PUBLISH on the wake-up channel, for
+# the polls parked on them (bluedove/store/wakeups.py; a refused PUBLISH is ignored, the writes
+# stand). Returns {written, dropped, index of
+# each message with a delivery new here...}.
 DELIVER = """
 local n = tonumber(ARGV[1])
 local dcap, dret = tonumber(ARGV[2]), tonumber(ARGV[3])
 local base = 2 * n + 5
 local written, dropped = 0, 0
 local new, lim = {}, {}
+local woken, wake = {}, {}
 local now_ms
 local function expire(s, h, ret)
   if not now_ms then
@@ -112,10 +119,15 @@ for j = 1, #KEYS / 3 do
       if redis.call('XADD', s, 'NOMKSTREAM', '*', 'm', ARGV[2 * mi + 3], 's', ARGV[at + 1]) then
         written = written + 1
         new[mi] = true
+        if not woken[s] then
+          woken[s] = true
+          wake[#wake + 1] = s
+        end
       end
     end
   end
 end
+if #wake > 0 then redis.pcall('PUBLISH', '""" + WAKE + """', table.concat(wake, ' ')) end
 local out = {written, dropped}
 for mi in pairs(new) do out[#out + 1] = mi end
 return out
@@ -125,8 +137,8 @@ return out
 # on that queue's slot. KEYS: the dead-letter queue's stream, its hash, the move's mark (the
 # source queue and the delivery's id there: a move repeated after a crash writes nothing).
 # ARGV: message json, subscriptions json, mark ttl s, default cap. The dead-letter queue's
-# own cap holds (its retention, at its polls). Returns 1 written, 0 already moved (or
-# the queue gone), -1 refused by the cap.
+# own cap holds (its retention, at its polls); a write wakes the polls parked on it, as
+# DELIVER's do. Returns 1 written, 0 already moved (or the queue gone), -1 refused by the cap.
 DEAD_LETTER = """
 if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[3]) then return 0 end
 local cap = tonumber(redis.call('HGET', KEYS[2], 'max_undelivered')) or tonumber(ARGV[4])
@@ -134,7 +146,10 @@ if cap > 0 and redis.call('XLEN', KEYS[1]) >= cap then
   if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HINCRBY', KEYS[2], 'dropped', 1) end
   return -1
 end
-if redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', 'm', ARGV[1], 's', ARGV[2]) then return 1 end
+if redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', 'm', ARGV[1], 's', ARGV[2]) then
+  redis.pcall('PUBLISH', '""" + WAKE + """', KEYS[1])
+  return 1
+end
 return 0
 """
 
@@ -145,10 +160,12 @@ return 0
 # false, so the token check costs no round trip of its own. Deliveries whose visibility
 # timeout passed come first (following XAUTOCLAIM's cursor, which looks at a bounded number of
 # pending entries per call), then new ones (XREADGROUP, never blocking here). Returns {n,
-# '{"messages":[...]}', r, ids}, r of the n handed out again after their visibility timeout
-# (redeliveries), ids their entry ids joined by ',' (for the caller's slow path when the body
-# cannot be rendered): each stored message object gains "subscriptions" and "receipt" (the
-# entry id and the tag), spliced as text. One string, because handing the entries back as Lua tables cost
+# '{"messages":[...]}', r, ids, pending}, r of the n handed out again after their visibility
+# timeout (redeliveries), ids their entry ids joined by ',' (for the caller's slow path when
+# the body cannot be rendered), pending (when n is 0) how many are handed out and unacked,
+# whose timeouts a parked poll must look out for, as no wake-up announces them. In the body
+# each stored message object gains "subscriptions" and "receipt" (the entry id and the tag),
+# spliced as text. One string, because handing the entries back as Lua tables cost
 # redis-server ~14 µs of CPU per delivery, more than reading them (docs/benchmarks.md,
 # "Delivery"). Entries deleted meanwhile (nil in XAUTOCLAIM's reply on Redis 6.2) are skipped.
 #
@@ -253,8 +270,10 @@ if got < n then
 end
 local body = '{"messages":[' .. table.concat(out) .. ']}'
 local handed = table.concat(ids, ',')
-if dlq and dlmax and KEYS[3] then return {got, body, reclaimed, handed, redis.call('XLEN', KEYS[3]), dlq} end
-return {got, body, reclaimed, handed}
+local pending = 0
+if got == 0 then pending = redis.call('XPENDING', KEYS[1], ARGV[1])[1] end
+if dlq and dlmax and KEYS[3] then return {got, body, reclaimed, handed, pending, redis.call('XLEN', KEYS[3]), dlq} end
+return {got, body, reclaimed, handed, pending}
 """
 
 # Set aside deliveries a poll handed out that cannot be rendered (their stored text is not

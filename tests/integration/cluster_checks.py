@@ -85,6 +85,19 @@ async def publish_steadily(client: httpx.AsyncClient, rng: random.Random, prefix
     await asyncio.gather(*tasks)
 
 
+async def publish_until(client: httpx.AsyncClient, rng: random.Random, done: asyncio.Event, messages: dict,
+                        refused: list, times: dict | None = None, rate: float = 100, tail_s: float = 3.0) -> int:
+    """`publish_steadily` at `rate`/s, a second's worth at a time, until `tail_s` after `done` is
+    set: publishing covers whatever the caller does meanwhile, however long it takes. Returns how
+    many were sent."""
+    chunks = 0
+    while not done.is_set():
+        await publish_steadily(client, rng, f"p{chunks}", int(rate), rate, messages, refused, times)
+        chunks += 1
+    await publish_steadily(client, rng, "tail", int(rate * tail_s), rate, messages, refused, times)
+    return chunks * int(rate) + int(rate * tail_s)
+
+
 async def gossip_views(addresses: list[str]) -> list[tuple[SegmentTable, dict[str, str]]]:
     """(table, {member: status}) as each matcher at `addresses` sees it."""
     out = []

@@ -77,15 +77,14 @@ PLAN = (("paper", {"n_subs": 20_000}, 3, 12), ("paper", {"n_subs": 20_000}, 1, 1
 
 def populate(url: str, w) -> None:
     """Write the subscriptions straight into the catalogue (what POST /v1/subscriptions does
-    first); matchers started afterwards load them from it. 20,000 REST calls would take minutes."""
+    first), pipelined; matchers started afterwards load them from it. 20,000 REST calls would
+    take minutes."""
     async def main() -> None:
         store = Store(url)
         try:
             queues = [(await store.create_queue())[0] for _ in range(w.n_subs // 5000 + 1)]
-            for start in range(0, w.n_subs, 64):  # 64 connections at a time: the machine is shared
-                await asyncio.gather(*(store.add_subscription(build_subscription(
-                    f"s{j}", queues[j // 5000], w.predicates(j), w.space).to_json())
-                    for j in range(start, min(start + 64, w.n_subs))))
+            await store.add_subscriptions([build_subscription(f"s{j}", queues[j // 5000], w.predicates(j),
+                                                              w.space).to_json() for j in range(w.n_subs)])
         finally:
             await store.close()
 

@@ -1,7 +1,8 @@
 """The store on a Redis Cluster when things break part way: a matcher killed between two
 nodes' shares of one delivery batch (on real processes, and on the store alone without
 timing), a primary killed under steady publishing with and without ?wait=1 (checked against
-the oracle), and what ?wait=1 costs. docs/operations.md, "A Redis Cluster: what each failure
+the oracle), and ?wait=1 under load writing every delivery (what it costs is measured by
+`bluedove bench store-wait`). docs/operations.md, "A Redis Cluster: what each failure
 does", gives the figures these tests print.
 
 Each test starts its own Redis Cluster (bluedove/store/redis_cluster.py) and LocalCluster,
@@ -20,11 +21,13 @@ import time
 import urllib.request
 
 import httpx
+import numpy as np
 import pytest
 import redis
 from redis.crc import key_slot
 
 from bluedove.core.model import build_subscription
+from bluedove.lab.bench.store_wait import WAIT, load, store_cost, written
 from bluedove.local.cluster import LocalCluster
 from bluedove.store import keys as K
 from bluedove.store.batch import Runner
@@ -353,61 +356,6 @@ def test_a_primary_killed_under_steady_publishing(tmp_path, wait):
         servers.stop()
 
 
-def _written(c: LocalCluster) -> float:
-    """Deliveries the matchers have written so far (their Prometheus counters)."""
-    total = 0.0
-    for m in c.matchers():
-        with urllib.request.urlopen(c.metrics_url(m), timeout=5) as resp:
-            total += sum(float(line.rsplit(" ", 1)[1]) for line in resp.read().decode().splitlines()
-                         if line.startswith("bluedove_matcher_deliveries_written"))
-    return total
-
-
-async def _load(c: LocalCluster, rng: random.Random, steady_rate: float, seconds: float,
-                workers: int) -> tuple[dict, dict]:
-    """A steady phase (`steady_rate` single publishes/s: their latencies), then a saturated one
-    (`workers` publishers back to back: messages/s): (figures, every message published)."""
-    messages: dict = {}
-    lat: list[float] = []
-
-    async def publish(client: httpx.AsyncClient, mid: str) -> float:
-        attrs = {d: rng.uniform(0, 1000) for d in c.space.names}
-        t0 = time.perf_counter()
-        r = await client.post("/v1/messages", json={"attributes": attrs, "id": mid})
-        assert r.status_code == 202, r.text
-        messages[mid] = tuple(attrs[d] for d in c.space.names)
-        return time.perf_counter() - t0
-
-    async def timed(client: httpx.AsyncClient, mid: str) -> None:
-        lat.append(await publish(client, mid))
-
-    async with httpx.AsyncClient(base_url=c.url, timeout=30, limits=httpx.Limits(max_connections=64)) as client:
-        tasks = []
-        for i in range(int(steady_rate * seconds)):
-            tasks.append(asyncio.create_task(timed(client, f"s-{i}")))
-            await asyncio.sleep(1 / steady_rate)
-        await asyncio.gather(*tasks)
-        written0, t0 = _written(c), time.monotonic()
-        done = 0
-
-        async def worker(w: int) -> None:
-            nonlocal done
-            i = 0
-            while time.monotonic() - t0 < seconds:
-                await publish(client, f"w{w}-{i}")
-                i += 1
-                done += 1
-
-        await asyncio.gather(*(worker(w) for w in range(workers)))
-        took = time.monotonic() - t0
-        await asyncio.sleep(0.5)  # the counters are read from the matchers' metrics
-        written = _written(c) - written0
-    lat.sort()
-    return {"publish_p50_ms": round(lat[len(lat) // 2] * 1000, 1),
-            "publish_p99_ms": round(lat[int(len(lat) * 0.99)] * 1000, 1),
-            "saturated_msgs_per_s": round(done / took), "saturated_deliveries_per_s": round(written / took)}, messages
-
-
 async def _add_to_store_only(url: str, sub: dict) -> None:
     store = Store(url)
     try:
@@ -416,67 +364,30 @@ async def _add_to_store_only(url: str, sub: dict) -> None:
         await store.close()
 
 
-async def _store_cost(url: str, rounds: int = 100) -> dict:
-    """Delivery batches (16 messages, 12 queues each, ~190 deliveries over every primary)
-    written by two Stores on one cluster, one without WAIT and one with ?wait=1, taking turns
-    batch by batch, so that whatever else loads the machine weighs on both alike."""
-    stores = {0: Store(url), 1: Store(url + "?wait=1&wait_ms=1000")}
-    rng = random.Random(1)
-    took: dict[int, list[float]] = {0: [], 1: []}
-    written = {0: 0, 1: 0}
-    try:
-        queues = [q for q, _ in await stores[0].create_queues(100)]
-        for r in range(rounds):
-            for wait in (0, 1):
-                messages = [(f"c{wait}-{r}-{i}", '{"id":"x"}') for i in range(16)]
-                deliveries = [(q, i, '["s"]') for i in range(16) for q in rng.sample(queues, 12)]
-                t0 = time.perf_counter()
-                _, n = await stores[wait].deliver(messages, deliveries)
-                took[wait].append(time.perf_counter() - t0)
-                assert n == len(deliveries)
-                written[wait] += n
-    finally:
-        for st in stores.values():
-            await st.close()
-    out = {}
-    for wait, ts in took.items():
-        ts.sort()
-        out[wait] = {"batch_p50_ms": round(ts[len(ts) // 2] * 1000, 1),
-                     "batch_p99_ms": round(ts[int(len(ts) * 0.99)] * 1000, 1),
-                     "deliveries_per_s": round(written[wait] / sum(ts))}
-    return out
-
-
-def test_the_cost_of_wait_1(tmp_path):
-    """The same load on the same 3-primary cluster (a replica each), without and with ?wait=1:
-    delivery batches written by the store alone, taking turns; then through a LocalCluster,
-    publish latency under a small steady load, and deliveries/s with publishers back to back.
-    Printed for docs/operations.md; asserted: every batch and publish written whole, and the
-    matchers wrote exactly the deliveries the oracle names (WAIT changes the cost, not the
-    outcome)."""
+def test_with_wait_1_every_batch_and_every_publish_is_written_whole_under_load(tmp_path):
+    """?wait=1 changes what a write costs, not what is written (`bluedove bench store-wait`
+    measures the cost, docs/store.md, "The cost of `wait=1`"). On 3 primaries with a replica
+    each: delivery batches over every primary, written by Stores with and without WAIT taking
+    turns, are all written whole; then a LocalCluster on the store with ?wait=1, under steady
+    publishing and then publishers back to back, accepts every publish, and its matchers write
+    exactly the deliveries the oracle names."""
     servers = RedisClusterServers(tmp_path / "rc", primaries=3, replicas=1).start()
-    figures = {}
     try:
-        store_figures = asyncio.run(_store_cost(servers.url))
-        for wait in (0, 1):
-            for port in servers.primaries():  # an empty store for each run (their replicas follow)
-                with redis.Redis(port=port) as r:
-                    r.flushall()
-            url = servers.url + ("?wait=1&wait_ms=1000" if wait else "")
-            c = LocalCluster(matchers=2, http_port=0, data_dir=tmp_path / f"bd{wait}", store=url, quiet=True,
-                             restart=False).start()
-            try:
-                rng = random.Random(16)
-                with httpx.Client(base_url=c.url, timeout=30) as api:
-                    _, subs = subscribe_random(api, rng, n_queues=20, n_subs=200)
-                written0 = _written(c)
-                figures[wait], messages = asyncio.run(_load(c, rng, steady_rate=100, seconds=4, workers=16))
-                time.sleep(0.5)
-                assert _written(c) - written0 == len(oracle(c.space, subs, messages))
-            finally:
-                c.stop()
-                assert_no_children(c)
+        store = asyncio.run(store_cost(servers.url, rounds=5))
+        assert store[0]["short_batches"] == store[1]["short_batches"] == 0, store
+        c = LocalCluster(matchers=2, http_port=0, data_dir=tmp_path / "bd", store=servers.url + WAIT, quiet=True,
+                         restart=False).start()
+        try:
+            with httpx.Client(base_url=c.url, timeout=30) as api:
+                _, subs = subscribe_random(api, random.Random(16), n_queues=20, n_subs=200)
+            written0 = written(c)
+            points = np.random.default_rng(16).uniform(0, 1000, (2000, len(c.space.names)))
+            figures, messages = asyncio.run(load(c, points, steady_rate=100, seconds=1.5, publishers=8))
+            assert figures["errors"] == {} and len(messages) > 150, figures
+            time.sleep(0.5)
+            assert written(c) - written0 == len(oracle(c.space, subs, messages))
+        finally:
+            c.stop()
+            assert_no_children(c)
     finally:
         servers.stop()
-    print(f"\nstore, batches taking turns: without wait {store_figures[0]}, with wait=1 {store_figures[1]}")
-    print(f"end to end, one run each: without wait {figures[0]}, with wait=1 {figures[1]}")

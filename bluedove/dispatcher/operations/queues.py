@@ -8,7 +8,7 @@ token is a 401 whatever else is wrong, as everywhere in the API.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from redis.exceptions import ResponseError
@@ -20,8 +20,9 @@ from bluedove.dispatcher.operations.common import check_range, require_queue_tok
 from bluedove.store.ids import first_invalid_receipt
 from bluedove.store.store import BadToken
 
-# How long one store read of a Listen stream blocks before it looks at its queue again.
-LISTEN_POLL_S = 5.0
+# How long one store read of a Listen stream stays parked before it looks at its queue again
+# (a delivery wakes it at once; this only bounds how late a deleted queue ends its streams).
+LISTEN_POLL_S = 20.0
 DEFAULT_POLL_MAX = 10
 DEFAULT_LISTEN_MAX = 100
 T = TypeVar("T")
@@ -45,9 +46,14 @@ async def queue_info(d: Dispatcher, queue: str, token: str | None) -> dict[str, 
 
 
 async def delete_queue(d: Dispatcher, queue: str, token: str | None) -> None:
+    """DELETE /v1/queues/{queue}: the store deletes it in bounded steps (`Queues.delete_queue`),
+    logging the removal of each of its subscriptions in the catalogue. The matchers drop them
+    from the log they tail, a bounded slice per index job (bluedove/matcher/sets_owner.py),
+    not from a call of ours: that would remove each one a second time, one by one, in jobs a
+    Forward waits behind, for nothing: by the time we answer, the queue's stream is gone, and
+    a delivery matched for it until they have dropped it is not written (DELIVER's NOMKSTREAM)."""
     await require_queue_token(d, queue, token)
-    removed = await d.store.delete_queue(queue)
-    await d.broadcast_removals(removed)
+    await d.store.delete_queue(queue)
 
 
 async def poll(d: Dispatcher, queue: str, token: str | None, max_n: float, wait: float) -> list[dict[str, Any]]:
@@ -58,10 +64,12 @@ async def poll(d: Dispatcher, queue: str, token: str | None, max_n: float, wait:
     return msgs
 
 
-async def poll_json(d: Dispatcher, queue: str, token: str | None, max_n: float, wait: float) -> str:
-    """The REST body `{"messages": [...]}`, as the store spliced it from the stored JSON."""
+async def poll_json(d: Dispatcher, queue: str, token: str | None, max_n: float, wait: float,
+                    gone: Callable[[], bool] | None = None) -> str:
+    """The REST body `{"messages": [...]}`, as the store spliced it from the stored JSON.
+    `gone`: whether the client has left (a parked poll then ends, taking nothing out)."""
     n, wait = await _poll_args(d, queue, token, max_n, wait)
-    got, body = await _polled(d, d.store.poll_json(queue, n, wait, stop=d.closing, token=_given(token)))
+    got, body = await _polled(d, d.store.poll_json(queue, n, wait, stop=d.closing, token=_given(token), gone=gone))
     d.metrics.polled.inc(got)
     return body
 

@@ -49,7 +49,8 @@ def _num_param(request: Request, name: str, default: float) -> float:
 @router.get("/v1/queues/{queue}/messages")
 async def poll(request: Request, queue: str) -> Response:
     body = await ops.poll_json(state(request), queue, bearer(request),
-                               _num_param(request, "max", ops.DEFAULT_POLL_MAX), _num_param(request, "wait", 0))
+                               _num_param(request, "max", ops.DEFAULT_POLL_MAX), _num_param(request, "wait", 0),
+                               gone=request.scope.get("bluedove.gone"))
     # The body comes spliced from the stored JSON: no decode and re-encode per delivery (docs/benchmarks.md).
     return Response(body, media_type="application/json")
 

@@ -27,6 +27,9 @@ BENCHES = {
     "faults": "faults on real processes under steady publishing: messages lost, duplicated, refused seconds",
     "backpressure": "publishers pushing far beyond capacity: 503 + Retry-After, bounded memory, exact delivery",
     "soak": "a long run with churn and matcher restarts: RSS/fd growth and lost deliveries judged",
+    "store-wait": "what ?wait=1 costs on a Redis Cluster: delivery batches and publishes, with and without",
+    "fleet": "many parked long polls: the dispatchers' Redis connections, fds and RSS; wake-up latency",
+    "deletion": "publish latency while a queue of 10,000 subscriptions is deleted (or they are unsubscribed)",
 }
 
 
@@ -44,7 +47,7 @@ def parser(kind: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bluedove bench")
     kinds = p.add_subparsers(dest="kind", required=True)
     try:
-        module = importlib.import_module(f"bluedove.lab.bench.{kind}")
+        module = importlib.import_module(f"bluedove.lab.bench.{kind.replace('-', '_')}")
     except ModuleNotFoundError as exc:  # most benches measure processes with the lab extra's psutil
         if exc.name not in EXTRAS["lab"]:
             raise

@@ -35,7 +35,7 @@ class FakeStore:
         if token != "good":
             raise BadToken(queue)
 
-    async def poll_json(self, queue, max_n, wait_s, stop=None, token=None):
+    async def poll_json(self, queue, max_n, wait_s, stop=None, token=None, gone=None):
         self._check(queue, token)
         self.calls.append(("poll", queue, max_n, wait_s))
         return 1, '{"messages":[{"id":"m1","subscriptions":["s"],"receipt":"1-0"}]}'
