@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-SMALL = ["--workload", "sparse", "--subs", "2000", "--matchers", "2", "--duration", "2", "--warmup", "0.5",
+SMALL = ["--workload", "sparse", "--subs", "2000", "--matchers", "2", "--duration", "1", "--warmup", "0.5",
          "--publishers", "1", "--connections", "2", "--json"]
 
 
@@ -79,7 +79,7 @@ def test_bench_publish_compares_sample_rates_smoke():
 def test_bench_e2e_runs_every_system_on_the_same_subscriptions_smoke():
     r = subprocess.run([sys.executable, "-m", "bluedove", "bench", "e2e", "--workload", "sparse", "--subs", "400",
                         "--matchers", "2", "--partition", "mpartition,p2p", "--partition", "full-replication",
-                        "--baseline-policy", "random", "--step-s", "1.5", "--max-steps", "2", "--publishers", "1",
+                        "--baseline-policy", "random", "--step-s", "1", "--max-steps", "2", "--publishers", "1",
                         "--batch", "50", "--json"], capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])

@@ -11,7 +11,7 @@ import pytest
 from bluedove.lab.bench import BENCHES, parse
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMAND = re.compile(r"bluedove bench ([a-z0-9]+(?: [^`#|]*)?)")
+COMMAND = re.compile(r"bluedove bench ([a-z0-9-]+(?: [^`#|]*)?)")
 
 
 def documented() -> list[tuple[str, str]]:

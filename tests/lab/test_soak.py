@@ -1,5 +1,5 @@
 """`bluedove bench soak`: its judges on synthetic series and ledgers (each failure it must catch,
-and each churn case it must not blame), and a 90-second run on a real cluster."""
+and each churn case it must not blame), and a 45-second run on a real cluster."""
 
 from __future__ import annotations
 
@@ -140,15 +140,16 @@ def test_a_failed_publish_expects_nothing_but_its_deliveries_are_checked():
 
 # -- the real thing ----------------------------------------------------------------------------
 @pytest.mark.integration
-def test_a_90_second_soak_with_churn_and_restarts_loses_nothing(tmp_path):
-    """The shortest run that still restarts a matcher twice (every 30 s), swaps queues every 9 s and
-    judges each process's memory on 50+ samples after its warm-up."""
-    r = subprocess.run([sys.executable, "-m", "bluedove", "bench", "soak", "--minutes", "1.5", "--json",
+def test_a_45_second_soak_with_churn_and_restarts_loses_nothing(tmp_path):
+    """A short run that still restarts a matcher twice (every 15 s), swaps queues every 4.5 s and
+    judges each process's memory on ~48 samples after its warm-up (a run of any length samples
+    60 times)."""
+    r = subprocess.run([sys.executable, "-m", "bluedove", "bench", "soak", "--minutes", "0.75", "--json",
                         "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert r.returncode == (0 if out["ok"] else 1), r.stderr[-3000:]
     d = out["deliveries"]
-    assert d["published"] > 5000 and d["expected"] > 0
+    assert d["published"] > 3000 and d["expected"] > 0  # 4,500 sent at 100/s, less those refused in restarts
     assert d["lost"] == d["duplicates"] == d["wrong"] == 0, d
     assert [x["signal"] for x in out["restarts"]] == ["SIGKILL", "SIGTERM"]
     assert out["churn"]["queues_deleted"] > 0 and out["churn"]["unsubscribed"] > 0

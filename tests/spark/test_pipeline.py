@@ -1,7 +1,8 @@
 """The pipeline end to end on real processes: a skewed workload through a running cluster whose
 dispatcher samples what it accepts, `bluedove export catalogue` of its store, the real job by
-`spark-submit`, then `bluedove up --seed` on a new store, where the same subscriptions and
-fresh skewed messages are delivered exactly (a brute-force oracle)."""
+`spark-submit` (its seed checked against a numpy oracle of the load model on the rows it read),
+then `bluedove up --seed` on a new store, where the same subscriptions and fresh skewed messages
+are delivered exactly (a brute-force oracle)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ import sys
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from bluedove.lab.workloads.paper import paper
+from bluedove.spark.job import DEFAULT_COST
 from bluedove.store.server import free_port
 from tests.integration.cluster_checks import EXACT
 from tests.integration.conftest import assert_no_children, start_cluster
@@ -51,6 +54,53 @@ def publish(api: httpx.Client, w, points) -> dict:
     return out
 
 
+def _hist(seed: dict, w, points: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    e = np.asarray(seed["dimensions"][w.space.names[dim]]["histogram"]["edges"])
+    msgs = np.histogram(points[:, dim], bins=np.r_[e[:-1], np.inf])[0].astype(float)
+    cover = np.array([np.sum((w.lows[:, dim] < e[b + 1]) & (w.highs[:, dim] > e[b])) for b in range(len(e) - 1)])
+    return msgs, cover
+
+
+def oracle_load(seed: dict, w, points: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The load model computed by numpy from the raw rows, on the seed's own bucket edges."""
+    hists = [_hist(seed, w, points, d) for d in range(w.space.k)]
+    p = [float(np.sum(m * c)) / (len(points) * w.n_subs) for m, c in hists]  # fraction passed per dimension
+    others = np.prod([p[d] for d in range(w.space.k) if d != dim])
+    msgs, cover = hists[dim]
+    unit = DEFAULT_COST["one"] + DEFAULT_COST["searched"] * cover + DEFAULT_COST["matches"] * cover * others
+    return msgs * unit, msgs, cover
+
+
+def check_seed(seed: dict, w, samples: Path, window_s: float) -> None:
+    """The job's seed against numpy on the sampled rows it read (`w`'s subscriptions, exported):
+    counts and time windows, each dimension's histograms and load model, equal-load cuts, a
+    placement of every segment, and its risk beside round robin's."""
+    rows = [json.loads(line) for f in sorted(samples.glob("*/*.jsonl")) for line in f.read_text().splitlines()]
+    points, ts = np.array([r["point"] for r in rows]), np.array([r["ts"] for r in rows])
+    assert seed["matchers"] == N and seed["inputs"]["subscription_count"] == w.n_subs
+    assert seed["inputs"]["message_count"] == len(rows)
+    windows = int(np.floor((ts.max() - ts.min()) / window_s)) + 1
+    assert seed["inputs"]["windows"] == windows >= 2  # several: the risk rests on the loads' covariance
+    for i, d in enumerate(w.space.dimensions):
+        dim = seed["dimensions"][d.name]
+        b = dim["boundaries"]
+        assert len(b) == N + 1 and b[0] == d.min and b[-1] == d.max and all(x < y for x, y in zip(b, b[1:]))
+        load, msgs, cover = oracle_load(seed, w, points, i)
+        assert dim["histogram"]["messages"] == pytest.approx(msgs.tolist())
+        assert dim["histogram"]["subscriptions"] == cover.tolist()
+        assert np.asarray(dim["histogram"]["load"]) == pytest.approx(load, rel=1e-9)
+        worst_bucket = load.max() / load.sum()
+        assert max(dim["segment_load"]) <= 1 / N + worst_bucket + 1e-9
+    for row in seed["placement"]:
+        assert set(row["segments"]) == set(w.space.names)
+    for name in w.space.names:
+        assert sorted(r["segments"][name] for r in seed["placement"]) == list(range(N))
+    risk = seed["risk"]
+    assert 0.0 <= risk["placement"] <= risk["round_robin"] <= 1.0 and risk["capacity"] > 0
+    assert [r["headroom"] for r in risk["by_headroom"]] == [0.1, 0.25, 0.5, 1.0]
+    assert all(r["placement"] <= r["round_robin"] for r in risk["by_headroom"])
+
+
 def test_sample_export_spark_submit_and_a_seeded_cluster_deliver_exactly(tmp_path):
     w = paper(adverse=2, n_subs=400, seed=9)
     # 1. A running cluster samples every accepted message; its catalogue holds the subscriptions.
@@ -80,13 +130,15 @@ def test_sample_export_spark_submit_and_a_seeded_cluster_deliver_exactly(tmp_pat
     job = subprocess.run([str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
                           "--conf", "spark.ui.enabled=false", str(ROOT / "bluedove" / "spark" / "skew_stats.py"),
                           "--subscriptions", str(tmp_path / "export" / "subscriptions"),
-                          "--messages", str(samples), "--matchers", str(N), "--out", str(seed_file)],
+                          "--messages", str(samples), "--matchers", str(N), "--window-s", "0.01",
+                          "--out", str(seed_file)],
                          capture_output=True, text=True, timeout=400, env=env)
     assert job.returncode == 0, job.stderr[-3000:]
     seed = json.loads(seed_file.read_text())
     assert seed["inputs"]["subscription_count"] == 400 and seed["inputs"]["message_count"] == 3000
-    x0 = seed["dimensions"]["x0"]["boundaries"]
-    assert x0[1] < 250  # the adverse skew on x0 (hot round 125) pulls its first cut down
+    check_seed(seed, w, samples, 0.01)
+    # Adverse skew on x0 and x1: their cuts crowd around the hot spots (125 and 375), not 333/667.
+    assert seed["dimensions"]["x0"]["boundaries"][1] < 250 and seed["dimensions"]["x1"]["boundaries"][2] < 550
 
     # 4. `bluedove up --seed` on a new store: the table is the seed's; delivery is exact.
     port = free_port()
