@@ -164,17 +164,21 @@ class SubscriptionSet:
         iid = self._by_id.pop(sub_id, None)
         if iid is None:
             return False
+        self._drop(iid, self._packed is not None and self._packed.kill(iid))
+        self._writes += 1
+        self._pack_if_due()
+        return True
+
+    def _drop(self, iid: int, masked: bool) -> None:
+        """Forget entry `iid`, `masked` in the packed tree already or else in the recent one."""
         box = self._boxes.pop(iid)
-        if self._packed is not None and self._packed.kill(iid):
+        if masked:
             self._dead += 1
         else:
             self._recent.delete(iid, np.frombuffer(box, dtype=np.float64).tolist())
             self._n_recent -= 1
         del self.sub_ids[iid], self.queues[iid]
         self.directory.drop(iid)
-        self._writes += 1
-        self._pack_if_due()
-        return True
 
     def remove_many(self, sub_ids: Iterable[str]) -> int:
         """`remove` for many at once (a run of a deleted queue's removals): the packed tree masks
@@ -186,14 +190,7 @@ class SubscriptionSet:
         packed = (self._packed.kill_many(np.array(iids, dtype=np.int64)).tolist() if self._packed is not None
                   else [False] * len(iids))
         for iid, masked in zip(iids, packed):
-            box = self._boxes.pop(iid)
-            if masked:
-                self._dead += 1
-            else:
-                self._recent.delete(iid, np.frombuffer(box, dtype=np.float64).tolist())
-                self._n_recent -= 1
-            del self.sub_ids[iid], self.queues[iid]
-            self.directory.drop(iid)
+            self._drop(iid, masked)
         self._writes += 1
         self._pack_if_due()
         return len(iids)
