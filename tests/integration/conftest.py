@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from bluedove.local.cluster import LocalCluster
+from bluedove.store.client import sync_client
 from bluedove.store.store import Store, StoreLimits
 from tests.conftest import STORE_KIND_ENV
 
@@ -65,3 +66,12 @@ async def make_store(redis_clean_url: str) -> AsyncIterator[Callable[..., Store]
 def store(make_store) -> Store:
     """A Store with the default limits on an empty Redis."""
     return make_store()
+
+
+@pytest.fixture
+def raw(redis_clean_url: str):
+    """A client of the test Redis that writes bytes as they are (a delivery as an older
+    version stored it)."""
+    r = sync_client(redis_clean_url, decode_responses=False)
+    yield r
+    r.close()

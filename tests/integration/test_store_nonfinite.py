@@ -16,7 +16,6 @@ import pytest
 
 from bluedove.core.queue_bounds import QueueBounds
 from bluedove.store import keys as K
-from bluedove.store.client import sync_client
 from bluedove.store.store import StoreLimits
 
 pytestmark = pytest.mark.integration
@@ -41,13 +40,6 @@ def strict(body: str) -> dict:
     def refuse(word: str) -> None:
         raise ValueError(f"{word} in the body")
     return json.loads(body, parse_constant=refuse)
-
-
-@pytest.fixture
-def raw(redis_clean_url):
-    r = sync_client(redis_clean_url, decode_responses=False)
-    yield r
-    r.close()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import pytest
 
 from bluedove.core.queue_bounds import QueueBounds
 from bluedove.store import keys as K
-from bluedove.store.client import sync_client
 from bluedove.store.store import StoreLimits
 
 pytestmark = pytest.mark.integration
@@ -27,14 +26,6 @@ def good(mid: str) -> str:
 # a lone surrogate written out as UTF-8 bytes, which no UTF-8 decoder takes.
 BAD = b'{"id":"bad","attributes":{"x0":1.5},"payload":"a\xed\xa0\x80b","published_at":"2026-11-22T00:00:00Z"}'
 BIG = ('{"id":"big","attributes":{"x0":1.5},"payload":' + "9" * 5000 + ',"published_at":"2026-11-22T00:00:00Z"}')
-
-
-@pytest.fixture
-def raw(redis_clean_url):
-    """A client of the test Redis that writes bytes as they are."""
-    r = sync_client(redis_clean_url, decode_responses=False)
-    yield r
-    r.close()
 
 
 @pytest.fixture
