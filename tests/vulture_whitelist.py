@@ -22,3 +22,5 @@ whitespace_split  # tests/deploy/test_dockerfile.py
 # uvicorn.Server reads them: its exit flag, and the hook overridden to keep the process's signal handlers
 should_exit, capture_signals  # bluedove/runtime/telemetry.py
 pytest_configure  # tests/conftest.py (--store-kind for start_cluster, through the environment)
+# uvicorn's HTTP protocol calls them: its pipelined-request queue, its flow control's hooks
+appendleft, pause_writing, resume_writing  # bluedove/dispatcher/door.py _Pipeline, LeanFlow

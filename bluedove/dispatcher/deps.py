@@ -1,10 +1,12 @@
-"""Request-scoped helpers shared by the routers: the dispatcher state, JSON bodies, bearer tokens."""
+"""Request-scoped helpers shared by the routers (and the door's polls): the dispatcher state, JSON
+bodies, bearer tokens, numbers in the query."""
 
 from __future__ import annotations
 
 from typing import Any, cast
 
 from fastapi import Request
+from starlette.datastructures import QueryParams
 
 from bluedove.dispatcher.auth import parse_bearer
 from bluedove.dispatcher.dispatcher import Dispatcher
@@ -23,3 +25,14 @@ async def json_body(request: Request) -> Any:
 def bearer(request: Request) -> str | None:
     return parse_bearer(request.headers.get("authorization"))
 
+
+
+def number(query: QueryParams, name: str, default: float) -> float:
+    """The query parameter `name` as a number; NaN when it is not one (check_range names it)."""
+    raw = query.get(name)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        return float("nan")

@@ -27,10 +27,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.flow_control import FlowControl
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 
 from bluedove.core.errors import ApiError
 from bluedove.dispatcher.app import error_response
+from bluedove.dispatcher.dispatcher import Dispatcher
+from bluedove.dispatcher.door_poll import POLL_PATH, DoorPoll
 from bluedove.runtime.settings import DispatcherSettings
 
 # How long a connection the door answered stays half-open for the client to read the answer.
@@ -53,11 +56,13 @@ class Limits:
 
 
 class DoorConfig(uvicorn.Config):
-    """uvicorn's configuration, carrying the door's limits to each connection's protocol."""
+    """uvicorn's configuration, carrying the door's limits to each connection's protocol, and
+    the dispatcher whose long polls the door serves itself (door_poll.py; None: the app does)."""
 
-    def __init__(self, app: Any, limits: Limits, **kwargs: Any) -> None:
+    def __init__(self, app: Any, limits: Limits, polls: Dispatcher | None = None, **kwargs: Any) -> None:
         super().__init__(app, http=DoorProtocol, ws="none", **kwargs)  # the API has no websockets
         self.limits = limits
+        self.polls = polls
 
 
 # Where a connection is in reading a request, which says which deadline runs (plain ints: an
@@ -72,10 +77,18 @@ class DoorProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the door's limits (see the module docstring).
 
     A timer is armed only when a read ends inside a request's headers or body, and runs
-    until they are whole (one deadline for each, not one per read)."""
+    until they are whole (one deadline for each, not one per read).
+
+    A connection costs what it holds while it waits, times the fleet's phones: the door's own
+    state is in slots, as uvicorn's protocol already has 28 attributes and CPython shares an
+    instance dict's keys (~0.3 KiB) only up to 29 (1.6 KiB beyond); and the request queue
+    (empty but for pipelined requests) and the write-pause event are made when first needed."""
+
+    __slots__ = ("begun", "body_bytes", "limits", "linger_bytes", "phase", "poll", "polls", "timer")
 
     def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
         super().__init__(config, *args, **kwargs)
+        self.pipeline = _Pipeline()  # type: ignore[assignment]
         assert isinstance(config, DoorConfig)  # serve() builds the server with one
         self.limits = config.limits
         self.phase = HEADERS
@@ -83,15 +96,30 @@ class DoorProtocol(HttpToolsProtocol):
         self.body_bytes = 0
         self.begun = False  # a request's first byte came in the current HEADERS phase
         self.linger_bytes = 0  # after an answer from the door: how much more is dropped unread
+        self.polls = config.polls
+        self.poll: DoorPoll | None = None  # the long poll the door serves on this connection
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)  # (the base class narrows asyncio's BaseTransport)
+        self.flow = LeanFlow(transport)
         self._arm(self.limits.header_s)  # a connection that sends nothing is closed as well
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         self.phase = SHUT
+        if self.poll is not None:
+            self.poll.cancel()
+            self.poll = None
         super().connection_lost(exc)
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        """A long poll is served by the door (door_poll.py); any other request by the app."""
+        scope = cycle.scope
+        if self.polls is not None and scope["method"] == "GET" and (m := POLL_PATH.fullmatch(scope["path"])):
+            self.poll = DoorPoll(self.polls, cycle, m.group(1), self.tasks)
+            self.poll.start()
+        else:
+            super()._start_asgi_task(cycle, app)
 
     def data_received(self, data: bytes) -> None:
         if self.phase == SHUT:  # lingering after an answer: dropped unread
@@ -203,6 +231,40 @@ class DoorProtocol(HttpToolsProtocol):
         self.linger_bytes = self.limits.max_body_bytes
         self.flow.resume_reading()
         self._arm(LINGER_S)
+
+
+class _Pipeline(list[tuple[RequestResponseCycle, Any]]):
+    """uvicorn's queue of pipelined requests as a list (an empty deque is 0.6 KiB)."""
+
+    __slots__ = ()
+
+    def appendleft(self, item: tuple[RequestResponseCycle, Any]) -> None:
+        self.insert(0, item)
+
+
+class LeanFlow(FlowControl):
+    """uvicorn's flow control, its event for a paused write made only when a write pauses."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:  # (the base's, but the event)
+        self._transport = transport
+        self.read_paused = False
+        self.write_paused = False
+        self._writable: asyncio.Event | None = None
+
+    async def drain(self) -> None:
+        if self._writable is not None:
+            await self._writable.wait()
+
+    def pause_writing(self) -> None:
+        if not self.write_paused:
+            self.write_paused = True
+            self._writable = asyncio.Event()
+
+    def resume_writing(self) -> None:
+        if self.write_paused:
+            self.write_paused = False
+            if self._writable is not None:
+                self._writable.set()
 
 
 def _render(err: ApiError) -> bytes:

@@ -58,10 +58,10 @@ def serve(settings: DispatcherSettings, space: Space, seeds: tuple[str, ...] = (
     # SDK's; load balancers: 60 s): when the server closes first, a request the client sends on
     # that connection at the same moment fails with a reset it cannot tell from a crash. The
     # door (door.py) adds the body cap and the header and body timeouts to uvicorn's protocol.
-    config = DoorConfig(app, Limits.of(settings), log_level="warning", access_log=False,
+    dispatcher: Dispatcher = app.state.dispatcher
+    config = DoorConfig(app, Limits.of(settings), dispatcher, log_level="warning", access_log=False,
                         timeout_graceful_shutdown=5, timeout_keep_alive=settings.idle_timeout_s,
                         loop="asyncio", **tls.uvicorn_ssl(settings))
-    dispatcher: Dispatcher = app.state.dispatcher
     closing = dispatcher.closing
 
     async def main() -> None:

@@ -17,6 +17,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from bluedove.core.queue_bounds import QueueBounds
@@ -27,6 +28,7 @@ from bluedove.store.client import node_client
 from bluedove.store.connection import Connection, StoreLimits
 from bluedove.store.finite import finite
 from bluedove.store.ids import bound_entries, hash_token, new_id, new_token, receipt_tag, valid_queue_id
+from bluedove.store.waiting import Done, Looked, PollWait, Taken, waited
 from bluedove.store.wakeups import Wakeups
 from bluedove.store.wire import deliveries_json
 
@@ -44,7 +46,6 @@ _DUMMY_DIGEST = hashlib.sha256(b"bluedove-no-such-queue").hexdigest()
 Handed = str
 # Whether a poll's client has gone (the HTTP server's view of its connection).
 Gone = Callable[[], bool]
-EMPTY = '{"messages":[]}'
 
 
 def _strict(body: str) -> bool:
@@ -225,47 +226,45 @@ class Queues(Connection):
         checked whole (in C; all but free when it is ASCII without a capital N or I:
         bluedove/store/finite.py), and only when it fails are its deliveries looked at one by
         one, the bad ones set aside (`_deliverable`) and the rest answered."""
-        n, body, handed = await self._take(queue, max_n, wait_s, stop, token, gone)
+        return await self.rendered(queue, await self._take(queue, max_n, wait_s, stop, token, gone))
+
+    async def rendered(self, queue: str, taken: Taken) -> tuple[int, str]:
+        """(n, REST body) of a poll's answer, its deliveries that cannot be rendered set aside."""
+        n, body, handed = taken
         if n and not (_strict(body) and finite(body)):
             return await self._deliverable(queue, handed, readable=False)
         return n, body
 
-    async def _take(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None,
-                    token: str | None, gone: Gone | None = None) -> tuple[int, str, Handed]:
-        """(n, body, the entry ids handed out joined by ",") of a poll. Each look at the queue
-        is one POLL call; between looks, a poll that found nothing waits parked for a wake-up
-        (bluedove/store/wakeups.py), holding no connection."""
+    def start_poll(self, queue: str, max_n: int, wait_s: float, done: Done, stop: asyncio.Event | None = None,
+                   token: str | None = None, gone: Gone | None = None) -> PollWait:
+        """A poll of up to max_n deliveries, answered to `done` with (n, body, handed) or the
+        error that ended it; `poll_json` says what the arguments do. It waits as callbacks, not
+        as a coroutine (bluedove/store/waiting.py): call the result's `start`, and its `cancel`
+        if no answer is wanted any more."""
         if token is not None and not valid_queue_id(queue):
             raise BadToken(queue)
-        key, tag = K.queue_stream(queue), receipt_tag(queue)
-        keys = [key, K.queue_hash(queue), K.dead_outbox(queue)]
-        args = [GROUP, CONSUMER, int(self.limits.visibility_timeout_s * 1000), max_n,
-                "" if token is None else hash_token(token), self.limits.retention_s, tag]
-        deadline = time.monotonic() + wait_s
-        if stop is not None:
-            self.wakeups.stop_on(stop)
-        parked = self.wakeups.park(key)
-        try:
-            while True:
-                parked.arm()  # before looking: a delivery written while we look wakes the wait below
-                async with self._calls:
-                    res = await self._poll(keys=keys, args=args)
-                if res is None:
-                    raise BadToken(queue)
-                n, body, again, handed, pending, *dead = res
-                if dead and int(dead[0]):
-                    await self._move_or_warn(queue, dead[1])
-                self.redelivered += int(again)
-                left = deadline - time.monotonic()
-                if n or left <= 0 or (stop is not None and stop.is_set()):
-                    return int(n), body, handed
-                # No wake-up announces a visibility timeout passing, nor a write while the
-                # subscription is down: then look again every second.
-                await parked.wait(left if self.wakeups.live and not int(pending) else min(left, 1.0))
-                if gone is not None and gone():
-                    return 0, EMPTY, ""
-        finally:
-            self.wakeups.unpark(key, parked)
+        args = (GROUP, CONSUMER, int(self.limits.visibility_timeout_s * 1000), max_n,
+                "" if token is None else hash_token(token), self.limits.retention_s, receipt_tag(queue))
+        return PollWait(partial(self._look, queue, args), self.wakeups, K.queue_stream(queue), wait_s, done,
+                        stop, gone)
+
+    async def _take(self, queue: str, max_n: int, wait_s: float, stop: asyncio.Event | None,
+                    token: str | None, gone: Gone | None = None) -> Taken:
+        """(n, body, the entry ids handed out joined by ",") of a poll, as a coroutine."""
+        return await waited(lambda done: self.start_poll(queue, max_n, wait_s, done, stop, token, gone))
+
+    async def _look(self, queue: str, args: tuple[object, ...]) -> Looked:
+        """One look at `queue`: one POLL call on one of the POLL_CALLS shared connections."""
+        async with self._calls:
+            res = await self._poll(keys=[K.queue_stream(queue), K.queue_hash(queue), K.dead_outbox(queue)],
+                                   args=args)
+        if res is None:
+            raise BadToken(queue)
+        n, body, again, handed, pending, *dead = res
+        if dead and int(dead[0]):
+            await self._move_or_warn(queue, dead[1])
+        self.redelivered += int(again)
+        return Looked(int(n), body, handed, bool(int(pending)))
 
     async def _move_or_warn(self, queue: str, dead_queue: str) -> None:
         try:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from bluedove.store import keys as K
 from bluedove.store.client import RedisClient
@@ -35,44 +35,10 @@ HEALTH_S = 15.0
 CLOSE_S = 2.0
 
 
-class Parked:
-    """One parked poll's wake-up: `arm` before looking at the queue, `wait` after finding it
-    empty. A wake-up that lands between the two is kept, so it is never lost to the race.
-    (A future and a flag, not an asyncio.Event: a fleet parks tens of thousands of these.)"""
+class Waiter(Protocol):
+    """A parked poll, as the table sees it (bluedove/store/waiting.py's PollWait)."""
 
-    __slots__ = ("_future", "woken")
-
-    def __init__(self) -> None:
-        self.woken = False
-        self._future: asyncio.Future[None] | None = None
-
-    def arm(self) -> None:
-        self.woken = False
-
-    def wake(self) -> None:
-        self.woken = True
-        future = self._future
-        if future is not None and not future.done():
-            future.set_result(None)
-
-    async def wait(self, timeout_s: float) -> bool:
-        """True when woken, False when `timeout_s` passed first."""
-        if self.woken:
-            return True
-        loop = asyncio.get_running_loop()
-        future = self._future = loop.create_future()
-        timer = loop.call_later(timeout_s, _settle, future)
-        try:
-            await future
-        finally:
-            timer.cancel()
-            self._future = None
-        return self.woken
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
+    def wake(self) -> None: ...
 
 
 class Wakeups:
@@ -84,7 +50,7 @@ class Wakeups:
 
     def __init__(self, connect: Callable[[int], RedisClient]) -> None:
         self._connect = connect
-        self._parked: dict[str, set[Parked]] = {}
+        self._parked: dict[str, set[Waiter]] = {}
         self._task: asyncio.Task[None] | None = None
         self.live = False  # subscribed: parked polls may wait for their wake-up alone
         self.received = 0  # wake-up messages heard (the metrics)
@@ -100,15 +66,13 @@ class Wakeups:
     def parked(self) -> int:
         return sum(len(s) for s in self._parked.values())
 
-    def park(self, stream: str) -> Parked:
-        """A poll on `stream` parked until `unpark`."""
+    def park(self, stream: str, p: Waiter) -> None:
+        """`p`, a poll on `stream`, is woken by the wake-ups that name it until `unpark`."""
         if self._task is None and not self._closed:
             self._task = asyncio.create_task(self._run(), name="wakeups")
-        p = Parked()
         self._parked.setdefault(stream, set()).add(p)
-        return p
 
-    def unpark(self, stream: str, p: Parked) -> None:
+    def unpark(self, stream: str, p: Waiter) -> None:
         waiting = self._parked.get(stream)
         if waiting is not None:
             waiting.discard(p)
@@ -126,21 +90,22 @@ class Wakeups:
         self.wake_all()
 
     def wake(self, streams: str) -> None:
-        """Wake the polls parked on the streams named in a wake-up message (space-separated)."""
+        """Wake the polls parked on the streams named in a wake-up message (space-separated).
+        (A poll woken may end, and leave the table, while it is woken: hence the copies.)"""
         parked = self._parked
         if not parked:
             return
         for stream in streams.split(" "):
             waiting = parked.get(stream)
             if waiting is not None:
-                for p in waiting:
+                for p in tuple(waiting):
                     p.wake()
 
     def wake_all(self) -> None:
         """Every parked poll looks at its queue again (a wake-up may have been missed; or the
         process is stopping and its polls should answer now)."""
-        for waiting in self._parked.values():
-            for p in waiting:
+        for waiting in list(self._parked.values()):
+            for p in tuple(waiting):
                 p.wake()
 
     async def close(self) -> None:

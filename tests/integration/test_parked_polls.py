@@ -1,10 +1,12 @@
 """Parked long polls through a real dispatcher: a client that leaves mid-poll takes nothing
 with it, and a dispatcher parks polls on a few Redis connections (bluedove/store/wakeups.py;
-docs/api.md, "Long polls")."""
+docs/api.md, "Long polls"). Its HTTP door serves them below the app
+(bluedove/dispatcher/door_poll.py): the same answers, errors, keep-alive and pipelining."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 
@@ -13,6 +15,7 @@ import pytest
 
 from bluedove.store.client import sync_client
 from tests.integration.helpers import new_queue
+from tests.integration.test_api_contract import parked_polls
 
 pytestmark = pytest.mark.integration
 
@@ -75,3 +78,77 @@ async def test_parked_polls_hold_no_redis_connection_each(cluster, api):
         assert took < 8 + 1 + 15  # every poll ends within its wait (+ the test's own pace on a loaded machine)
     finally:
         r.close()
+
+
+async def _answers(reader: asyncio.StreamReader, n: int) -> list[tuple[int, dict]]:
+    """The next `n` responses on a connection: (status, JSON body)."""
+    out = []
+    for _ in range(n):
+        top = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 20)
+        length = next(int(line.split(b":")[1]) for line in top.split(b"\r\n")
+                      if line.lower().startswith(b"content-length"))
+        out.append((int(top.split(b" ", 2)[1]), json.loads(await reader.readexactly(length))))
+    return out
+
+
+def _get(path: str, auth: dict | None = None) -> bytes:
+    lines = [f"GET {path} HTTP/1.1", "Host: t", *(f"{k}: {v}" for k, v in (auth or {}).items()), "", ""]
+    return "\r\n".join(lines).encode()
+
+
+async def test_polls_pipelined_on_one_connection_are_answered_in_order_and_it_serves_on(cluster, api):
+    queue, auth, x = _point_queue(api)
+    assert api.post("/v1/messages", json={"attributes": x, "payload": "first"}).status_code == 202
+    host, port = cluster.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(_get(f"/v1/queues/{queue}/messages?wait=10", auth)  # answers with the delivery
+                     + _get(f"/v1/queues/{queue}/messages?wait=1", auth)  # waits its second, empty
+                     + _get("/v1/space"))  # the app's, after both
+        started = time.monotonic()
+        (s1, b1), (s2, b2), (s3, b3) = await _answers(reader, 3)
+        assert (s1, [m["payload"] for m in b1["messages"]]) == (200, ["first"])
+        assert (s2, b2) == (200, {"messages": []}) and time.monotonic() - started >= 1.0
+        assert s3 == 200 and b3["dimensions"]
+        writer.write(_get(f"/v1/queues/{queue}/messages?wait=10", auth))  # the connection is kept
+        await asyncio.sleep(0.3)
+        assert api.post("/v1/messages", json={"attributes": x, "payload": "second"}).status_code == 202
+        [(s4, b4)] = await _answers(reader, 1)
+        assert (s4, [m["payload"] for m in b4["messages"]]) == (200, ["second"])
+    finally:
+        writer.close()
+
+
+async def test_a_poll_s_errors_come_in_the_api_s_shape_and_a_wrong_token_first(cluster, api):
+    queue, auth, _ = _point_queue(api)
+    wrong = {"Authorization": "Bearer not-the-token"}
+    cases = [(f"/v1/queues/{queue}/messages?max=0", auth, 422, "invalid_parameter", "max"),
+             (f"/v1/queues/{queue}/messages?wait=soon", auth, 422, "invalid_parameter", "wait"),
+             (f"/v1/queues/{queue}/messages?max=0", wrong, 401, "unauthorized", None),  # the token first
+             (f"/v1/queues/{queue}/messages", {}, 401, "unauthorized", None),
+             ("/v1/queues/no-such-queue/messages", auth, 401, "unauthorized", None)]
+    for path, headers, status, code, field in cases:
+        r = api.get(path, headers=headers)
+        assert r.status_code == status and r.headers["content-type"] == "application/json", (path, r.text)
+        err = r.json()["error"]
+        assert err["code"] == code and err.get("field") == field, (path, err)
+        if status == 401:
+            assert r.headers["www-authenticate"] == 'Bearer realm="bluedove"'
+
+
+async def test_a_parked_poll_is_let_go_as_soon_as_its_client_goes(cluster, api):
+    """Not at its next wake-up or when its wait is over: the door drops it with the connection."""
+    queue, auth, _ = _point_queue(api)
+    before = parked_polls(api)
+    host, port = cluster.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(_get(f"/v1/queues/{queue}/messages?wait=20", auth))
+    deadline = time.monotonic() + 10
+    while parked_polls(api) <= before:
+        assert time.monotonic() < deadline, "the poll never parked"
+        await asyncio.sleep(0.02)
+    writer.close()
+    left = time.monotonic()
+    while parked_polls(api) > before:
+        assert time.monotonic() - left < 5, "the poll stayed parked after its client went"
+        await asyncio.sleep(0.02)

@@ -58,8 +58,8 @@ async def delete_queue(d: Dispatcher, queue: str, token: str | None) -> None:
 
 async def poll(d: Dispatcher, queue: str, token: str | None, max_n: float, wait: float) -> list[dict[str, Any]]:
     """The deliveries as dicts (gRPC's Poll): what Python's json cannot read is set aside too."""
-    n, wait = await _poll_args(d, queue, token, max_n, wait)
-    msgs = await _polled(d, d.store.poll(queue, n, wait, stop=d.closing, token=_given(token)))
+    n, wait, given = await poll_args(d, queue, token, max_n, wait)
+    msgs = await _polled(d, d.store.poll(queue, n, wait, stop=d.closing, token=given))
     d.metrics.polled.inc(len(msgs))
     return msgs
 
@@ -67,40 +67,46 @@ async def poll(d: Dispatcher, queue: str, token: str | None, max_n: float, wait:
 async def poll_json(d: Dispatcher, queue: str, token: str | None, max_n: float, wait: float,
                     gone: Callable[[], bool] | None = None) -> str:
     """The REST body `{"messages": [...]}`, as the store spliced it from the stored JSON.
-    `gone`: whether the client has left (a parked poll then ends, taking nothing out)."""
-    n, wait = await _poll_args(d, queue, token, max_n, wait)
-    got, body = await _polled(d, d.store.poll_json(queue, n, wait, stop=d.closing, token=_given(token), gone=gone))
+    `gone`: whether the client has left (a parked poll then ends, taking nothing out).
+    The HTTP door serves the same poll as callbacks (bluedove/dispatcher/door_poll.py)."""
+    n, wait, given = await poll_args(d, queue, token, max_n, wait)
+    got, body = await _polled(d, d.store.poll_json(queue, n, wait, stop=d.closing, token=given, gone=gone))
     d.metrics.polled.inc(got)
     return body
 
 
-async def _poll_args(d: Dispatcher, queue: str, token: str | None, max_n: float, wait: float) -> tuple[int, float]:
+async def poll_args(d: Dispatcher, queue: str, token: str | None, max_n: float,
+                    wait: float) -> tuple[int, float, str]:
+    """(max, wait, token) of a poll, checked: ApiError (422, or 401 first for a wrong token)."""
     try:
-        return int(check_range("max", max_n, 1, 1000)), check_range("wait", wait, 0, d.s.max_wait_s)
+        n, wait = int(check_range("max", max_n, 1, 1000)), check_range("wait", wait, 0, d.s.max_wait_s)
     except ApiError:
         await require_queue_token(d, queue, token)  # a wrong token is a 401 first
         raise
+    if token is None:
+        raise unauthorized()  # no token at all is a 401 without asking the store
+    return n, wait, token
+
+
+def poll_error(exc: BaseException) -> BaseException:
+    """A store poll's error as the API's: a wrong token, or the queue deleted while the poll
+    waited (NOGROUP, as in listen), is a 401; anything else is itself."""
+    if isinstance(exc, BadToken) or (isinstance(exc, ResponseError) and "NOGROUP" in str(exc)):
+        return unauthorized()
+    return exc
 
 
 async def _polled(d: Dispatcher, call: Awaitable[T]) -> T:
     """A store poll's answer, its errors as the API's; the deliveries it set aside counted."""
     try:
         return await call
-    except BadToken:
-        raise unauthorized() from None
-    except ResponseError as exc:  # NOGROUP: the queue was deleted while we waited (as in listen)
-        if "NOGROUP" not in str(exc):
+    except (BadToken, ResponseError) as exc:
+        err = poll_error(exc)
+        if err is exc:
             raise
-        raise unauthorized() from None
+        raise err from None
     finally:
         d.metrics.count_undeliverable(d.store.undeliverable)
-
-
-def _given(token: str | None) -> str:
-    """The token to check in the store; no token at all is a 401 without asking it."""
-    if token is None:
-        raise unauthorized()
-    return token
 
 
 def _ack_error(receipts: Any, unknown_field: str | None) -> ApiError | None:
@@ -122,8 +128,10 @@ async def ack(d: Dispatcher, queue: str, token: str | None, receipts: Any, unkno
     if error is not None:
         await require_queue_token(d, queue, token)
         raise error
+    if token is None:
+        raise unauthorized()
     try:
-        acked = await d.store.ack(queue, receipts, token=_given(token))
+        acked = await d.store.ack(queue, receipts, token=token)
     except BadToken:
         raise unauthorized() from None
     d.metrics.acked.inc(acked)

@@ -28,7 +28,9 @@ class HotRoutes:
     functions directly.
 
     A fleet of phones polling every few seconds makes poll and ack the service's busiest
-    requests, and most of them carry few deliveries; publishers send single messages or
+    requests, and most of them carry few deliveries (a dispatcher's HTTP door serves its polls
+    itself, below the app: bluedove/dispatcher/door_poll.py; this serves them for an app run
+    without it); publishers send single messages or
     batches as fast as the dispatcher takes them. FastAPI's middleware, routing and endpoint
     layers cost ~100 µs of CPU per request, three times what uvicorn itself does
     (docs/benchmarks.md, "Delivery" and "Publish"). The routes stay declared with FastAPI

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request, Response
 from bluedove.core.apikeys import SUBSCRIBE
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller, queue_token
-from bluedove.dispatcher.deps import bearer, json_body, state
+from bluedove.dispatcher.deps import bearer, json_body, number, state
 
 router = APIRouter()
 
@@ -36,20 +36,11 @@ async def delete_queue(request: Request, queue: str) -> Response:
     return Response(status_code=204)
 
 
-def _num_param(request: Request, name: str, default: float) -> float:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        return float("nan")  # ops.check_range names the parameter
-
-
 @router.get("/v1/queues/{queue}/messages")
 async def poll(request: Request, queue: str) -> Response:
     body = await ops.poll_json(state(request), queue, bearer(request),
-                               _num_param(request, "max", ops.DEFAULT_POLL_MAX), _num_param(request, "wait", 0),
+                               number(request.query_params, "max", ops.DEFAULT_POLL_MAX),
+                               number(request.query_params, "wait", 0),
                                gone=request.scope.get("bluedove.gone"))
     # The body comes spliced from the stored JSON: no decode and re-encode per delivery (docs/benchmarks.md).
     return Response(body, media_type="application/json")
