@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import time
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
     from bluedove.client.grpc_transport import AsyncGrpcTransport, GrpcTransport
 
 MAX_BATCH = 1000
+# The most a batch call of publish_many or subscribe_many carries, in bytes of JSON: half the
+# dispatcher's default request limit (16 MiB, docs/api.md "Limits"), so that a batch of large
+# messages is split into calls the dispatcher takes, not refused whole.
+BATCH_BYTES = 8 * 1024 * 1024
 
 
 API_KEY_ENV = "BLUEDOVE_API_KEY"
@@ -75,9 +80,20 @@ def _backoff(attempt: int, base_s: float) -> float:
     return min(base_s * 2.0 ** attempt, 2.0) * (0.5 + random.random() / 2)
 
 
-def _chunks(bodies: list[Json]) -> Iterator[list[Json]]:
-    for i in range(0, len(bodies), MAX_BATCH):
-        yield bodies[i:i + MAX_BATCH]
+def _chunks(bodies: list[Json], max_bytes: int = BATCH_BYTES) -> Iterator[list[Json]]:
+    """`bodies` in order, in batches of at most MAX_BATCH and `max_bytes` of JSON (a body over
+    `max_bytes` goes alone: the dispatcher says whether it takes it)."""
+    chunk: list[Json] = []
+    size = 0
+    for body in bodies:
+        n = len(json.dumps(body, separators=(",", ":"))) + 1
+        if chunk and (len(chunk) == MAX_BATCH or size + n > max_bytes):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(body)
+        size += n
+    if chunk:
+        yield chunk
 
 
 def _all_have_ids(bodies: list[Json]) -> bool:
@@ -187,7 +203,8 @@ class Client(_Base):
         return self._retry(id is not None, self.t.publish, body)
 
     def publish_many(self, messages: Iterable[MessageLike]) -> list[str]:
-        """Publish in batches of up to 1000 (a PublishStream per batch over gRPC); ids in order."""
+        """Publish in batches of up to 1000 messages and 8 MiB (a PublishStream per batch over
+        gRPC); ids in order."""
         bodies = [message_body(m) for m in messages]
         send = cast("GrpcTransport", self.t).publish_stream if self.grpc else self.t.publish_batch
         return [mid for chunk in _chunks(bodies) for mid in self._retry(_all_have_ids(chunk), send, chunk)]

@@ -145,6 +145,7 @@ def _aio_channel(url: str, tls_ca: str | None) -> grpc.aio.Channel:
 
 # Messages per PublishStream element: a stream of batches costs the dispatcher what
 # PublishBatch does per message, where a stream of single messages costs it several times more.
+# (The SDK's calls carry at most 8 MiB, client.py's BATCH_BYTES: so does each element.)
 STREAM_ELEMENT = 200
 
 
