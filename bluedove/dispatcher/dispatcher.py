@@ -26,7 +26,6 @@ from bluedove.dispatcher.view import ClusterView
 from bluedove.runtime.settings import DispatcherSettings
 from bluedove.runtime.telemetry import CpuMeter
 from bluedove.store.store import DispatcherStore, StoreLimits
-from bluedove.v1 import matcher_pb2 as pb
 
 log = logging.getLogger("bluedove.dispatcher")
 
@@ -107,13 +106,3 @@ class Dispatcher:
     async def send_subscriptions(self, subs: list[Subscription]) -> None:
         """Send stored subscriptions to every matcher mPartition names (bluedove/dispatcher/subscriber.py)."""
         await self.subscriber.send(subs)
-
-    async def broadcast_removals(self, sub_ids: list[str]) -> None:
-        table = self.cluster.table
-        if table is None or not sub_ids:
-            return
-        req = pb.RemoveRequest(ids=sub_ids)
-        members = list(table.members)
-        await asyncio.gather(
-            *(self.cluster.stub(m).RemoveSubscriptions(req, timeout=self.s.subscribe_timeout_s) for m in members),
-            return_exceptions=True)

@@ -22,6 +22,10 @@ subscribe_timeout_s of the subscription being queued for it is marked down and g
 subscription from the catalogue log; a matcher whose answer shows a newer table makes us pull
 it and send to its owners too.
 
+Unsubscribes go the same way: their catalogue removals through a remover that takes what has
+queued up into one round trip, and the removal calls through one lane per matcher, so that a
+storm of unsubscribes costs each matcher a few RemoveSubscriptions calls, not one each.
+
 A batch's `log_id` is left empty: a catalogue position has one stream id per shard
 (bluedove/store/keys.py), so one id cannot stand for subscriptions of several queues, and the
 matchers do not read it (they follow every shard's log themselves).
@@ -54,6 +58,10 @@ class Subscriber:
         self._writer: Batcher[dict[str, Any], str | Exception] = Batcher(store.add_subscriptions_each,
                                                                          WRITE_BATCH_MAX, WRITE_INFLIGHT)
         self._lanes: dict[str, Batcher[pb.Subscription, pb.SubscriptionAck]] = {}
+        # a removal's log id (None: there was no such subscription), or the store's exception
+        self._remover: Batcher[tuple[str, str], str | None | Exception] = Batcher(
+            store.remove_subscriptions_each, WRITE_BATCH_MAX, WRITE_INFLIGHT)
+        self._removal_lanes: dict[str, Batcher[str, None]] = {}
 
     async def write(self, sub: Subscription) -> str:
         """Store one subscription (its queue known to exist) with those of the subscribes under
@@ -62,6 +70,36 @@ class Subscriber:
         if isinstance(out, Exception):
             raise out
         return out
+
+    async def remove(self, sub_id: str, queue: str) -> bool:
+        """Remove one subscription of `queue` from the catalogue with the unsubscribes under
+        way; whether there was one. The store's exception is raised."""
+        out = await self._remover.submit((sub_id, queue))
+        if isinstance(out, Exception):
+            raise out
+        return out is not None
+
+    async def send_removal(self, sub_id: str) -> None:
+        """Tell every matcher, with the unsubscribes under way, to drop `sub_id`; wait for their
+        answers, at most subscribe_timeout_s. Best effort: a matcher that does not answer drops
+        it from the catalogue log it follows."""
+        table = self.cluster.table
+        if table is None:
+            return
+        futs = [self._removal_lane(m).submit(sub_id) for m in table.members]
+        if futs:
+            await asyncio.wait(futs, timeout=self.s.subscribe_timeout_s)
+
+    def _removal_lane(self, member: str) -> Batcher[str, None]:
+        lane = self._removal_lanes.get(member)
+        if lane is None:
+            async def call(ids: list[str]) -> list[None]:
+                await self.cluster.stub(member).RemoveSubscriptions(pb.RemoveRequest(ids=ids),
+                                                                    timeout=self.s.subscribe_timeout_s)
+                return [None] * len(ids)
+
+            lane = self._removal_lanes[member] = Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT)
+        return lane
 
     def _lane(self, member: str) -> Batcher[pb.Subscription, pb.SubscriptionAck]:
         lane = self._lanes.get(member)

@@ -111,13 +111,19 @@ class CatalogueWrites(Connection):
     async def remove_subscriptions(self, subs: list[tuple[str, str]]) -> None:
         """Remove subscriptions [(id, queue)] in one round trip (undoing a batch that failed
         part way: each removal is logged, so matchers tailing the log drop them too)."""
-        calls = []
-        for sub_id, queue in subs:
-            shard = K.shard_of(queue)
-            calls.append(Call(self._remove_sub, [K.queue_subs(queue), K.catalog_hash(shard), K.catalog_log(shard)],
-                              [sub_id, self.limits.catalog_log_maxlen]))
-        if calls:
-            await self.runner.run(calls)
+        if subs:
+            await self.runner.run([self._remove_call(sub_id, queue) for sub_id, queue in subs])
+
+    async def remove_subscriptions_each(self, subs: list[tuple[str, str]]) -> list[str | None | Exception]:
+        """Remove subscriptions [(id, queue)], each as `remove_subscription`, in one round trip:
+        each one's log id (None: there was none), or the error it met, in order. The
+        dispatcher gathers the unsubscribes under way into one such call."""
+        return await self.runner.run_each([self._remove_call(sub_id, queue) for sub_id, queue in subs])
+
+    def _remove_call(self, sub_id: str, queue: str) -> Call:
+        shard = K.shard_of(queue)
+        return Call(self._remove_sub, [K.queue_subs(queue), K.catalog_hash(shard), K.catalog_log(shard)],
+                    [sub_id, self.limits.catalog_log_maxlen])
 
     async def get_subscription(self, sub_id: str, queue: str) -> dict[str, Any] | None:
         """Subscription `sub_id` of `queue`, or None."""
@@ -127,10 +133,7 @@ class CatalogueWrites(Connection):
 
     async def remove_subscription(self, sub_id: str, queue: str) -> str | None:
         """Remove a subscription of `queue`; returns the log id, or None if there was none."""
-        shard = K.shard_of(queue)
-        out = await self.runner.run([Call(self._remove_sub, [K.queue_subs(queue), K.catalog_hash(shard),
-                                                             K.catalog_log(shard)],
-                                          [sub_id, self.limits.catalog_log_maxlen])])
+        out = await self.runner.run([self._remove_call(sub_id, queue)])
         log_id: str | None = out[0]
         return log_id
 

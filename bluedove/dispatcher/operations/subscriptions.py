@@ -129,7 +129,10 @@ async def get_subscription(d: Dispatcher, sub_id: str, token: str | None) -> dic
 
 
 async def unsubscribe(d: Dispatcher, sub_id: str, token: str | None) -> None:
+    """Remove the subscription, if the token opens its queue; once answered, no matcher that
+    answered in time matches it any more. Concurrent unsubscribes share their store round
+    trips and matcher calls (bluedove/dispatcher/subscriber.py)."""
     sub = await get_subscription(d, sub_id, token)
-    if await d.store.remove_subscription(sub_id, sub["queue"]) is None:
+    if not await d.subscriber.remove(sub_id, sub["queue"]):
         raise not_found("subscription")
-    await d.broadcast_removals([sub_id])
+    await d.subscriber.send_removal(sub_id)
