@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import AuthenticationError, AuthenticationWrongNumberOfArgsError
+
 from bluedove.store.batch import Runner
 from bluedove.store.client import async_client, wait_settings
 from bluedove.store.wire import PackedConnection
@@ -59,11 +61,15 @@ class Connection:
 
 
 async def wait_ready(store: Connection, timeout_s: float = 10.0) -> None:
+    """Until the store answers, for at most `timeout_s`. A refused password or user is raised at
+    once: waiting cannot make it right."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             await store.ping()
             return
+        except (AuthenticationError, AuthenticationWrongNumberOfArgsError):
+            raise
         except Exception:
             if time.monotonic() > deadline:
                 raise

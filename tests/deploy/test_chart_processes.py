@@ -197,8 +197,8 @@ async def test_a_password_from_a_secret_opens_a_store_that_requires_one(tmp_path
                                    lambda: ready(address, "bluedove.ready"), net, 120)
                     assert admin.dbsize() > 0
                 else:
-                    # Until the matcher gives up on the store (it retries for 10 s, then exits),
-                    # however long a loaded machine makes that take.
+                    # Until the matcher gives up on the store (a refused password ends its wait
+                    # at once), however long a loaded machine makes its start take.
                     deadline = time.monotonic() + 60
                     while time.monotonic() < deadline and pod.alive() and "Authentication" not in net.tail(pod, 20_000):
                         assert not await ready(address, "bluedove.ready"), "ready without the store's password"
