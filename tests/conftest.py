@@ -52,12 +52,20 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     or checks the machine's processes ever shares the machine with another process test, so
     its timings and process checks hold as in one process; only the first worker's CPU runs
     beside it. (With every process test on one worker CI took ~30 min, the other worker idle
-    after ~4.)"""
+    after ~4.) When no test of the second kind is chosen (the inner loop, `tests/unit`), the
+    two workers share the files instead."""
     from xdist.scheduler import LoadScopeScheduling
 
     class TwoUnits(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
+            if self._beside_only():
+                return nodeid.split("::", 1)[0]
             return "beside" if nodeid.startswith(BESIDE) else "processes"
+
+        def _beside_only(self) -> bool:
+            if not hasattr(self, "beside_only"):
+                self.beside_only = all(n.startswith(BESIDE) for n in self.collection)
+            return self.beside_only
 
     return TwoUnits(config, log)
 
