@@ -1,4 +1,4 @@
-"""`bluedove keys create|list|revoke`: API keys in the store (docs/operations.md, "API keys"),
+"""`bluedove keys create|list|revoke`: API keys in the store (docs/security.md, "API keys"),
 and the `--auth` flag of `bluedove up` and `bluedove dispatcher`."""
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def _target(url: str) -> str:
     return url.removeprefix("grpcs://").removeprefix("grpc://").rstrip("/")
 
 
-# The public API asks for no client certificate (docs/operations.md, "TLS"): grpcs:// trusts
+# The public API asks for no client certificate (docs/security.md, "TLS"): grpcs:// trusts
 # `tls_ca` (else the system's roots), grpc:// is plain.
 def _credentials(tls_ca: str | None) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials(root_certificates=Path(tls_ca).read_bytes() if tls_ca else None)

@@ -52,7 +52,7 @@ def _check(r: httpx.Response) -> Json:
 
 def _verify(tls_ca: str | None) -> ssl.SSLContext | bool:
     """httpx's `verify` for https://: a context trusting the CA file's roots, else True (the
-    system's). No client certificate: the public ports ask for none (docs/operations.md, "TLS")."""
+    system's). No client certificate: the public ports ask for none (docs/security.md, "TLS")."""
     if not tls_ca:
         return True
     return ssl.create_default_context(cafile=tls_ca)

@@ -1,6 +1,6 @@
 """A private CA and a certificate it signs, for `bluedove up --tls self-signed` and the tests
 (cryptography, the `tls` extra): the certificate names 127.0.0.1 and localhost, and serves as
-both ends of a connection (docs/operations.md, "TLS")."""
+both ends of a connection (docs/security.md, "TLS")."""
 
 from __future__ import annotations
 

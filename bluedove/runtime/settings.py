@@ -102,7 +102,7 @@ class MatcherSettings:
     # How often the hand-off grace is checked, and how soon a failed trim is retried.
     trim_check_s: float = 0.5
     trim_retry_s: float = 1.0
-    # -- TLS (bluedove/runtime/tls.py, docs/operations.md "TLS"): PEM files, "" = plain --
+    # -- TLS (bluedove/runtime/tls.py, docs/security.md "TLS"): PEM files, "" = plain --
     tls_cert: str = ""
     tls_key: str = ""
     # With a CA, the internal ports are mutual TLS: clients need a certificate it signed.
@@ -191,7 +191,7 @@ class DispatcherSettings:
     auth: str = "off"
     # With keys: how often the store's key generation is read (a revoke takes effect within it).
     auth_refresh_s: float = 0.25
-    # -- TLS (bluedove/runtime/tls.py, docs/operations.md "TLS"): PEM files, "" = plain --
+    # -- TLS (bluedove/runtime/tls.py, docs/security.md "TLS"): PEM files, "" = plain --
     tls_cert: str = ""
     tls_key: str = ""
     # With a CA, the internal ports are mutual TLS: clients need a certificate it signed.

@@ -2,7 +2,7 @@
 BLUEDOVE_TLS_CERT, BLUEDOVE_TLS_KEY, BLUEDOVE_TLS_CA) into gRPC server and channel credentials,
 uvicorn's ssl options and client ssl contexts. No certificate configured: everything is plain.
 
-Two kinds of port (docs/operations.md, "TLS"):
+Two kinds of port (docs/security.md, "TLS"):
 
 - internal (the matchers' gRPC server, the dispatchers' gossip port): TLS with the certificate;
   with a CA, *mutual* TLS: a client must present a certificate that CA signed, and our own

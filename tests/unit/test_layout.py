@@ -114,3 +114,16 @@ def test_every_cited_section_exists():
             if not any(h.startswith(section) for h in headings[doc]):
                 broken.append(f"{path.relative_to(ROOT)}: {doc}, {section!r}")
     assert broken == []
+
+
+MAX_DOC_LINES = 600
+LONG_DOCS = ("benchmarks.md", "operations.md")
+
+
+def test_the_long_docs_stay_short_enough_to_read():
+    """docs/benchmarks.md and docs/operations.md are at most 600 lines each: the docs are for readers,
+    not a lab notebook. A bench keeps its current figure, its command and the history that explains a
+    decision (how it measures is docs/bench-reference.md); a task that outgrows docs/operations.md
+    gets a page of its own, as the store, security and Kubernetes did."""
+    lines = {name: (ROOT / "docs" / name).read_text().count("\n") for name in LONG_DOCS}
+    assert {name: n for name, n in lines.items() if n > MAX_DOC_LINES} == {}
