@@ -8,6 +8,14 @@ from typing import Any
 
 FIELD_MAX = 200  # characters of a field path an error body carries: a client's key can be any length
 MESSAGE_MAX = 2000
+ECHO_MAX = 100  # characters of a client's key or value an error message repeats
+
+
+def echo(value: Any) -> str:
+    """`value` as an error message repeats it: its repr (a lone surrogate or a NUL escaped), cut
+    to ECHO_MAX characters ending "...": a client's key can be any length."""
+    text = repr(value[:ECHO_MAX + 1] if isinstance(value, str) else value)
+    return text if len(text) <= ECHO_MAX else text[:ECHO_MAX] + "..."
 
 
 def printable(text: str, limit: int) -> str:

@@ -13,38 +13,64 @@ import re
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from bluedove.core.errors import ApiError
+from bluedove.core.errors import ApiError, echo
+from bluedove.core.filters import Box, Filter, parse_filter
 from bluedove.core.space import Space
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_BATCH = 1000
 _ID_RE = re.compile(r"[A-Za-z0-9._:~-]{1,128}")  # used with fullmatch: `$` would pass "id\n"
-ECHO_MAX = 100  # characters of a client's key or value an error message repeats
 
 
 @dataclass(frozen=True)
 class Subscription:
-    """A validated subscription. `lows`/`highs` cover every dimension (wildcards = space)."""
+    """A validated subscription: one box, `lows`/`highs` over every dimension (wildcards = the
+    space); or, for a filter the box cannot say exactly (docs/design.md, "Typed attributes"),
+    its `filter`: the boxes the index holds and the check after it, `lows`/`highs` then their
+    bounds."""
 
     id: str
     queue: str
-    predicates: dict[str, tuple[float, float]]  # constrained dims only, clipped to the space
+    # As stored and shown: {dim: (low, high)} clipped to the space, or the filter as given.
+    predicates: dict[str, Any]
     lows: tuple[float, ...]
     highs: tuple[float, ...]
+    filter: Filter | None = None
+
+    @property
+    def boxes(self) -> tuple[Box, ...]:
+        """The boxes the index holds for it (none when it can match nothing)."""
+        if self.filter is not None:
+            return self.filter.boxes
+        return () if self.void else ((self.lows, self.highs),)
 
     @property
     def void(self) -> bool:
-        """True when clipping left an empty range on some dimension: it can match nothing."""
+        """True when it can match nothing (clipping left an empty range, or no box is left)."""
+        if self.filter is not None:
+            return not self.filter.boxes
         return any(lo >= hi for lo, hi in zip(self.lows, self.highs))
 
     def matches(self, point: tuple[float, ...] | list[float]) -> bool:
-        return all(lo <= v < hi for lo, v, hi in zip(self.lows, point, self.highs))
+        """Whether `point` is in one of its boxes (for a filter, what the index answers)."""
+        return any(all(lo <= v < hi for lo, v, hi in zip(lows, point, highs)) for lows, highs in self.boxes)
+
+    def predicates_as_ranges(self, space: Space) -> dict[str, list[float]]:
+        """Its one box as {dim: [low, high]} on the dimensions it constrains; for one that can
+        match nothing, an empty range. ValueError for a filter of several boxes."""
+        if self.void:
+            first = space.dimensions[0]
+            return {first.name: [first.min, first.min]}
+        if self.filter is not None:
+            raise ValueError(f"subscription {self.id} has a filter of {len(self.filter.boxes)} boxes, not one box")
+        return {d.name: [lo, hi] for d, lo, hi in zip(space.dimensions, self.lows, self.highs)
+                if lo > d.min or hi < d.max}
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "queue": self.queue,
-            "predicates": {d: [lo, hi] for d, (lo, hi) in self.predicates.items()},
+            "predicates": {d: list(v) if isinstance(v, tuple) else v for d, v in self.predicates.items()},
         }
 
     @classmethod
@@ -63,13 +89,31 @@ def _finite_number(v: Any) -> bool:
 
 
 def build_subscription(sub_id: str, queue: str, predicates: dict[str, Any], space: Space) -> Subscription:
-    """Clip `predicates` ({dim: [low, high]}) to the space; raises ApiError naming the field."""
+    """The subscription of `predicates`; raises ApiError naming the field. A filter of ranges
+    {dim: [low, high]} in a space of numbers is clipped to the space, one box; any other goes
+    through the filter language (bluedove/core/filters.py), one box when that says exactly."""
+    if not isinstance(predicates, dict):
+        raise ApiError(422, "invalid_subscription", "predicates must be an object mapping attribute names to "
+                       "conditions", "predicates")
+    if space.typed or "any_of" in predicates or not all(isinstance(v, list) for v in predicates.values()):
+        f = parse_filter(predicates, space)
+        if f.exact and len(f.boxes) == 1:
+            return Subscription(sub_id, queue, predicates, *f.boxes[0])
+        if f.boxes:
+            lows = tuple(min(b[0][i] for b in f.boxes) for i in range(space.k))
+            highs = tuple(max(b[1][i] for b in f.boxes) for i in range(space.k))
+        else:
+            lows = highs = tuple(d.min for d in space.dimensions)
+        return Subscription(sub_id, queue, predicates, lows, highs, f)
+    return _ranges(sub_id, queue, predicates, space)
+
+
+def _ranges(sub_id: str, queue: str, predicates: dict[str, Any], space: Space) -> Subscription:
+    """A filter of ranges in a space of numbers, clipped to the space: one box."""
 
     def bad(msg: str, where: str) -> ApiError:
         return ApiError(422, "invalid_subscription", msg, where)
 
-    if not isinstance(predicates, dict):
-        raise bad("predicates must be an object mapping dimension names to [low, high]", "predicates")
     lows = [d.min for d in space.dimensions]
     highs = [d.max for d in space.dimensions]
     clipped: dict[str, tuple[float, float]] = {}
@@ -79,7 +123,7 @@ def build_subscription(sub_id: str, queue: str, predicates: dict[str, Any], spac
             i = space.index(name)
         except ValueError:
             raise bad(f"unknown dimension {echo(name)}; the space has {list(space.names)}", where) from None
-        if not isinstance(rng, (list, tuple)) or len(rng) != 2:
+        if len(rng) != 2:
             raise bad("a predicate must be a list [low, high]", where)
         lo, hi = rng
         if not _finite_number(lo):
@@ -241,13 +285,6 @@ def strict_json(payload: Any) -> bytes:
     return text
 
 
-def echo(value: Any) -> str:
-    """`value` as an error message repeats it: its repr (a lone surrogate or a NUL escaped), cut
-    to ECHO_MAX characters ending "...": a client's key can be any length."""
-    text = repr(value[:ECHO_MAX + 1] if isinstance(value, str) else value)
-    return text if len(text) <= ECHO_MAX else text[:ECHO_MAX] + "..."
-
-
 def parse_message(body: Any, space: Space, prefix: str = "",
                   max_payload: int = MAX_PAYLOAD_BYTES) -> tuple[str | None, tuple[float, ...], Any]:
     """Validate one message body; returns (id or None, point, payload). Errors name the field."""
@@ -267,27 +304,49 @@ def parse_message(body: Any, space: Space, prefix: str = "",
     attrs = body.get("attributes")
     if not isinstance(attrs, dict):
         raise bad("attributes must be an object with a value for every dimension", "attributes")
-    for name in attrs:
-        if name not in space.names:
-            raise bad(f"unknown dimension {echo(name)}; the space has {list(space.names)}", f"attributes.{name}")
-    point = []
-    for dim in space.dimensions:
-        where = f"attributes.{dim.name}"
-        if dim.name not in attrs:
-            raise bad(f"missing dimension {dim.name!r}: every dimension is required", where)
-        v = attrs[dim.name]
-        if not _finite_number(v):
-            raise bad(f"value must be a finite number, got {echo(v)}", where)
-        if not dim.min <= v < dim.max:
-            raise bad(f"value {echo(v)} is outside the space [{dim.min:g}, {dim.max:g})", where)
-        point.append(float(v))
+    problem = (typed_problem if space.typed else _numeric_problem)(attrs, space)
+    if problem is not None:
+        raise bad(problem[1], f"attributes.{problem[0]}")
+    point = tuple(space.by_name[d.name].coordinate(attrs.get(d.name)) for d in space.dimensions)
     try:
         size = len(strict_json(body.get("payload")))
     except NotStrict as exc:
         raise bad(str(exc), "payload") from None
     if size > max_payload:
         raise bad(f"payload is {size} bytes; the limit is {max_payload}", "payload", 413, "payload_too_large")
-    return msg_id, tuple(point), body.get("payload")
+    return msg_id, point, body.get("payload")
+
+
+def _numeric_problem(attrs: dict[str, Any], space: Space) -> tuple[str, str] | None:
+    """(attribute, why) of the first attribute wrong for a space of numbers; None: all right."""
+    for name in attrs:
+        if name not in space.by_name:
+            return name, f"unknown dimension {echo(name)}; the space has {list(space.names)}"
+    for dim in space.dimensions:
+        if dim.name not in attrs:
+            return dim.name, f"missing dimension {dim.name!r}: every dimension is required"
+        v = attrs[dim.name]
+        if not _finite_number(v):
+            return dim.name, f"value must be a finite number, got {echo(v)}"
+        if not dim.min <= v < dim.max:
+            return dim.name, f"value {echo(v)} is outside the space [{dim.min:g}, {dim.max:g})"
+    return None
+
+
+def typed_problem(attrs: dict[str, Any], space: Space) -> tuple[str, str] | None:
+    """(attribute, why) of the first attribute wrong for a typed space; None: all right."""
+    for name in attrs:
+        if name not in space.by_name:
+            return name, f"unknown attribute {echo(name)}; the space has {[a.name for a in space.schema]}"
+    for a in space.schema:
+        if a.name not in attrs:
+            if not a.optional:
+                return a.name, f"missing attribute {a.name!r}: it is required"
+            continue
+        why = a.problem(attrs[a.name])
+        if why is not None:
+            return a.name, f"{a.name} is a {a.type}: {echo(attrs[a.name])} {why}"
+    return None
 
 
 def parse_batch(body: Any, space: Space, max_batch: int = MAX_BATCH,

@@ -1,4 +1,11 @@
-"""The attribute space: an ordered list of dimensions, each a half-open range [min, max)."""
+"""The attribute space: its attributes, and the ordered dimensions mPartition cuts.
+
+A space of numbers only, every one required and cut (the form `{"dimensions": [...]}`), is
+its dimensions, each a half-open range [min, max). A typed space (`{"attributes": [...],
+"partition": [...]}`, docs/design.md "Typed attributes") has numbers, strings and booleans,
+required or optional; its dimensions are its partition attributes, each on the coordinates
+bluedove/core/attributes.py gives it.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from bluedove.core.attributes import NUMBER, TYPES, Attribute, whole
 
 
 class SpaceError(ValueError):
@@ -29,13 +38,37 @@ class Dimension:
 
 @dataclass(frozen=True)
 class Space:
-    """The attribute space: its dimensions, in order."""
+    """The attribute space: its dimensions, in order, and for a typed space its attributes."""
 
     dimensions: tuple[Dimension, ...]
+    attributes: tuple[Attribute, ...] = ()  # none: the dimensions, numbers, all required
 
     @property
     def k(self) -> int:
         return len(self.dimensions)
+
+    @property
+    def typed(self) -> bool:
+        return bool(self.attributes)
+
+    @cached_property
+    def schema(self) -> tuple[Attribute, ...]:
+        """Every attribute of the space (of a space of numbers only: its dimensions)."""
+        return self.attributes or tuple(Attribute(d.name, NUMBER, False, d.min, d.max) for d in self.dimensions)
+
+    @cached_property
+    def by_name(self) -> dict[str, Attribute]:
+        return {a.name: a for a in self.schema}
+
+    @classmethod
+    def of(cls, attributes: tuple[Attribute, ...], partition: tuple[str, ...]) -> "Space":
+        """The space of `attributes` whose dimensions are the `partition` attributes, in order;
+        a space of required numbers, all cut in order, is the plain one."""
+        by_name = {a.name: a for a in attributes}
+        dims = tuple(Dimension(n, by_name[n].low, by_name[n].high) for n in partition)
+        plain = (all(a.type == NUMBER and not a.optional for a in attributes)
+                 and partition == tuple(a.name for a in attributes))
+        return cls(dims, () if plain else attributes)
 
     @cached_property
     def names(self) -> tuple[str, ...]:
@@ -54,15 +87,28 @@ class Space:
             raise ValueError(f"{name!r} is not a dimension of the space") from None
 
     def to_json(self) -> dict[str, Any]:
-        return {"dimensions": [d.to_json() for d in self.dimensions]}
+        """A space of numbers only as `{"dimensions"}`; a typed one with its attributes and
+        partition, and `dimensions` its partition dimensions (their coordinates)."""
+        dims = {"dimensions": [d.to_json() for d in self.dimensions]}
+        if not self.typed:
+            return dims
+        return {"attributes": [a.to_json() for a in self.attributes],
+                "partition": [d.name for d in self.dimensions], **dims}
+
+    def api_json(self) -> dict[str, Any]:
+        """GET /v1/space: every space in the typed form, with `dimensions` for older clients."""
+        return {"attributes": [a.to_json() for a in self.schema], "partition": [d.name for d in self.dimensions],
+                "dimensions": [d.to_json() for d in self.dimensions]}
 
     @classmethod
     def from_json(cls, data: object) -> "Space":
+        if isinstance(data, dict) and "attributes" in data:
+            return _typed(data)
         if not isinstance(data, dict) or not isinstance(data.get("dimensions"), list):
-            raise SpaceError("space: expected a mapping with a list 'dimensions'")
+            raise SpaceError("space: expected a mapping with a list 'attributes' (or 'dimensions')")
         for key in data:
             if key != "dimensions":  # a misspelt setting must not be ignored silently
-                raise SpaceError(f"{key}: unknown key; a space has only 'dimensions'")
+                raise SpaceError(f"{key}: unknown key; a space has 'attributes' and 'partition' (or 'dimensions')")
         dims = []
         for i, d in enumerate(data["dimensions"]):
             where = f"dimensions[{i}]"
@@ -103,9 +149,70 @@ def load_space(path: str | Path | None) -> Space:
         data = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise SpaceError(f"{path}: {exc}") from exc
-    return Space.from_json(data)
+    space = Space.from_json(data)
+    if space.typed:  # (docs/design.md, "Typed attributes": the core's model, not yet the cluster's)
+        raise SpaceError("attributes: a space of strings, booleans, optional attributes or chosen partition "
+                         "attributes is not served yet; give its numbers as dimensions")
+    return space
 
 
-def _num(v: float) -> int | float:
-    """Render whole floats as ints so the JSON reads like the config it came from."""
-    return int(v) if float(v).is_integer() and abs(v) < 2**53 else v
+_num = whole
+
+
+def _typed(data: dict[str, Any]) -> Space:
+    """A space in the typed form: attributes, partition (default: every attribute, when all are
+    numbers), and optionally `dimensions`, which must be what they give (GET /v1/space's)."""
+    for key in data:
+        if key not in ("attributes", "partition", "dimensions"):
+            raise SpaceError(f"{key}: unknown key; a space has 'attributes' and 'partition'")
+    items = data["attributes"]
+    if not isinstance(items, list) or not items:
+        raise SpaceError("attributes: expected a list of at least one attribute")
+    attrs = tuple(_attribute(a, f"attributes[{i}]") for i, a in enumerate(items))
+    names = [a.name for a in attrs]
+    if len(set(names)) != len(names):
+        raise SpaceError(f"attributes: names must be unique, got {names}")
+    partition = data.get("partition")
+    if partition is None:
+        if any(a.type != NUMBER for a in attrs):
+            raise SpaceError("partition: required when an attribute is not a number (name the attributes to cut)")
+        partition = names
+    if not isinstance(partition, list) or not partition or not all(isinstance(p, str) for p in partition):
+        raise SpaceError("partition: expected a list of at least one attribute name")
+    for i, p in enumerate(partition):
+        if p not in names:
+            raise SpaceError(f"partition[{i}]: {p!r} is not an attribute of the space")
+    if len(set(partition)) != len(partition):
+        raise SpaceError("partition: an attribute is named twice")
+    space = Space.of(attrs, tuple(partition))
+    if "dimensions" in data and data["dimensions"] != space.to_json()["dimensions"]:
+        raise SpaceError("dimensions: not those of the partition attributes (leave it out: it is derived)")
+    return space
+
+
+def _attribute(a: Any, where: str) -> Attribute:
+    if not isinstance(a, dict):
+        raise SpaceError(f"{where}: expected a mapping with name and type")
+    for key in a:
+        if key not in ("name", "type", "optional", "min", "max"):
+            raise SpaceError(f"{where}.{key}: unknown key; an attribute has name, type, optional, min, max")
+    name, kind, optional = a.get("name"), a.get("type", NUMBER), a.get("optional", False)
+    if not isinstance(name, str) or not name.isidentifier():
+        raise SpaceError(f"{where}.name: expected an identifier, got {name!r}")
+    if kind not in TYPES:
+        raise SpaceError(f"{where}.type: expected one of {list(TYPES)}, got {kind!r}")
+    if not isinstance(optional, bool):
+        raise SpaceError(f"{where}.optional: expected true or false, got {optional!r}")
+    if kind != NUMBER:
+        for key in ("min", "max"):
+            if key in a:
+                raise SpaceError(f"{where}.{key}: only a number has {key}")
+        return Attribute(name, kind, optional)
+    lo, hi = a.get("min"), a.get("max")
+    for key, v in (("min", lo), ("max", hi)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise SpaceError(f"{where}.{key}: expected a finite number, got {v!r}")
+    assert isinstance(lo, (int, float)) and isinstance(hi, (int, float))
+    if not lo < hi:
+        raise SpaceError(f"{where}: min ({lo}) must be below max ({hi})")
+    return Attribute(name, NUMBER, optional, float(lo), float(hi))

@@ -16,6 +16,8 @@ from grpc_reflection.v1alpha import reflection
 
 from bluedove.core.apikeys import PUBLISH, SUBSCRIBE, KeyRecord
 from bluedove.core.errors import MESSAGE_MAX, ApiError, printable
+from bluedove.core.model import Subscription
+from bluedove.core.space import Space
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller, parse_bearer, queue_token
 from bluedove.dispatcher.dispatcher import Dispatcher
@@ -190,6 +192,15 @@ def subscription_json(r: pb.SubscribeRequest) -> dict[str, Any]:
     return body
 
 
+def as_ranges(sub: dict[str, Any], space: Space) -> dict[str, Any]:
+    """A stored subscription's predicates as gRPC's ranges: one given in other terms (bounds,
+    equals) as its one box."""
+    predicates: dict[str, Any] = sub["predicates"]
+    if all(isinstance(v, list) for v in predicates.values()):
+        return predicates
+    return dict(Subscription.from_json(sub, space).predicates_as_ranges(space))
+
+
 def predicates_pb(predicates: dict[str, Any]) -> dict[str, pb.Range]:
     return {name: pb.Range(low=lo, high=hi) for name, (lo, hi) in predicates.items()}
 
@@ -233,7 +244,8 @@ class PubSubServicer(pb_grpc.PubSubServicer):
     async def GetSubscription(self, request: pb.SubscriptionRef,
                               context: ServicerContext[pb.SubscriptionRef, pb.SubscriptionInfo]) -> pb.SubscriptionInfo:
         sub = await ops.get_subscription(self.d, request.id, token(context))
-        return pb.SubscriptionInfo(id=sub["id"], queue=sub["queue"], predicates=predicates_pb(sub["predicates"]))
+        return pb.SubscriptionInfo(id=sub["id"], queue=sub["queue"],
+                                   predicates=predicates_pb(as_ranges(sub, self.d.space)))
 
     @unary
     async def Publish(self, request: pb.Message,

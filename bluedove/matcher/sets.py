@@ -152,9 +152,13 @@ class SubscriptionSets:
 def rows_from_catalogue(raws: list[str], space: Space) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
     """Catalogue JSON texts (validated when stored) to ids, queues and clipped bound arrays.
 
-    One `json.loads` of the joined texts, and one scatter of every predicate into arrays
-    that start as the whole space: about 4x faster than building subscriptions one by one."""
+    One `json.loads` of the joined texts, and one scatter of every range into arrays that
+    start as the whole space: about 4x faster than building subscriptions one by one. A
+    filter in other terms (bounds, equals) is built as a subscription, its one box taken."""
     data = json.loads("[" + ",".join(raws) + "]")
+    for d in data:
+        if not all(isinstance(v, list) for v in d["predicates"].values()):
+            d["predicates"] = Subscription.from_json(d, space).predicates_as_ranges(space)
     index = {name: i for i, name in enumerate(space.names)}
     mins = np.array([d.min for d in space.dimensions], dtype=np.float64)
     maxs = np.array([d.max for d in space.dimensions], dtype=np.float64)
