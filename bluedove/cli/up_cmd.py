@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from bluedove.cli.keys_cmd import add_auth_flag, print_auth
 from bluedove.core.partition.modes import MPARTITION
+from bluedove.local.cpu_quota import add_cpu_flag, cpu_flag_problem
 from bluedove.local.flags import (
     add_bounds_flags,
     add_cluster_flags,
@@ -44,6 +45,8 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                     help="the dispatchers sample this fraction of published messages into DATA_DIR/samples "
                          "(0 = off, the default)")
     up.add_argument("--seed", default=None, metavar="FILE", help=SEED_HELP)
+    add_cpu_flag(up, "matcher")
+    add_cpu_flag(up, "dispatcher")
     add_auth_flag(up)
     add_up_tls_flags(up)
     up.set_defaults(func=run)
@@ -91,7 +94,8 @@ def _new_cluster(args: argparse.Namespace) -> LocalCluster | int:
     from bluedove.core.space import SpaceError
     from bluedove.local.cluster import LocalCluster
 
-    if problem := store_flags_problem(args):
+    if problem := (store_flags_problem(args) or cpu_flag_problem(args, "matcher")
+                   or cpu_flag_problem(args, "dispatcher")):
         return _usage(problem)
     try:  # the space and the seed are checked before anything starts
         seed = load_seed(args.seed) if args.seed else None
@@ -99,7 +103,8 @@ def _new_cluster(args: argparse.Namespace) -> LocalCluster | int:
                                grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store,
                                space_file=args.space, policy=args.policy, partition=args.partition,
                                sample_rate=args.sample_rate, seed=seed, store_cluster=args.store_cluster,
-                               auth=args.auth, tls_files=up_tls(args), child_env=bounds_env(args))
+                               auth=args.auth, tls_files=up_tls(args), child_env=bounds_env(args),
+                               matcher_cpu=args.matcher_cpu, dispatcher_cpu=args.dispatcher_cpu)
         if seed is not None:
             initial_table(cluster.space, numbered_members(args.matchers), seed)
     except SpaceError as exc:
@@ -128,6 +133,9 @@ def _flags_problem(args: argparse.Namespace, partition: str) -> str | None:
 def _mode(args: argparse.Namespace, partition: str) -> str:
     """The start line's note on a baseline partition mode and a Redis Cluster store."""
     mode = "" if partition == MPARTITION else f" (partition {partition}, a baseline)"
+    for role in ("matcher", "dispatcher"):
+        if (cores := getattr(args, f"{role}_cpu")) is not None:
+            mode += f", each {role} capped at {cores:g} CPU (a cgroup of its own)"
     if args.store_cluster is not None:
         mode += f", a Redis Cluster of {args.store_cluster} primaries with a replica each"
         if args.store_cluster < 3:

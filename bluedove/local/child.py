@@ -13,6 +13,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bluedove.local.cpu_quota import CpuQuota
+
 
 def bluedove_command() -> list[str]:
     """How to start a role: the console script beside this interpreter, else `python -m`."""
@@ -34,12 +36,21 @@ class Child:
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     extra_env: dict[str, str] = field(default_factory=dict)
+    cpu: CpuQuota | None = None  # its CPU quota: each start goes into its own cgroup (None: uncapped)
 
     def start(self) -> None:
         env = {**os.environ, **self.extra_env}
         with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          env=env, start_new_session=True)
+        if self.cpu is not None:
+            self.cpu.cap(self.proc.pid, self.name)
+
+    def forget(self) -> None:
+        """The process is gone for good (it left, or died and is not restarted): drop it and its cgroup."""
+        self.proc = None
+        if self.cpu is not None:
+            self.cpu.release(self.name)
 
     @property
     def pid(self) -> int | None:

@@ -26,6 +26,7 @@ from bluedove.core.partition.modes import MPARTITION
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space, load_space
 from bluedove.local.child import Child, bluedove_command
+from bluedove.local.cpu_quota import CpuQuota
 from bluedove.runtime import tls
 from bluedove.runtime.settings import DispatcherSettings, TlsSettings, from_env
 from bluedove.runtime.telemetry import MULTIPROC_ENV
@@ -58,7 +59,8 @@ class LocalCluster:
                  sample_rate: float = 0.0, sample_dir: str | Path | None = None,
                  seed: dict[str, Any] | None = None, store_cluster: int | None = None, auth: str | None = None,
                  matcher_net: dict[str, tuple[str, list[str]]] | None = None,
-                 tls_files: TlsSettings | None = None, child_env: dict[str, str] | None = None) -> None:
+                 tls_files: TlsSettings | None = None, child_env: dict[str, str] | None = None,
+                 matcher_cpu: float | None = None, dispatcher_cpu: float | None = None) -> None:
         if store is not None and store_cluster is not None:
             raise ValueError("store and store_cluster exclude each other: one names a running store, "
                              "the other starts one")
@@ -105,6 +107,10 @@ class LocalCluster:
         self.extra_targets: dict[str, str] = {}  # role -> host:port of another /metrics
         # TLS on every port of every process, mutual inside with a CA (bluedove/runtime/tls.py); None: plain.
         self.tls = tls_files if tls.enabled(tls_files) else None
+        # CPU cores of each matcher / dispatcher, every process in a cgroup of its own as a pod under its
+        # CPU limit (docs/operations.md, "Matchers as pods on one machine"); a role not here runs uncapped.
+        self.cpu = {r: CpuQuota(n) for r, n in (("matcher", matcher_cpu), ("dispatcher", dispatcher_cpu))
+                    if n is not None}
 
     @property
     def url(self) -> str:
@@ -162,7 +168,7 @@ class LocalCluster:
                     "matcher", "--id", m, "--host", self.matcher_host(m), "--port", port, "--store", store_url,
                     "--deliver", self.deliver, "--partition", self.partition, *space_args, *joins,
                     "--metrics-port", str(self.metrics_ports[m]), *self._tls_args(),
-                ], logs / f"{m}.log", extra_env={**self.child_env, **self.matcher_env}))
+                ], logs / f"{m}.log", extra_env={**self.child_env, **self.matcher_env}, cpu=self.cpu.get("matcher")))
             for j in range(self.n_dispatchers):
                 d = f"d{j + 1}"
                 self.children.append(Child("dispatcher", d, cmd + [
@@ -170,7 +176,8 @@ class LocalCluster:
                     "--grpc-port", str(self.grpc_port), "--gossip-port", str(free_port()),
                     "--store", store_url, "--policy", self.policy, "--partition", self.partition,
                     "--auth", self.auth, *space_args, *self._sample_args(), *self._tls_args(),
-                ], logs / f"{d}.log", extra_env={**self.child_env, MULTIPROC_ENV: str(self.metrics_dir.resolve())}))
+                ], logs / f"{d}.log", extra_env={**self.child_env, MULTIPROC_ENV: str(self.metrics_dir.resolve())},
+                    cpu=self.cpu.get("dispatcher")))
             for c in self.children:
                 c.start()
             self.write_targets()
@@ -303,14 +310,14 @@ class LocalCluster:
                 how = f"signal {-code}" if code < 0 else f"exit code {code}"
                 if code == 0 and c.role == "matcher":  # it left (handed its segments off): done
                     events.append(f"matcher {c.name} left the cluster")
-                    c.proc = None
+                    c.forget()
                 elif self.restart:
                     c.restarts += 1
                     c.start()
                     events.append(f"{c.role} {c.name} died ({how}); restarted (restart #{c.restarts})")
                 else:
                     events.append(f"{c.role} {c.name} died ({how}); the rest keep serving")
-                    c.proc = None
+                    c.forget()
         return events
 
     # -- elasticity -----------------------------------------------------------------------
@@ -336,7 +343,7 @@ class LocalCluster:
                                      *(x for a in seeds for x in ("--join", a)), *self._tls_args(),
                                      *(extra_args or [])]
         child = Child("matcher", name, args, self.data_dir / "logs" / f"{name}.log",
-                      extra_env={**self.child_env, **self.matcher_env})
+                      extra_env={**self.child_env, **self.matcher_env}, cpu=self.cpu.get("matcher"))
         self.addresses[name] = f"{self.host}:{port}"
         self.children.append(child)
         child.start()
@@ -381,6 +388,8 @@ class LocalCluster:
         if self.redis_cluster:
             self.redis_cluster.stop()
             self.redis_cluster = None
+        for quota in self.cpu.values():  # the capped processes' cgroups, now empty
+            quota.release_all()
 
     def __enter__(self) -> "LocalCluster":
         return self.start()

@@ -35,6 +35,7 @@ from bluedove.lab.bench.stage import load_workload
 from bluedove.lab.bench.systems import best_round, parse_systems, ratios, run_system, workload
 from bluedove.lab.load import PacedPublisher, pool, publish_encoded
 from bluedove.lab.readers import subscribe_workload
+from bluedove.local.cpu_quota import add_cpu_flag, cpu_flag_problem
 from bluedove.store.server import RedisServer
 
 GOAL_SERVICE_OVER_KERNEL = 3.0  # the whole service's CPU per message over the kernel's
@@ -178,6 +179,7 @@ def add_parser(sub) -> None:
     add_workload_flags(p, "paper, sparse or traffic", variants=True)
     add_cluster_flags(p, matchers=4, policy=True)
     add_deliver_flag(p)
+    add_cpu_flag(p)
     p.add_argument("--batch", type=int, default=200, help="messages per POST /v1/messages:batch (default 200)")
     p.add_argument("--step-s", type=float, default=6.0, help="seconds per rate step (default 6)")
     p.add_argument("--start-rate", type=float, default=1000.0, help="first step's rate (msg/s)")
@@ -213,6 +215,8 @@ def run_e2e(args: argparse.Namespace) -> int:
         w = workload(args)
         if args.rounds < 1:
             raise ValueError(f"--rounds: expected >= 1, got {args.rounds}")
+        if problem := cpu_flag_problem(args):
+            raise ValueError(problem)
     except ValueError as exc:
         print(f"bench e2e: {exc}", file=sys.stderr)
         return 2
@@ -273,7 +277,7 @@ def _result(args: argparse.Namespace, w, systems: list[str], rounds: dict[str, l
     cpu = first["cpu"] or {}
     return {"workload": w.name, "kind": "e2e", "matchers": args.matchers, "dispatchers": args.dispatchers,
             "policy": args.policy, "deliver": args.deliver, "subscriptions": w.n_subs, "queues": w.n_queues,
-            "batch": args.batch, "publishers": args.publishers,
+            "batch": args.batch, "publishers": args.publishers, "matcher_cpu": args.matcher_cpu,
             # the first system's figures, as before --partition existed
             "partition": systems[0], "msgs_per_s": first["msgs_per_s"],
             "p50_ms": first["p50_ms"], "p95_ms": first["p95_ms"], "p99_ms": first["p99_ms"],

@@ -28,6 +28,7 @@ from bluedove.lab.bench.stage import seed_catalogue
 from bluedove.lab.load import PacedPublisher, pool
 from bluedove.lab.workloads import paper
 from bluedove.local.cluster import LocalCluster
+from bluedove.local.cpu_quota import add_cpu_flag, cpu_flag_problem
 from bluedove.store import Store
 
 BATCH = 200
@@ -75,7 +76,8 @@ async def run_elastic(args) -> dict:
         # Off the event loop: start() runs its own (asyncio.run) to write the first table.
         cluster = await asyncio.to_thread(LocalCluster(
             matchers=args.min_matchers, http_port=0, data_dir=tmp, quiet=True, restart=False,
-            matcher_env={"BLUEDOVE_HANDOFF_GRACE_S": "5"}, deliver=args.deliver).start)
+            matcher_env={"BLUEDOVE_HANDOFF_GRACE_S": "5"}, deliver=args.deliver,
+            matcher_cpu=args.matcher_cpu).start)
         store = Store(cluster.store_url)
         transport = pool(cluster.url, 64, timeout_s=60)
         scaler = None
@@ -115,7 +117,8 @@ async def run_elastic(args) -> dict:
     wall0 = time.time() - (time.monotonic() - t0)
     for e in events:  # event times on the timeline's clock
         e["t"] = round(_epoch(e["at"]) - wall0, 1)
-    return {"bench": "elastic", "workload": "paper", "deliver": args.deliver, "subscriptions": w.n_subs,
+    return {"bench": "elastic", "workload": "paper", "deliver": args.deliver, "matcher_cpu": args.matcher_cpu,
+            "subscriptions": w.n_subs,
             "subscribe_s": round(subscribe_s, 1),
             "rates": steps, "step_s": args.step_s, "sent": pub.sent, "accepted": pub.accepted,
             "refused": pub.refused, "skipped": pub.skipped,
@@ -155,6 +158,7 @@ def add_parser(sub) -> None:
     p.add_argument("--max-matchers", type=int, default=8)
     p.add_argument("--plot", default=None, help="write the timeline as a PNG here")
     add_deliver_flag(p)
+    add_cpu_flag(p)
     add_output_flags(p)
     p.set_defaults(func=run_elastic_bench)
 
@@ -162,6 +166,9 @@ def add_parser(sub) -> None:
 def run_elastic_bench(args) -> int:
     from bluedove.lab.plots import PlotsUnavailable, plot_elastic, pyplot
 
+    if problem := cpu_flag_problem(args):
+        print(f"bench elastic: {problem}", file=sys.stderr)
+        return 2
     if args.plot:
         try:
             pyplot()  # before minutes of measuring, not after

@@ -92,7 +92,8 @@ def run_system(system: str, args: argparse.Namespace, w: Workload, store_url: st
     t0 = time.monotonic()
     cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=0, data_dir=data_dir,
                            store=store_url, space_file=space_file, policy=policy, quiet=True, restart=False,
-                           deliver=args.deliver, partition=system, seed=partition_seed)
+                           deliver=args.deliver, partition=system, seed=partition_seed,
+                           matcher_cpu=getattr(args, "matcher_cpu", None))  # None: a bench without the flag
     cluster.start(timeout_s=START_TIMEOUT_S)
     start_s = time.monotonic() - t0
     try:
