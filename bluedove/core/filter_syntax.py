@@ -85,6 +85,12 @@ def _range_pair(a: Attribute, rng: list[Any], where: str) -> list[tuple[str, Any
     """`[low, high]` on a number: low <= v < high."""
     if a.type != NUMBER:
         raise bad(f"[low, high] is a range of numbers; {a.name} is a {a.type} (use gte and lt)", where)
+    lo, hi = range_bounds(rng, where)
+    return [("gte", lo), ("lt", hi)]
+
+
+def range_bounds(rng: list[Any], where: str) -> tuple[float, float]:
+    """(low, high) of a `[low, high]` range: two finite numbers, low below high."""
     if len(rng) != 2:
         raise bad("a predicate must be a list [low, high]", where)
     lo, hi = rng
@@ -94,7 +100,7 @@ def _range_pair(a: Attribute, rng: list[Any], where: str) -> list[tuple[str, Any
         raise bad(f"high bound must be a finite number, got {echo(hi)}", f"{where}[1]")
     if not lo < hi:
         raise bad(f"low ({lo}) must be below high ({hi}): the range is [low, high)", where)
-    return [("gte", float(lo)), ("lt", float(hi))]
+    return float(lo), float(hi)
 
 
 def _operators(a: Attribute, cond: dict[str, Any], where: str) -> list[tuple[str, Any]]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from bluedove.core.errors import ApiError, echo
+from bluedove.core.filter_syntax import range_bounds
 from bluedove.core.filters import Box, Filter, parse_filter
 from bluedove.core.space import Space
 
@@ -79,15 +80,6 @@ class Subscription:
         return build_subscription(data["id"], data["queue"], data["predicates"], space)
 
 
-def _finite_number(v: Any) -> bool:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return False
-    try:
-        return math.isfinite(v)
-    except OverflowError:  # a JSON integer too big for a double
-        return False
-
-
 def build_subscription(sub_id: str, queue: str, predicates: dict[str, Any], space: Space) -> Subscription:
     """The subscription of `predicates`; raises ApiError naming the field. A filter of ranges
     {dim: [low, high]} in a space of numbers is clipped to the space, one box; any other goes
@@ -123,15 +115,7 @@ def _ranges(sub_id: str, queue: str, predicates: dict[str, Any], space: Space) -
             i = space.index(name)
         except ValueError:
             raise bad(f"unknown dimension {echo(name)}; the space has {list(space.names)}", where) from None
-        if len(rng) != 2:
-            raise bad("a predicate must be a list [low, high]", where)
-        lo, hi = rng
-        if not _finite_number(lo):
-            raise bad(f"low bound must be a finite number, got {echo(lo)}", f"{where}[0]")
-        if not _finite_number(hi):
-            raise bad(f"high bound must be a finite number, got {echo(hi)}", f"{where}[1]")
-        if not lo < hi:
-            raise bad(f"low ({lo}) must be below high ({hi}): the range is [low, high)", where)
+        lo, hi = range_bounds(rng, where)
         dim = space.dimensions[i]
         lo_c, hi_c = max(float(lo), dim.min), min(float(hi), dim.max)
         clipped[name] = (lo_c, hi_c)
@@ -304,7 +288,7 @@ def parse_message(body: Any, space: Space, prefix: str = "",
     attrs = body.get("attributes")
     if not isinstance(attrs, dict):
         raise bad("attributes must be an object with a value for every dimension", "attributes")
-    problem = (typed_problem if space.typed else _numeric_problem)(attrs, space)
+    problem = attribute_problem(attrs, space)
     if problem is not None:
         raise bad(problem[1], f"attributes.{problem[0]}")
     point = tuple(space.by_name[d.name].coordinate(attrs.get(d.name)) for d in space.dimensions)
@@ -317,24 +301,8 @@ def parse_message(body: Any, space: Space, prefix: str = "",
     return msg_id, point, body.get("payload")
 
 
-def _numeric_problem(attrs: dict[str, Any], space: Space) -> tuple[str, str] | None:
-    """(attribute, why) of the first attribute wrong for a space of numbers; None: all right."""
-    for name in attrs:
-        if name not in space.by_name:
-            return name, f"unknown dimension {echo(name)}; the space has {list(space.names)}"
-    for dim in space.dimensions:
-        if dim.name not in attrs:
-            return dim.name, f"missing dimension {dim.name!r}: every dimension is required"
-        v = attrs[dim.name]
-        if not _finite_number(v):
-            return dim.name, f"value must be a finite number, got {echo(v)}"
-        if not dim.min <= v < dim.max:
-            return dim.name, f"value {echo(v)} is outside the space [{dim.min:g}, {dim.max:g})"
-    return None
-
-
-def typed_problem(attrs: dict[str, Any], space: Space) -> tuple[str, str] | None:
-    """(attribute, why) of the first attribute wrong for a typed space; None: all right."""
+def attribute_problem(attrs: dict[str, Any], space: Space) -> tuple[str, str] | None:
+    """(attribute, why) of the first attribute of a message wrong for `space`; None: all right."""
     for name in attrs:
         if name not in space.by_name:
             return name, f"unknown attribute {echo(name)}; the space has {[a.name for a in space.schema]}"
