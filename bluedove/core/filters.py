@@ -25,6 +25,9 @@ from bluedove.core.filter_syntax import Condition, parse_alternatives
 from bluedove.core.space import Space
 
 Box = tuple[tuple[float, ...], tuple[float, ...]]
+# An index entry of box i of a subscription with a filter is keyed `<id>#<i>` (ids never hold
+# "#": the service makes them of hex digits); a plain subscription's one box is keyed by its id.
+BOX_SEP = "#"
 Intervals = list[tuple[float, float]]
 MAX_BOXES = 1000
 # What the index holds exactly, so that no check after it is needed: on a required attribute
@@ -45,6 +48,15 @@ class Filter:
     def matches(self, attributes: Mapping[str, Any]) -> bool:
         """Whether a message with these attributes (checked against the space) matches."""
         return any(all(holds(attributes.get(name), op, arg) for name, op, arg in alt) for alt in self.alternatives)
+
+
+def box_key(sub_id: str, i: int) -> str:
+    return f"{sub_id}{BOX_SEP}{i}"
+
+
+def sub_of(key: str) -> str:
+    """The subscription id of an index entry's key."""
+    return key.split(BOX_SEP, 1)[0] if BOX_SEP in key else key
 
 
 def holds(v: Any, op: str, arg: Any) -> bool:

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from bluedove.core.errors import ApiError, echo
 from bluedove.core.filter_syntax import range_bounds
-from bluedove.core.filters import Box, Filter, parse_filter
+from bluedove.core.filters import Box, Filter, box_key, parse_filter
 from bluedove.core.space import Space
 
 MAX_PAYLOAD_BYTES = 256 * 1024
@@ -55,6 +55,13 @@ class Subscription:
     def matches(self, point: tuple[float, ...] | list[float]) -> bool:
         """Whether `point` is in one of its boxes (for a filter, what the index answers)."""
         return any(all(lo <= v < hi for lo, v, hi in zip(lows, point, highs)) for lows, highs in self.boxes)
+
+    def rows(self) -> list[tuple[str, tuple[float, ...], tuple[float, ...]]]:
+        """Its index entries: (key, lows, highs) per box; a plain one's key is its id, a box of
+        a filter's `box_key(id, i)`, so that a matcher knows to check and count it once."""
+        if self.filter is None:
+            return [(self.id, *box) for box in self.boxes]
+        return [(box_key(self.id, i), *box) for i, box in enumerate(self.filter.boxes)]
 
     def predicates_as_ranges(self, space: Space) -> dict[str, list[float]]:
         """Its one box as {dim: [low, high]} on the dimensions it constrains; for one that can

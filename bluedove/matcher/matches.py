@@ -9,9 +9,11 @@ gather) only when the deliveries are to be written, and Python objects are made 
 delivery, where a delivery's JSON text is made anyway.
 
 `Directory` is the lookup a set keeps beside its trees: internal id -> queue code and
-subscription id, in arrays grown by doubling. Internal ids are never reused, so the arrays
-grow with every subscription a set ever held (12 bytes each); a set is rebuilt fresh on a
-reload or hand-off.
+subscription id, in arrays grown by doubling. An entry may be one box of a subscription's
+filter (its key `<id>#<i>`, bluedove/core/filters.py): such entries are flagged, and `refine`
+counts them once per point and subscription and keeps only those whose filter holds.
+Internal ids are never reused, so the arrays grow with every subscription a set ever held
+(13 bytes each); a set is rebuilt fresh on a reload or hand-off.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from operator import itemgetter
+from collections.abc import Callable
 from typing import Iterator, Mapping
 
 import numpy as np
+
+from bluedove.core.filters import BOX_SEP, sub_of
 
 
 class Directory:
@@ -32,19 +37,24 @@ class Directory:
     def __init__(self) -> None:
         self.code = np.full(64, -1, dtype=np.int32)  # internal id -> queue code; -1: none (removed)
         self.sid = np.empty(64, dtype=object)  # internal id -> subscription id
+        self.checked = np.zeros(64, dtype=bool)  # internal id -> one box of a filter (see `refine`)
+        self.n_checked = 0  # live entries so flagged
         self.names: list[str] = []  # queue code -> queue name (append only)
         self._codes: dict[str, int] = {}
         self._live = np.zeros(16, dtype=np.int32)  # queue code -> live subscriptions in the set
         self.shared = 0  # queue codes with two or more live subscriptions
 
-    def put(self, first: int, sids: list[str], queues: list[str]) -> None:
-        """Internal ids first, first + 1, … are the subscriptions `sids` of `queues`."""
-        n = len(sids)
+    def put(self, first: int, keys: list[str], queues: list[str]) -> None:
+        """Internal ids first, first + 1, … are the entries `keys` (subscription ids, or a
+        filter's box keys) of `queues`."""
+        n = len(keys)
         end = first + n
         if end > len(self.code):
             size = max(end, 2 * len(self.code))
             self.code = np.concatenate([self.code, np.full(size - len(self.code), -1, dtype=np.int32)])
             self.sid = np.concatenate([self.sid, np.empty(size - len(self.sid), dtype=object)])
+            self.checked = np.concatenate([self.checked, np.zeros(size - len(self.checked), dtype=bool)])
+        sids = self._flag(first, keys)
         if n == 1:  # a live insert: no arrays to build
             c = self._code_of(queues[0])
             self.code[first], self.sid[first] = c, sids[0]
@@ -59,10 +69,46 @@ class Directory:
         np.add.at(self._live, codes, 1)
         self.shared += int(np.count_nonzero(self._live[touched] >= 2) - was)
 
+    def _flag(self, first: int, keys: list[str]) -> list[str]:
+        """The subscription ids of entries `keys` at `first`…; the boxes of filters flagged."""
+        if not any(BOX_SEP in k for k in keys):
+            return keys
+        flags = np.fromiter((BOX_SEP in k for k in keys), dtype=bool, count=len(keys))
+        self.checked[first:first + len(keys)] = flags
+        self.n_checked += int(flags.sum())
+        return [sub_of(k) for k in keys]
+
+    def refine(self, ids: np.ndarray, counts: np.ndarray,
+               holds: Callable[[int, str], bool]) -> tuple[np.ndarray, np.ndarray]:
+        """`match_ids`' answer (ids sorted by point, counts per point) with the boxes of filters
+        counted once per point and subscription, and kept only where `holds(point, subscription
+        id)` says its filter matches the point's message. Plain entries pass as they are; a
+        set without filters costs nothing."""
+        if not self.n_checked or not len(ids):
+            return ids, counts
+        flagged = self.checked[ids]
+        if not flagged.any():
+            return ids, counts
+        m = len(counts)
+        at = np.repeat(np.arange(m, dtype=np.int64), counts)
+        keep = ~flagged
+        seen: set[tuple[int, str]] = set()
+        sid = self.sid
+        for j, p, i in zip(np.flatnonzero(flagged).tolist(), at[flagged].tolist(), ids[flagged].tolist()):
+            key = (p, sid[i])
+            if key not in seen:
+                seen.add(key)
+                keep[j] = holds(p, sid[i])
+        at = at[keep]
+        return ids[keep], np.bincount(at, minlength=m).astype(np.int64, copy=False)
+
     def drop(self, iid: int) -> None:
         c = int(self.code[iid])
         if c < 0:
             return
+        if self.checked[iid]:
+            self.checked[iid] = False
+            self.n_checked -= 1
         self.code[iid] = -1
         self.sid[iid] = None
         self._live[c] -= 1
