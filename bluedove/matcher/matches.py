@@ -19,9 +19,9 @@ Internal ids are never reused, so the arrays grow with every subscription a set 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
-from collections.abc import Callable
 from typing import Iterator, Mapping
 
 import numpy as np
