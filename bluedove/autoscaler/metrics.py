@@ -47,6 +47,8 @@ class AutoscalerCollector(Collector):
                                     "last sample", value=s.queued)
             yield GaugeMetricFamily("bluedove_autoscaler_actual_matchers", "Owners of segments that answered the "
                                     "last sample", value=s.matchers)
+            yield GaugeMetricFamily("bluedove_autoscaler_matchers_at_cpu_limit", "Owners at their CPU limit at the "
+                                    "last sample (each counted as at least 1 in busy)", value=s.at_limit)
         if a.members is not None:
             yield GaugeMetricFamily("bluedove_autoscaler_running_matchers", "Matchers its backend runs "
                                     "(processes, or StatefulSet replicas)", value=a.members)

@@ -13,7 +13,7 @@ import grpc
 
 from bluedove.autoscaler import relief
 from bluedove.autoscaler.backends import Backend
-from bluedove.autoscaler.policy import Decision, LoadSample, ScalingConfig
+from bluedove.autoscaler.policy import Decision, LoadSample, ScalingConfig, matcher_demand
 from bluedove.autoscaler.signals import SignalReader
 from bluedove.core.load import LoadReport
 from bluedove.runtime import tls
@@ -133,28 +133,34 @@ class Autoscaler:
             log.warning("could not record the autoscaler's step: %r", exc)
 
     async def sample(self, now: float) -> LoadSample | None:
-        """Demand Σ λ/μ and queued messages over the table's owners (from their Report RPC),
-        with the rest of the cluster's signals (bluedove/autoscaler/signals.py)."""
+        """Demand Σ λ/μ and queued messages over the table's owners (from their Report RPC; a
+        matcher at its CPU limit counts at least 1, policy.matcher_demand), with the rest of the
+        cluster's signals (bluedove/autoscaler/signals.py)."""
         raw = await self.store.get_table()
         if not raw:
             return None
         owners: dict[str, str] = raw["members"]
         replies = await asyncio.gather(*(self._report(a) for a in owners.values()), return_exceptions=True)
-        demand, queued, seen = 0.0, 0, 0
+        demand, queued, seen, capped = 0.0, 0, 0, 0
         for r in replies:
             if isinstance(r, BaseException):
                 continue
             seen += 1
+            busy = 0.0
             for d in r.dims:
-                load = LoadReport(lam=d.lam, mu=d.mu, q=d.q, subs=d.subs)
-                demand += load.busy if not math.isnan(load.busy) else 0.0
+                # its whole work (decoding, matching, storing), not the matching alone
+                load = LoadReport(lam=d.lam, mu=d.service_mu or d.mu, q=d.q, subs=d.subs)
+                busy += load.busy if not math.isnan(load.busy) else 0.0
                 queued += d.q
+            busy, at_limit = matcher_demand(busy, r.cpu_limit_cores, r.cpu_limit_used, r.cpu_throttled, self.config)
+            demand += busy
+            capped += at_limit
         if not seen:
             return None
         sig = await self.signals.read()
         return LoadSample(now, seen, demand, queued, accepted=sig.accepted, p50_s=sig.p50_s,
                           dispatcher_cpu=sig.dispatcher_cpu, store_cpu=sig.store_cpu,
-                          store_errors=sig.store_errors, host_cpu=sig.host_cpu)
+                          store_errors=sig.store_errors, host_cpu=sig.host_cpu, at_limit=capped)
 
     async def _report(self, addr: str) -> pb.ReportReply:
         ch = self._channels.get(addr)

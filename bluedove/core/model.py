@@ -94,7 +94,7 @@ def build_subscription(sub_id: str, queue: str, predicates: dict[str, Any], spac
     if not isinstance(predicates, dict):
         raise ApiError(422, "invalid_subscription", "predicates must be an object mapping attribute names to "
                        "conditions", "predicates")
-    if space.typed or "any_of" in predicates or not all(isinstance(v, list) for v in predicates.values()):
+    if space.typed or not only_ranges(predicates):
         f = parse_filter(predicates, space)
         if f.exact and len(f.boxes) == 1:
             return Subscription(sub_id, queue, predicates, *f.boxes[0])
@@ -105,6 +105,11 @@ def build_subscription(sub_id: str, queue: str, predicates: dict[str, Any], spac
             lows = highs = tuple(d.min for d in space.dimensions)
         return Subscription(sub_id, queue, predicates, lows, highs, f)
     return _ranges(sub_id, queue, predicates, space)
+
+
+def only_ranges(predicates: dict[str, Any]) -> bool:
+    """Whether `predicates` are `{dim: [low, high]}` only (no other condition, no any_of)."""
+    return "any_of" not in predicates and all(isinstance(v, list) for v in predicates.values())
 
 
 def _ranges(sub_id: str, queue: str, predicates: dict[str, Any], space: Space) -> Subscription:

@@ -16,7 +16,7 @@ from grpc_reflection.v1alpha import reflection
 
 from bluedove.core.apikeys import PUBLISH, SUBSCRIBE, KeyRecord
 from bluedove.core.errors import MESSAGE_MAX, ApiError, printable
-from bluedove.core.model import Subscription
+from bluedove.core.model import Subscription, only_ranges
 from bluedove.core.space import Space
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller, parse_bearer, queue_token
@@ -196,9 +196,13 @@ def as_ranges(sub: dict[str, Any], space: Space) -> dict[str, Any]:
     """A stored subscription's predicates as gRPC's ranges: one given in other terms (bounds,
     equals) as its one box."""
     predicates: dict[str, Any] = sub["predicates"]
-    if all(isinstance(v, list) for v in predicates.values()):
+    if only_ranges(predicates):
         return predicates
-    return dict(Subscription.from_json(sub, space).predicates_as_ranges(space))
+    built = Subscription.from_json(sub, space)
+    if built.filter is not None and not built.void:
+        raise ApiError(422, "invalid_subscription", "its filter is more than one box of ranges, which is all a "
+                       "SubscriptionInfo holds: read it with GET /v1/subscriptions/{id}", "predicates")
+    return dict(built.predicates_as_ranges(space))
 
 
 def predicates_pb(predicates: dict[str, Any]) -> dict[str, pb.Range]:

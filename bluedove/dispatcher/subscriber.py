@@ -34,6 +34,7 @@ matchers do not read it (they follow every shard's log themselves).
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from bluedove.core.model import Subscription
@@ -90,6 +91,10 @@ class Subscriber:
         if futs:
             await asyncio.wait(futs, timeout=self.s.subscribe_timeout_s)
 
+    def _placement(self, sub: Subscription) -> set[str]:
+        """The matchers mPartition names for any of the subscription's boxes."""
+        return set().union(*(self.cluster.placement(lows, highs) for lows, highs in sub.boxes))
+
     def _removal_lane(self, member: str) -> Batcher[str, None]:
         lane = self._removal_lanes.get(member)
         if lane is None:
@@ -123,12 +128,12 @@ class Subscriber:
         live = [s for s in subs if not s.void]
         if self.cluster.table is None or not live:
             return
-        msgs = [pb.Subscription(id=s.id, queue=s.queue, lows=s.lows, highs=s.highs) for s in live]
+        msgs = [_message(s) for s in live]
         sent: list[set[str]] = [set() for _ in live]
         for _ in range(3):  # a table change while we send: at most a couple of rounds
             calls: list[tuple[str, asyncio.Future[pb.SubscriptionAck | Exception]]] = []
             for i, s in enumerate(live):
-                members = [m for m in self.cluster.placement(s.lows, s.highs) if m not in sent[i]]
+                members = [m for m in self._placement(s) if m not in sent[i]]
                 sent[i].update(members)
                 calls += [(m, self._lane(m).submit(msgs[i])) for m in members]
             if not calls:
@@ -155,3 +160,10 @@ class Subscriber:
             if newer is None:
                 return
             await self.cluster.pull_table(newer)
+
+
+def _message(sub: Subscription) -> pb.Subscription:
+    """A subscription as a matcher takes it: its box, or a filter's predicates (the matcher
+    builds the boxes and the check; lows and highs are then their bounds)."""
+    predicates = "" if sub.filter is None else json.dumps(sub.to_json()["predicates"], separators=(",", ":"))
+    return pb.Subscription(id=sub.id, queue=sub.queue, lows=sub.lows, highs=sub.highs, predicates=predicates)

@@ -5,8 +5,9 @@ at the root of the cpu controller's hierarchy: with cgroup v2 (one hierarchy at 
 its `cpu.max` holds "QUOTA PERIOD"; with v1 (the controller at /sys/fs/cgroup/cpu) its
 `cpu.cfs_quota_us` and `cpu.cfs_period_us` hold them. The quota is cores × period (period
 100,000 µs): 0.5 core runs at most 50 ms in every 100 ms and is throttled for the rest. The
-path arithmetic, the values written and the parsing of what is read are pure functions below;
-`CpuQuota` does the file I/O (docs/operations.md, "Matchers as pods on one machine").
+path arithmetic and the values written are pure functions below, the parsing of what is read
+is bluedove/runtime/cpu_limit.py's (a process reads its own limit with it); `CpuQuota` does the
+file I/O (docs/operations.md, "Matchers as pods on one machine").
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from bluedove.runtime.cpu_limit import Throttling, parse_limit, parse_stat
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PERIOD_US = 100_000
@@ -36,15 +39,6 @@ class Controller:
 
     version: int
     root: Path
-
-
-@dataclass(frozen=True)
-class Throttling:
-    """A group's throttling from its cpu.stat: periods it ran in, periods it was throttled in, time held back."""
-
-    periods: int
-    throttled: int
-    throttled_s: float
 
 
 # -- pure ------------------------------------------------------------------------------------
@@ -77,22 +71,6 @@ def quota_files(version: int, cores: float, period_us: int = PERIOD_US) -> dict[
     if version == 2:
         return {"cpu.max": f"{quota} {period_us}"}
     return {"cpu.cfs_period_us": str(period_us), "cpu.cfs_quota_us": str(quota)}
-
-
-def parse_limit(version: int, files: dict[str, str]) -> tuple[int | None, int]:
-    """(quota µs, or None for none; period µs) from a group's files (as `quota_files` names them)."""
-    if version == 2:
-        quota, period = files["cpu.max"].split()
-        return (None if quota == "max" else int(quota)), int(period)
-    quota_v1 = int(files["cpu.cfs_quota_us"])
-    return (None if quota_v1 < 0 else quota_v1), int(files["cpu.cfs_period_us"])
-
-
-def parse_stat(text: str) -> Throttling:
-    """A cpu.stat's throttling (v1 counts throttled time in ns, v2 in µs)."""
-    values = {k: int(v) for k, v in (line.split() for line in text.splitlines() if len(line.split()) == 2)}
-    held = values["throttled_usec"] / 1e6 if "throttled_usec" in values else values.get("throttled_time", 0) / 1e9
-    return Throttling(values.get("nr_periods", 0), values.get("nr_throttled", 0), held)
 
 
 def parse_pids(text: str) -> list[int]:

@@ -5,11 +5,12 @@ oldest of those positions, and swaps the sets in; an old owner exports the rows 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import time
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 import numpy as np
@@ -31,7 +32,7 @@ class Sets(Protocol):
         ...
 
     async def export(self, dim: int, low: float, high: float
-                     ) -> tuple[str, list[str], list[str], np.ndarray, np.ndarray]:
+                     ) -> tuple[str, list[str], list[str], np.ndarray, np.ndarray, dict[str, Any]]:
         ...
 
 
@@ -60,6 +61,9 @@ async def load_from_owners(sets: Sets, table: SegmentTable, sources: Sequence[pb
 
     def build(new: SubscriptionSets, old: SubscriptionSets | None) -> None:
         assert old is not None, "a hand-off grows the sets of a started matcher"
+        for _, r in fetched:
+            if r.filters:  # the filters of the rows that are their boxes, before the rows
+                new.book.learn_all(json.loads(r.filters))
         for i in range(k):
             if i not in grown:
                 new.sets[i] = old.sets[i]
@@ -84,7 +88,8 @@ async def load_from_owners(sets: Sets, table: SegmentTable, sources: Sequence[pb
 async def export(sets: Sets, req: pb.ExportRequest) -> pb.ExportReply:
     """The rows of one dimension's set that overlap [low, high), packed, with the catalogue
     log position they are current to."""
-    pos, ids, queues, lows, highs = await sets.export(req.dimension, req.low, req.high)
+    pos, ids, queues, lows, highs, filters = await sets.export(req.dimension, req.low, req.high)
     return pb.ExportReply(log_pos=pos, ids="\n".join(ids), queues="\n".join(queues), count=len(ids),
                           lows=np.ascontiguousarray(lows, dtype="<f8").tobytes(),
-                          highs=np.ascontiguousarray(highs, dtype="<f8").tobytes())
+                          highs=np.ascontiguousarray(highs, dtype="<f8").tobytes(),
+                          filters=json.dumps(filters, separators=(",", ":")) if filters else "")

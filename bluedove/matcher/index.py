@@ -24,6 +24,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 from rtree import index as rtree_index
 
+from bluedove.matcher.filter_book import FilterBook
 from bluedove.matcher.matches import Directory, Matches
 from bluedove.matcher.packed import PackedTree
 
@@ -88,6 +89,8 @@ class SubscriptionSet:
         self.sub_ids: dict[int, str] = {}  # internal id -> subscription id
         self.queues: dict[int, str] = {}  # internal id -> delivery queue
         self.directory = Directory()  # the same two as arrays, for turning matches into deliveries
+        # The matcher's filters, for the entries that are a filter's boxes (set by its SubscriptionSets).
+        self.book: FilterBook | None = None
         self._writes = 0  # adds and removes so far: `coverage` keeps its sorted bounds until it moves
         self._sorted_bounds: tuple[tuple[int, int], np.ndarray, np.ndarray] = ((-1, -1), np.empty(0), np.empty(0))
 
@@ -227,8 +230,16 @@ class SubscriptionSet:
 
     def matches(self, points: np.ndarray, deliveries: bool = True) -> Matches:
         """What each point matches, as arrays (bluedove/matcher/matches.py): counts, deliveries, and
-        (unless `deliveries` is False) each delivery's subscription ids."""
-        return self.directory.matches(*self.match_ids(points), deliveries=deliveries)
+        (unless `deliveries` is False) each delivery's subscription ids. A filter is checked
+        with the point as its message's attributes (a space of numbers: the Match call, tools)."""
+        ids, counts = self.match_ids(points)
+        book = self.book
+        if book is not None and self.directory.n_checked:
+            pts = np.asarray(points, dtype=np.float64).reshape(-1, self.k)
+            names = book.space.names
+            ids, counts = self.directory.refine(
+                ids, counts, lambda p, sid: book.holds(sid, lambda: dict(zip(names, pts[p].tolist()))))
+        return self.directory.matches(ids, counts, deliveries=deliveries)
 
     def coverage(self, dim: int, values: Sequence[float]) -> list[int]:
         """For each value, how many subscriptions' ranges on `dim` hold it (low <= v < high).

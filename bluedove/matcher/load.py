@@ -1,8 +1,11 @@
 """Per-dimension load statistics over a sliding window (the paper's §III-B: λ, μ, q).
 
-λ is arrivals per second over the last `window_s`; μ is messages matched per second of
-matching work (service rate, so an idle matcher still reports how fast it *can* match);
-q is the current queue length, kept by the caller. Time is an argument.
+λ is arrivals per second over the last `window_s`; μ is messages processed per second of
+the work the caller counts (a service rate, so an idle matcher still reports how fast it
+*can* work): the matching, for forwarding, or the matcher's whole work on the messages (its
+CPU over a batch's path, `apportion` sharing a batch's among its dimensions), for the
+autoscaler (bluedove/matcher/queues.py); q is the current queue length, kept by the caller.
+Time is an argument.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import numpy as np
 
 @dataclass
 class _Bucket:
-    """One time bucket of a dimension's window: arrivals, messages matched, seconds of matching."""
+    """One time bucket of a dimension's window: arrivals, messages processed, seconds of work."""
 
     start: float
     arrived: int = 0
@@ -24,7 +27,7 @@ class _Bucket:
 
 
 class WindowStats:
-    """One dimension's arrivals and matching work in time buckets: λ and μ over the window."""
+    """One dimension's arrivals and the work on them in time buckets: λ and μ over the window."""
 
     def __init__(self, window_s: float = 5.0, bucket_s: float = 0.5) -> None:
         self.window_s = window_s
@@ -62,6 +65,23 @@ class WindowStats:
         if processed and busy > 0:
             self._last_mu = processed / busy
         return arrived / span, self._last_mu
+
+
+def apportion(cpu_s: float, messages: dict[int, int], walk_s: dict[int, float]) -> dict[int, float]:
+    """A batch's work `cpu_s` shared among its dimensions (`messages`: each one's messages in the
+    batch): each first gets its own index walk (`walk_s`, the index thread's CPU in it), the rest
+    goes by share of the messages (decoding, the gRPC call, the deliveries' writes cost about
+    the same per message whatever its dimension). The shares add up to `cpu_s`. Batches overlap
+    (the next is matched while one is stored), so a batch's `cpu_s` may hold part of the next
+    one's walk and fall short of its own: then the walks are scaled down to fit."""
+    n = sum(messages.values())
+    if n <= 0 or cpu_s <= 0:
+        return {d: 0.0 for d in messages}
+    walks = {d: max(0.0, walk_s.get(d, 0.0)) for d in messages}
+    walked = sum(walks.values())
+    scale = min(1.0, cpu_s / walked) if walked > 0 else 0.0
+    rest = cpu_s - walked * scale
+    return {d: walks[d] * scale + rest * m / n for d, m in messages.items()}
 
 
 # Upper bounds of the batch-size histogram (messages per batch; the last is +Inf).

@@ -34,6 +34,7 @@ from bluedove.matcher.queues import MatcherQueue
 from bluedove.matcher.series import run_series
 from bluedove.matcher.sets import SubscriptionSets
 from bluedove.matcher.sets_owner import SetsOwner
+from bluedove.runtime.cpu_limit import NONE_KNOWN
 from bluedove.runtime.settings import MatcherSettings
 from bluedove.store.store import MatcherStore, wait_ready
 from bluedove.v1 import matcher_pb2 as pb
@@ -240,6 +241,7 @@ class Matcher:
         """Match and store a Forward call's messages: NotReady while loading, BadRequest for a
         malformed part, NotOwner for a value outside our segments, Busy when an input queue is
         at its bound (nothing queued), StoreDown when the store failed the write."""
+        cpu_at = time.process_time()  # μ's work begins here when the queue is empty (its decoding)
         if not self.ready:
             raise NotReady("matcher is loading its subscriptions")
         table, sets, queue = self._running()
@@ -266,7 +268,7 @@ class Matcher:
             raise Busy(f"input queue of dimension {full[0]} holds {queue.queued(full[0])} messages "
                        f"(bound {self.s.max_queued}); try another candidate")
         try:
-            res = await queue.submit(parts)
+            res = await queue.submit(parts, cpu_at)
         except redis.exceptions.RedisError as exc:
             raise StoreDown(f"store unavailable: {exc}") from None
         return pb.ForwardReply(matched=res.matched, delivered=res.delivered, fresh=res.fresh)
@@ -289,17 +291,7 @@ class Matcher:
     async def add_subscriptions(self, req: pb.SubscriptionBatch) -> pb.SubscriptionAck:
         """File subscriptions a dispatcher sent directly (NotReady before the sets exist)."""
         sets = self._started()
-        subs = req.subscriptions
-        if len(subs) == 1:
-            s = subs[0]
-            changed = await self.run_index(sets.add_direct_one, s.id, s.queue, tuple(s.lows), tuple(s.highs))
-        else:
-            # A batch (dispatchers gather the subscribes under way): each set takes its rows in one
-            # bulk insert, as at a catalogue load, rather than one tree insert per subscription.
-            ids, queues = [s.id for s in subs], [s.queue for s in subs]
-            lows = np.array([list(s.lows) for s in subs], dtype=np.float64)
-            highs = np.array([list(s.highs) for s in subs], dtype=np.float64)
-            changed = await self.run_index(sets.add_direct, ids, queues, lows, highs)
+        changed = await self.run_index(sets.add_direct_batch, list(req.subscriptions))
         return pb.SubscriptionAck(changed=changed, epoch=self._table_now().epoch)
 
     async def remove_subscriptions(self, req: pb.RemoveRequest) -> pb.SubscriptionAck:
@@ -376,11 +368,14 @@ class Matcher:
             split_at = queue.samples[i].load_median(*seg) if seg else float("nan")
             dims.append(pb.DimensionLoad(lam=lam, mu=mu, q=queue.queued(i), subs=counts[i],
                                          matched_total=st.total_processed, split_at=split_at,
-                                         walk_cpu_s=queue.totals.walk_cpu_s[i]))
+                                         walk_cpu_s=queue.totals.walk_cpu_s[i],
+                                         service_mu=queue.service[i].rates(now)[1]))
+        # the process's CPU against its cgroup's limit (a pod's), zeros where none is known
+        cpu = queue.cpu.read(now) if queue is not None else NONE_KNOWN
         return pb.ReportReply(id=self.s.id, generation=self.generation, ready=self.ready,
                               epoch=self.table.epoch if self.table else 0, dims=dims,
-                              window_s=self.s.stats_window_s,
-                              gossip_bytes_sent=self.membership.transport.bytes_sent,
+                              window_s=self.s.stats_window_s, cpu_limit_cores=cpu.cores, cpu_limit_used=cpu.used,
+                              cpu_throttled=cpu.throttled, gossip_bytes_sent=self.membership.transport.bytes_sent,
                               gossip_messages_sent=self.membership.transport.sent)
 
 

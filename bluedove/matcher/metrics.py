@@ -49,6 +49,16 @@ class MatcherCollector(Collector):
         yield CounterMetricFamily("bluedove_matcher_forwards_refused", "Forward calls refused because a "
                                   "dimension's input queue was over its bound (backpressure)",
                                   value=m.refused)
+        cpu = m.queue.cpu.read(time.monotonic())  # zeros where no limit is known
+        limited = cpu.cores > 0
+        for name, help_, value in (
+                ("bluedove_matcher_cpu_limit_cores", "CPU limit of the matcher's cgroup (quota / period); 0 where "
+                 "none is known", cpu.cores),
+                ("bluedove_matcher_cpu_limit_used_ratio", "CPU used over the stats window as a fraction of the limit "
+                 "(NaN without one)", cpu.used if limited else math.nan),
+                ("bluedove_matcher_cpu_throttled_ratio", "Share of its CFS periods with work in which it was "
+                 "throttled, over the stats window (NaN without a limit)", cpu.throttled if limited else math.nan)):
+            yield GaugeMetricFamily(name, help_, value=value)
         h = HistogramMetricFamily("bluedove_matcher_batch_messages", "Messages per matched and stored batch")
         cum, buckets = 0, []
         for bound, n in zip((*map(str, BATCH_BOUNDS), "+Inf"), totals.batches):
@@ -75,6 +85,9 @@ class MatcherCollector(Collector):
                                      "second over the stats window", labels=DIM),
             "mu": GaugeMetricFamily("bluedove_matcher_service_rate_per_second", "Matching rate μ: messages matched "
                                     "per second of matching work", labels=DIM),
+            "whole": GaugeMetricFamily("bluedove_matcher_whole_rate_per_second", "Service rate: messages served "
+                                       "per second of the matcher's whole work (its CPU over a batch's path, of "
+                                       "the CPU it may use); the autoscaler's demand is λ over it", labels=DIM),
             "cong": GaugeMetricFamily("bluedove_matcher_congestion_ratio", "λ/μ: above 1 sustained, the queue "
                                       "grows (absent while μ is 0)", labels=DIM),
             "subs": GaugeMetricFamily("bluedove_matcher_subscriptions", "Subscriptions in the dimension's set",
@@ -93,6 +106,7 @@ class MatcherCollector(Collector):
             fam["q"].add_metric([name], queue.queued(i))
             fam["lam"].add_metric([name], lam)
             fam["mu"].add_metric([name], mu)
+            fam["whole"].add_metric([name], queue.service[i].rates(now)[1])
             if mu > 0 and math.isfinite(lam / mu):
                 fam["cong"].add_metric([name], lam / mu)
             fam["subs"].add_metric([name], counts[i])

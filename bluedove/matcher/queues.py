@@ -6,7 +6,7 @@ One queue per matcher, not per dimension: the index runs on one thread anyway, a
 costs (a thread hop, a store round trip, a gRPC call) are paid per batch, so a batch that
 holds all the dimensions' waiting messages pays them once. The per-dimension figures of
 the paper's §III-B (λ, μ, q) are still kept per dimension: arrivals and queued messages are
-counted by dimension, and the index job times each dimension's matching apart.
+counted by dimension, and a batch's work is shared among its dimensions (`_finish`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ import numpy as np
 import redis.exceptions
 
 from bluedove.core.wire import Part
+from bluedove.matcher.filter_book import refine
 from bluedove.matcher.index import SubscriptionSet
-from bluedove.matcher.load import Totals, ValueSample, WindowStats
+from bluedove.matcher.load import Totals, ValueSample, WindowStats, apportion
 from bluedove.matcher.matches import Matches
+from bluedove.runtime.cpu_limit import CpuWatch
 from bluedove.store.store import MatcherStore
 
 
@@ -75,6 +77,23 @@ class MatcherQueue:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._finishing: set[asyncio.Task[None]] = set()
+        # Two rates per dimension (bluedove/matcher/load.py WindowStats). `stats`: μ, messages
+        # matched per second of matching (the walk and its answer, wall time): what forwarding
+        # compares between a matcher's sets, as the paper's §III-B does. `service`: messages
+        # served per second of the matcher's whole work on them, what the autoscaler's demand
+        # reads: the process's CPU time from when a busy spell began (a Forward that found the
+        # queue empty entered the matcher: its decoding counts) to each batch's stored
+        # deliveries, the rest since the batch before, cut among the batch's dimensions by
+        # `apportion`. CPU time, not the wall time from queue to store: it adds up over the
+        # threads (gRPC, decoding, the walk, the store client) and over batches that overlap
+        # (8 may wait on the store), leaves out the store's round trip and the waits for a
+        # core, and under a CPU quota is what the quota bounds. Divided by the CPU the matcher
+        # may use (its cgroup's limit, at most one core: one event loop and one index thread
+        # share a GIL), it counts messages per second of the matcher's capacity. `cpu` also
+        # gives the report its use of the limit (bluedove/runtime/cpu_limit.py).
+        self.service = [WindowStats(st.window_s, st.bucket_s) for st in stats]
+        self.cpu = CpuWatch(stats[0].window_s if stats else 5.0)
+        self._cpu_mark = time.process_time()
 
     def __len__(self) -> int:
         return sum(self._queued)
@@ -96,8 +115,11 @@ class MatcherQueue:
             except asyncio.CancelledError:
                 pass
 
-    async def submit(self, parts: list[Part]) -> BatchResult:
-        """Match and store one request's messages (all its parts in the same batch)."""
+    async def submit(self, parts: list[Part], cpu_at: float | None = None) -> BatchResult:
+        """Match and store one request's messages (all its parts in the same batch). `cpu_at`:
+        the process's CPU time when the request entered the matcher (before its decoding)."""
+        if not len(self):  # a busy spell begins: the CPU time of the idle spell is no one's
+            self._cpu_mark = time.process_time() if cpu_at is None else cpu_at
         now = time.monotonic()
         for p in parts:
             self._queued[p.dim] += p.n
@@ -133,16 +155,15 @@ class MatcherQueue:
                     raise
                 continue
             self.totals.walked(walk_cpu)
-            task = loop.create_task(self._finish(batch, parts, found, busy))
+            task = loop.create_task(self._finish(batch, parts, found, busy, walk_cpu))
             self._finishing.add(task)
             task.add_done_callback(self._finishing.discard)
 
     def _match(self, parts: list[Part]) -> tuple[list[Matches], dict[int, float], dict[int, float]]:
         """On the index thread: what each part's messages match (as arrays, bluedove/matcher/matches.py),
-        one index call per dimension of the batch, and each dimension's matching time (μ's
-        work) and the index thread's CPU time in the walk alone (`match_ids`,
-        Totals.walk_cpu_s). A matcher that only counts (`deliver="count"`) skips fetching
-        the subscription ids."""
+        one index call per dimension of the batch, and the index thread's CPU time in each
+        dimension's walk alone (`match_ids`, Totals.walk_cpu_s). A matcher that only counts
+        (`deliver="count"`) skips fetching the subscription ids."""
         by_dim: dict[int, list[int]] = {}
         for i, p in enumerate(parts):
             by_dim.setdefault(p.dim, []).append(i)
@@ -154,7 +175,7 @@ class MatcherQueue:
             points = parts[idx[0]].points if len(idx) == 1 else np.concatenate([parts[i].points for i in idx])
             s = self._get_set(dim)
             t0, c0 = time.perf_counter(), time.thread_time()
-            ids, counts = s.match_ids(points)  # the walk (what `bench kernel` times)
+            ids, counts = refine(s.directory, s.book, *s.match_ids(points), [parts[i] for i in idx])  # + filters
             cpu[dim] = time.thread_time() - c0
             m = s.directory.matches(ids, counts, deliveries=fetch)
             busy[dim] = time.perf_counter() - t0
@@ -169,7 +190,7 @@ class MatcherQueue:
         return found, busy, cpu
 
     async def _finish(self, batch: list[_Request], parts: list[Part], found: list[Matches],
-                      busy: dict[int, float]) -> None:
+                      busy: dict[int, float], walk_cpu: dict[int, float]) -> None:
         """Store one matched batch (one atomic call), then answer each of its forwarders."""
         try:
             result = await self._store(parts, found)
@@ -187,8 +208,13 @@ class MatcherQueue:
             self.totals.matches[p.dim] += matched[-1]
             self.totals.deliveries[p.dim] += int(m.fanout.sum())
             self.samples[p.dim].add(p.points[:, p.dim], m.counts.astype(np.float64))
+        cpu = time.process_time()
+        cpu, self._cpu_mark = cpu - self._cpu_mark, cpu
+        cores = self.cpu.capacity(most=1.0)
+        work = apportion(cpu / cores, done, {d: s / cores for d, s in walk_cpu.items()})
         for dim, n in done.items():
             self.stats[dim].processed(n, busy.get(dim, 0.0), now)
+            self.service[dim].processed(n, work[dim], now)
         self.totals.batch(sum(done.values()), result.delivered)
         pos = 0
         for r in batch:

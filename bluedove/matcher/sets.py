@@ -3,7 +3,9 @@
 Subscriptions arrive two ways: directly from dispatchers (fast path, so a subscription is
 live when the API answers) and from the catalogue log the matcher tails (so nothing is
 missed when a direct call fails). Both are idempotent. A removed id is remembered for a
-while (a tombstone), so a late direct add cannot bring it back.
+while (a tombstone), so a late direct add cannot bring it back. A subscription with a filter
+is a row per box (keyed `<id>#<i>`), its filter in the matcher's book
+(bluedove/matcher/filter_book.py).
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ import itertools
 import json
 import time
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from bluedove.core.model import Subscription
+from bluedove.core.filters import BOX_SEP, box_key, sub_of
+from bluedove.core.model import Subscription, only_ranges
 from bluedove.core.partition.modes import MPARTITION, held
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space
+from bluedove.matcher.filter_book import FilterBook
 from bluedove.matcher.index import SubscriptionSet
+from bluedove.v1 import matcher_pb2 as pb
 
 # Most direct-call ids remembered for the tail (a tail far behind parses the rest instead).
 DIRECT_MAX = 200_000
@@ -37,6 +43,10 @@ class SubscriptionSets:
         # The range each set stores, by the partition mode (p2p: dim 0 only; full: all of dim 0).
         self.segments = held(mode, table, member_id)
         self.sets = [SubscriptionSet(table.space.k) for _ in range(table.space.k)]
+        self.book = FilterBook(table.space)  # shared with the sets that replace these (carry_removals)
+        for s in self.sets:
+            s.book = self.book
+        self._boxes: dict[str, int] = {}  # a subscription held as several rows -> how many
         self._tombstones: dict[str, float] = {}
         self._tombstone_ttl_s = tombstone_ttl_s
         # Ids a dispatcher's direct call gave these sets, not yet seen in the catalogue tail:
@@ -52,26 +62,37 @@ class SubscriptionSets:
         return out
 
     def add(self, sub_id: str, queue: str, lows: Sequence[float], highs: Sequence[float]) -> int:
-        if sub_id in self._tombstones:
+        """Add one row: a plain subscription, or (`sub_id` a box key) one box of a filter."""
+        if sub_of(sub_id) in self._tombstones:
             return 0
+        self._count_boxes((sub_id,))
         return sum(self.sets[i].add(sub_id, queue, lows, highs) for i in self.dims_for(lows, highs))
 
     def add_subscription(self, sub: Subscription) -> int:
-        return self.add(sub.id, sub.queue, sub.lows, sub.highs)
+        return self.add_many([sub])
 
     def add_many(self, subs: list[Subscription]) -> int:
-        """`add` for many at once (a catalogue load): each set takes its rows in one bulk call."""
-        if not subs:
+        """`add` for many at once (a catalogue load): each set takes its rows in one bulk call;
+        a filter's rows are its boxes, its filter learnt by the book."""
+        rows = [(key, s.queue, lows, highs) for s in subs for key, lows, highs in s.rows()]
+        if not rows:
             return 0
-        return self.add_rows([s.id for s in subs], [s.queue for s in subs],
-                             np.array([s.lows for s in subs], dtype=np.float64),
-                             np.array([s.highs for s in subs], dtype=np.float64))
+        for s in subs:
+            self.book.learn(s)
+        return self.add_rows([r[0] for r in rows], [r[1] for r in rows],
+                             np.array([r[2] for r in rows], dtype=np.float64),
+                             np.array([r[3] for r in rows], dtype=np.float64))
+
+    def add_catalogue(self, raws: list[str]) -> int:
+        """Add the catalogue's JSON texts (validated when stored): `rows_from_catalogue`."""
+        return self.add_rows(*rows_from_catalogue(raws, self.table.space, self.book))
 
     def add_rows(self, ids: list[str], queues: list[str], lows: np.ndarray, highs: np.ndarray,
                  dims: set[int] | None = None) -> int:
         """`add_many` from arrays: row j is subscription ids[j] of queues[j]; only into the
         sets of `dims` if given."""
-        live = np.array([i not in self._tombstones for i in ids], dtype=bool) if self._tombstones else True
+        self._count_boxes(ids)
+        live = np.array([sub_of(i) not in self._tombstones for i in ids], dtype=bool) if self._tombstones else True
         ok = np.all(lows < highs, axis=1) & live
         added = 0
         for i, (seg_lo, seg_hi) in self.segments.items():
@@ -94,6 +115,41 @@ class SubscriptionSets:
         self._remember_direct((sub_id,))
         return self.add(sub_id, queue, lows, highs)
 
+    def add_direct_batch(self, batch: list[pb.Subscription]) -> int:
+        """A dispatcher's direct call: one box each, or a filter's predicates (its boxes added,
+        its filter learnt). A batch goes into each set in one bulk insert, as at a catalogue
+        load, rather than one tree insert per subscription."""
+        boxes = [s for s in batch if not s.predicates]
+        filtered = [Subscription.from_json({"id": s.id, "queue": s.queue, "predicates": json.loads(s.predicates)},
+                                           self.table.space) for s in batch if s.predicates]
+        self._remember_direct(s.id for s in filtered)
+        changed = self.add_many(filtered)
+        if len(boxes) == 1:
+            s = boxes[0]
+            return changed + self.add_direct_one(s.id, s.queue, tuple(s.lows), tuple(s.highs))
+        if boxes:
+            changed += self.add_direct([s.id for s in boxes], [s.queue for s in boxes],
+                                       np.array([list(s.lows) for s in boxes], dtype=np.float64),
+                                       np.array([list(s.highs) for s in boxes], dtype=np.float64))
+        return changed
+
+    def _count_boxes(self, keys: Sequence[str]) -> None:
+        """Remember how many rows each filter's subscription has (the keys `<id>#<i>`)."""
+        if any(BOX_SEP in k for k in keys):
+            for k in keys:
+                if BOX_SEP in k:
+                    sub_id, i = k.rsplit(BOX_SEP, 1)
+                    self._boxes[sub_id] = max(self._boxes.get(sub_id, 0), int(i) + 1)
+
+    def _keys(self, sub_ids: Iterable[str]) -> list[str]:
+        """The row keys of subscriptions `sub_ids`: the id, and a filter's box keys."""
+        out = []
+        for sub_id in sub_ids:
+            out.append(sub_id)
+            n = self._boxes.pop(sub_id, 0)
+            out += [box_key(sub_id, i) for i in range(n)]
+        return out
+
     def _remember_direct(self, ids: Iterable[str]) -> None:
         if len(self._direct) > DIRECT_MAX:  # the tail is far behind (or stopped): forget, it parses
             self._direct.clear()
@@ -112,15 +168,20 @@ class SubscriptionSets:
         """Keep `old`'s record of removed ids: an id removed before a reload stays removed, even
         when the rows loaded after it are older than its removal."""
         self._tombstones = dict(old._tombstones)  # noqa: SLF001 (another instance of this class)
+        self.book = old.book
+        for s in self.sets:
+            s.book = self.book
 
     def remove(self, sub_id: str, now: float | None = None) -> int:
-        self._bury((sub_id,), time.monotonic() if now is None else now)
-        return sum(s.remove(sub_id) for s in self.sets)
+        return self.remove_many((sub_id,), now)
 
     def remove_many(self, sub_ids: Sequence[str], now: float | None = None) -> int:
-        """`remove` for a run of ids: each set drops them in one call, repacked at most once."""
+        """`remove` for a run of ids: each set drops them (a filter's every box) in one call,
+        repacked at most once; the book forgets their filters."""
         self._bury(sub_ids, time.monotonic() if now is None else now)
-        return sum(s.remove_many(sub_ids) for s in self.sets)
+        keys = self._keys(sub_ids)
+        self.book.forget(sub_ids)
+        return sum(s.remove_many(keys) for s in self.sets)
 
     def _bury(self, sub_ids: Iterable[str], now: float) -> None:
         """Tombstones for `sub_ids`, kept in the order they were made (oldest first). Past
@@ -149,16 +210,39 @@ class SubscriptionSets:
         return [len(s) for s in self.sets]
 
 
-def rows_from_catalogue(raws: list[str], space: Space) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
-    """Catalogue JSON texts (validated when stored) to ids, queues and clipped bound arrays.
+def rows_from_catalogue(raws: list[str], space: Space, book: FilterBook | None = None
+                        ) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
+    """Catalogue JSON texts (validated when stored) to row keys, queues and clipped bound arrays.
 
     One `json.loads` of the joined texts, and one scatter of every range into arrays that
     start as the whole space: about 4x faster than building subscriptions one by one. A
-    filter in other terms (bounds, equals) is built as a subscription, its one box taken."""
+    filter in other terms is built as a subscription: one box, or a row per box with its
+    filter learnt by `book`."""
     data = json.loads("[" + ",".join(raws) + "]")
+    boxed: list[Subscription] = []
+    plain = []
     for d in data:
-        if not all(isinstance(v, list) for v in d["predicates"].values()):
-            d["predicates"] = Subscription.from_json(d, space).predicates_as_ranges(space)
+        if only_ranges(d["predicates"]):
+            plain.append(d)
+            continue
+        sub = Subscription.from_json(d, space)
+        if sub.filter is None or sub.void:
+            d["predicates"] = sub.predicates_as_ranges(space)
+            plain.append(d)
+        else:
+            boxed.append(sub)
+    ids, queues, lows, highs = _scatter(plain, space)
+    if not boxed:
+        return ids, queues, lows, highs
+    if book is not None:
+        for sub in boxed:
+            book.learn(sub)
+    rows = [(key, sub.queue, lo, hi) for sub in boxed for key, lo, hi in sub.rows()]
+    return (ids + [r[0] for r in rows], queues + [r[1] for r in rows],
+            np.vstack([lows, np.array([r[2] for r in rows])]), np.vstack([highs, np.array([r[3] for r in rows])]))
+
+
+def _scatter(data: list[dict[str, Any]], space: Space) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
     index = {name: i for i, name in enumerate(space.names)}
     mins = np.array([d.min for d in space.dimensions], dtype=np.float64)
     maxs = np.array([d.max for d in space.dimensions], dtype=np.float64)

@@ -13,13 +13,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import NamedTuple, Protocol, TypeVar, TypeVarTuple
+from typing import Any, NamedTuple, Protocol, TypeVar, TypeVarTuple
 
 import numpy as np
 
+from bluedove.core.filters import BOX_SEP, sub_of
 from bluedove.core.partition.modes import held
 from bluedove.core.partition.segments import SegmentTable
-from bluedove.matcher.sets import SubscriptionSets, rows_from_catalogue
+from bluedove.matcher.sets import SubscriptionSets
 from bluedove.runtime.settings import MatcherSettings
 from bluedove.store.keys import join_pos, parse_pos, pos_max, pos_min
 from bluedove.store.store import MatcherStore
@@ -119,7 +120,7 @@ class SetsOwner:
 
         def fill(sets: SubscriptionSets, _old: SubscriptionSets | None) -> None:
             if raws:
-                sets.add_rows(*rows_from_catalogue(raws, table.space))
+                sets.add_catalogue(raws)
 
         return await self.rebuild(table, fill, [pos], widen=widen)
 
@@ -128,12 +129,15 @@ class SetsOwner:
         return self.sets
 
     async def export(self, dim: int, low: float, high: float
-                     ) -> tuple[str, list[str], list[str], np.ndarray, np.ndarray]:
-        """The log position and the rows of dimension `dim`'s set overlapping [low, high)."""
+                     ) -> tuple[str, list[str], list[str], np.ndarray, np.ndarray, dict[str, Any]]:
+        """The log position and the rows of dimension `dim`'s set overlapping [low, high), and
+        {id: predicates} of the filters among them (rows that are boxes)."""
         async with self.log_lock:  # the rows and the position must agree
             pos = self.log_pos
-            ids, queues, lows, highs = await self.run_index(self._current().sets[dim].export, dim, low, high)
-        return pos, ids, queues, lows, highs
+            sets = self._current()
+            ids, queues, lows, highs = await self.run_index(sets.sets[dim].export, dim, low, high)
+            filters = sets.book.predicates(list({sub_of(i) for i in ids if BOX_SEP in i}))
+        return pos, ids, queues, lows, highs, filters
 
     async def follow(self) -> None:
         """Tail the catalogue log into the current sets, forever: one task per group of shards
@@ -202,11 +206,11 @@ def applier(sets: SubscriptionSets, changes: Sequence[Mapping[str, str]], table:
                     raws.append(f["sub"])
             else:
                 if raws:
-                    sets.add_rows(*rows_from_catalogue(raws, table.space))
+                    sets.add_catalogue(raws)
                     raws = []
                 gone.append(f["id"])
         if raws:
-            sets.add_rows(*rows_from_catalogue(raws, table.space))
+            sets.add_catalogue(raws)
         if gone:
             sets.remove_many(gone)
     return apply

@@ -71,16 +71,18 @@ class ForwardReply(_message.Message):
     def __init__(self, matched: _Optional[int] = ..., delivered: _Optional[int] = ..., fresh: _Optional[int] = ...) -> None: ...
 
 class Subscription(_message.Message):
-    __slots__ = ("id", "queue", "lows", "highs")
+    __slots__ = ("id", "queue", "lows", "highs", "predicates")
     ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     LOWS_FIELD_NUMBER: _ClassVar[int]
     HIGHS_FIELD_NUMBER: _ClassVar[int]
+    PREDICATES_FIELD_NUMBER: _ClassVar[int]
     id: str
     queue: str
     lows: _containers.RepeatedScalarFieldContainer[float]
     highs: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., lows: _Optional[_Iterable[float]] = ..., highs: _Optional[_Iterable[float]] = ...) -> None: ...
+    predicates: str
+    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., lows: _Optional[_Iterable[float]] = ..., highs: _Optional[_Iterable[float]] = ..., predicates: _Optional[str] = ...) -> None: ...
 
 class SubscriptionBatch(_message.Message):
     __slots__ = ("subscriptions", "log_id")
@@ -169,20 +171,22 @@ class ExportRequest(_message.Message):
     def __init__(self, dimension: _Optional[int] = ..., low: _Optional[float] = ..., high: _Optional[float] = ...) -> None: ...
 
 class ExportReply(_message.Message):
-    __slots__ = ("log_pos", "ids", "queues", "lows", "highs", "count")
+    __slots__ = ("log_pos", "ids", "queues", "lows", "highs", "count", "filters")
     LOG_POS_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     LOWS_FIELD_NUMBER: _ClassVar[int]
     HIGHS_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
     log_pos: str
     ids: str
     queues: str
     lows: bytes
     highs: bytes
     count: int
-    def __init__(self, log_pos: _Optional[str] = ..., ids: _Optional[str] = ..., queues: _Optional[str] = ..., lows: _Optional[bytes] = ..., highs: _Optional[bytes] = ..., count: _Optional[int] = ...) -> None: ...
+    filters: str
+    def __init__(self, log_pos: _Optional[str] = ..., ids: _Optional[str] = ..., queues: _Optional[str] = ..., lows: _Optional[bytes] = ..., highs: _Optional[bytes] = ..., count: _Optional[int] = ..., filters: _Optional[str] = ...) -> None: ...
 
 class LeaveRequest(_message.Message):
     __slots__ = ()
@@ -240,7 +244,7 @@ class ReportRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DimensionLoad(_message.Message):
-    __slots__ = ("lam", "mu", "q", "subs", "matched_total", "split_at", "walk_cpu_s")
+    __slots__ = ("lam", "mu", "q", "subs", "matched_total", "split_at", "walk_cpu_s", "service_mu")
     LAM_FIELD_NUMBER: _ClassVar[int]
     MU_FIELD_NUMBER: _ClassVar[int]
     Q_FIELD_NUMBER: _ClassVar[int]
@@ -248,6 +252,7 @@ class DimensionLoad(_message.Message):
     MATCHED_TOTAL_FIELD_NUMBER: _ClassVar[int]
     SPLIT_AT_FIELD_NUMBER: _ClassVar[int]
     WALK_CPU_S_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_MU_FIELD_NUMBER: _ClassVar[int]
     lam: float
     mu: float
     q: int
@@ -255,10 +260,11 @@ class DimensionLoad(_message.Message):
     matched_total: int
     split_at: float
     walk_cpu_s: float
-    def __init__(self, lam: _Optional[float] = ..., mu: _Optional[float] = ..., q: _Optional[int] = ..., subs: _Optional[int] = ..., matched_total: _Optional[int] = ..., split_at: _Optional[float] = ..., walk_cpu_s: _Optional[float] = ...) -> None: ...
+    service_mu: float
+    def __init__(self, lam: _Optional[float] = ..., mu: _Optional[float] = ..., q: _Optional[int] = ..., subs: _Optional[int] = ..., matched_total: _Optional[int] = ..., split_at: _Optional[float] = ..., walk_cpu_s: _Optional[float] = ..., service_mu: _Optional[float] = ...) -> None: ...
 
 class ReportReply(_message.Message):
-    __slots__ = ("id", "generation", "ready", "epoch", "dims", "window_s", "gossip_bytes_sent", "gossip_messages_sent")
+    __slots__ = ("id", "generation", "ready", "epoch", "dims", "window_s", "gossip_bytes_sent", "gossip_messages_sent", "cpu_limit_cores", "cpu_limit_used", "cpu_throttled")
     ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
@@ -267,6 +273,9 @@ class ReportReply(_message.Message):
     WINDOW_S_FIELD_NUMBER: _ClassVar[int]
     GOSSIP_BYTES_SENT_FIELD_NUMBER: _ClassVar[int]
     GOSSIP_MESSAGES_SENT_FIELD_NUMBER: _ClassVar[int]
+    CPU_LIMIT_CORES_FIELD_NUMBER: _ClassVar[int]
+    CPU_LIMIT_USED_FIELD_NUMBER: _ClassVar[int]
+    CPU_THROTTLED_FIELD_NUMBER: _ClassVar[int]
     id: str
     generation: int
     ready: bool
@@ -275,4 +284,7 @@ class ReportReply(_message.Message):
     window_s: float
     gossip_bytes_sent: int
     gossip_messages_sent: int
-    def __init__(self, id: _Optional[str] = ..., generation: _Optional[int] = ..., ready: _Optional[bool] = ..., epoch: _Optional[int] = ..., dims: _Optional[_Iterable[_Union[DimensionLoad, _Mapping]]] = ..., window_s: _Optional[float] = ..., gossip_bytes_sent: _Optional[int] = ..., gossip_messages_sent: _Optional[int] = ...) -> None: ...
+    cpu_limit_cores: float
+    cpu_limit_used: float
+    cpu_throttled: float
+    def __init__(self, id: _Optional[str] = ..., generation: _Optional[int] = ..., ready: _Optional[bool] = ..., epoch: _Optional[int] = ..., dims: _Optional[_Iterable[_Union[DimensionLoad, _Mapping]]] = ..., window_s: _Optional[float] = ..., gossip_bytes_sent: _Optional[int] = ..., gossip_messages_sent: _Optional[int] = ..., cpu_limit_cores: _Optional[float] = ..., cpu_limit_used: _Optional[float] = ..., cpu_throttled: _Optional[float] = ...) -> None: ...

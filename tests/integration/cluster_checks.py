@@ -11,12 +11,15 @@ import time
 import grpc
 import httpx
 
+from bluedove.core.model import build_subscription
 from bluedove.core.partition.segments import SegmentTable
+from bluedove.core.space import default_space
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
-from tests.integration.helpers import drain, new_queue
+from tests.integration.helpers import drain, holds, new_queue
 
 DIMS = ("x0", "x1", "x2", "x3")
+SPACE = default_space()
 N_SUBS = 2000
 N_MESSAGES = 2000
 
@@ -39,14 +42,46 @@ def random_predicates(rng: random.Random) -> dict:
     return preds
 
 
-def subscribe_random(api: httpx.Client, rng: random.Random, n_queues: int, n_subs: int) -> tuple[dict, dict]:
-    """n_subs random subscriptions over n_queues new queues: ({queue: auth headers},
-    {subscription id: (queue, predicates)})."""
+def random_filter(rng: random.Random) -> dict:
+    """Random predicates in the filter language beyond ranges (whole-number values, so that
+    messages can sit on them): several boxes (`in`, overlapping `any_of`), checks after the
+    index (`not_in`), bounds and equals."""
+    d, e = rng.sample(DIMS, 2)
+    lo = rng.randrange(0, 900)
+    kind = rng.randrange(5)
+    if kind == 0:
+        return {d: {"in": sorted(rng.sample(range(0, 1000), rng.randrange(1, 5)))}}
+    if kind == 1:
+        return {d: {"not_in": [lo, lo + 1]}, e: [lo, lo + rng.randrange(50, 600)]}
+    if kind == 2:  # two alternatives that overlap: a message in both is delivered once
+        return {"any_of": [{d: [lo, lo + 300]}, {d: [lo + 100, lo + 400], e: {"gte": lo}}]}
+    if kind == 3:
+        return {d: {"gt": lo, "lte": lo + rng.randrange(1, 500)}}
+    return {d: lo, e: {"lt": lo + 100}}
+
+
+def predicate_numbers(preds: object) -> list[float]:
+    """Every number a subscription's predicates name (where messages should sit)."""
+    if isinstance(preds, bool):
+        return []
+    if isinstance(preds, (int, float)):
+        return [float(preds)]
+    if isinstance(preds, dict):
+        return [x for v in preds.values() for x in predicate_numbers(v)]
+    if isinstance(preds, list):
+        return [x for v in preds for x in predicate_numbers(v)]
+    return []
+
+
+def subscribe_random(api: httpx.Client, rng: random.Random, n_queues: int, n_subs: int,
+                     filters: float = 0.0) -> tuple[dict, dict]:
+    """n_subs random subscriptions over n_queues new queues (a share `filters` of them in the
+    filter language beyond ranges): ({queue: auth headers}, {subscription id: (queue, predicates)})."""
     queues = dict(new_queue(api) for _ in range(n_queues))
     subs = {}
     for _ in range(n_subs):
         q = rng.choice(list(queues))
-        preds = random_predicates(rng)
+        preds = random_filter(rng) if rng.random() < filters else random_predicates(rng)
         r = api.post("/v1/subscriptions", json={"queue": q, "predicates": preds}, headers=queues[q])
         assert r.status_code == 201
         subs[r.json()["id"]] = (q, preds)
@@ -115,9 +150,10 @@ async def match_on_every_candidate(table: SegmentTable, rng: random.Random, subs
     channels = {m: grpc.aio.insecure_channel(a) for m, a in table.members.items()}
     try:
         for i in range(n):
-            point = [rng.uniform(0, 1000) for _ in DIMS]
-            expected = sorted(sid for sid, (_, preds) in subs.items()
-                              if all(lo <= point[DIMS.index(d)] < hi for d, (lo, hi) in preds.items()))
+            point = [float(rng.randrange(1000)) if rng.random() < 0.3 else rng.uniform(0, 1000) for _ in DIMS]
+            expected = sorted(sid for sid, (q, preds) in subs.items()
+                              if holds(SPACE, preds, build_subscription(sid, q, preds, SPACE), point,
+                                       dict(zip(DIMS, point))))
             for dim, owner in table.candidates(point):
                 req = pb.ForwardRequest(dimension=dim, messages=[pb.ForwardMessage(id=f"probe-{i}", point=point)])
                 reply = await pb_grpc.MatcherStub(channels[owner]).Match(req, timeout=5)
@@ -145,9 +181,10 @@ def random_point(rng: random.Random, bounds: list[float]) -> dict:
 
 
 async def random_workload(url: str, queues: dict[str, dict], rng: random.Random, n_subs: int = N_SUBS,
-                          n_messages: int = N_MESSAGES) -> tuple[dict, dict, list]:
-    """Subscribe `n_subs` random subscriptions into `queues`, remove a tenth again, publish
-    `n_messages` (half singly, half in batches of 100), drain every queue: (subs, messages, got)."""
+                          n_messages: int = N_MESSAGES, filters: float = 0.0) -> tuple[dict, dict, list]:
+    """Subscribe `n_subs` random subscriptions into `queues` (a share `filters` of them in the
+    filter language beyond ranges), remove a tenth again, publish `n_messages` (half singly,
+    half in batches of 100), drain every queue: (subs, messages, got)."""
     qids = list(queues)
     async with httpx.AsyncClient(base_url=url, timeout=60, limits=httpx.Limits(max_connections=32)) as client:
         sem = asyncio.Semaphore(24)
@@ -160,7 +197,8 @@ async def random_workload(url: str, queues: dict[str, dict], rng: random.Random,
                 assert r.status_code == 201, r.text
                 subs[r.json()["id"]] = (q, preds)
 
-        await asyncio.gather(*(subscribe(rng.choice(qids), random_predicates(rng)) for _ in range(n_subs)))
+        await asyncio.gather(*(subscribe(rng.choice(qids), random_filter(rng) if rng.random() < filters
+                                         else random_predicates(rng)) for _ in range(n_subs)))
 
         # Remove a tenth again.
         removed = rng.sample(sorted(subs), n_subs // 10)
@@ -174,8 +212,7 @@ async def random_workload(url: str, queues: dict[str, dict], rng: random.Random,
         for s in removed:
             del subs[s]
 
-        bounds = sorted({float(b) for _, p in subs.values() for rng_ in p.values() for b in rng_
-                         if 0 <= b < 1000})
+        bounds = sorted({b for _, p in subs.values() for b in predicate_numbers(p) if 0 <= b < 1000})
         points = [random_point(rng, bounds) for _ in range(n_messages)]
         messages = await publish_points(client, sem, points)
         got = await drain(client, queues)

@@ -1,7 +1,8 @@
 """bluedove/matcher/queues.py against a real redis-server: batches are matched while earlier ones are
 being stored, at most `store_inflight` store calls at a time, each delivery written once, a
 failed store call fails exactly the requests of its batch, and a request's parts are matched
-each against its own dimension's set and stored together, with λ, μ and q kept per dimension."""
+each against its own dimension's set and stored together, with λ, μ and q kept per dimension
+(and the service rate: the process's CPU over the whole path)."""
 
 from __future__ import annotations
 
@@ -176,3 +177,20 @@ async def test_a_dispatcher_made_id_is_marked_only_when_it_has_deliveries(setup)
     # The retry of a marked message writes nothing again.
     assert (await dq.submit(some)).fresh == 0
     assert await store.queue_depth(queues[0][0]) == 2
+
+
+async def test_service_work_is_the_process_s_cpu_from_a_request_s_entry_to_its_deliveries_over_the_capacity(setup):
+    """The service rate's work (bluedove/matcher/queues.py): the CPU time since the request entered the matcher
+    (`cpu_at`, before its decoding) to its deliveries stored, over the cores the matcher may use;
+    CPU spent while the queue was idle is no one's."""
+    store, dq, _ = setup
+    dq.cpu.capacity = lambda most=1.0: 0.25  # a matcher limited to a quarter of a core
+    await dq.submit(request(4, 0, 1.0, dim=0), cpu_at=time.process_time() - 0.05)  # 50 ms of decoding
+    s0, s1 = dq.service
+    mu0 = s0.rates(time.monotonic())[1]
+    assert 0 < mu0 <= 4 / (0.05 / 0.25)  # at least 0.2 s of a quarter core's work for 4 messages
+    t = time.process_time()
+    while time.process_time() - t < 0.05:  # busy while the queue is idle (gossip, a report)
+        pass
+    await dq.submit(request(4, 10, 1.0, dim=1))
+    assert s1.rates(time.monotonic())[1] > 4 / (0.05 / 0.25)  # those 50 ms (0.2 s of work) were not counted

@@ -40,7 +40,7 @@ def test_sigkill_a_matcher_while_publishing_then_takeover_and_rejoin(tmp_path):
     try:
         rng = random.Random(7)
         with httpx.Client(base_url=cluster.url, timeout=30) as api:
-            queues, subs = subscribe_random(api, rng, 20, 400)
+            queues, subs = subscribe_random(api, rng, 20, 400, filters=0.25)
             epoch0 = api.get("/v1/cluster").json()["epoch"]
 
         victim = cluster.child("m2")

@@ -17,17 +17,6 @@ from bluedove.store.store import LimitExceeded, QueueMissing
 log = logging.getLogger("bluedove.dispatcher")
 
 
-def _served(sub: Subscription, field: str) -> Subscription:
-    """`sub`, if the matchers can hold it: one box, exactly (ranges, bounds, equals on
-    numbers). A filter of several boxes, or one needing a check after the index (`not_in`, say),
-    is refused: the matchers do not run that check yet (docs/design.md, "Typed attributes")."""
-    if sub.filter is not None and not sub.void:  # (one that matches nothing is kept, as a range outside the space)
-        raise ApiError(422, "invalid_subscription", "this filter needs several boxes or an exact check after the "
-                       "index, which the matchers do not run yet: use ranges, bounds (gt, gte, lt, lte) or equals",
-                       field)
-    return sub
-
-
 def _limit_error(exc: LimitExceeded, field: str) -> ApiError:
     return ApiError(429, "limit_exceeded", f"a queue holds at most {exc.args[0]} subscriptions", field)
 
@@ -38,7 +27,7 @@ async def subscribe(d: Dispatcher, body: Any, token: str | None) -> dict[str, st
     (bluedove/dispatcher/subscriber.py)."""
     queue, predicates = parse_subscription_request(body)
     # Validate fully before touching anything: a bad request leaves no trace.
-    sub = _served(build_subscription(new_id(), queue or "-", predicates, d.space), "predicates")
+    sub = build_subscription(new_id(), queue or "-", predicates, d.space)
     created = None
     if queue is not None:
         await require_queue_token(d, queue, token)
@@ -83,8 +72,6 @@ async def subscribe_batch(d: Dispatcher, body: Any, token: str | None) -> list[d
     so matchers that followed the log drop them too). Answers, like a single subscribe, once
     every matcher has them: [{id, queue, token?}] in order."""
     items = parse_subscription_batch(body, d.space, d.s.max_batch)
-    for i, (_, sub) in enumerate(items):
-        _served(sub, f"subscriptions[{i}].predicates")
     queue = _batch_queue(items, token)
     subs = [sub for _, sub in items]  # each given its id and queue below
     tokens: dict[int, str] = {}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bluedove.autoscaler.policy import Decision, LoadSample, ScalingConfig, plan
+from bluedove.autoscaler.policy import Decision, LoadSample, ScalingConfig, matcher_demand, plan
 
 C = ScalingConfig(min_matchers=2, max_matchers=8, window_s=10, in_window_s=60, out_cooldown_s=15,
                   in_cooldown_s=60)
@@ -78,6 +78,30 @@ def test_a_rise_then_a_fall_scales_out_then_back_in_one_at_a_time():
     assert ins and all(b[0] - a[0] >= C.in_cooldown_s for a, b in zip(ins, ins[1:]))
     assert [a[2] for a in ins] == list(range(4, 4 - len(ins), -1))
     assert isinstance(plan(loads, members, 400.0, last, C), Decision)
+
+
+@pytest.mark.parametrize("name,busy,cores,used,throttled,expect", [
+    ("no limit known (an older matcher's report): its λ/μ", 0.1, 0.0, 0.0, 0.0, (0.1, False)),
+    ("throttled in most periods: a whole matcher's worth", 0.12, 0.2, 0.9, 0.69, (1.0, True)),
+    ("at 95 % of its quota: the same", 0.3, 0.2, 0.95, 0.1, (1.0, True)),
+    ("at its limit and λ/μ above 1: λ/μ", 1.4, 0.2, 1.0, 0.8, (1.4, True)),
+    ("a few throttled periods under the limit: its λ/μ", 0.4, 0.2, 0.6, 0.2, (0.4, False)),
+    ("exactly the throttled share: not over it", 0.4, 0.2, 0.6, 0.5, (0.4, False)),
+])
+def test_a_matcher_at_its_cpu_limit_counts_as_saturated(name, busy, cores, used, throttled, expect):
+    assert matcher_demand(busy, cores, used, throttled, ScalingConfig()) == expect, name
+
+
+def test_matchers_held_at_their_cpu_limit_scale_out_and_say_so():
+    """λ/μ reads 0.1 per matcher (μ measured on CPU the quota does not give), yet both are
+    throttled: each counts 1, and the reason names the limit."""
+    loads = [LoadSample(float(t), 2, sum(matcher_demand(0.1, 0.2, 0.97, 0.7, C)[0] for _ in range(2)), 0, at_limit=2)
+             for t in range(31, 101)]
+    d = plan(loads, 2, now=100.0, config=C)
+    assert (d.action, d.target) == ("scale_out", 4), d
+    assert "2 at their CPU limit (throttled in over 50% of their periods, or using 95% of it)" in d.reason
+    unheld = [LoadSample(s.at, 2, 0.2, 0) for s in loads]  # the same λ/μ without the limit: idle
+    assert plan(unheld, 2, now=100.0, config=C).action == "hold"
 
 
 def test_every_setting_is_in_the_operations_table_with_its_default():

@@ -1,5 +1,6 @@
-"""The CPU quota's pure parts (names, values, parsing, the flag's checks) and its file I/O on a
-fake cgroup tree in a temporary folder (the kernel's own behaviour: tests/integration/test_matcher_cpu.py)."""
+"""The CPU quota's pure parts (names, values, the flag's checks) and its file I/O on a fake cgroup
+tree in a temporary folder (the kernel's own behaviour: tests/integration/test_matcher_cpu.py; the
+parsing of what is read: tests/unit/runtime/test_cpu_limit.py)."""
 
 from __future__ import annotations
 
@@ -12,24 +13,17 @@ from bluedove.local.cpu_quota import (
     Controller,
     CpuQuota,
     CpuQuotaError,
-    Throttling,
     add_cpu_flag,
     controller_of,
     cores_problem,
     cpu_flag_problem,
     detect,
     group_name,
-    parse_limit,
     parse_pids,
-    parse_stat,
     quota_files,
     quota_us,
     stale_owners,
 )
-
-V1_STAT = "nr_periods 18\nnr_throttled 16\nthrottled_time 1154838353\nnr_bursts 0\nburst_time 0\n"
-V2_STAT = ("usage_usec 391000\nuser_usec 380000\nsystem_usec 11000\nnr_periods 18\nnr_throttled 16\n"
-           "throttled_usec 1154838\nnr_bursts 0\nburst_usec 0\n")
 
 
 @pytest.mark.parametrize(("cores", "quota"), [(0.2, 20_000), (1, 100_000), (1.5, 150_000), (0.0001, 1_000)])
@@ -46,20 +40,6 @@ def test_no_quota_for_no_cores(cores):
 def test_the_files_written_per_version():
     assert quota_files(2, 0.2) == {"cpu.max": "20000 100000"}
     assert list(quota_files(1, 0.2).items()) == [("cpu.cfs_period_us", "100000"), ("cpu.cfs_quota_us", "20000")]
-
-
-def test_limits_read_back():
-    assert parse_limit(2, {"cpu.max": "20000 100000\n"}) == (20_000, 100_000)
-    assert parse_limit(2, {"cpu.max": "max 100000\n"}) == (None, 100_000)
-    assert parse_limit(1, {"cpu.cfs_quota_us": "20000\n", "cpu.cfs_period_us": "100000\n"}) == (20_000, 100_000)
-    assert parse_limit(1, {"cpu.cfs_quota_us": "-1\n", "cpu.cfs_period_us": "100000\n"}) == (None, 100_000)
-
-
-def test_throttling_in_seconds_from_either_version():
-    assert parse_stat(V1_STAT) == Throttling(periods=18, throttled=16, throttled_s=pytest.approx(1.154838353))
-    assert parse_stat(V2_STAT) == Throttling(periods=18, throttled=16, throttled_s=pytest.approx(1.154838))
-    assert parse_stat("") == Throttling(0, 0, 0.0)
-    assert parse_stat(V2_STAT).periods == 18  # nr_periods: the periods it had work in
 
 
 def test_group_names_carry_the_supervisor_and_a_safe_process_name():
@@ -125,7 +105,7 @@ def test_a_cap_makes_the_group_with_its_quota_and_moves_the_pid(tmp_path):
     assert path == cpu / "bluedove-77-m1"
     assert quota.limit("m1") == (20_000, 100_000) and quota.pids("m1") == [1234]
     assert quota.cap(1235, "m1") == path  # a restart goes back into the same group
-    (path / "cpu.stat").write_text(V1_STAT)
+    (path / "cpu.stat").write_text("nr_periods 18\nnr_throttled 16\nthrottled_time 1154838353\n")
     assert quota.throttling("m1").throttled == 16
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bluedove.matcher.load import WindowStats
+from bluedove.matcher.load import WindowStats, apportion
 
 
 def steady(stats: WindowStats, start: float, end: float, per_s: int, busy_per_msg_s: float = 0.0):
@@ -96,6 +96,31 @@ def test_mu_follows_the_recent_window_not_the_whole_history():
     steady(s, 0.0, 10.0, 100, busy_per_msg_s=0.001)  # 1000/s
     steady(s, 10.0, 20.0, 100, busy_per_msg_s=0.004)  # slowed down to 250/s
     assert s.rates(20.0)[1] == pytest.approx(250.0, rel=1e-6)
+
+
+# -- a batch's work shared among its dimensions ----------------------------------------------------
+
+
+def test_each_dimension_gets_its_walk_and_the_rest_by_its_messages():
+    work = apportion(1.0, {0: 300, 1: 100}, {0: 0.1, 1: 0.5})
+    assert work == {0: pytest.approx(0.1 + 0.4 * 0.75), 1: pytest.approx(0.5 + 0.4 * 0.25)}
+    assert sum(work.values()) == pytest.approx(1.0)
+
+
+def test_walks_over_the_batch_s_cpu_are_scaled_down_to_it():
+    # the next batch's walk ran before this one was stored: this one's CPU falls short of its walks
+    work = apportion(0.3, {0: 10, 1: 10}, {0: 0.4, 1: 0.2})
+    assert work == {0: pytest.approx(0.2), 1: pytest.approx(0.1)}
+
+
+@pytest.mark.parametrize("cpu_s, messages, walk_s, expect", [
+    (0.2, {2: 5}, {}, {2: 0.2}),  # no walk measured: all by messages
+    (0.2, {0: 1, 1: 3}, {0: 0.0, 1: 0.0, 5: 1.0}, {0: 0.05, 1: 0.15}),  # a walk of no dimension of the batch
+    (0.0, {0: 4}, {0: 0.1}, {0: 0.0}),  # the clock did not move
+    (0.5, {}, {}, {}),
+])
+def test_apportion_edges(cpu_s, messages, walk_s, expect):
+    assert apportion(cpu_s, messages, walk_s) == pytest.approx(expect)
 
 
 # -- bounds and totals -----------------------------------------------------------------------------

@@ -117,8 +117,9 @@ async def test_export_gives_rows_and_the_position_they_are_current_to():
     store.add("s2", 300, 400)
     o = owner(store)
     await o.load_catalogue(TABLE)
-    pos, ids, queues, lows, highs = await o.export(0, 250, math.inf)
+    pos, ids, queues, lows, highs, filters = await o.export(0, 250, math.inf)
     assert pos_of(pos, SHARD) == "2-0" and list(ids) == ["s2"] and list(queues) == ["q"] and lows[0][0] == 300
+    assert filters == {}  # no row is a filter's box
 
 
 # -- the tail ----------------------------------------------------------------------------------
