@@ -34,7 +34,8 @@ from bluedove.store.server import RedisServer
 # the in-process worker beside the other process tests.
 _INTEGRATION = ("api_errors", "autoscaler_heartbeat", "boot", "cli_pubsub", "client_distribution",
                 "concurrent_leave", "dispatcher_gossip", "exactness", "export_catalogue", "extras", "filter_bounds",
-                "grpc_fuzz", "hostile_clients", "kubernetes_backend", "lab_cli", "message_sample", "metrics", "metrics_pieces",
+                "grpc_fuzz", "hostile_clients", "kubernetes_backend", "lab_cli", "message_sample", "metrics",
+                "metrics_pieces",
                 "partition_baselines", "queue_bounds_api", "queue_hostile", "reseed", "rest_fuzz", "sdk", "seeded",
                 "store", "store_bounds", "store_bulk", "store_durability", "store_kinds", "store_receipts",
                 "store_undeliverable", "subscribe_batch", "tokens", "up_auth", "up_store_cluster")
