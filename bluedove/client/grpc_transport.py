@@ -17,6 +17,10 @@ from bluedove.v1 import pubsub_pb2 as pb
 from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 
 STATUS = {
+    # Cancelled by the server's grpc before the dispatcher saw it: a burst of calls past its
+    # backlog of calls not yet taken is shed this way (docs/api.md, "gRPC"). Retry. (A call the
+    # client cancels itself raises asyncio.CancelledError, or ends a blocking listen quietly.)
+    grpc.StatusCode.CANCELLED: 503,
     grpc.StatusCode.INVALID_ARGUMENT: 422,
     grpc.StatusCode.UNAUTHENTICATED: 401,
     grpc.StatusCode.PERMISSION_DENIED: 403,
@@ -126,9 +130,19 @@ def _credentials(tls_ca: str | None) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials(root_certificates=Path(tls_ca).read_bytes() if tls_ca else None)
 
 
+# A `Listen` stream can be quiet for hours, and a connection that died without a FIN (the
+# dispatcher's host gone, a balancer or NAT that dropped it) would hold it silent forever: ping
+# a quiet connection every 30 s and drop it after 20 s without an answer, so that the stream
+# fails UNAVAILABLE and `listen()` reconnects. The dispatcher takes pings every 10 s or more
+# (bluedove/dispatcher/grpc_options.py); another server may want fewer (docs/api.md, "gRPC").
+KEEPALIVE_TIME_MS = 30_000
+KEEPALIVE_TIMEOUT_MS = 20_000
+
 # A Poll answer is as large as the deliveries asked for (1,000 payloads of 256 KiB and more):
 # read it whole, where grpc's default stops at 4 MiB, after the deliveries were handed out.
-OPTIONS = [("grpc.max_receive_message_length", -1)]
+OPTIONS = [("grpc.max_receive_message_length", -1),
+           ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS), ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+           ("grpc.http2.max_pings_without_data", 0)]  # keep pinging a quiet stream (grpc stops after 2)
 
 
 def _channel(url: str, tls_ca: str | None) -> grpc.Channel:

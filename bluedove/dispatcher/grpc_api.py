@@ -22,6 +22,7 @@ from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller, parse_bearer, queue_token
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.errors import as_api_error, grpc_code
+from bluedove.dispatcher.grpc_options import server_options
 from bluedove.dispatcher.publish.decode import Batch
 from bluedove.runtime import tls
 from bluedove.runtime.settings import DispatcherSettings
@@ -368,7 +369,8 @@ class GrpcApi:
         self.d = dispatcher
         limit, read = message_limits(settings.max_body_bytes if settings else DispatcherSettings.max_body_bytes)
         # (a Poll answer has no limit: a client asking for 1,000 deliveries reads them all)
-        self.server = grpc.aio.server(options=[("grpc.so_reuseport", 1), ("grpc.max_receive_message_length", read)])
+        self.server = grpc.aio.server(options=[("grpc.so_reuseport", 1), ("grpc.max_receive_message_length", read),
+                                               *server_options()])  # for Listen streams that stay open
         add_pubsub(PubSubServicer(dispatcher), self.server, limit)
         self.health = ReadinessHealth(dispatcher)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

@@ -4,6 +4,7 @@ reports are shaped and ordered as documented. No timed thresholds: speed is the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import sys
 import pytest
 
 from bluedove.lab.bench import parse
+from bluedove.lab.bench.latency_clients import Acks
 
 TINY = ["--subs", "120", "--matchers", "2", "--rate", "200", "--load", "0.5", "--single-rate", "10",
         "--duration", "1.5", "--warmup", "0.3", "--json"]
@@ -50,7 +52,7 @@ def test_long_polling_subscribers_get_every_delivery_once():
     assert single["batch"] == 1 and single["rate"] == 10 and half["rate"] == 100
     for lv in out["levels"]:
         _check_level(lv, grpc=False)
-    assert out["subscriber_errors"] == {}
+    assert out["subscriber_errors"] == {} and out["listen_stream_ends"] is None
 
 
 @pytest.mark.integration
@@ -58,6 +60,33 @@ def test_listen_streams_get_every_delivery_once():
     out = _bench("--listen", "grpc", "--single-rate", "0", "--matchers", "1")
     assert out["listen"] == "grpc" and [lv["level"] for lv in out["levels"]] == ["0.5"]
     _check_level(out["levels"][0], grpc=True)
+    # no stream ended while the bench held it, and no ack failed
+    assert out["listen_stream_ends"] == {} and out["subscriber_errors"] == {}
+
+
+async def test_a_streams_acks_go_one_call_at_a_time_with_what_arrived_meanwhile():
+    sent: list[list[str]] = []
+    release = asyncio.Event()
+
+    async def send(receipts: list[str]) -> None:
+        sent.append(receipts)
+        await release.wait()
+
+    acks = Acks(send)
+    for r in ("a", "b", "c"):
+        acks.add(r)
+    await asyncio.sleep(0)
+    assert sent == [["a", "b", "c"]]  # one call, not one a delivery
+    acks.add("d")
+    acks.add("e")
+    await asyncio.sleep(0)
+    assert sent == [["a", "b", "c"]]  # the next waits for the call out
+    release.set()
+    await asyncio.wait_for(acks.task, 5)
+    assert sent == [["a", "b", "c"], ["d", "e"]] and acks.task is None
+    acks.add("f")
+    await asyncio.wait_for(acks.task, 5)
+    assert sent[-1] == ["f"]
 
 
 @pytest.mark.parametrize("flags", [["--load", "0"], ["--load", "x"], ["--rate", "-1"], ["--duration", "0"]])

@@ -12,7 +12,8 @@ in its payload. Per load level: publish → delivered percentiles, and where the
   decode               the subscriber's JSON decode (the client)
 First a low-load level of single `POST /v1/messages` calls gives the publish call's own time.
 Every level checks delivery against the brute-force oracle: each expected (queue, message)
-pair received exactly once.
+pair received exactly once. With `--listen grpc` the report counts, by status, the Listen
+streams that ended while the bench held them (`listen_stream_ends`: none, when all is well).
 """
 
 from __future__ import annotations
@@ -236,7 +237,8 @@ async def _measure(args: argparse.Namespace, w, cluster: LocalCluster, loads: li
         await asyncio.gather(listening, return_exceptions=True)
     return {"saturation_msgs_per_s": round(saturation), "saturation_measured": args.rate is None,
             "saturation_steps": steps, "subscribe_s": subscribe_s, "levels": levels,
-            "subscriber_errors": dict(b.subs.errors), "subscriber_error_samples": dict(b.subs.error_samples)}
+            "subscriber_errors": dict(b.subs.errors), "subscriber_error_samples": dict(b.subs.error_samples),
+            "listen_stream_ends": dict(b.subs.stream_ends) if grpc_url else None}
 
 
 def run_latency(args: argparse.Namespace) -> int:
@@ -288,3 +290,8 @@ def _print(r: dict) -> None:
         for label, d in rows:
             print(f"  {label:<26}{_ms(d)}")
         print("  CPU %: " + ", ".join(f"{k} {v}" for k, v in sorted(lv["cpu_pct"].items())))
+    if r["listen_stream_ends"] is not None:  # the whole run's, the bench's own cancel at the end aside
+        ends = ", ".join(f"{k} {v:,}" for k, v in sorted(r["listen_stream_ends"].items()))
+        print(f"\nListen streams ended (and opened again): {ends or 'none'}")
+    if r["subscriber_errors"]:
+        print("subscriber errors: " + ", ".join(f"{k} {v:,}" for k, v in sorted(r["subscriber_errors"].items())))

@@ -102,11 +102,36 @@ class Received:
     decoded: int  # its JSON decoded
 
 
+class Acks:
+    """One Listen stream's acks: one Ack call in flight at a time, carrying every receipt that
+    arrived while the last was out. (An Ack call per delivery would send thousands at once
+    when 200 streams bring 100 deliveries each: past the gRPC server's backlog of calls its
+    event loop has not yet taken, grpc cancels the excess, status CANCELLED.)"""
+
+    def __init__(self, send) -> None:
+        self.send = send  # async (receipts) -> None
+        self.waiting: list[str] = []
+        self.task: asyncio.Task | None = None
+
+    def add(self, receipt: str) -> None:
+        self.waiting.append(receipt)
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while self.waiting:
+            receipts, self.waiting = self.waiting, []
+            await self.send(receipts)
+        self.task = None
+
+
 @dataclass
 class Subscribers:
     """Every queue's subscriber while running: REST long-polls (a new one as soon as the last
-    answered) or gRPC Listen streams; each answer acked by a task of its own, so that the next
-    long-poll does not wait for the ack. `recording` off: deliveries are acked, not kept."""
+    answered) or gRPC Listen streams; each answer acked by a task of its own (a stream's acks
+    batched, `Acks`), so that the next read does not wait for the ack. `recording` off:
+    deliveries are acked, not kept. `stream_ends`: Listen streams that ended though the bench
+    did not end them, by status (each is opened again)."""
 
     url: str
     queues: list[tuple[str, str]]
@@ -114,8 +139,9 @@ class Subscribers:
     recording: bool = False
     got: list[Received] = field(default_factory=list)
     gaps_ns: list[int] = field(default_factory=list)  # REST: answer read -> next poll sent
-    errors: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)  # failed calls, by call and kind
     error_samples: dict[str, str] = field(default_factory=dict)  # the first message of each kind
+    stream_ends: dict[str, int] = field(default_factory=dict)
     last_delivery: float = 0.0  # time.monotonic() of the newest delivery
 
     async def run(self) -> None:
@@ -146,9 +172,10 @@ class Subscribers:
         # acks spent the bench's core in httpcore's search of its queued requests (1,000 queues)
         return pool(self.url, 2 * per, timeout_s=30.0)
 
-    def _failed(self, exc: Exception) -> None:
-        self.errors[type(exc).__name__] = self.errors.get(type(exc).__name__, 0) + 1
-        self.error_samples.setdefault(type(exc).__name__, str(exc)[:300])
+    def _failed(self, call: str, exc: Exception) -> None:
+        kind = f"{call} {type(exc).__name__}"
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+        self.error_samples.setdefault(kind, str(exc)[:300])
 
     def _keep(self, i: int, msgs: list[dict], before: int, issued: int, answered: int, decoded: int) -> None:
         if msgs:
@@ -162,13 +189,13 @@ class Subscribers:
                                      int(m["receipt"].split("-")[0]), issued, before, answered, decoded))
 
     def _ack(self, acks, q: str, token: str, msgs: list[dict]) -> None:
-        async def ack() -> None:
-            try:
-                await acks.ack(q, token, [m["receipt"] for m in msgs])
-            except BlueDoveError as exc:
-                self._failed(exc)
+        asyncio.get_running_loop().create_task(self._ack_now(acks, q, token, [m["receipt"] for m in msgs]))
 
-        asyncio.get_running_loop().create_task(ack())
+    async def _ack_now(self, acks, q: str, token: str, receipts: list[str]) -> None:
+        try:
+            await acks.ack(q, token, receipts)
+        except BlueDoveError as exc:
+            self._failed("ack", exc)
 
     async def _long_poll(self, t: AsyncHttpTransport, i: int, q: str, token: str) -> None:
         path, auth = f"/v1/queues/{q}/messages", {"Authorization": f"Bearer {token}"}
@@ -183,7 +210,7 @@ class Subscribers:
                 answered = time.time_ns()
                 msgs = decode(r.status_code, r.content, r.reason_phrase)["messages"]
             except (BlueDoveError, httpx.HTTPError) as exc:
-                self._failed(exc)
+                self._failed("poll", exc)
                 answered = 0
                 await asyncio.sleep(0.2)
                 continue
@@ -192,14 +219,30 @@ class Subscribers:
                 self._ack(t, q, token, msgs)
 
     async def _stream(self, t, i: int, q: str, token: str) -> None:
+        """Queue `q`'s Listen stream, read with the SDK's transport (its channel, its decoding)
+        from the stub, so that an end is seen with its status: the SDK's `listen` ends quietly
+        on CANCELLED. The bench's own cancel ends it with CancelledError, not counted."""
+        import grpc
+
+        from bluedove.client.grpc_transport import delivery_json
+        from bluedove.v1 import pubsub_pb2 as pb
+
+        acks = Acks(lambda receipts: self._ack_now(t, q, token, receipts))
+        auth = (("authorization", f"Bearer {token}"),)
         while True:
+            call = t.stub.Listen(pb.ListenRequest(queue=q, max=POLL_MAX), metadata=auth)
+            status = "OK"
             try:
                 prev = time.time_ns()
-                async for m in t.listen(q, token, POLL_MAX):  # the SDK decodes each message
+                async for d in call:
+                    m = delivery_json(d)
                     now = time.time_ns()
                     self._keep(i, [m], prev, prev, now, now)
-                    self._ack(t, q, token, [m])
+                    acks.add(m["receipt"])
                     prev = now
-            except BlueDoveError as exc:
-                self._failed(exc)
+            except grpc.RpcError as exc:
+                status = exc.code().name
+            finally:
+                call.cancel()
+            self.stream_ends[status] = self.stream_ends.get(status, 0) + 1
             await asyncio.sleep(0.2)

@@ -38,3 +38,9 @@ def test_a_request_over_the_limit_is_payload_too_large_whoever_refuses_it():
 def test_other_statuses_without_a_code_keep_their_meaning():
     assert isinstance(rpc_error(Status(grpc.StatusCode.RESOURCE_EXHAUSTED, "quota")), LimitExceeded)
     assert isinstance(rpc_error(Status(grpc.StatusCode.UNAVAILABLE, "down")), Unavailable)
+
+
+def test_a_call_the_server_cancelled_is_unavailable_and_so_retried():
+    """grpc sheds a burst of calls past its server's backlog with CANCELLED and no metadata."""
+    err = rpc_error(Status(grpc.StatusCode.CANCELLED, "CANCELLED"))
+    assert isinstance(err, Unavailable) and err.code == "unavailable"
