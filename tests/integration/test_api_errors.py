@@ -51,7 +51,7 @@ BAD_SUBSCRIPTIONS = [
     ({"predicates": {"x0": [0, None]}}, "predicates.x0[1]"),
     ({"predicates": {"x0": [True, 5]}}, "predicates.x0[0]"),
     ({"predicates": {"x0": [0, 1, 2]}}, "predicates.x0"),
-    ({"predicates": {"x0": 5}}, "predicates.x0"),
+    ({"predicates": {"x0": "5"}}, "predicates.x0"),  # (a bare number is equals: valid)
     ({"predicates": [1, 2]}, "predicates"),
     ({"predicates": {"x0": [0, 1]}, "extra": 1}, "extra"),
     ({}, "predicates"),

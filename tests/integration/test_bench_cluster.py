@@ -37,10 +37,11 @@ def test_bench_delivery_smoke():
         assert 0 < ph["machine_busy_pct"] <= 100 * out["cpus"]
     assert out["write_per_s"] > 0 and out["api_write_per_s"] > 0 and out["drain_per_s"] > 0
     # Nobody polls while writing; the paced pollers poll each of the 200 queues at most twice a
-    # second, and sustain starts from an almost empty backlog (the drain phase came first).
+    # second (a poller late after a slow poll catches up, so a short window may count a little
+    # more), and sustain starts from an almost empty backlog (the drain phase came first).
     assert out["phases"]["write"]["polls_per_s"] == 0 and out["phases"]["write"]["deliveries_per_poll"] is None
     sustain = out["phases"]["sustain"]
-    assert 0 < sustain["polls_per_s"] <= 200 / 0.5 * 1.1 and sustain["deliveries_per_poll"] > 0
+    assert 0 < sustain["polls_per_s"] <= 200 / 0.5 * 1.25 and sustain["deliveries_per_poll"] > 0
     assert out["deliveries_per_poll"] == sustain["deliveries_per_poll"]
     assert out["sustain_attempts"][0]["backlog_start"] < out["phases"]["write"]["backlog_end"] / 2
     assert out["phases"]["write"]["cpu_pct"]["matchers"] > 0 and out["phases"]["write"]["cpu_pct"]["redis"] > 0
