@@ -28,6 +28,16 @@ def error_response(err: ApiError, headers: Mapping[str, str] | None = None) -> J
     return JSONResponse(err.body(), status_code=status, headers={**HTTP_HEADERS.get(status, {}), **(headers or {})})
 
 
+def answer_for(exc: BaseException, method: str, path: str) -> JSONResponse:
+    """The error answer for `exc`: its API error, or for anything unforeseen a 500 in
+    docs/api.md's error shape, logged (the app's last-resort handler, and the door's polls)."""
+    err = as_api_error(exc)
+    if err is not None:
+        return error_response(err, err.headers)
+    log.error("unhandled error on %s %s: %r", method, path, exc)
+    return error_response(ApiError(500, "internal", "the dispatcher failed on this request"))
+
+
 def create_app(settings: DispatcherSettings, space: Space, address: str = "",
                seeds: tuple[str, ...] = ()) -> FastAPI:
     """The app; `seeds`: gossip addresses to try first (`--join`), besides the table's members."""
@@ -67,8 +77,7 @@ def create_app(settings: DispatcherSettings, space: Space, address: str = "",
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
         # Anything unforeseen still answers in docs/api.md's error shape (uvicorn logs the traceback).
-        log.error("unhandled error on %s %s: %r", request.method, request.url.path, exc)
-        return error_response(ApiError(500, "internal", "the dispatcher failed on this request"))
+        return answer_for(exc, request.method, request.url.path)
 
     for r in (queues.router, subscriptions.router, messages.router, cluster.router, stats.router):
         app.include_router(r)

@@ -16,7 +16,6 @@ the request, so keep-alive, pipelining and shutdown treat it as any other reques
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 from collections.abc import Coroutine
 from typing import Any, cast
@@ -26,18 +25,14 @@ from starlette.responses import Response
 from starlette.types import Send
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-from bluedove.core.errors import ApiError
 from bluedove.dispatcher import operations as ops
-from bluedove.dispatcher.app import error_response
+from bluedove.dispatcher.app import answer_for
 from bluedove.dispatcher.auth import parse_bearer
 from bluedove.dispatcher.deps import number
 from bluedove.dispatcher.dispatcher import Dispatcher
-from bluedove.dispatcher.errors import as_api_error
 from bluedove.store.waiting import PollWait, Taken
 
 POLL_PATH = re.compile(r"/v1/queues/([^/]+)/messages")
-
-log = logging.getLogger("bluedove.dispatcher")
 
 
 class DoorPoll:
@@ -99,11 +94,7 @@ class DoorPoll:
         await self._send(response)
 
     def _error(self, exc: BaseException) -> Response:
-        err = as_api_error(exc)
-        if err is None:  # as the app's last-resort handler answers
-            log.error("unhandled error on GET %s: %r", self.cycle.scope["path"], exc)
-            err = ApiError(500, "internal", "the dispatcher failed on this request")
-        return error_response(err, err.headers)
+        return answer_for(exc, "GET", self.cycle.scope["path"])
 
     async def _send(self, response: Response) -> None:
         if not self.cycle.disconnected:
