@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import numpy as np
 
 from bluedove.core.model import Subscription, build_subscription, only_ranges
 from bluedove.core.space import Space
@@ -58,23 +59,27 @@ async def drain(client: httpx.AsyncClient, queues: dict[str, dict], quiet_rounds
 
 def oracle(space: Space, subs: dict[str, tuple[str, dict]], messages: dict[str, tuple[float, ...]]) -> dict:
     """Brute force: {(queue, message id): {subscription ids}} for every live subscription. A
-    filter in the filter language is judged by the language's meaning, written directly
-    (tests/unit/core/test_filters.py), not by the service's own code."""
-    built = [build_subscription(sid, q, preds, space) for sid, (q, preds) in subs.items()]
+    filter of ranges is its box compared with every message at once (low <= v < high on each
+    dimension); one in the filter language is judged by the language's meaning, written
+    directly (tests/unit/core/test_filters.py), not by the service's own code."""
+    mids = list(messages)
+    points = np.array([messages[m] for m in mids], dtype=np.float64).reshape(len(mids), space.k)
+    named = [dict(zip(space.names, messages[m])) for m in mids]
     expected: dict[tuple[str, str], set[str]] = {}
-    for mid, point in messages.items():
-        attrs = dict(zip(space.names, point))
-        for s, (_, preds) in zip(built, subs.values()):
-            if holds(space, preds, s, point, attrs):
-                expected.setdefault((s.queue, mid), set()).add(s.id)
+    for sid, (q, preds) in subs.items():
+        for i in _matching(space, build_subscription(sid, q, preds, space), preds, points, named):
+            expected.setdefault((q, mids[i]), set()).add(sid)
     return expected
 
 
-def holds(space: Space, preds: dict, sub: Subscription, point, attrs: dict) -> bool:
-    """Whether a message matches a subscription: its box, or its filter's meaning."""
-    if only_ranges(preds):
-        return sub.matches(point)
-    return filter_oracle(space, preds, attrs)
+def _matching(space: Space, sub: Subscription, preds: dict, points: np.ndarray, named: list[dict]) -> list[int]:
+    """The indexes of the messages (rows of `points`) that `sub` matches."""
+    if not only_ranges(preds):
+        return [i for i, attrs in enumerate(named) if filter_oracle(space, preds, attrs)]
+    hit = np.zeros(len(points), dtype=bool)
+    for lows, highs in sub.boxes:
+        hit |= ((points >= np.array(lows)) & (points < np.array(highs))).all(axis=1)
+    return np.flatnonzero(hit).tolist()
 
 
 def compare(expected: dict, got: list[tuple[str, dict]]) -> dict:
@@ -94,19 +99,19 @@ def timed_compare(space: Space, subs: dict, sub_times: dict, messages: dict, msg
     a publish was sent must match it; one sent after the publish was answered (202) must not;
     one in flight meanwhile may go either way. Times are (sent, answered) pairs; a
     subscription without times existed before any publish."""
-    built = [build_subscription(sid, q, preds, space) for sid, (q, preds) in subs.items()]
+    mids = list(messages)
+    points = np.array([messages[m] for m in mids], dtype=np.float64).reshape(len(mids), space.k)
+    named = [dict(zip(space.names, messages[m])) for m in mids]
     must: dict[tuple[str, str], set[str]] = {}
     may: dict[tuple[str, str], set[str]] = {}
-    for mid, point in messages.items():
-        m_sent, m_done = msg_times[mid]
-        for s in built:
-            if not s.matches(point):
-                continue
-            s_sent, s_done = sub_times.get(s.id, (float("-inf"), float("-inf")))
+    for sid, (q, preds) in subs.items():
+        s_sent, s_done = sub_times.get(sid, (float("-inf"), float("-inf")))
+        for i in _matching(space, build_subscription(sid, q, preds, space), preds, points, named):
+            m_sent, m_done = msg_times[mids[i]]
             if s_done < m_sent:
-                must.setdefault((s.queue, mid), set()).add(s.id)
+                must.setdefault((q, mids[i]), set()).add(sid)
             elif s_sent <= m_done:
-                may.setdefault((s.queue, mid), set()).add(s.id)
+                may.setdefault((q, mids[i]), set()).add(sid)
     seen, dups = _received(got)
     return {
         "missing": sorted(k for k in must if k not in seen)[:10],
