@@ -10,11 +10,11 @@ import contextlib
 import platform
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 import uvicorn
-from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -78,15 +78,8 @@ class MetricsServer:
         except OSError as exc:
             raise MetricsBindError(f"cannot serve /metrics on {host}:{port}: {exc.strerror or exc}") from None
         self.port: int = self.sock.getsockname()[1]
-        app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
-
-        @app.get("/metrics")
-        async def metrics() -> Response:  # async: runs on the loop, not in a worker thread
-            return Response(exposition(registry), media_type=CONTENT_TYPE_LATEST)
-
-        for path, ok in (checks or {}).items():
-            app.add_api_route(path, _check_route(ok), methods=["GET"])
-
+        app = _PlainApp({"/metrics": lambda: (200, CONTENT_TYPE_LATEST, exposition(registry)),
+                         **{path: _check(ok) for path, ok in (checks or {}).items()}})
         self._server = _LoopServer(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False))
         self._task: asyncio.Task[None] | None = None
 
@@ -105,12 +98,41 @@ class MetricsServer:
         self.sock.close()
 
 
-def _check_route(ok: Callable[[], bool]) -> Callable[[], Awaitable[Response]]:
-    async def check() -> Response:
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+Answer = tuple[int, str, bytes]
+
+
+def _check(ok: Callable[[], bool]) -> Callable[[], Answer]:
+    def check() -> Answer:
         good = ok()
-        return Response("ok\n" if good else "not ready\n", status_code=200 if good else 503, media_type="text/plain")
+        return (200, "text/plain", b"ok\n") if good else (503, "text/plain", b"not ready\n")
 
     return check
+
+
+class _PlainApp:
+    """An ASGI app of a few GET paths, each a function run on the loop that answers (status,
+    content type, body); 404 elsewhere, 405 for another method. (A web framework here would
+    cost every matcher its import time and memory for three fixed answers.)"""
+
+    def __init__(self, routes: dict[str, Callable[[], Answer]]) -> None:
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        route = self.routes.get(scope["path"])
+        if route is None:
+            status, kind, body = 404, "text/plain", b"not found\n"
+        elif scope["method"] not in ("GET", "HEAD"):
+            status, kind, body = 405, "text/plain", b"method not allowed\n"
+        else:
+            status, kind, body = route()
+        headers = [(b"content-type", kind.encode()), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
 
 
 class _LoopServer(uvicorn.Server):
