@@ -39,6 +39,11 @@ class GossipStub:
                 request_serializer=bluedove_dot_v1_dot_gossip__pb2.Envelope.SerializeToString,
                 response_deserializer=bluedove_dot_v1_dot_gossip__pb2.Delivered.FromString,
                 _registered_method=True)
+        self.Stream = channel.stream_unary(
+                '/bluedove.v1.Gossip/Stream',
+                request_serializer=bluedove_dot_v1_dot_gossip__pb2.Envelope.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_gossip__pb2.Delivered.FromString,
+                _registered_method=True)
 
 
 class GossipServicer:
@@ -50,11 +55,22 @@ class GossipServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Stream(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GossipServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Deliver': grpc.unary_unary_rpc_method_handler(
                     servicer.Deliver,
+                    request_deserializer=bluedove_dot_v1_dot_gossip__pb2.Envelope.FromString,
+                    response_serializer=bluedove_dot_v1_dot_gossip__pb2.Delivered.SerializeToString,
+            ),
+            'Stream': grpc.stream_unary_rpc_method_handler(
+                    servicer.Stream,
                     request_deserializer=bluedove_dot_v1_dot_gossip__pb2.Envelope.FromString,
                     response_serializer=bluedove_dot_v1_dot_gossip__pb2.Delivered.SerializeToString,
             ),
@@ -84,6 +100,33 @@ class Gossip:
             request,
             target,
             '/bluedove.v1.Gossip/Deliver',
+            bluedove_dot_v1_dot_gossip__pb2.Envelope.SerializeToString,
+            bluedove_dot_v1_dot_gossip__pb2.Delivered.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/bluedove.v1.Gossip/Stream',
             bluedove_dot_v1_dot_gossip__pb2.Envelope.SerializeToString,
             bluedove_dot_v1_dot_gossip__pb2.Delivered.FromString,
             options,
