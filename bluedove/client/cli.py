@@ -1,5 +1,5 @@
-"""`bluedove subscribe|publish|poll|unsubscribe|delete-queue`: a small client CLI on the SDK, flags named
-after the space.
+"""`bluedove subscribe|resubscribe|publish|poll|unsubscribe|delete-queue`: a small client CLI on the SDK,
+flags named after the space.
 
 The full `bluedove` command (bluedove/cli/main.py) adds these beside the cluster's commands; the
 `bluedove-client` distribution's `bluedove` is `main` below: these commands alone, with the SDK's
@@ -50,6 +50,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     common(s)
     s.add_argument("--queue", help="an existing queue (needs --token)")
     s.add_argument("--token", help="the queue's token")
+
+    r = sub.add_parser("resubscribe", allow_abbrev=False, help="replace a subscription's predicates in place",
+                       description="Its whole filter becomes the flags --NAME LOW:HIGH given (low <= value < high; "
+                                   "dimensions left out match anything), for every message published afterwards.",
+                       epilog="example: bluedove resubscribe $S --token $T --x0 400:650")
+    common(r)
+    r.add_argument("subscription", help="the subscription's id")
+    r.add_argument("--token", required=True, help="the token of the subscription's queue")
 
     p = sub.add_parser("publish", allow_abbrev=False, help="publish one message, or JSON lines from stdin",
                        description="Each dimension of the space is a flag --NAME VALUE. Without dimension flags, "
@@ -245,6 +253,14 @@ def cmd_unsubscribe(client: Client, args: argparse.Namespace, dims: dict[str, st
     return 0
 
 
+def cmd_resubscribe(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
+    preds = {name: parse_range(v, name) for name, v in dims.items()}
+    # as for unsubscribe, the id and the queue's token are all the API needs
+    sub = client.update_subscription(Subscription(args.subscription, client.queue("", args.token)), preds)
+    _print({"id": sub.id, "predicates": sub.predicates})
+    return 0
+
+
 def cmd_delete_queue(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
     _no_dimensions("delete-queue", dims)
     client.delete_queue(client.queue(args.queue, args.token))
@@ -253,8 +269,8 @@ def cmd_delete_queue(client: Client, args: argparse.Namespace, dims: dict[str, s
 
 
 Command = Callable[[Client, argparse.Namespace, dict[str, str]], int]
-COMMANDS: dict[str, Command] = {"subscribe": cmd_subscribe, "publish": cmd_publish, "poll": cmd_poll,
-            "unsubscribe": cmd_unsubscribe, "delete-queue": cmd_delete_queue}
+COMMANDS: dict[str, Command] = {"subscribe": cmd_subscribe, "resubscribe": cmd_resubscribe, "publish": cmd_publish,
+                                "poll": cmd_poll, "unsubscribe": cmd_unsubscribe, "delete-queue": cmd_delete_queue}
 
 
 def run(args: argparse.Namespace) -> int:

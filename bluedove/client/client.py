@@ -1,8 +1,8 @@
 """`Client` (sync) and `AsyncClient` (asyncio): one shape over REST or gRPC, with retries."""
 
-# Usage: docs/api.md, "Python SDK". Calls safe to repeat (reads, polls, acks, deletes, publishes
-# whose every message carries an `id`) are retried with exponential backoff on `Unavailable`
-# (503 / UNAVAILABLE); the others raise it at once.
+# Usage: docs/api.md, "Python SDK". Calls safe to repeat (reads, polls, acks, deletes, updates of
+# a subscription's predicates, publishes whose every message carries an `id`) are retried with
+# exponential backoff on `Unavailable` (503 / UNAVAILABLE); the others raise it at once.
 
 from __future__ import annotations
 
@@ -198,6 +198,16 @@ class Client(_Base):
     def unsubscribe(self, sub: Subscription) -> None:
         self._retry(True, self.t.unsubscribe, sub.id, sub.queue.token)
 
+    def update_subscription(self, sub: Subscription, predicates: Ranges | None = None,
+                            **ranges: Iterable[float]) -> Subscription:
+        """Replace `sub`'s predicates with {dim: (low, high)} (a dict or keywords; the whole
+        filter: dimensions left out match anything). Once it returns, every message published
+        afterwards is matched against the new ones only. Safe to repeat, so retried. `sub`
+        holds the predicates as stored (clipped to the space) and is returned."""
+        body = {"predicates": predicates_of(predicates, ranges)}
+        sub.predicates = self._retry(True, self.t.update_subscription, sub.id, body, sub.queue.token)["predicates"]
+        return sub
+
     def publish(self, attributes: dict[str, float], payload: Any = None, id: str | None = None) -> str:  # noqa: A002
         body = _message(attributes, payload, id)
         return self._retry(id is not None, self.t.publish, body)
@@ -290,6 +300,13 @@ class AsyncClient(_Base):
 
     async def unsubscribe(self, sub: Subscription) -> None:
         await self._retry(True, self.t.unsubscribe, sub.id, sub.queue.token)
+
+    async def update_subscription(self, sub: Subscription, predicates: Ranges | None = None,
+                                  **ranges: Iterable[float]) -> Subscription:
+        body = {"predicates": predicates_of(predicates, ranges)}
+        out = await self._retry(True, self.t.update_subscription, sub.id, body, sub.queue.token)
+        sub.predicates = out["predicates"]
+        return sub
 
     async def publish(self, attributes: dict[str, float], payload: Any = None,
                       id: str | None = None) -> str:  # noqa: A002

@@ -81,6 +81,10 @@ def subscribe_pb(body: Json, where: str = "") -> pb.SubscribeRequest:
     return pb.SubscribeRequest(queue=body.get("queue") or "", predicates=preds)
 
 
+def update_pb(sub_id: str, body: Json) -> pb.UpdateSubscriptionRequest:
+    return pb.UpdateSubscriptionRequest(id=sub_id, predicates=dict(subscribe_pb(body).predicates))
+
+
 def subscribe_batch_pb(bodies: list[Json]) -> pb.SubscribeBatchRequest:
     return pb.SubscribeBatchRequest(subscriptions=[subscribe_pb(b, f"subscriptions[{i}].")
                                                    for i, b in enumerate(bodies)])
@@ -215,6 +219,9 @@ class GrpcTransport:
     def unsubscribe(self, sub_id: str, token: str) -> None:
         self._manage("Unsubscribe", pb.SubscriptionRef(id=sub_id), token)
 
+    def update_subscription(self, sub_id: str, body: Json, token: str) -> Json:
+        return subscription_json(self._manage("UpdateSubscription", update_pb(sub_id, body), token))
+
     def publish(self, body: Json) -> str:
         reply: pb.PublishReply = self._manage("Publish", message_pb(body))
         return reply.id
@@ -300,6 +307,9 @@ class AsyncGrpcTransport:
 
     async def unsubscribe(self, sub_id: str, token: str) -> None:
         await self._manage("Unsubscribe", pb.SubscriptionRef(id=sub_id), token)
+
+    async def update_subscription(self, sub_id: str, body: Json, token: str) -> Json:
+        return subscription_json(await self._manage("UpdateSubscription", update_pb(sub_id, body), token))
 
     async def publish(self, body: Json) -> str:
         reply: pb.PublishReply = await self._manage("Publish", message_pb(body))

@@ -104,6 +104,9 @@ class HttpTransport:
     def unsubscribe(self, sub_id: str, token: str) -> None:
         self._manage("DELETE", f"/v1/subscriptions/{sub_id}", token)
 
+    def update_subscription(self, sub_id: str, body: Json, token: str) -> Json:
+        return self._manage("PUT", f"/v1/subscriptions/{sub_id}", token, json=body)
+
     def publish(self, body: Json) -> str:
         return cast(str, self._manage("POST", "/v1/messages", json=body)["id"])
 
@@ -172,6 +175,9 @@ class AsyncHttpTransport:
 
     async def unsubscribe(self, sub_id: str, token: str) -> None:
         await self._manage("DELETE", f"/v1/subscriptions/{sub_id}", token)
+
+    async def update_subscription(self, sub_id: str, body: Json, token: str) -> Json:
+        return await self._manage("PUT", f"/v1/subscriptions/{sub_id}", token, json=body)
 
     async def publish(self, body: Json) -> str:
         return cast(str, (await self._manage("POST", "/v1/messages", json=body))["id"])

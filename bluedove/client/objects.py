@@ -57,6 +57,10 @@ class Subscription:
     def delete(self) -> Any:
         return self.queue.client.unsubscribe(self)
 
+    def update(self, predicates: Ranges | None = None, **ranges: Iterable[float]) -> Any:
+        """Replace its predicates in place (`update_subscription`)."""
+        return self.queue.client.update_subscription(self, predicates, **ranges)
+
 
 @dataclass
 class Delivery:

@@ -253,6 +253,14 @@ class PubSubServicer(pb_grpc.PubSubServicer):
                                    predicates=predicates_pb(as_ranges(sub, self.d.space)))
 
     @unary
+    async def UpdateSubscription(self, request: pb.UpdateSubscriptionRequest,
+                                 context: ServicerContext[pb.UpdateSubscriptionRequest, pb.SubscriptionInfo]
+                                 ) -> pb.SubscriptionInfo:
+        body = {"predicates": {k: [x.low, x.high] for k, x in request.predicates.items()}}
+        sub = await ops.update_subscription(self.d, request.id, body, await managing(self.d, context))
+        return pb.SubscriptionInfo(id=sub["id"], queue=sub["queue"], predicates=predicates_pb(sub["predicates"]))
+
+    @unary
     async def Publish(self, request: pb.Message,
                       context: ServicerContext[pb.Message, pb.PublishReply]) -> pb.PublishReply:
         k = await key(self.d, context, PUBLISH)

@@ -26,6 +26,12 @@ Unsubscribes go the same way: their catalogue removals through a remover that ta
 queued up into one round trip, and the removal calls through one lane per matcher, so that a
 storm of unsubscribes costs each matcher a few RemoveSubscriptions calls, not one each.
 
+A replace (PUT /v1/subscriptions/{id}) writes the catalogue in one step (the version it
+replaced comes back with its log id), then goes to every matcher mPartition names for either
+version, through a ReplaceSubscriptions lane per matcher, and answers, as a subscribe does,
+once each has swapped the versions (or is left to the log). A matcher that held the old
+version alone drops it; one that holds the new alone files it.
+
 A batch's `log_id` is left empty: a catalogue position has one stream id per shard
 (bluedove/store/keys.py), so one id cannot stand for subscriptions of several queues, and the
 matchers do not read it (they follow every shard's log themselves).
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 from bluedove.core.model import Subscription
@@ -58,7 +65,8 @@ class Subscriber:
         # a subscription's log id, or the exception the store returned for it
         self._writer: Batcher[dict[str, Any], str | Exception] = Batcher(store.add_subscriptions_each,
                                                                          WRITE_BATCH_MAX, WRITE_INFLIGHT)
-        self._lanes: dict[str, Batcher[pb.Subscription, pb.SubscriptionAck]] = {}
+        # (replaces?, matcher) -> the lane of its AddSubscriptions (or ReplaceSubscriptions) calls
+        self._lanes: dict[tuple[bool, str], Batcher[pb.Subscription, pb.SubscriptionAck]] = {}
         # a removal's log id (None: there was no such subscription), or the store's exception
         self._remover: Batcher[tuple[str, str], str | None | Exception] = Batcher(
             store.remove_subscriptions_each, WRITE_BATCH_MAX, WRITE_INFLIGHT)
@@ -106,16 +114,35 @@ class Subscriber:
             lane = self._removal_lanes[member] = Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT)
         return lane
 
-    def _lane(self, member: str) -> Batcher[pb.Subscription, pb.SubscriptionAck]:
-        lane = self._lanes.get(member)
+    def _lane(self, member: str, replaces: bool = False) -> Batcher[pb.Subscription, pb.SubscriptionAck]:
+        lane = self._lanes.get((replaces, member))
         if lane is None:
             async def call(subs: list[pb.Subscription]) -> list[pb.SubscriptionAck]:
-                reply: pb.SubscriptionAck = await self.cluster.stub(member).AddSubscriptions(
-                    pb.SubscriptionBatch(subscriptions=subs), timeout=self.s.subscribe_timeout_s)
+                stub = self.cluster.stub(member)
+                rpc = stub.ReplaceSubscriptions if replaces else stub.AddSubscriptions
+                reply: pb.SubscriptionAck = await rpc(pb.SubscriptionBatch(subscriptions=subs),
+                                                      timeout=self.s.subscribe_timeout_s)
                 return [reply] * len(subs)
 
-            lane = self._lanes[member] = Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT)
+            lane = self._lanes[(replaces, member)] = Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT)
         return lane
+
+    async def send_replace(self, sub: Subscription, old: Subscription | None, log_id: str) -> None:
+        """Send a stored replace (`log_id`: its catalogue log entry) to every matcher mPartition
+        names for the old version or the new one (every table member when the old one is
+        unknown), as `send` does: each swaps the two in one step; answers once each has (or is
+        left to the catalogue log)."""
+        if self.cluster.table is None:
+            return
+        msg = _message(sub)
+        msg.log_id = log_id
+
+        def owners() -> set[str]:
+            table = self.cluster.table
+            was = self._placement(old) if old is not None else set(table.members if table else ())
+            return was | self._placement(sub)
+
+        await self._send_to_owners([msg], [owners], replaces=True)
 
     async def send(self, subs: list[Subscription]) -> None:
         """Send stored subscriptions to every matcher mPartition names for each (read-your-writes).
@@ -128,14 +155,23 @@ class Subscriber:
         live = [s for s in subs if not s.void]
         if self.cluster.table is None or not live:
             return
-        msgs = [_message(s) for s in live]
-        sent: list[set[str]] = [set() for _ in live]
+        await self._send_to_owners([_message(s) for s in live], [self._owners(s) for s in live])
+
+    def _owners(self, sub: Subscription) -> Callable[[], set[str]]:
+        return lambda: self._placement(sub)
+
+    async def _send_to_owners(self, msgs: list[pb.Subscription], owners: list[Callable[[], set[str]]],
+                              replaces: bool = False) -> None:
+        """`send`'s rounds: each message to the matchers its `owners()` names (asked again in each
+        round, as the table may change), through their lanes of adds (or of `replaces`)."""
+        assert self.cluster.table is not None, "the callers return first while there is no table"
+        sent: list[set[str]] = [set() for _ in msgs]
         for _ in range(3):  # a table change while we send: at most a couple of rounds
             calls: list[tuple[str, asyncio.Future[pb.SubscriptionAck | Exception]]] = []
-            for i, s in enumerate(live):
-                members = [m for m in self._placement(s) if m not in sent[i]]
+            for i, msg in enumerate(msgs):
+                members = [m for m in owners[i]() if m not in sent[i]]
                 sent[i].update(members)
-                calls += [(m, self._lane(m).submit(msgs[i])) for m in members]
+                calls += [(m, self._lane(m, replaces).submit(msg)) for m in members]
             if not calls:
                 return
             # A subscription waits for a matcher no longer than a call of its own would, however

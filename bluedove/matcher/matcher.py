@@ -294,6 +294,13 @@ class Matcher:
         changed = await self.run_index(sets.add_direct_batch, list(req.subscriptions))
         return pb.SubscriptionAck(changed=changed, epoch=self._table_now().epoch)
 
+    async def replace_subscriptions(self, req: pb.SubscriptionBatch) -> pb.SubscriptionAck:
+        """Swap subscriptions for the new versions a dispatcher sent (`SetsOwner.replace_direct`;
+        NotReady before the sets exist)."""
+        self._started()
+        changed = await self.owner.replace_direct(req.subscriptions)
+        return pb.SubscriptionAck(changed=changed, epoch=self._table_now().epoch)
+
     async def remove_subscriptions(self, req: pb.RemoveRequest) -> pb.SubscriptionAck:
         """Drop subscriptions by id from every set (NotReady before the sets exist)."""
         sets = self._started()

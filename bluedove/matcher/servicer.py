@@ -42,6 +42,11 @@ class MatcherServicer(pb_grpc.MatcherServicer):
                                ) -> pb.SubscriptionAck:
         return await answer(context, self.m.add_subscriptions(request))
 
+    async def ReplaceSubscriptions(self, request: pb.SubscriptionBatch,
+                                   context: grpc.aio.ServicerContext[pb.SubscriptionBatch, pb.SubscriptionAck]
+                                   ) -> pb.SubscriptionAck:
+        return await answer(context, self.m.replace_subscriptions(request))
+
     async def RemoveSubscriptions(self, request: pb.RemoveRequest,
                                   context: grpc.aio.ServicerContext[pb.RemoveRequest, pb.SubscriptionAck]
                                   ) -> pb.SubscriptionAck:

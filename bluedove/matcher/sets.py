@@ -6,6 +6,12 @@ missed when a direct call fails). Both are idempotent. A removed id is remembere
 while (a tombstone), so a late direct add cannot bring it back. A subscription with a filter
 is a row per box (keyed `<id>#<i>`), its filter in the matcher's book
 (bluedove/matcher/filter_book.py).
+
+A subscription whose filter changed (PUT /v1/subscriptions/{id}) is replaced in one step:
+its rows out, the new version's rows in (`replace_many`). Each version is its catalogue log
+entry's id; the newest applied wins, whichever way it came (a dispatcher's call ahead of
+the tail, or the tail), and a replaced id is remembered a while, like a tombstone, so that a
+late add of its first version cannot come back.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space
 from bluedove.matcher.filter_book import FilterBook
 from bluedove.matcher.index import SubscriptionSet
+from bluedove.store.keys import newer
 from bluedove.v1 import matcher_pb2 as pb
 
 # Most direct-call ids remembered for the tail (a tail far behind parses the rest instead).
@@ -49,6 +56,9 @@ class SubscriptionSets:
         self._boxes: dict[str, int] = {}  # a subscription held as several rows -> how many
         self._tombstones: dict[str, float] = {}
         self._tombstone_ttl_s = tombstone_ttl_s
+        self._replaced: dict[str, float] = {}  # ids replaced, as tombstones are kept: their adds are old
+        # Versions (log entry ids) a dispatcher's call applied before the catalogue tail read them.
+        self._ahead: dict[str, str] = {}
         # Ids a dispatcher's direct call gave these sets, not yet seen in the catalogue tail:
         # their log entries (which come first in the log, and hold the same rows) need no parse.
         self._direct: set[str] = set()
@@ -119,6 +129,8 @@ class SubscriptionSets:
         """A dispatcher's direct call: one box each, or a filter's predicates (its boxes added,
         its filter learnt). A batch goes into each set in one bulk insert, as at a catalogue
         load, rather than one tree insert per subscription."""
+        if self._replaced:  # a late call of a first version: the sets hold a newer one
+            batch = [s for s in batch if s.id not in self._replaced]
         boxes = [s for s in batch if not s.predicates]
         filtered = [Subscription.from_json({"id": s.id, "queue": s.queue, "predicates": json.loads(s.predicates)},
                                            self.table.space) for s in batch if s.predicates]
@@ -162,15 +174,50 @@ class SubscriptionSets:
         if sub_id in self._direct:
             self._direct.discard(sub_id)
             return True
-        return sub_id in self._tombstones
+        return sub_id in self._tombstones or sub_id in self._replaced
 
-    def carry_removals(self, old: "SubscriptionSets") -> None:
-        """Keep `old`'s record of removed ids: an id removed before a reload stays removed, even
-        when the rows loaded after it are older than its removal."""
+    def carry_removals(self, old: "SubscriptionSets", book: bool = True) -> None:
+        """Keep `old`'s record of removed and replaced ids: an id removed before a reload stays
+        removed, even when the rows loaded after it are older than its removal. `book`: share
+        `old`'s filters too (sets filled with rows of `old`'s; sets filled from the catalogue
+        alone learn every filter they hold, and must not change those `old` checks meanwhile)."""
         self._tombstones = dict(old._tombstones)  # noqa: SLF001 (another instance of this class)
-        self.book = old.book
-        for s in self.sets:
-            s.book = self.book
+        self._replaced = dict(old._replaced)  # noqa: SLF001
+        if book:
+            self.book = old.book
+            for s in self.sets:
+                s.book = self.book
+
+    def replace_many(self, subs: Sequence[tuple[Subscription, str]], direct: bool = False,
+                     now: float | None = None) -> int:
+        """New versions of subscriptions, each with its log entry id (its version): the rows of
+        the version held are dropped and the new version's filed where its boxes overlap our
+        segments, all in this one call, so that no batch of messages sees neither version or
+        both; a filter's book entry changes with its rows. Skipped: a removed id, and a version
+        no newer than one a dispatcher's call applied already. `direct`: such a call (the
+        caller passes only versions the tail has not read yet): its version is remembered until
+        the tail reads that entry, so that the tail's older changes of the id are skipped."""
+        newest: dict[str, Subscription] = {}
+        for sub, at in subs:
+            if sub.id in self._tombstones:
+                continue
+            ahead = self._ahead.get(sub.id)
+            if ahead is not None and not newer(at, ahead):
+                if not direct and at == ahead:  # the tail has caught up with the call
+                    del self._ahead[sub.id]
+                continue
+            if direct:
+                self._ahead[sub.id] = at
+            else:
+                self._ahead.pop(sub.id, None)
+            newest[sub.id] = sub
+        if not newest:
+            return 0
+        _stamp(self._replaced, newest, time.monotonic() if now is None else now, self._tombstone_ttl_s)
+        keys = self._keys(newest)
+        self.book.forget(list(newest))
+        dropped = sum(s.remove_many(keys) for s in self.sets)
+        return dropped + self.add_many(list(newest.values()))
 
     def remove(self, sub_id: str, now: float | None = None) -> int:
         return self.remove_many((sub_id,), now)
@@ -179,23 +226,16 @@ class SubscriptionSets:
         """`remove` for a run of ids: each set drops them (a filter's every box) in one call,
         repacked at most once; the book forgets their filters."""
         self._bury(sub_ids, time.monotonic() if now is None else now)
+        if self._ahead:
+            for sub_id in sub_ids:
+                self._ahead.pop(sub_id, None)
         keys = self._keys(sub_ids)
         self.book.forget(sub_ids)
         return sum(s.remove_many(keys) for s in self.sets)
 
     def _bury(self, sub_ids: Iterable[str], now: float) -> None:
-        """Tombstones for `sub_ids`, kept in the order they were made (oldest first). Past
-        TOMBSTONES_CHECKED, those older than the TTL are forgotten from the front: each is
-        looked at once, so a long run of removals costs no scan of them all per removal."""
-        stones = self._tombstones
-        for sub_id in sub_ids:
-            stones.pop(sub_id, None)  # to the back: the order stays the order of the times
-            stones[sub_id] = now
-        if len(stones) > TOMBSTONES_CHECKED:
-            cutoff = now - self._tombstone_ttl_s
-            old = list(itertools.takewhile(lambda kv: kv[1] < cutoff, stones.items()))
-            for sub_id, _ in old:
-                del stones[sub_id]
+        """Tombstones for `sub_ids` (`_stamp`)."""
+        _stamp(self._tombstones, sub_ids, now, self._tombstone_ttl_s)
 
     def owns(self, dim: int, value: float) -> bool:
         seg = self.segments.get(dim)
@@ -208,6 +248,28 @@ class SubscriptionSets:
 
     def counts(self) -> list[int]:
         return [len(s) for s in self.sets]
+
+
+def _stamp(stones: dict[str, float], sub_ids: Iterable[str], now: float, ttl_s: float) -> None:
+    """`sub_ids` stamped `now` in `stones`, kept in the order they were stamped (oldest first).
+    Past TOMBSTONES_CHECKED, those older than `ttl_s` are forgotten from the front: each is
+    looked at once, so a long run of removals costs no scan of them all per removal."""
+    for sub_id in sub_ids:
+        stones.pop(sub_id, None)  # to the back: the order stays the order of the times
+        stones[sub_id] = now
+    if len(stones) > TOMBSTONES_CHECKED:
+        cutoff = now - ttl_s
+        old = list(itertools.takewhile(lambda kv: kv[1] < cutoff, stones.items()))
+        for sub_id, _ in old:
+            del stones[sub_id]
+
+
+def subscription_of(msg: pb.Subscription, space: Space) -> Subscription:
+    """A dispatcher's message as a subscription: a filter's from its predicates, else its one box."""
+    if msg.predicates:
+        return Subscription.from_json({"id": msg.id, "queue": msg.queue, "predicates": json.loads(msg.predicates)},
+                                      space)
+    return Subscription(msg.id, msg.queue, {}, tuple(msg.lows), tuple(msg.highs))
 
 
 def rows_from_catalogue(raws: list[str], space: Space, book: FilterBook | None = None

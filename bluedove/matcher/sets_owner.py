@@ -10,6 +10,7 @@ log before a dispatcher sends it directly, so the replay misses nothing the old 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -18,12 +19,16 @@ from typing import Any, NamedTuple, Protocol, TypeVar, TypeVarTuple
 import numpy as np
 
 from bluedove.core.filters import BOX_SEP, sub_of
+from bluedove.core.model import Subscription
 from bluedove.core.partition.modes import held
 from bluedove.core.partition.segments import SegmentTable
-from bluedove.matcher.sets import SubscriptionSets
+from bluedove.matcher.errors import BadRequest
+from bluedove.matcher.sets import SubscriptionSets, subscription_of
 from bluedove.runtime.settings import MatcherSettings
-from bluedove.store.keys import join_pos, parse_pos, pos_max, pos_min
+from bluedove.store.catalogue import change
+from bluedove.store.keys import join_pos, parse_pos, pos_max, pos_min, read_past
 from bluedove.store.store import MatcherStore
+from bluedove.v1 import matcher_pb2 as pb
 
 log = logging.getLogger("bluedove.matcher")
 
@@ -79,18 +84,20 @@ class SetsOwner:
             async with self.log_lock:
                 return await self._replay_and_swap(new, table, since, build_s)
         async with self.log_lock:
-            new, build_s = await self._fill(table, fill)
+            new, build_s = await self._fill(table, fill, uses_old=True)
             return await self._replay_and_swap(new, table, [self.log_pos, *since], build_s)
 
-    async def _fill(self, table: SegmentTable, fill: Fill,
-                    widen: dict[int, tuple[float, float]] | None = None) -> tuple[SubscriptionSets, float]:
+    async def _fill(self, table: SegmentTable, fill: Fill, widen: dict[int, tuple[float, float]] | None = None,
+                    uses_old: bool = False) -> tuple[SubscriptionSets, float]:
         t0 = time.monotonic()
         new = SubscriptionSets(self.s.id, table, self.s.tombstone_ttl_s, self.s.partition)
         if widen:  # hold these ranges instead of the table's (a superset of them)
             new.segments = dict(widen)
         old = self.sets
         if old is not None:
-            new.carry_removals(old)
+            # A fill from the catalogue alone learns its own filters: a replaced filter's older
+            # version, met in the snapshot or the log, never reaches the sets still serving.
+            new.carry_removals(old, book=uses_old)
         await self.run_index(fill, new, old)
         return new, time.monotonic() - t0
 
@@ -123,6 +130,19 @@ class SetsOwner:
                 sets.add_catalogue(raws)
 
         return await self.rebuild(table, fill, [pos], widen=widen)
+
+    async def replace_direct(self, batch: Sequence[pb.Subscription]) -> int:
+        """A dispatcher's replaces (each carries its catalogue log entry, `log_id`), applied in
+        one index job under the log lock: neither the tail nor a reload's replay and swap
+        interleaves. Those whose entry the sets have read already are in them (or a newer
+        version is): skipped. BadRequest for a replace without its entry."""
+        if any(not s.log_id for s in batch):
+            raise BadRequest("a replaced subscription needs its catalogue log_id")
+        async with self.log_lock:
+            sets = self._current()
+            subs = [(subscription_of(s, sets.table.space), s.log_id) for s in batch
+                    if not read_past(self.log_pos, s.queue, s.log_id)]
+            return await self.run_index(sets.replace_many, subs, True) if subs else 0
 
     def _current(self) -> SubscriptionSets:
         assert self.sets is not None, "the sets are read only after `begin` made them"
@@ -163,7 +183,7 @@ class SetsOwner:
                     ids = parse_pos(self.log_pos)
                     if any(ids[shard] != after[shard] for shard in shards):  # a reload swapped the sets meanwhile
                         continue
-                    changes = [f for shard in shards for _, f in got.get(shard, ())]
+                    changes = [change(e, f) for shard in shards for e, f in got.get(shard, ())]
                     sets = self._current()
                     await apply_in_slices(self.run_index, sets, changes, sets.table)
                     for shard, entries in got.items():
@@ -189,28 +209,36 @@ async def apply_in_slices(run_index: RunIndex, sets: SubscriptionSets, changes: 
 
 
 def applier(sets: SubscriptionSets, changes: Sequence[Mapping[str, str]], table: SegmentTable) -> Callable[[], None]:
-    """Catalogue log changes as one job for the index thread. An add the sets have `filed`
-    (a direct call brought it) is skipped before any parse; the other adds between two
-    removes are parsed together and added in one bulk call; the removes between two adds
-    are applied together (`remove_many`: one pack at most), in their place (an add and a
-    remove of one id keep their order)."""
+    """Catalogue log changes as one job for the index thread, each run of one kind together,
+    in their place (changes of one id keep their order). An add the sets have `filed` (a
+    direct call brought it) is skipped before any parse; the other adds of a run are parsed
+    together and added in one bulk call; the removes of a run are applied together
+    (`remove_many`: one pack at most); replaces swap versions (`replace_many`: one skipped
+    when a direct call applied it, or a newer one, already)."""
     def apply() -> None:
-        raws: list[str] = []
-        gone: list[str] = []
+        run: list[Mapping[str, str]] = []
         for f in changes:
-            if f["op"] == "add":
-                if gone:
-                    sets.remove_many(gone)
-                    gone = []
-                if not sets.filed(f["id"]):
-                    raws.append(f["sub"])
-            else:
-                if raws:
-                    sets.add_catalogue(raws)
-                    raws = []
-                gone.append(f["id"])
+            if run and _kind(run[0]) != _kind(f):
+                _apply_run(sets, run, table)
+                run = []
+            run.append(f)
+        if run:
+            _apply_run(sets, run, table)
+    return apply
+
+
+def _kind(f: Mapping[str, str]) -> str:
+    """add, replace, or remove (what the log holds besides an add or a replace)."""
+    return f["op"] if f["op"] in ("add", "replace") else "remove"
+
+
+def _apply_run(sets: SubscriptionSets, run: Sequence[Mapping[str, str]], table: SegmentTable) -> None:
+    kind = _kind(run[0])
+    if kind == "add":
+        raws = [f["sub"] for f in run if not sets.filed(f["id"])]
         if raws:
             sets.add_catalogue(raws)
-        if gone:
-            sets.remove_many(gone)
-    return apply
+    elif kind == "replace":
+        sets.replace_many([(Subscription.from_json(json.loads(f["sub"]), table.space), f["at"]) for f in run])
+    else:
+        sets.remove_many([f["id"] for f in run])

@@ -1,7 +1,7 @@
 """The subscription catalogue: the system of record, in shards, each with a change log.
 
-A dispatcher writes it (`CatalogueWrites`: every add and removal is one Lua script on its
-queue's shard, logged in the same step); a matcher reads it (`CatalogueReads`: a snapshot with
+A dispatcher writes it (`CatalogueWrites`: every add, replace and removal is one Lua script
+on its queue's shard, logged in the same step); a matcher reads it (`CatalogueReads`: a snapshot with
 the log position it was taken at, then the log's changes after that position, tailed).
 """
 
@@ -16,6 +16,13 @@ from bluedove.store import keys as K
 from bluedove.store import scripts
 from bluedove.store.batch import Arg, Call
 from bluedove.store.connection import Connection, StoreLimits
+
+
+def change(entry_id: str, fields: dict[str, str]) -> dict[str, str]:
+    """A log entry as a reader applies it: its fields {op, id, sub?}, and for a `replace` its
+    entry id as `at`: the version a matcher compares, so that an older replace never undoes a
+    newer one it applied first (bluedove/matcher/sets.py)."""
+    return {**fields, "at": entry_id} if fields.get("op") == "replace" else fields
 
 
 class QueueMissing(Exception):
@@ -36,6 +43,7 @@ class CatalogueWrites(Connection):
         self._add_sub = self.r.register_script(scripts.ADD_SUBSCRIPTION)
         self._add_queue_subs = self.r.register_script(scripts.ADD_QUEUE_SUBSCRIPTIONS)
         self._remove_sub = self.r.register_script(scripts.REMOVE_SUBSCRIPTION)
+        self._replace_sub = self.r.register_script(scripts.REPLACE_SUBSCRIPTION)
 
     def _add_call(self, sub: dict[str, Any], limit: int) -> Call:
         queue = sub["queue"]
@@ -125,6 +133,25 @@ class CatalogueWrites(Connection):
         return Call(self._remove_sub, [K.queue_subs(queue), K.catalog_hash(shard), K.catalog_log(shard)],
                     [sub_id, self.limits.catalog_log_maxlen])
 
+    async def replace_subscription(self, sub_json: dict[str, Any]) -> tuple[str, dict[str, Any] | None] | None:
+        """Make `sub_json` the stored version of its subscription (the same id, of the same
+        queue), logged as one change `replace` (scripts.REPLACE_SUBSCRIPTION): (its log id, the
+        version it replaced), or None when the queue has no such subscription; QueueMissing if
+        the queue was deleted."""
+        queue = sub_json["queue"]
+        shard = K.shard_of(queue)
+        call = Call(self._replace_sub, [K.queue_subs(queue), K.catalog_hash(shard), K.catalog_log(shard),
+                                        K.queue_gone(queue)],
+                    [sub_json["id"], json.dumps(sub_json), self.limits.catalog_log_maxlen])
+        try:
+            out = (await self.runner.run([call]))[0]
+        except ResponseError as exc:
+            raise self._refusal(exc, queue) from None
+        if not out:
+            return None
+        log_id, old = out
+        return log_id, json.loads(old) if old else None
+
     async def get_subscription(self, sub_id: str, queue: str) -> dict[str, Any] | None:
         """Subscription `sub_id` of `queue`, or None."""
         raw = await self.r.hget(K.catalog_hash(K.shard_of(queue)), sub_id)
@@ -169,9 +196,9 @@ class CatalogueReads(Connection):
         return K.join_pos([last[0][0] if last else "0-0" for last in lasts])
 
     async def catalogue_changes(self, after: str, count: int = 1000) -> tuple[str, list[dict[str, str]]]:
-        """(the position after them, the changes after `after` [{op, id, sub?}]), up to `count`
-        of each shard, without waiting. Changes of one subscription are in its queue's shard,
-        in order; changes of different shards are independent."""
+        """(the position after them, the changes after `after` [{op, id, sub?, at?}], each a
+        `change`), up to `count` of each shard, without waiting. Changes of one subscription
+        are in its queue's shard, in order; changes of different shards are independent."""
         ids = K.parse_pos(after)
         async with self.r.pipeline(transaction=False) as p:
             for shard, after_id in enumerate(ids):
@@ -183,7 +210,7 @@ class CatalogueReads(Connection):
             if got:
                 entries = got[0][1]
                 ids[shard] = entries[-1][0]
-                changes += [fields for _, fields in entries]
+                changes += [change(entry_id, fields) for entry_id, fields in entries]
         return K.join_pos(ids), changes
 
     async def catalogue_tail(self, shard: int, after_id: str, block_ms: int | None = None,

@@ -20,7 +20,7 @@ A queue `Q` (tag `{q:Q}`):
 The catalogue, in CATALOG_SHARDS shards; a queue's subscriptions all live in the shard
 `shard_of(Q)` (tag `{c:N}`), so that adding one against the queue's limit is one step:
   bd:{c:N}:subs         hash    subscription id -> catalogue JSON (system of record)
-  bd:{c:N}:log          stream  the shard's changes (op add|remove, id, sub) for matchers to tail
+  bd:{c:N}:log          stream  the shard's changes (op add|replace|remove, id, sub) for matchers to tail
   bd:{c:N}:qs:Q         set     subscription ids of queue Q
   bd:{c:N}:gone:Q       string  Q was deleted: no subscription may be added to it (expires)
 
@@ -121,6 +121,16 @@ def queue_gone(queue: str) -> str:
 def _order(entry_id: str) -> tuple[int, int]:
     ms, _, seq = entry_id.partition("-")
     return int(ms), int(seq or 0)
+
+
+def read_past(pos: str, queue: str, entry_id: str) -> bool:
+    """Whether a reader at `pos` has read entry `entry_id` of the log of `queue`'s shard."""
+    return _order(parse_pos(pos)[shard_of(queue)]) >= _order(entry_id)
+
+
+def newer(entry_id: str, than: str) -> bool:
+    """Whether log entry `entry_id` comes after `than` (two entries of one shard's log)."""
+    return _order(entry_id) > _order(than)
 
 
 def parse_pos(pos: str) -> list[str]:

@@ -43,6 +43,21 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 return redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'op', 'remove', 'id', ARGV[1])
 """
 
+# A subscription's filter changed in place (PUT /v1/subscriptions/{id}): the catalogue's entry
+# and its log entry in one step, so that a reader of the log sees the old version, then the
+# new one, never both nor neither. KEYS: the queue's subscription set, the shard's catalogue
+# hash, the shard's log, the queue's gone mark. ARGV: sub id, catalogue json, log maxlen.
+# Returns {log id, the previous catalogue json}; false if the queue has no such subscription;
+# GONE if the queue was deleted.
+REPLACE_SUBSCRIPTION = """
+if redis.call('EXISTS', KEYS[4]) == 1 then return {err = 'GONE'} end
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return false end
+local old = redis.call('HGET', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return {redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'op', 'replace', 'id', ARGV[1], 'sub', ARGV[2]),
+        old}
+"""
+
 # The catalogue's half of deleting a queue, one bounded step per call: mark it gone (no
 # subscription can be added to it from now on), then remove and log those of the given ids it
 # still has (the caller passes a slice of its subscriptions per call, so that no call holds

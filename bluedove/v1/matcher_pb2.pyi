@@ -71,18 +71,20 @@ class ForwardReply(_message.Message):
     def __init__(self, matched: _Optional[int] = ..., delivered: _Optional[int] = ..., fresh: _Optional[int] = ...) -> None: ...
 
 class Subscription(_message.Message):
-    __slots__ = ("id", "queue", "lows", "highs", "predicates")
+    __slots__ = ("id", "queue", "lows", "highs", "predicates", "log_id")
     ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     LOWS_FIELD_NUMBER: _ClassVar[int]
     HIGHS_FIELD_NUMBER: _ClassVar[int]
     PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    LOG_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     queue: str
     lows: _containers.RepeatedScalarFieldContainer[float]
     highs: _containers.RepeatedScalarFieldContainer[float]
     predicates: str
-    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., lows: _Optional[_Iterable[float]] = ..., highs: _Optional[_Iterable[float]] = ..., predicates: _Optional[str] = ...) -> None: ...
+    log_id: str
+    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., lows: _Optional[_Iterable[float]] = ..., highs: _Optional[_Iterable[float]] = ..., predicates: _Optional[str] = ..., log_id: _Optional[str] = ...) -> None: ...
 
 class SubscriptionBatch(_message.Message):
     __slots__ = ("subscriptions", "log_id")

@@ -49,6 +49,11 @@ class MatcherStub:
                 request_serializer=bluedove_dot_v1_dot_matcher__pb2.RemoveRequest.SerializeToString,
                 response_deserializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionAck.FromString,
                 _registered_method=True)
+        self.ReplaceSubscriptions = channel.unary_unary(
+                '/bluedove.v1.Matcher/ReplaceSubscriptions',
+                request_serializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionBatch.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionAck.FromString,
+                _registered_method=True)
         self.GetTable = channel.unary_unary(
                 '/bluedove.v1.Matcher/GetTable',
                 request_serializer=bluedove_dot_v1_dot_matcher__pb2.TableRequest.SerializeToString,
@@ -108,6 +113,16 @@ class MatcherServicer:
 
     def RemoveSubscriptions(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReplaceSubscriptions(self, request, context):
+        """New versions of subscriptions (PUT /v1/subscriptions/{id}), each with its catalogue log
+        entry (`Subscription.log_id`): the matcher drops each one's rows and files the new
+        version's where its segments overlap them, in one step between two batches of messages.
+        A version no newer than one it holds is skipped.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -185,6 +200,11 @@ def add_MatcherServicer_to_server(servicer, server):
             'RemoveSubscriptions': grpc.unary_unary_rpc_method_handler(
                     servicer.RemoveSubscriptions,
                     request_deserializer=bluedove_dot_v1_dot_matcher__pb2.RemoveRequest.FromString,
+                    response_serializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionAck.SerializeToString,
+            ),
+            'ReplaceSubscriptions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReplaceSubscriptions,
+                    request_deserializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionBatch.FromString,
                     response_serializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionAck.SerializeToString,
             ),
             'GetTable': grpc.unary_unary_rpc_method_handler(
@@ -303,6 +323,33 @@ class Matcher:
             target,
             '/bluedove.v1.Matcher/RemoveSubscriptions',
             bluedove_dot_v1_dot_matcher__pb2.RemoveRequest.SerializeToString,
+            bluedove_dot_v1_dot_matcher__pb2.SubscriptionAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplaceSubscriptions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bluedove.v1.Matcher/ReplaceSubscriptions',
+            bluedove_dot_v1_dot_matcher__pb2.SubscriptionBatch.SerializeToString,
             bluedove_dot_v1_dot_matcher__pb2.SubscriptionAck.FromString,
             options,
             channel_credentials,

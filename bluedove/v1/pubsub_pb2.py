@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62luedove/v1/pubsub.proto\x12\x0b\x62luedove.v1\"\x07\n\x05\x45mpty\"\x11\n\x0fGetSpaceRequest\"3\n\tDimension\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03min\x18\x02 \x01(\x01\x12\x0b\n\x03max\x18\x03 \x01(\x01\"3\n\x05Space\x12*\n\ndimensions\x18\x01 \x03(\x0b\x32\x16.bluedove.v1.Dimension\"\x14\n\x12\x43reateQueueRequest\"0\n\x10\x43reateQueueReply\x12\r\n\x05queue\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\"#\n\x12\x44\x65leteQueueRequest\x12\r\n\x05queue\x18\x01 \x01(\t\"\"\n\x05Range\x12\x0b\n\x03low\x18\x01 \x01(\x01\x12\x0c\n\x04high\x18\x02 \x01(\x01\"\xab\x01\n\x10SubscribeRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x41\n\npredicates\x18\x02 \x03(\x0b\x32-.bluedove.v1.SubscribeRequest.PredicatesEntry\x1a\x45\n\x0fPredicatesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12!\n\x05value\x18\x02 \x01(\x0b\x32\x12.bluedove.v1.Range:\x02\x38\x01\":\n\x0eSubscribeReply\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\r\n\x05token\x18\x03 \x01(\t\"\x1d\n\x0fSubscriptionRef\x12\n\n\x02id\x18\x01 \x01(\t\"\xb7\x01\n\x10SubscriptionInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x41\n\npredicates\x18\x03 \x03(\x0b\x32-.bluedove.v1.SubscriptionInfo.PredicatesEntry\x1a\x45\n\x0fPredicatesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12!\n\x05value\x18\x02 \x01(\x0b\x32\x12.bluedove.v1.Range:\x02\x38\x01\"\x93\x01\n\x07Message\x12\x38\n\nattributes\x18\x01 \x03(\x0b\x32$.bluedove.v1.Message.AttributesEntry\x12\x0f\n\x07payload\x18\x02 \x01(\t\x12\n\n\x02id\x18\x03 \x01(\t\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xd5\x01\n\x14PublishStreamRequest\x12\x45\n\nattributes\x18\x01 \x03(\x0b\x32\x31.bluedove.v1.PublishStreamRequest.AttributesEntry\x12\x0f\n\x07payload\x18\x02 \x01(\t\x12\n\n\x02id\x18\x03 \x01(\t\x12&\n\x08messages\x18\x04 \x03(\x0b\x32\x14.bluedove.v1.Message\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x1a\n\x0cPublishReply\x12\n\n\x02id\x18\x01 \x01(\t\"=\n\x13PublishBatchRequest\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.bluedove.v1.Message\" \n\x11PublishBatchReply\x12\x0b\n\x03ids\x18\x01 \x03(\t\"7\n\x0bPollRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0b\n\x03max\x18\x02 \x01(\x05\x12\x0c\n\x04wait\x18\x03 \x01(\x01\"\xd3\x01\n\x08\x44\x65livery\x12\n\n\x02id\x18\x01 \x01(\t\x12\x39\n\nattributes\x18\x02 \x03(\x0b\x32%.bluedove.v1.Delivery.AttributesEntry\x12\x0f\n\x07payload\x18\x03 \x01(\t\x12\x15\n\rsubscriptions\x18\x04 \x03(\t\x12\x0f\n\x07receipt\x18\x05 \x01(\t\x12\x14\n\x0cpublished_at\x18\x06 \x01(\t\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"4\n\tPollReply\x12\'\n\x08messages\x18\x01 \x03(\x0b\x32\x15.bluedove.v1.Delivery\"-\n\nAckRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x10\n\x08receipts\x18\x02 \x03(\t\"+\n\rListenRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0b\n\x03max\x18\x02 \x01(\x05\"M\n\x15SubscribeBatchRequest\x12\x34\n\rsubscriptions\x18\x01 \x03(\x0b\x32\x1d.bluedove.v1.SubscribeRequest\"I\n\x13SubscribeBatchReply\x12\x32\n\rsubscriptions\x18\x01 \x03(\x0b\x32\x1b.bluedove.v1.SubscribeReply2\x9c\x07\n\x06PubSub\x12<\n\x08GetSpace\x12\x1c.bluedove.v1.GetSpaceRequest\x1a\x12.bluedove.v1.Space\x12M\n\x0b\x43reateQueue\x12\x1f.bluedove.v1.CreateQueueRequest\x1a\x1d.bluedove.v1.CreateQueueReply\x12\x42\n\x0b\x44\x65leteQueue\x12\x1f.bluedove.v1.DeleteQueueRequest\x1a\x12.bluedove.v1.Empty\x12G\n\tSubscribe\x12\x1d.bluedove.v1.SubscribeRequest\x1a\x1b.bluedove.v1.SubscribeReply\x12?\n\x0bUnsubscribe\x12\x1c.bluedove.v1.SubscriptionRef\x1a\x12.bluedove.v1.Empty\x12N\n\x0fGetSubscription\x12\x1c.bluedove.v1.SubscriptionRef\x1a\x1d.bluedove.v1.SubscriptionInfo\x12:\n\x07Publish\x12\x14.bluedove.v1.Message\x1a\x19.bluedove.v1.PublishReply\x12P\n\x0cPublishBatch\x12 .bluedove.v1.PublishBatchRequest\x1a\x1e.bluedove.v1.PublishBatchReply\x12T\n\rPublishStream\x12!.bluedove.v1.PublishStreamRequest\x1a\x1e.bluedove.v1.PublishBatchReply(\x01\x12\x38\n\x04Poll\x12\x18.bluedove.v1.PollRequest\x1a\x16.bluedove.v1.PollReply\x12\x32\n\x03\x41\x63k\x12\x17.bluedove.v1.AckRequest\x1a\x12.bluedove.v1.Empty\x12=\n\x06Listen\x12\x1a.bluedove.v1.ListenRequest\x1a\x15.bluedove.v1.Delivery0\x01\x12V\n\x0eSubscribeBatch\x12\".bluedove.v1.SubscribeBatchRequest\x1a .bluedove.v1.SubscribeBatchReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62luedove/v1/pubsub.proto\x12\x0b\x62luedove.v1\"\x07\n\x05\x45mpty\"\x11\n\x0fGetSpaceRequest\"3\n\tDimension\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03min\x18\x02 \x01(\x01\x12\x0b\n\x03max\x18\x03 \x01(\x01\"3\n\x05Space\x12*\n\ndimensions\x18\x01 \x03(\x0b\x32\x16.bluedove.v1.Dimension\"\x14\n\x12\x43reateQueueRequest\"0\n\x10\x43reateQueueReply\x12\r\n\x05queue\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\"#\n\x12\x44\x65leteQueueRequest\x12\r\n\x05queue\x18\x01 \x01(\t\"\"\n\x05Range\x12\x0b\n\x03low\x18\x01 \x01(\x01\x12\x0c\n\x04high\x18\x02 \x01(\x01\"\xab\x01\n\x10SubscribeRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x41\n\npredicates\x18\x02 \x03(\x0b\x32-.bluedove.v1.SubscribeRequest.PredicatesEntry\x1a\x45\n\x0fPredicatesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12!\n\x05value\x18\x02 \x01(\x0b\x32\x12.bluedove.v1.Range:\x02\x38\x01\":\n\x0eSubscribeReply\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\r\n\x05token\x18\x03 \x01(\t\"\x1d\n\x0fSubscriptionRef\x12\n\n\x02id\x18\x01 \x01(\t\"\xba\x01\n\x19UpdateSubscriptionRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12J\n\npredicates\x18\x02 \x03(\x0b\x32\x36.bluedove.v1.UpdateSubscriptionRequest.PredicatesEntry\x1a\x45\n\x0fPredicatesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12!\n\x05value\x18\x02 \x01(\x0b\x32\x12.bluedove.v1.Range:\x02\x38\x01\"\xb7\x01\n\x10SubscriptionInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x41\n\npredicates\x18\x03 \x03(\x0b\x32-.bluedove.v1.SubscriptionInfo.PredicatesEntry\x1a\x45\n\x0fPredicatesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12!\n\x05value\x18\x02 \x01(\x0b\x32\x12.bluedove.v1.Range:\x02\x38\x01\"\x93\x01\n\x07Message\x12\x38\n\nattributes\x18\x01 \x03(\x0b\x32$.bluedove.v1.Message.AttributesEntry\x12\x0f\n\x07payload\x18\x02 \x01(\t\x12\n\n\x02id\x18\x03 \x01(\t\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xd5\x01\n\x14PublishStreamRequest\x12\x45\n\nattributes\x18\x01 \x03(\x0b\x32\x31.bluedove.v1.PublishStreamRequest.AttributesEntry\x12\x0f\n\x07payload\x18\x02 \x01(\t\x12\n\n\x02id\x18\x03 \x01(\t\x12&\n\x08messages\x18\x04 \x03(\x0b\x32\x14.bluedove.v1.Message\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x1a\n\x0cPublishReply\x12\n\n\x02id\x18\x01 \x01(\t\"=\n\x13PublishBatchRequest\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.bluedove.v1.Message\" \n\x11PublishBatchReply\x12\x0b\n\x03ids\x18\x01 \x03(\t\"7\n\x0bPollRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0b\n\x03max\x18\x02 \x01(\x05\x12\x0c\n\x04wait\x18\x03 \x01(\x01\"\xd3\x01\n\x08\x44\x65livery\x12\n\n\x02id\x18\x01 \x01(\t\x12\x39\n\nattributes\x18\x02 \x03(\x0b\x32%.bluedove.v1.Delivery.AttributesEntry\x12\x0f\n\x07payload\x18\x03 \x01(\t\x12\x15\n\rsubscriptions\x18\x04 \x03(\t\x12\x0f\n\x07receipt\x18\x05 \x01(\t\x12\x14\n\x0cpublished_at\x18\x06 \x01(\t\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"4\n\tPollReply\x12\'\n\x08messages\x18\x01 \x03(\x0b\x32\x15.bluedove.v1.Delivery\"-\n\nAckRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x10\n\x08receipts\x18\x02 \x03(\t\"+\n\rListenRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0b\n\x03max\x18\x02 \x01(\x05\"M\n\x15SubscribeBatchRequest\x12\x34\n\rsubscriptions\x18\x01 \x03(\x0b\x32\x1d.bluedove.v1.SubscribeRequest\"I\n\x13SubscribeBatchReply\x12\x32\n\rsubscriptions\x18\x01 \x03(\x0b\x32\x1b.bluedove.v1.SubscribeReply2\xf9\x07\n\x06PubSub\x12<\n\x08GetSpace\x12\x1c.bluedove.v1.GetSpaceRequest\x1a\x12.bluedove.v1.Space\x12M\n\x0b\x43reateQueue\x12\x1f.bluedove.v1.CreateQueueRequest\x1a\x1d.bluedove.v1.CreateQueueReply\x12\x42\n\x0b\x44\x65leteQueue\x12\x1f.bluedove.v1.DeleteQueueRequest\x1a\x12.bluedove.v1.Empty\x12G\n\tSubscribe\x12\x1d.bluedove.v1.SubscribeRequest\x1a\x1b.bluedove.v1.SubscribeReply\x12?\n\x0bUnsubscribe\x12\x1c.bluedove.v1.SubscriptionRef\x1a\x12.bluedove.v1.Empty\x12N\n\x0fGetSubscription\x12\x1c.bluedove.v1.SubscriptionRef\x1a\x1d.bluedove.v1.SubscriptionInfo\x12[\n\x12UpdateSubscription\x12&.bluedove.v1.UpdateSubscriptionRequest\x1a\x1d.bluedove.v1.SubscriptionInfo\x12:\n\x07Publish\x12\x14.bluedove.v1.Message\x1a\x19.bluedove.v1.PublishReply\x12P\n\x0cPublishBatch\x12 .bluedove.v1.PublishBatchRequest\x1a\x1e.bluedove.v1.PublishBatchReply\x12T\n\rPublishStream\x12!.bluedove.v1.PublishStreamRequest\x1a\x1e.bluedove.v1.PublishBatchReply(\x01\x12\x38\n\x04Poll\x12\x18.bluedove.v1.PollRequest\x1a\x16.bluedove.v1.PollReply\x12\x32\n\x03\x41\x63k\x12\x17.bluedove.v1.AckRequest\x1a\x12.bluedove.v1.Empty\x12=\n\x06Listen\x12\x1a.bluedove.v1.ListenRequest\x1a\x15.bluedove.v1.Delivery0\x01\x12V\n\x0eSubscribeBatch\x12\".bluedove.v1.SubscribeBatchRequest\x1a .bluedove.v1.SubscribeBatchReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,6 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SUBSCRIBEREQUEST_PREDICATESENTRY']._loaded_options = None
   _globals['_SUBSCRIBEREQUEST_PREDICATESENTRY']._serialized_options = b'8\001'
+  _globals['_UPDATESUBSCRIPTIONREQUEST_PREDICATESENTRY']._loaded_options = None
+  _globals['_UPDATESUBSCRIPTIONREQUEST_PREDICATESENTRY']._serialized_options = b'8\001'
   _globals['_SUBSCRIPTIONINFO_PREDICATESENTRY']._loaded_options = None
   _globals['_SUBSCRIPTIONINFO_PREDICATESENTRY']._serialized_options = b'8\001'
   _globals['_MESSAGE_ATTRIBUTESENTRY']._loaded_options = None
@@ -65,40 +67,44 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SUBSCRIBEREPLY']._serialized_end=552
   _globals['_SUBSCRIPTIONREF']._serialized_start=554
   _globals['_SUBSCRIPTIONREF']._serialized_end=583
-  _globals['_SUBSCRIPTIONINFO']._serialized_start=586
-  _globals['_SUBSCRIPTIONINFO']._serialized_end=769
+  _globals['_UPDATESUBSCRIPTIONREQUEST']._serialized_start=586
+  _globals['_UPDATESUBSCRIPTIONREQUEST']._serialized_end=772
+  _globals['_UPDATESUBSCRIPTIONREQUEST_PREDICATESENTRY']._serialized_start=423
+  _globals['_UPDATESUBSCRIPTIONREQUEST_PREDICATESENTRY']._serialized_end=492
+  _globals['_SUBSCRIPTIONINFO']._serialized_start=775
+  _globals['_SUBSCRIPTIONINFO']._serialized_end=958
   _globals['_SUBSCRIPTIONINFO_PREDICATESENTRY']._serialized_start=423
   _globals['_SUBSCRIPTIONINFO_PREDICATESENTRY']._serialized_end=492
-  _globals['_MESSAGE']._serialized_start=772
-  _globals['_MESSAGE']._serialized_end=919
-  _globals['_MESSAGE_ATTRIBUTESENTRY']._serialized_start=870
-  _globals['_MESSAGE_ATTRIBUTESENTRY']._serialized_end=919
-  _globals['_PUBLISHSTREAMREQUEST']._serialized_start=922
-  _globals['_PUBLISHSTREAMREQUEST']._serialized_end=1135
-  _globals['_PUBLISHSTREAMREQUEST_ATTRIBUTESENTRY']._serialized_start=870
-  _globals['_PUBLISHSTREAMREQUEST_ATTRIBUTESENTRY']._serialized_end=919
-  _globals['_PUBLISHREPLY']._serialized_start=1137
-  _globals['_PUBLISHREPLY']._serialized_end=1163
-  _globals['_PUBLISHBATCHREQUEST']._serialized_start=1165
-  _globals['_PUBLISHBATCHREQUEST']._serialized_end=1226
-  _globals['_PUBLISHBATCHREPLY']._serialized_start=1228
-  _globals['_PUBLISHBATCHREPLY']._serialized_end=1260
-  _globals['_POLLREQUEST']._serialized_start=1262
-  _globals['_POLLREQUEST']._serialized_end=1317
-  _globals['_DELIVERY']._serialized_start=1320
-  _globals['_DELIVERY']._serialized_end=1531
-  _globals['_DELIVERY_ATTRIBUTESENTRY']._serialized_start=870
-  _globals['_DELIVERY_ATTRIBUTESENTRY']._serialized_end=919
-  _globals['_POLLREPLY']._serialized_start=1533
-  _globals['_POLLREPLY']._serialized_end=1585
-  _globals['_ACKREQUEST']._serialized_start=1587
-  _globals['_ACKREQUEST']._serialized_end=1632
-  _globals['_LISTENREQUEST']._serialized_start=1634
-  _globals['_LISTENREQUEST']._serialized_end=1677
-  _globals['_SUBSCRIBEBATCHREQUEST']._serialized_start=1679
-  _globals['_SUBSCRIBEBATCHREQUEST']._serialized_end=1756
-  _globals['_SUBSCRIBEBATCHREPLY']._serialized_start=1758
-  _globals['_SUBSCRIBEBATCHREPLY']._serialized_end=1831
-  _globals['_PUBSUB']._serialized_start=1834
-  _globals['_PUBSUB']._serialized_end=2758
+  _globals['_MESSAGE']._serialized_start=961
+  _globals['_MESSAGE']._serialized_end=1108
+  _globals['_MESSAGE_ATTRIBUTESENTRY']._serialized_start=1059
+  _globals['_MESSAGE_ATTRIBUTESENTRY']._serialized_end=1108
+  _globals['_PUBLISHSTREAMREQUEST']._serialized_start=1111
+  _globals['_PUBLISHSTREAMREQUEST']._serialized_end=1324
+  _globals['_PUBLISHSTREAMREQUEST_ATTRIBUTESENTRY']._serialized_start=1059
+  _globals['_PUBLISHSTREAMREQUEST_ATTRIBUTESENTRY']._serialized_end=1108
+  _globals['_PUBLISHREPLY']._serialized_start=1326
+  _globals['_PUBLISHREPLY']._serialized_end=1352
+  _globals['_PUBLISHBATCHREQUEST']._serialized_start=1354
+  _globals['_PUBLISHBATCHREQUEST']._serialized_end=1415
+  _globals['_PUBLISHBATCHREPLY']._serialized_start=1417
+  _globals['_PUBLISHBATCHREPLY']._serialized_end=1449
+  _globals['_POLLREQUEST']._serialized_start=1451
+  _globals['_POLLREQUEST']._serialized_end=1506
+  _globals['_DELIVERY']._serialized_start=1509
+  _globals['_DELIVERY']._serialized_end=1720
+  _globals['_DELIVERY_ATTRIBUTESENTRY']._serialized_start=1059
+  _globals['_DELIVERY_ATTRIBUTESENTRY']._serialized_end=1108
+  _globals['_POLLREPLY']._serialized_start=1722
+  _globals['_POLLREPLY']._serialized_end=1774
+  _globals['_ACKREQUEST']._serialized_start=1776
+  _globals['_ACKREQUEST']._serialized_end=1821
+  _globals['_LISTENREQUEST']._serialized_start=1823
+  _globals['_LISTENREQUEST']._serialized_end=1866
+  _globals['_SUBSCRIBEBATCHREQUEST']._serialized_start=1868
+  _globals['_SUBSCRIBEBATCHREQUEST']._serialized_end=1945
+  _globals['_SUBSCRIBEBATCHREPLY']._serialized_start=1947
+  _globals['_SUBSCRIBEBATCHREPLY']._serialized_end=2020
+  _globals['_PUBSUB']._serialized_start=2023
+  _globals['_PUBSUB']._serialized_end=3040
 # @@protoc_insertion_point(module_scope)

@@ -87,6 +87,21 @@ class SubscriptionRef(_message.Message):
     id: str
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
+class UpdateSubscriptionRequest(_message.Message):
+    __slots__ = ("id", "predicates")
+    class PredicatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Range
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Range, _Mapping]] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    predicates: _containers.MessageMap[str, Range]
+    def __init__(self, id: _Optional[str] = ..., predicates: _Optional[_Mapping[str, Range]] = ...) -> None: ...
+
 class SubscriptionInfo(_message.Message):
     __slots__ = ("id", "queue", "predicates")
     class PredicatesEntry(_message.Message):

@@ -64,6 +64,11 @@ class PubSubStub:
                 request_serializer=bluedove_dot_v1_dot_pubsub__pb2.SubscriptionRef.SerializeToString,
                 response_deserializer=bluedove_dot_v1_dot_pubsub__pb2.SubscriptionInfo.FromString,
                 _registered_method=True)
+        self.UpdateSubscription = channel.unary_unary(
+                '/bluedove.v1.PubSub/UpdateSubscription',
+                request_serializer=bluedove_dot_v1_dot_pubsub__pb2.UpdateSubscriptionRequest.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_pubsub__pb2.SubscriptionInfo.FromString,
+                _registered_method=True)
         self.Publish = channel.unary_unary(
                 '/bluedove.v1.PubSub/Publish',
                 request_serializer=bluedove_dot_v1_dot_pubsub__pb2.Message.SerializeToString,
@@ -141,6 +146,16 @@ class PubSubServicer:
 
     def GetSubscription(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSubscription(self, request, context):
+        """Replace a subscription's predicates in place (PUT /v1/subscriptions/{id}; the token of its
+        queue). When the call returns, every message published afterwards is matched against the
+        new predicates only; none published before or meanwhile is lost or delivered twice where
+        the old and the new agree. NOT_FOUND for an id that is not one of the token's queue.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -231,6 +246,11 @@ def add_PubSubServicer_to_server(servicer, server):
             'GetSubscription': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSubscription,
                     request_deserializer=bluedove_dot_v1_dot_pubsub__pb2.SubscriptionRef.FromString,
+                    response_serializer=bluedove_dot_v1_dot_pubsub__pb2.SubscriptionInfo.SerializeToString,
+            ),
+            'UpdateSubscription': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSubscription,
+                    request_deserializer=bluedove_dot_v1_dot_pubsub__pb2.UpdateSubscriptionRequest.FromString,
                     response_serializer=bluedove_dot_v1_dot_pubsub__pb2.SubscriptionInfo.SerializeToString,
             ),
             'Publish': grpc.unary_unary_rpc_method_handler(
@@ -430,6 +450,33 @@ class PubSub:
             target,
             '/bluedove.v1.PubSub/GetSubscription',
             bluedove_dot_v1_dot_pubsub__pb2.SubscriptionRef.SerializeToString,
+            bluedove_dot_v1_dot_pubsub__pb2.SubscriptionInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSubscription(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bluedove.v1.PubSub/UpdateSubscription',
+            bluedove_dot_v1_dot_pubsub__pb2.UpdateSubscriptionRequest.SerializeToString,
             bluedove_dot_v1_dot_pubsub__pb2.SubscriptionInfo.FromString,
             options,
             channel_credentials,

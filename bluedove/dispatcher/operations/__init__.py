@@ -28,9 +28,15 @@ from bluedove.dispatcher.operations.queues import (
     poll_json,
     queue_info,
 )
-from bluedove.dispatcher.operations.subscriptions import get_subscription, subscribe, subscribe_batch, unsubscribe
+from bluedove.dispatcher.operations.subscriptions import (
+    get_subscription,
+    subscribe,
+    subscribe_batch,
+    unsubscribe,
+    update_subscription,
+)
 
 __all__ = ["DEFAULT_LISTEN_MAX", "DEFAULT_POLL_MAX", "ack", "admit", "check_range", "cluster_view", "create_queue",
            "delete_queue", "gate", "get_subscription", "listen", "poll", "poll_args", "poll_error", "poll_json",
            "publish", "publish_parsed", "publish_rest", "publish_rest_batch", "publish_stream", "queue_info",
-           "readiness", "require_queue_token", "subscribe", "subscribe_batch", "unsubscribe"]
+           "readiness", "require_queue_token", "subscribe", "subscribe_batch", "unsubscribe", "update_subscription"]

@@ -1,4 +1,5 @@
-"""Subscriptions: create one or a batch (catalogue first, then every matcher mPartition names), read, delete."""
+"""Subscriptions: create one or a batch (catalogue first, then every matcher mPartition names), read, change
+the predicates of one in place, delete."""
 
 from __future__ import annotations
 
@@ -12,6 +13,16 @@ from bluedove.dispatcher.auth import caller, queue_token
 from bluedove.dispatcher.deps import bearer, json_body, state
 
 router = APIRouter()
+
+_SUBSCRIPTION = {"type": "object", "required": ["id", "queue", "predicates"],
+                 "properties": {"id": {"type": "string"}, "queue": {"type": "string"},
+                                "predicates": {"type": "object"}}}
+# The body PUT reads itself (as every route here does): described for the OpenAPI, not parsed by it.
+_UPDATE_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["predicates"], "additionalProperties": False,
+    "properties": {"predicates": {"type": "object", "description": "the new predicates, whole, as POST "
+                                                                   "/v1/subscriptions takes them"}}}}}}}
+_ERROR = {"description": 'docs/api.md\'s error body {"error": {"code", "message", "field"}}'}
 
 
 async def _managing(request: Request) -> str | None:
@@ -37,6 +48,17 @@ async def subscribe_batch(request: Request) -> dict[str, list[dict[str, str]]]:
 @router.get("/v1/subscriptions/{sub_id}", response_model=None)
 async def get_subscription(request: Request, sub_id: str) -> dict[str, Any]:
     return await ops.get_subscription(state(request), sub_id, bearer(request))
+
+
+@router.put("/v1/subscriptions/{sub_id}", response_model=None, openapi_extra=_UPDATE_BODY, responses={
+    200: {"description": "the subscription with its new predicates",
+          "content": {"application/json": {"schema": _SUBSCRIPTION}}},
+    401: _ERROR, 404: _ERROR, 422: _ERROR})
+async def update_subscription(request: Request, sub_id: str) -> dict[str, Any]:
+    """Replace a subscription's predicates (docs/api.md, "Subscriptions"): once answered, every
+    message published afterwards is matched against the new ones only."""
+    token = await _managing(request)
+    return await ops.update_subscription(state(request), sub_id, await json_body(request), token)
 
 
 @router.delete("/v1/subscriptions/{sub_id}", status_code=204)
