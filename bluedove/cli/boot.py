@@ -28,7 +28,9 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                                    "one over another space is refused (exit 2).")
     p.add_argument("--store", required=True,
                    help="the store: redis://host:port/db, or redis+cluster://host:port,host:port for a Redis Cluster")
-    p.add_argument("--space", required=True, metavar="FILE", help="YAML space file (dimensions: name, min, max)")
+    p.add_argument("--space", required=True, metavar="FILE",
+                   help="space file, YAML or JSON: attributes and partition (docs/api.md, \"Typed attributes\"), "
+                        "or dimensions: name, min, max")
     who = p.add_mutually_exclusive_group()
     who.add_argument("--matchers", type=int, default=None, metavar="N",
                      help="N owners m1..mN, none with an address yet (default 1)")

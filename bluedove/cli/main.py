@@ -223,8 +223,8 @@ def _add_matcher(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                    help="the address others reach this matcher at, stored in the table and gossiped "
                         "(default HOST:PORT of --host and --port; env BLUEDOVE_ADVERTISE)")
     m.add_argument("--space", default=None, metavar="FILE",
-                   help="YAML space file: on an empty store, propose the first table as `bluedove init` does; "
-                        "a stored table over another space makes the matcher exit (code 2). Without it, wait "
+                   help="space file (YAML or JSON): on an empty store, propose the first table as `bluedove init` "
+                        "does; a stored table over another space makes the matcher exit (code 2). Without it, wait "
                         "for a table (env BLUEDOVE_SPACE_FILE)")
     m.add_argument("--boot-members", default=None, metavar="ID[=HOST:PORT],…",
                    help="with --space: the owners of the first table if this matcher writes it (default: "
@@ -259,7 +259,7 @@ def _add_dispatcher(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     d.add_argument("--store", required=True,
                    help="the store: redis://host:port/db, or redis+cluster://host:port,host:port for a Redis Cluster")
     d.add_argument("--space", default=None, metavar="FILE",
-                   help="YAML space file; refused (exit 2) if the stored table's space differs. Without it, "
+                   help="space file (YAML or JSON); refused (exit 2) if the stored table's space differs. Without it, "
                         "the stored table's space (waiting for a table)")
     d.add_argument("--policy", choices=POLICIES, default="adaptive")
     d.add_argument("--partition", choices=MODES, default=None, help=PARTITION_HELP)

@@ -142,18 +142,15 @@ def default_space() -> Space:
 
 
 def load_space(path: str | Path | None) -> Space:
-    """Read a YAML space file (`dimensions: [{name, min, max}, ...]`); None gives the default."""
+    """Read a space file, YAML or JSON: `attributes` and `partition` (a typed space), or
+    `dimensions: [{name, min, max}, ...]`; None gives the default."""
     if path is None:
         return default_space()
     try:
         data = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise SpaceError(f"{path}: {exc}") from exc
-    space = Space.from_json(data)
-    if space.typed:  # (docs/design.md, "Typed attributes": the core's model, not yet the cluster's)
-        raise SpaceError("attributes: a space of strings, booleans, optional attributes or chosen partition "
-                         "attributes is not served yet; give its numbers as dimensions")
-    return space
+    return Space.from_json(data)
 
 
 _num = whole

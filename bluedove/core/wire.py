@@ -58,6 +58,16 @@ def bodies(template: bytes, ids: list[bytes], points: np.ndarray, payloads: list
     return [template % (i, *vals[j:j + k], p, at) for j, i, p in zip(range(0, n * k, k), ids, payloads)]
 
 
+# A typed space's stored body: the id, the attributes' JSON text (made by the dispatcher's
+# decoder), the payload's JSON text, the time.
+TYPED_BODY = b'{"id":"%s","attributes":%s,"payload":%s,"published_at":"%s"}'
+
+
+def typed_bodies(ids: list[bytes], attributes: list[bytes], payloads: list[bytes], at: bytes) -> list[bytes]:
+    """Each message's stored body in a typed space: its attributes as the text given."""
+    return [TYPED_BODY % (i, a, p, at) for i, a, p in zip(ids, attributes, payloads)]
+
+
 def _joined(items: list[bytes]) -> tuple[bytes, bytes]:
     ends = np.fromiter(map(len, items), dtype=np.int64, count=len(items)).cumsum()
     return b"".join(items), ends.astype(ENDS).tobytes()

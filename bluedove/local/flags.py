@@ -29,7 +29,9 @@ def add_cluster_flags(sp: argparse.ArgumentParser, http_port: int, grpc_port: in
     sp.add_argument("--store-cluster", type=int, default=None, metavar="N",
                     help="instead of one private redis-server, a private Redis Cluster of N primaries with a "
                          "replica each (DATA_DIR/redis-cluster); a killed primary fails over only if N >= 3")
-    sp.add_argument("--space", default=None, help="YAML space file (default: x0..x3 in [0, 1000))")
+    sp.add_argument("--space", default=None,
+                    help="space file, YAML or JSON: attributes and partition, or dimensions "
+                         "(default: x0..x3 in [0, 1000))")
     sp.add_argument("--policy", choices=POLICIES, default="adaptive", help="forwarding policy")
     sp.add_argument("--partition", choices=MODES, default=None, help=PARTITION_HELP)
 

@@ -166,6 +166,19 @@ def test_a_custom_space_is_what_the_loader_reads(tmp_path):
     assert load_space(path) == Space.from_json(space)
 
 
+def test_a_typed_space_reaches_the_loader_without_the_default_dimensions(tmp_path):
+    """The defaults' `dimensions` merge into a typed space the values give: the ConfigMap
+    leaves them out (they would contradict the partition attributes)."""
+    space = {"attributes": [{"name": "status", "type": "string"}, {"name": "amount", "min": 0, "max": 10000},
+                            {"name": "coupon", "type": "string", "optional": True}],
+             "partition": ["status", "amount"]}
+    data = yaml.safe_load(render({"space": space}).get("ConfigMap", "bluedove-space")["data"]["space.yaml"])
+    assert data == space
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert load_space(path) == Space.from_json(space) and load_space(path).typed
+
+
 def test_the_store_url_in_a_secret_reaches_every_component():
     """externalRedis.existingSecret: BLUEDOVE_STORE_URL from the Secret, declared before the
     args refer to it as $(BLUEDOVE_STORE_URL) (the kubelet expands only variables it knows)."""

@@ -57,14 +57,14 @@ async def drain(client: httpx.AsyncClient, queues: dict[str, dict], quiet_rounds
     return got
 
 
-def oracle(space: Space, subs: dict[str, tuple[str, dict]], messages: dict[str, tuple[float, ...]]) -> dict:
-    """Brute force: {(queue, message id): {subscription ids}} for every live subscription. A
-    filter of ranges is its box compared with every message at once (low <= v < high on each
-    dimension); one in the filter language is judged by the language's meaning, written
-    directly (tests/unit/core/test_filters.py), not by the service's own code."""
-    mids = list(messages)
-    points = np.array([messages[m] for m in mids], dtype=np.float64).reshape(len(mids), space.k)
-    named = [dict(zip(space.names, messages[m])) for m in mids]
+def oracle(space: Space, subs: dict[str, tuple[str, dict]], messages: dict) -> dict:
+    """Brute force: {(queue, message id): {subscription ids}} for every live subscription.
+    `messages` are {id: values in the space's order}, or in a typed space {id: attributes}. In
+    a space of numbers a filter of ranges is its box compared with every message at once (low
+    <= v < high on each dimension); any other filter, and every one of a typed space, is
+    judged by the language's meaning, written directly (tests/unit/core/test_filters.py), not
+    by the service's own code."""
+    mids, points, named = _table(space, messages)
     expected: dict[tuple[str, str], set[str]] = {}
     for sid, (q, preds) in subs.items():
         for i in _matching(space, build_subscription(sid, q, preds, space), preds, points, named):
@@ -72,9 +72,19 @@ def oracle(space: Space, subs: dict[str, tuple[str, dict]], messages: dict[str, 
     return expected
 
 
-def _matching(space: Space, sub: Subscription, preds: dict, points: np.ndarray, named: list[dict]) -> list[int]:
+def _table(space: Space, messages: dict) -> tuple[list[str], np.ndarray | None, list[dict]]:
+    """The messages' ids, their values as rows (None in a typed space) and their attributes."""
+    mids = list(messages)
+    if space.typed:
+        return mids, None, [messages[m] for m in mids]
+    points = np.array([messages[m] for m in mids], dtype=np.float64).reshape(len(mids), space.k)
+    return mids, points, [dict(zip(space.names, messages[m])) for m in mids]
+
+
+def _matching(space: Space, sub: Subscription, preds: dict, points: np.ndarray | None,
+              named: list[dict]) -> list[int]:
     """The indexes of the messages (rows of `points`) that `sub` matches."""
-    if not only_ranges(preds):
+    if points is None or not only_ranges(preds):
         return [i for i, attrs in enumerate(named) if filter_oracle(space, preds, attrs)]
     hit = np.zeros(len(points), dtype=bool)
     for lows, highs in sub.boxes:
@@ -99,9 +109,7 @@ def timed_compare(space: Space, subs: dict, sub_times: dict, messages: dict, msg
     a publish was sent must match it; one sent after the publish was answered (202) must not;
     one in flight meanwhile may go either way. Times are (sent, answered) pairs; a
     subscription without times existed before any publish."""
-    mids = list(messages)
-    points = np.array([messages[m] for m in mids], dtype=np.float64).reshape(len(mids), space.k)
-    named = [dict(zip(space.names, messages[m])) for m in mids]
+    mids, points, named = _table(space, messages)
     must: dict[tuple[str, str], set[str]] = {}
     may: dict[tuple[str, str], set[str]] = {}
     for sid, (q, preds) in subs.items():

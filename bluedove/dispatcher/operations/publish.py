@@ -17,7 +17,7 @@ from typing import cast
 import numpy as np
 
 from bluedove.core.apikeys import KeyRecord
-from bluedove.core.wire import bodies, iso_time, new_ids
+from bluedove.core.wire import bodies, iso_time, new_ids, typed_bodies
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.publish.decode import Batch
 from bluedove.dispatcher.publish.forwarder import Outgoing
@@ -39,7 +39,8 @@ async def publish(d: Dispatcher, decode: Callable[[], Batch], size: int, key: Ke
 
 
 def outgoing(d: Dispatcher, batch: Batch, published: float, key_id: str | None = None) -> Outgoing:
-    """Validated messages with their ids (ours where the publisher gave none) and stored bodies.
+    """Validated messages with their ids (ours where the publisher gave none) and stored bodies
+    (a typed space's with its attributes' texts, bluedove/core/wire.py `typed_bodies`).
 
     With a key (auth on), a publisher-given id travels to the matchers as `<key id>/<id>`, so
     its dedup marks are the key's own: two keys using the same id both deliver. The body, and
@@ -58,8 +59,10 @@ def outgoing(d: Dispatcher, batch: Batch, published: float, key_id: str | None =
     if key_id is not None:
         scope = key_id.encode() + b"/"
         wire = [scope + i if c else i for i, c in zip(ids_b, client.tolist())]
-    return Outgoing(filled, wire, batch.points,
-                    bodies(d.body_template, ids_b, batch.points, batch.payloads, iso_time(published)), client)
+    at = iso_time(published)
+    stored = bodies(d.body_template, ids_b, batch.points, batch.payloads, at) if batch.attributes is None \
+        else typed_bodies(ids_b, batch.attributes, batch.payloads, at)  # a typed space: its attributes' texts
+    return Outgoing(filled, wire, batch.points, stored, client)
 
 
 async def publish_parsed(d: Dispatcher, batch: Batch, key: KeyRecord | None = None) -> list[str]:

@@ -20,6 +20,11 @@ surrogate escape in the text it skips, but not bytes that are not UTF-8, nor num
 double or past 64 bits. The body is checked to be UTF-8 at once (most are ASCII: `bytes.isascii`), and the
 payloads by `bluedove.core.model.suspect`, a C-speed pass that flags the few worth the exact
 check (`check_text`). A payload it refuses sends the body to the slow path, which names it.
+
+A typed space's `attributes` (docs/design.md, "Typed attributes") decode as a mapping, checked
+by `bluedove.core.model.attribute_problem`; the batch carries each message's attributes as the
+JSON text its stored body holds (`attributes_text`). gRPC's `Message` holds numbers only (a
+`map<string, double>`): a typed space's string or boolean attribute cannot travel in one.
 """
 
 from __future__ import annotations
@@ -35,12 +40,14 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from bluedove.core.attributes import NUMBER
 from bluedove.core.errors import ApiError
 from bluedove.core.model import (
     _ID_RE,
     MAX_BATCH,
     MAX_PAYLOAD_BYTES,
     NotStrict,
+    attribute_problem,
     check_text,
     parse_batch,
     parse_message,
@@ -68,28 +75,46 @@ class PbMessage(Protocol):
 @dataclass
 class Batch:
     """Validated messages: `ids[i]` the publisher's id or None, `points[i]` the values in space
-    order, `payloads[i]` the payload's JSON text (b"null" when absent)."""
+    order (a typed space's: the partition attributes' coordinates), `payloads[i]` the payload's
+    JSON text (b"null" when absent), and in a typed space `attributes[i]` the attributes' JSON
+    text (`attributes_text`; None in a space of numbers, whose bodies are made from `points`)."""
 
     ids: list[str | None]
     points: npt.NDArray[np.float64]  # (n, k)
     payloads: list[bytes]
+    attributes: list[bytes] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
 
     @classmethod
-    def from_parsed(cls, parsed: list[tuple[str | None, tuple[float, ...], Any]], k: int) -> "Batch":
-        """From the slow path's [(id, point, payload)]."""
+    def from_parsed(cls, parsed: list[tuple[str | None, tuple[float, ...], Any]], k: int,
+                    attributes: list[bytes] | None = None) -> "Batch":
+        """From the slow path's [(id, point, payload)] (and a typed space's attributes' texts)."""
         points = np.array([p for _, p, _ in parsed], dtype=np.float64).reshape(len(parsed), k)
         payloads = [NULL if pl is None else strict_json(pl) for _, _, pl in parsed]  # checked by parse_message
-        return cls([mid for mid, _, _ in parsed], points, payloads)
+        return cls([mid for mid, _, _ in parsed], points, payloads, attributes)
 
     @classmethod
     def concat(cls, parts: list["Batch"], k: int) -> "Batch":
         if len(parts) == 1:
             return parts[0]
         points = np.concatenate([p.points for p in parts]) if parts else np.empty((0, k))
-        return cls([i for p in parts for i in p.ids], points, [x for p in parts for x in p.payloads])
+        attributes = None if not parts or parts[0].attributes is None else \
+            [a for p in parts for a in p.attributes or ()]
+        return cls([i for p in parts for i in p.ids], points, [x for p in parts for x in p.payloads], attributes)
+
+
+_TEXT = msgspec.json.Encoder()
+
+
+def attributes_text(attrs: Mapping[str, Any], space: Space) -> bytes:
+    """A typed message's attributes (checked: `attribute_problem` found nothing) as its stored
+    body holds them: in the space's order, those it carries (an optional one left out stays
+    out), strings and booleans as given, a number as the double it reads as (5 is written 5.0,
+    as in a space of numbers: docs/api.md, "Typed attributes")."""
+    return _TEXT.encode({a.name: float(attrs[a.name]) if a.type == NUMBER else attrs[a.name]
+                         for a in space.schema if a.name in attrs})
 
 
 class Decoder:
@@ -98,11 +123,14 @@ class Decoder:
     def __init__(self, space: Space, max_batch: int = MAX_BATCH, max_payload: int = MAX_PAYLOAD_BYTES) -> None:
         self.space, self.max_batch, self.max_payload = space, max_batch, max_payload
         self.k = space.k
+        self.typed = space.typed
         self.lows = np.array([d.min for d in space.dimensions])
         self.highs = np.array([d.max for d in space.dimensions])
         fields = [f"f{i}" for i in range(self.k)]
-        attrs = msgspec.defstruct("Attributes", [(f, float) for f in fields], forbid_unknown_fields=True,
-                                  rename=dict(zip(fields, space.names)), array_like=False)
+        # a typed space's attributes: a mapping, checked by name and type afterwards (`_typed`)
+        attrs: Any = dict[str, Any] if self.typed else msgspec.defstruct(
+            "Attributes", [(f, float) for f in fields], forbid_unknown_fields=True,
+            rename=dict(zip(fields, space.names)), array_like=False)
         message = msgspec.defstruct("Message", [("attributes", attrs), ("payload", msgspec.Raw, msgspec.Raw(NULL)),
                                                 ("id", str | None, None)], forbid_unknown_fields=True)
         messages = GenericAlias(list, message)  # list[message], of a class made here
@@ -126,7 +154,8 @@ class Decoder:
             if out is not None:
                 return out
         body = loads_body(raw)
-        return Batch.from_parsed(parse_batch(body, self.space, self.max_batch, self.max_payload), self.k)
+        parsed = parse_batch(body, self.space, self.max_batch, self.max_payload)
+        return self._slow(parsed, body["messages"])
 
     def one(self, raw: bytes, prefix: str = "") -> Batch:
         """`POST /v1/messages`'s body, as a batch of one."""
@@ -138,12 +167,24 @@ class Decoder:
             out = self._checked([msg])
             if out is not None:
                 return out
-        return Batch.from_parsed([parse_message(loads_body(raw), self.space, prefix, self.max_payload)], self.k)
+        body = loads_body(raw)
+        return self._slow([parse_message(body, self.space, prefix, self.max_payload)], [body])
+
+    def _slow(self, parsed: list[tuple[str | None, tuple[float, ...], Any]], bodies: list[Any]) -> Batch:
+        """The batch of the slow path's messages (`bodies`, each checked into `parsed`)."""
+        texts = [attributes_text(b["attributes"], self.space) for b in bodies] if self.typed else None
+        return Batch.from_parsed(parsed, self.k, texts)
 
     def _checked(self, msgs: list[Any]) -> Batch | None:
         """The batch if every message passes the checks msgspec does not make, else None."""
         n, k = len(msgs), self.k
-        if k == 1:
+        texts = None
+        if self.typed:
+            typed = self._typed(msgs)
+            if typed is None:
+                return None
+            points, texts = typed
+        elif k == 1:
             points = np.fromiter((m.attributes.f0 for m in msgs), np.float64, n).reshape(n, 1)
         else:
             get = self._values
@@ -159,7 +200,22 @@ class Decoder:
         for p in payloads:
             if len(p) > limit:
                 return None
-        return Batch(ids, points, payloads) if strict(payloads) else None
+        return Batch(ids, points, payloads, texts) if strict(payloads) else None
+
+    def _typed(self, msgs: list[Any]) -> tuple[npt.NDArray[np.float64], list[bytes]] | None:
+        """A typed space's points (the partition attributes' coordinates) and attributes'
+        texts; None when an attribute is wrong (the slow path names it)."""
+        space = self.space
+        cut = [space.by_name[name] for name in space.names]
+        points = np.empty((len(msgs), self.k))
+        texts = []
+        for i, m in enumerate(msgs):
+            attrs = m.attributes
+            if attribute_problem(attrs, space) is not None:
+                return None
+            points[i] = [a.coordinate(attrs.get(a.name)) for a in cut]
+            texts.append(attributes_text(attrs, space))
+        return points, texts
 
     # -- gRPC messages --------------------------------------------------------------------------
     def pb_batch(self, msgs: Sequence[PbMessage]) -> Batch:
@@ -175,6 +231,9 @@ class Decoder:
         """gRPC `Message`s (attributes a map, payload JSON text); errors name
         `messages[i].field`, i counted from `start` (just `field` with no prefix: a single
         Publish)."""
+        where: Callable[[int], str] = (lambda i: "") if prefix is None else (lambda i: f"{prefix}[{start + i}].")
+        if self.typed:
+            return self._pb_typed(msgs, where)
         n, k, names = len(msgs), self.k, self.space.names
         points = np.empty((n, k))
         ids: list[str | None] = []
@@ -198,10 +257,26 @@ class Decoder:
             fast = False
         if fast:
             return Batch(ids, points, payloads)
-        where: Callable[[int], str] = (lambda i: "") if prefix is None else (lambda i: f"{prefix}[{start + i}].")
         parsed = [parse_message(pb_body(m, where(i)), self.space, where(i), self.max_payload)
                   for i, m in enumerate(msgs)]
         return Batch.from_parsed(parsed, k)
+
+    def _pb_typed(self, msgs: Sequence[PbMessage], where: Callable[[int], str]) -> Batch:
+        """gRPC `Message`s in a typed space, through the slow path: numbers only (the map holds
+        doubles), so a string or boolean attribute given, or required, is refused by name."""
+        parsed, bodies = [], []
+        for i, m in enumerate(msgs):
+            at = where(i)
+            given = set(m.attributes)
+            for a in self.space.schema:
+                if a.type != NUMBER and (a.name in given or not a.optional):
+                    raise ApiError(422, "invalid_message", f"{a.name} is a {a.type}: a gRPC message's attributes are "
+                                   "numbers (map<string, double>); publish messages with string or boolean "
+                                   "attributes over REST (POST /v1/messages)", f"{at}attributes.{a.name}")
+            body = pb_body(m, at)
+            parsed.append(parse_message(body, self.space, at, self.max_payload))
+            bodies.append(body)
+        return self._slow(parsed, bodies)
 
 
 def utf8(raw: bytes) -> bool:

@@ -18,7 +18,8 @@ router = APIRouter()
 
 @router.get("/v1/space", response_model=None)
 async def get_space(request: Request) -> dict[str, Any]:
-    return state(request).space.to_json()
+    """The space's attributes and partition, and its `dimensions` for older clients."""
+    return state(request).space.api_json()
 
 
 @router.get("/v1/cluster", response_model=None)

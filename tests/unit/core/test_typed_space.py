@@ -3,6 +3,8 @@ the space's two forms, a message's attributes checked by type, and which filters
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bluedove.core.attributes import STRING_TOP, encode
@@ -51,11 +53,16 @@ def test_a_wrong_space_is_refused_naming_the_key(change, message):
         Space.from_json(data)
 
 
-def test_a_typed_space_file_is_not_served_yet(tmp_path):
+def test_a_typed_space_file_loads_as_yaml_or_json_and_its_processes_file_round_trips(tmp_path):
     path = tmp_path / "space.yaml"
-    path.write_text("attributes:\n- {name: status, type: string}\npartition: [status]\n")
-    with pytest.raises(SpaceError, match="not served yet"):
-        load_space(path)
+    path.write_text("attributes:\n- {name: status, type: string}\n- {name: amount, min: 0, max: 10000}\n"
+                    "- {name: coupon, type: string, optional: true}\n- {name: vip, type: boolean}\n"
+                    "partition: [status, amount]\n")
+    assert load_space(path) == Space.from_json(ORDERS)
+    path.write_text(json.dumps(ORDERS))
+    assert load_space(path) == Space.from_json(ORDERS)
+    path.write_text(json.dumps(Space.from_json(ORDERS).to_json()))  # what matchers and dispatchers are given
+    assert load_space(path) == Space.from_json(ORDERS)
 
 
 ORDER = {"status": "shipped", "amount": 129.9, "vip": False}

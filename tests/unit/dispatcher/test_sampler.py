@@ -59,3 +59,28 @@ def test_a_full_buffer_drops_and_counts():
     offer_batches(s, 250, seed=4)
     assert [p[0] for _, p in s._buffer] == [float(i) for i in range(100)]
     assert dropped._value.get() == 150
+
+
+def test_a_typed_space_is_sampled_as_its_coordinates_and_written_beside_them(tmp_path):
+    """A typed space's points are its partition attributes' coordinates: the sample holds them,
+    and DIR/space.json loads back as the space (bluedove/core/space.py, `to_json`)."""
+    import json
+
+    from bluedove.core.space import Space
+    from bluedove.dispatcher.publish.decode import Decoder
+
+    space = Space.from_json({"attributes": [{"name": "region", "type": "string"}, {"name": "amount", "min": 0,
+                                                                                  "max": 100},
+                                            {"name": "express", "type": "boolean", "optional": True}],
+                             "partition": ["region", "express"]})
+    batch = Decoder(space).batch(b'{"messages": [{"attributes": {"region": "eu", "amount": 5, "express": true}}, '
+                                 b'{"attributes": {"region": "", "amount": 1}}]}')
+    r = CollectorRegistry()
+    s = Sampler(1.0, tmp_path, "d1", space, 300, 64, 48, Counter("sampled", "", registry=r),
+                Counter("dropped", "", registry=r)).start()
+    s.offer(1.5, batch.points)
+    s.stop()
+    assert Space.from_json(json.loads((tmp_path / "space.json").read_text())) == space
+    [part] = (tmp_path / "d1").glob("messages-*.jsonl")
+    points = [json.loads(line)["point"] for line in part.read_text().splitlines()]
+    assert points == batch.points.tolist() == [[space.by_name["region"].coordinate("eu"), 1.0], [0.0, 0.0]]
