@@ -62,6 +62,7 @@ class GossipMember:
         self.agent: GossipAgent | None = None
         self.transport = GrpcTransport(timeout_s=self.config.probe_timeout_s, tls_files=settings)
         self.server: grpc.aio.Server | None = None
+        self.servicer = GossipServicer(self._receive)
         self.port = 0
         self.on_change: list[Callable[[], None]] = []
         self.seeds: DnsSeeds | None = None
@@ -69,7 +70,7 @@ class GossipMember:
 
     async def start(self, table: SegmentTable | None) -> None:
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        gossip_grpc.add_GossipServicer_to_server(GossipServicer(self._receive), self.server)
+        gossip_grpc.add_GossipServicer_to_server(self.servicer, self.server)
         self.port = tls.add_port(self.server, f"{self.s.host}:{self.s.gossip_port}", self.s, internal=True)
         await self.server.start()
         addr = advertised(self.s, self.port)
@@ -95,6 +96,7 @@ class GossipMember:
             self._resolving.cancel()
         await self.transport.close()
         if self.server is not None:
+            self.servicer.close()  # peers' gossip streams never end by themselves
             await self.server.stop(0.5)
 
     def offer(self, table: SegmentTable) -> None:

@@ -61,20 +61,37 @@ class _Lane:
         call: Any = self.stub.Stream()
         try:
             while True:
-                await asyncio.wait_for(call.write(msg), self.timeout_s)
+                await self._write(call, msg)
                 msg = await self.queue.get()
         except BROKEN:
             self.unary = await _unimplemented(call)
             if self.unary:
                 await self._deliver(msg)
         finally:
-            call.cancel()
+            call.cancel()  # (also what ends a write still pending when this task is cancelled)
         self._drop_stale()
+
+    async def _write(self, call: Any, msg: pb.Envelope) -> None:
+        """One write, given up after the timeout. (Not `asyncio.wait_for`: on a timeout or a
+        cancel it waits for the write to end, and a write blocked on a peer that stopped reading
+        ends only when the call is cancelled.)"""
+        write = asyncio.ensure_future(call.write(msg))
+        write.add_done_callback(_retrieved)
+        done, _ = await asyncio.wait((write,), timeout=self.timeout_s)
+        if not done:
+            raise asyncio.TimeoutError
+        write.result()
 
     def _drop_stale(self) -> None:
         """After a broken stream, what waited is older than a round: lost, as a late message."""
         while not self.queue.empty():
             self.queue.get_nowait()
+
+
+def _retrieved(write: asyncio.Future[Any]) -> None:
+    """Take a write's outcome, so that one left behind by a broken call logs nothing."""
+    if not write.cancelled():
+        write.exception()
 
 
 async def _unimplemented(call: Any) -> bool:
@@ -122,10 +139,13 @@ class GrpcTransport:
 
 
 class GossipServicer(pb_grpc.GossipServicer):
-    """Thin decode-and-dispatch: every envelope goes to one callback."""
+    """Thin decode-and-dispatch: every envelope goes to one callback. `close` ends the peers'
+    open streams, which would otherwise hold the server's stop for its whole grace period."""
 
     def __init__(self, on_envelope: Callable[[Envelope], None]) -> None:
         self.on_envelope = on_envelope
+        self._streams: set[asyncio.Task[Any]] = set()
+        self._closing = asyncio.Event()
 
     async def Deliver(self, request: pb.Envelope,
                       context: grpc.aio.ServicerContext[pb.Envelope, pb.Delivered]) -> pb.Delivered:
@@ -134,6 +154,25 @@ class GossipServicer(pb_grpc.GossipServicer):
 
     async def Stream(self, request_iterator: AsyncIterator[pb.Envelope],
                      context: grpc.aio.ServicerContext[pb.Envelope, pb.Delivered]) -> pb.Delivered:
-        async for request in request_iterator:
-            self.on_envelope(wire.from_proto(request))
+        if self._closing.is_set():
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is stopping")
+        task = asyncio.current_task()
+        assert task is not None
+        self._streams.add(task)
+        try:
+            async for request in request_iterator:
+                self.on_envelope(wire.from_proto(request))
+        except asyncio.CancelledError:
+            if not self._closing.is_set():
+                raise
+            # (a cancelled handler alone leaves the call open until the server's grace ends)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is stopping")
+        finally:
+            self._streams.discard(task)
         return pb.Delivered()
+
+    def close(self) -> None:
+        """End every open stream (its sender sees it break and opens another, elsewhere)."""
+        self._closing.set()
+        for task in list(self._streams):
+            task.cancel()

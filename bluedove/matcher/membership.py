@@ -85,9 +85,10 @@ class Membership:
         self._refused: set[str] = set()  # idle members not joined (baseline partition), logged once
         self._retry_at = 0.0
         self._peers: dict[str, tuple[grpc.aio.Channel, pb_grpc.MatcherStub]] = {}
+        self.gossip_servicer = GossipServicer(self._receive)
 
     def servicer(self) -> GossipServicer:
-        return GossipServicer(self._receive)
+        return self.gossip_servicer
 
     def _receive(self, env: Envelope) -> None:
         if self.agent is not None:  # envelopes before `start` are dropped

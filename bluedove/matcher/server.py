@@ -109,6 +109,7 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
             publisher.cancel()
         if metrics is not None:
             await metrics.close()
+        m.membership.gossip_servicer.close()  # peers' gossip streams never end by themselves
         await server.stop(grace=2.0)
         await m.stop()
         await store.close()

@@ -14,6 +14,7 @@ from bluedove.gossip.grpc_transport import GossipServicer, GrpcTransport
 from bluedove.gossip.messages import Envelope, Ping
 from bluedove.store.server import free_port
 from bluedove.v1 import gossip_pb2 as pb
+from bluedove.v1 import gossip_pb2_grpc as pb_grpc
 
 
 class Peer:
@@ -156,5 +157,26 @@ async def test_a_peer_that_stops_reading_costs_the_sender_a_bounded_queue(n):
             t.send(f"127.0.0.1:{port}", ping(i))
         lane = t._lanes[f"127.0.0.1:{port}"]
         assert lane.queue.qsize() <= LANE_BOUND
+    finally:
+        await t.close()
+
+
+async def test_closing_the_servicer_ends_open_streams_so_a_server_stops_at_once():
+    # A peer's stream never ends by itself: without `close`, stop(grace) waits out its grace.
+    got: list[int] = []
+    servicer = GossipServicer(lambda env: got.append(env.body.seq))
+    server = grpc.aio.server()
+    pb_grpc.add_GossipServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    t = GrpcTransport()
+    try:
+        t.send(f"127.0.0.1:{port}", ping(1))
+        await settle(lambda: got == [1])
+        servicer.close()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await server.stop(grace=30)
+        assert loop.time() - started < 10  # not the 30 s grace
     finally:
         await t.close()
