@@ -13,12 +13,15 @@ import math
 import os
 import re
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
 from bluedove.client.client import Client
 from bluedove.client.errors import BlueDoveError
 from bluedove.client.objects import Delivery, Subscription
+from bluedove.client.where import WhereError, attributes, where
+from bluedove.client.where import __doc__ as where_doc
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _INDEX_RE = re.compile(r"messages\[(\d+)\](.*)")
@@ -28,43 +31,63 @@ class UsageError(Exception):
     """Bad command-line input; the message names the flag or line."""
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The client commands' parsers, on `bluedove`'s sub-commands (this module's own, or the full CLI's)."""
+def common(p: argparse.ArgumentParser) -> None:
+    """The flags every client command takes."""
+    p.add_argument("--url", default=os.environ.get("BLUEDOVE_URL", DEFAULT_URL),
+                   help=f"http(s)://host:port (REST) or grpc(s)://host:port "
+                        f"(default $BLUEDOVE_URL or {DEFAULT_URL})")
+    p.add_argument("--api-key", default=None, metavar="KEY",
+                   help="an API key (bdk_…) for a cluster run with --auth keys, sent with publishing, "
+                        "subscribing and deleting (default $BLUEDOVE_API_KEY); --token still opens the queue")
+    p.add_argument("--tls-ca", default=os.environ.get("BLUEDOVE_TLS_CA") or None, metavar="FILE",
+                   help="PEM CA to trust for https:// and grpcs:// "
+                        "(default $BLUEDOVE_TLS_CA, else the system's roots)")
+    p.set_defaults(func=run, dimension_flags=True)
 
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--url", default=os.environ.get("BLUEDOVE_URL", DEFAULT_URL),
-                       help=f"http(s)://host:port (REST) or grpc(s)://host:port "
-                            f"(default $BLUEDOVE_URL or {DEFAULT_URL})")
-        p.add_argument("--api-key", default=None, metavar="KEY",
-                       help="an API key (bdk_…) for a cluster run with --auth keys, sent with publishing, "
-                            "subscribing and deleting (default $BLUEDOVE_API_KEY); --token still opens the queue")
-        p.add_argument("--tls-ca", default=os.environ.get("BLUEDOVE_TLS_CA") or None, metavar="FILE",
-                       help="PEM CA to trust for https:// and grpcs:// "
-                            "(default $BLUEDOVE_TLS_CA, else the system's roots)")
-        p.set_defaults(func=run, dimension_flags=True)
 
+def filter_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The parsers of the commands that take a filter: subscribe and resubscribe."""
     s = sub.add_parser("subscribe", allow_abbrev=False, help="subscribe a queue (a new one by default)",
-                       description="Each dimension of the cluster's space (GET /v1/space) is a flag "
-                                   "--NAME LOW:HIGH (low <= value < high); dimensions left out match anything.",
-                       epilog="example: bluedove subscribe --x0 100:350 --x2 0:25")
+                       description=textwrap.fill("Each dimension of the cluster's space (GET /v1/space) is a flag "
+                                   "--NAME LOW:HIGH (low <= value < high); --where COND (repeatable) gives a "
+                                   "condition on any attribute. Attributes left out match anything."),
+                       epilog=WHERE_HELP + "examples: bluedove subscribe --x0 100:350 --x2 0:25\n"
+                              "  bluedove subscribe --where city=Paris --where amount=0:100 --where 'sku^=AB'",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     common(s)
+    where_flag(s)
     s.add_argument("--queue", help="an existing queue (needs --token)")
     s.add_argument("--token", help="the queue's token")
 
     r = sub.add_parser("resubscribe", allow_abbrev=False, help="replace a subscription's predicates in place",
-                       description="Its whole filter becomes the flags --NAME LOW:HIGH given (low <= value < high; "
-                                   "dimensions left out match anything), for every message published afterwards.",
-                       epilog="example: bluedove resubscribe $S --token $T --x0 400:650")
+                       description=textwrap.fill("Its whole filter becomes the flags --NAME LOW:HIGH and --where COND "
+                                   "given (attributes left out match anything), for every message published "
+                                   "afterwards."),
+                       epilog=WHERE_HELP + "example: bluedove resubscribe $S --token $T --x0 400:650 "
+                              "--where 'sku$=-42'",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     common(r)
+    where_flag(r)
     r.add_argument("subscription", help="the subscription's id")
     r.add_argument("--token", required=True, help="the token of the subscription's queue")
 
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The client commands' parsers, on `bluedove`'s sub-commands (this module's own, or the full CLI's)."""
+    filter_parsers(sub)
     p = sub.add_parser("publish", allow_abbrev=False, help="publish one message, or JSON lines from stdin",
-                       description="Each dimension of the space is a flag --NAME VALUE. Without dimension flags, "
-                                   "reads messages from stdin, one JSON object per line "
-                                   '({"attributes": {...}, "payload": ..., "id": ...}), published in batches.',
-                       epilog="example: bluedove publish --x0 120 --x1 7 --x2 3.25 --x3 999 --payload '{\"a\": 1}'")
+                       description=textwrap.fill("Each dimension of the space is a flag --NAME VALUE, and --attr "
+                                   "NAME=VALUE (repeatable) gives any attribute (VALUE: a number, true, false or a "
+                                   "\"quoted\" string as JSON, else the string as written). Without either, reads "
+                                   "messages from stdin, one JSON object per line "
+                                   '({"attributes": {...}, "payload": ..., "id": ...}), published in batches.'),
+                       epilog="examples: bluedove publish --x0 120 --x1 7 --x2 3.25 --x3 999 --payload '{\"a\": 1}'\n"
+                              "  bluedove publish --attr city=Paris --attr amount=12.5 --attr express=true "
+                              "--attr 'zip=\"02134\"'",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     common(p)
+    p.add_argument("--attr", action="append", default=[], metavar="NAME=VALUE",
+                   help="an attribute of the message (repeatable)")
     p.add_argument("--payload", default=None, help="JSON payload")
     p.add_argument("--id", default=None, help="idempotency id")
     p.add_argument("--batch", type=int, default=1000, help="messages per batch from stdin (1-1000)")
@@ -91,7 +114,28 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 VALUE_FLAGS = frozenset({"--url", "--tls-ca", "--queue", "--token", "--payload", "--id", "--batch", "--max", "--wait",
-                         "--api-key"})
+                         "--api-key", "--where", "--attr"})
+# the --where syntax, from bluedove/client/where.py's docstring, under the commands that take it
+WHERE_HELP = "--where COND:\n" + textwrap.indent("\n\n".join((where_doc or "").split("\n\n")[1:]).strip(),
+                                                 "  ") + "\n\n"
+
+
+def where_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--where", action="append", default=[], metavar="COND",
+                   help="a condition on an attribute (repeatable; the syntax below)")
+
+
+def filter_of(dims: dict[str, str], conditions: list[str]) -> dict[str, Any]:
+    """The predicates of dimension flags (ranges) and --where conditions; a name in both is an error."""
+    preds: dict[str, Any] = {name: parse_range(v, name) for name, v in dims.items()}
+    try:
+        more = where(conditions)
+    except WhereError as exc:
+        raise UsageError(f"--where {exc}") from None
+    for name in more:
+        if name in preds:
+            raise UsageError(f"--{name} and --where {name}…: give the conditions on {name} in --where alone")
+    return {**preds, **more}
 
 
 def attach_values(argv: list[str]) -> list[str]:
@@ -162,7 +206,7 @@ def _print(obj: object) -> None:
 
 
 def cmd_subscribe(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
-    preds = {name: parse_range(v, name) for name, v in dims.items()}
+    preds = filter_of(dims, args.where)
     if bool(args.queue) != bool(args.token):
         raise UsageError("--queue and --token go together")
     queue = client.queue(args.queue, args.token) if args.queue else None
@@ -208,11 +252,19 @@ def _publish_lines(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_publish(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
-    if not dims:
+    if not dims and not args.attr:
         if args.payload is not None or args.id is not None:
-            raise UsageError("--payload and --id need dimension flags (stdin lines carry their own)")
+            raise UsageError("--payload and --id need --attr or dimension flags (stdin lines carry their own)")
         return _publish_lines(client, args)
-    attrs = {name: _number(v, name) for name, v in dims.items()}
+    attrs: dict[str, Any] = {name: _number(v, name) for name, v in dims.items()}
+    try:
+        more = attributes(args.attr)
+    except WhereError as exc:
+        raise UsageError(f"--attr {exc}") from None
+    for name in more:
+        if name in attrs:
+            raise UsageError(f"--{name} and --attr {name}=…: give {name} once")
+    attrs.update(more)
     payload = _json(args.payload, "--payload") if args.payload is not None else None
     print(client.publish(attrs, payload, id=args.id), flush=True)
     return 0
@@ -254,7 +306,7 @@ def cmd_unsubscribe(client: Client, args: argparse.Namespace, dims: dict[str, st
 
 
 def cmd_resubscribe(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
-    preds = {name: parse_range(v, name) for name, v in dims.items()}
+    preds = filter_of(dims, args.where)
     # as for unsubscribe, the id and the queue's token are all the API needs
     sub = client.update_subscription(Subscription(args.subscription, client.queue("", args.token)), preds)
     _print({"id": sub.id, "predicates": sub.predicates})

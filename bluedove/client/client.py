@@ -11,7 +11,7 @@ import json
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypedDict, TypeVar, Unpack, cast
 
 from bluedove.client.errors import Unavailable
@@ -100,8 +100,8 @@ def _all_have_ids(bodies: list[Json]) -> bool:
     return all(b.get("id") for b in bodies)
 
 
-def _message(attributes: dict[str, float], payload: Any, msg_id: str | None) -> Json:
-    body: Json = {"attributes": attributes, "payload": payload}
+def _message(attributes: Mapping[str, Any], payload: Any, msg_id: str | None) -> Json:
+    body: Json = {"attributes": dict(attributes), "payload": payload}
     if msg_id is not None:
         body["id"] = msg_id
     return body
@@ -175,9 +175,11 @@ class Client(_Base):
         self._retry(True, self.t.delete_queue, queue.id, queue.token)
 
     def subscribe(self, queue: Queue | None = None, predicates: Ranges | None = None,
-                  **ranges: Iterable[float]) -> Subscription:
-        """Subscribe `queue` (a new one when None) to {dim: (low, high)}, as a dict or keywords."""
-        preds = predicates_of(predicates, ranges)
+                  **conditions: Any) -> Subscription:
+        """Subscribe `queue` (a new one when None) to a filter, as a dict or keywords: per
+        attribute a (low, high) range, a dict of the filter language ({"prefix": "AB"}), or a
+        value it equals; `predicates` may hold "any_of" (docs/api.md, "Python SDK")."""
+        preds = predicates_of(predicates, conditions)
         body = {"predicates": preds, **({"queue": queue.id} if queue else {})}
         out = self.t.subscribe(body, queue.token if queue else None)
         return self._subscription(out, queue, preds)
@@ -199,16 +201,16 @@ class Client(_Base):
         self._retry(True, self.t.unsubscribe, sub.id, sub.queue.token)
 
     def update_subscription(self, sub: Subscription, predicates: Ranges | None = None,
-                            **ranges: Iterable[float]) -> Subscription:
-        """Replace `sub`'s predicates with {dim: (low, high)} (a dict or keywords; the whole
-        filter: dimensions left out match anything). Once it returns, every message published
+                            **conditions: Any) -> Subscription:
+        """Replace `sub`'s predicates with a filter given as `subscribe` takes it (the whole
+        filter: attributes left out match anything). Once it returns, every message published
         afterwards is matched against the new ones only. Safe to repeat, so retried. `sub`
-        holds the predicates as stored (clipped to the space) and is returned."""
-        body = {"predicates": predicates_of(predicates, ranges)}
+        holds the predicates as stored (ranges clipped to the space) and is returned."""
+        body = {"predicates": predicates_of(predicates, conditions)}
         sub.predicates = self._retry(True, self.t.update_subscription, sub.id, body, sub.queue.token)["predicates"]
         return sub
 
-    def publish(self, attributes: dict[str, float], payload: Any = None, id: str | None = None) -> str:  # noqa: A002
+    def publish(self, attributes: Mapping[str, Any], payload: Any = None, id: str | None = None) -> str:  # noqa: A002
         body = _message(attributes, payload, id)
         return self._retry(id is not None, self.t.publish, body)
 
@@ -280,8 +282,8 @@ class AsyncClient(_Base):
         await self._retry(True, self.t.delete_queue, queue.id, queue.token)
 
     async def subscribe(self, queue: Queue | None = None, predicates: Ranges | None = None,
-                        **ranges: Iterable[float]) -> Subscription:
-        preds = predicates_of(predicates, ranges)
+                        **conditions: Any) -> Subscription:
+        preds = predicates_of(predicates, conditions)
         body = {"predicates": preds, **({"queue": queue.id} if queue else {})}
         out = await self.t.subscribe(body, queue.token if queue else None)
         return self._subscription(out, queue, preds)
@@ -302,13 +304,13 @@ class AsyncClient(_Base):
         await self._retry(True, self.t.unsubscribe, sub.id, sub.queue.token)
 
     async def update_subscription(self, sub: Subscription, predicates: Ranges | None = None,
-                                  **ranges: Iterable[float]) -> Subscription:
-        body = {"predicates": predicates_of(predicates, ranges)}
+                                  **conditions: Any) -> Subscription:
+        body = {"predicates": predicates_of(predicates, conditions)}
         out = await self._retry(True, self.t.update_subscription, sub.id, body, sub.queue.token)
         sub.predicates = out["predicates"]
         return sub
 
-    async def publish(self, attributes: dict[str, float], payload: Any = None,
+    async def publish(self, attributes: Mapping[str, Any], payload: Any = None,
                       id: str | None = None) -> str:  # noqa: A002
         return await self._retry(id is not None, self.t.publish, _message(attributes, payload, id))
 

@@ -11,11 +11,13 @@ from typing import Any
 
 from bluedove.client.transport import Json
 
-# {dimension: (low, high)} as given, and as sent: {dimension: [low, high]}
-Ranges = Mapping[str, Iterable[float]]
-Predicates = dict[str, list[float]]
+# A filter as given, {attribute: condition} (`condition_of`; "any_of": [filters]), and as sent:
+# the REST API's predicates (docs/api.md, "Typed attributes"). Its first form was
+# {dimension: (low, high)}, which still reads the same.
+Ranges = Mapping[str, Any]
+Predicates = dict[str, Any]
 # a message as `publish_many` takes it: {"attributes": …, "payload": …, "id": …} or (attributes, payload)
-MessageLike = Json | tuple[Mapping[str, float], Any]
+MessageLike = Json | tuple[Mapping[str, Any], Any]
 
 
 @dataclass
@@ -39,8 +41,8 @@ class Queue:
     def ack(self, deliveries: Iterable[Delivery | str]) -> Any:
         return self.client.ack(self, deliveries)
 
-    def subscribe(self, predicates: Ranges | None = None, **ranges: Iterable[float]) -> Any:
-        return self.client.subscribe(self, predicates, **ranges)
+    def subscribe(self, predicates: Ranges | None = None, **conditions: Any) -> Any:
+        return self.client.subscribe(self, predicates, **conditions)
 
     def delete(self) -> Any:
         return self.client.delete_queue(self)
@@ -57,9 +59,9 @@ class Subscription:
     def delete(self) -> Any:
         return self.queue.client.unsubscribe(self)
 
-    def update(self, predicates: Ranges | None = None, **ranges: Iterable[float]) -> Any:
+    def update(self, predicates: Ranges | None = None, **conditions: Any) -> Any:
         """Replace its predicates in place (`update_subscription`)."""
-        return self.queue.client.update_subscription(self, predicates, **ranges)
+        return self.queue.client.update_subscription(self, predicates, **conditions)
 
 
 @dataclass
@@ -67,7 +69,7 @@ class Delivery:
     """One message delivered to a queue; ack it once handled, or it comes back."""
 
     id: str
-    attributes: dict[str, float]
+    attributes: dict[str, Any]  # as published: numbers (floats), strings, booleans
     payload: Any
     subscriptions: list[str]
     receipt: str
@@ -93,9 +95,26 @@ def message_body(m: MessageLike) -> Json:
                     f"got {m!r}")
 
 
-def predicates_of(predicates: Ranges | None, ranges: Ranges) -> Predicates:
-    out = {k: list(v) for k, v in (predicates or {}).items()}
-    out.update({k: list(v) for k, v in ranges.items()})
+def condition_of(v: Any) -> Any:
+    """A keyword filter's condition as the API takes it: a dict is a condition of the filter
+    language ({"prefix": "AB"}, {"gte": 5}, {"in": [...]}, …), a (low, high) pair (any
+    iterable but a string) a range, any other value (a string, a number, a boolean) equals."""
+    if isinstance(v, Mapping):
+        return dict(v)
+    if isinstance(v, Iterable) and not isinstance(v, (str, bytes)):
+        return list(v)
+    return v
+
+
+def predicates_of(predicates: Ranges | None, conditions: Ranges) -> Predicates:
+    """The predicates of a filter given as a mapping and as keywords (`condition_of` each;
+    `any_of` a list of filters, each read the same way); a keyword wins over the mapping."""
+    out: Predicates = {}
+    for k, v in {**(predicates or {}), **conditions}.items():
+        if k == "any_of" and isinstance(v, (list, tuple)):
+            out[k] = [predicates_of(m, {}) if isinstance(m, Mapping) else m for m in v]
+        else:
+            out[k] = condition_of(v)
     return out
 
 

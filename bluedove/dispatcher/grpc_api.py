@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, NoReturn, Protocol, TypeVar
@@ -16,12 +15,11 @@ from grpc_reflection.v1alpha import reflection
 
 from bluedove.core.apikeys import PUBLISH, SUBSCRIBE, KeyRecord
 from bluedove.core.errors import MESSAGE_MAX, ApiError, printable
-from bluedove.core.model import Subscription, only_ranges
-from bluedove.core.space import Space
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller, parse_bearer, queue_token
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.errors import as_api_error, grpc_code
+from bluedove.dispatcher.grpc_messages import delivery_pb, filter_of, subscription_info, subscription_json
 from bluedove.dispatcher.grpc_options import server_options
 from bluedove.dispatcher.publish.decode import Batch
 from bluedove.runtime import tls
@@ -178,38 +176,6 @@ async def managing(d: Dispatcher, context: Context) -> str | None:
     return queue_token(d.auth, metadata(context, "authorization"), metadata(context, "x-queue-token"))
 
 
-def delivery_pb(m: dict[str, Any]) -> pb.Delivery:
-    payload = m.get("payload")
-    return pb.Delivery(id=m["id"], attributes=m["attributes"], subscriptions=m["subscriptions"],
-                       payload="" if payload is None else json.dumps(payload, separators=(",", ":")),
-                       receipt=m["receipt"], published_at=m.get("published_at", ""))
-
-
-def subscription_json(r: pb.SubscribeRequest) -> dict[str, Any]:
-    """A pb.SubscribeRequest in the REST body form, for the shared validation."""
-    body: dict[str, Any] = {"predicates": {k: [x.low, x.high] for k, x in r.predicates.items()}}
-    if r.queue:
-        body["queue"] = r.queue
-    return body
-
-
-def as_ranges(sub: dict[str, Any], space: Space) -> dict[str, Any]:
-    """A stored subscription's predicates as gRPC's ranges: one given in other terms (bounds,
-    equals) as its one box."""
-    predicates: dict[str, Any] = sub["predicates"]
-    if only_ranges(predicates):
-        return predicates
-    built = Subscription.from_json(sub, space)
-    if built.filter is not None and not built.void:
-        raise ApiError(422, "invalid_subscription", "its filter is more than one box of ranges, which is all a "
-                       "SubscriptionInfo holds: read it with GET /v1/subscriptions/{id}", "predicates")
-    return dict(built.predicates_as_ranges(space))
-
-
-def predicates_pb(predicates: dict[str, Any]) -> dict[str, pb.Range]:
-    return {name: pb.Range(low=lo, high=hi) for name, (lo, hi) in predicates.items()}
-
-
 class PubSubServicer(pb_grpc.PubSubServicer):
     """The public bluedove.v1.PubSub service: each call handed to bluedove/dispatcher/operations.py."""
 
@@ -249,16 +215,15 @@ class PubSubServicer(pb_grpc.PubSubServicer):
     async def GetSubscription(self, request: pb.SubscriptionRef,
                               context: ServicerContext[pb.SubscriptionRef, pb.SubscriptionInfo]) -> pb.SubscriptionInfo:
         sub = await ops.get_subscription(self.d, request.id, token(context))
-        return pb.SubscriptionInfo(id=sub["id"], queue=sub["queue"],
-                                   predicates=predicates_pb(as_ranges(sub, self.d.space)))
+        return subscription_info(sub, self.d.space)
 
     @unary
     async def UpdateSubscription(self, request: pb.UpdateSubscriptionRequest,
                                  context: ServicerContext[pb.UpdateSubscriptionRequest, pb.SubscriptionInfo]
                                  ) -> pb.SubscriptionInfo:
-        body = {"predicates": {k: [x.low, x.high] for k, x in request.predicates.items()}}
+        body = {"predicates": filter_of(request.predicates, request.filter_json)}
         sub = await ops.update_subscription(self.d, request.id, body, await managing(self.d, context))
-        return pb.SubscriptionInfo(id=sub["id"], queue=sub["queue"], predicates=predicates_pb(sub["predicates"]))
+        return subscription_info(sub, self.d.space)
 
     @unary
     async def Publish(self, request: pb.Message,
@@ -291,7 +256,7 @@ class PubSubServicer(pb_grpc.PubSubServicer):
                     raise el.error(f"messages[{i}]")
                 ops.gate(self.d)  # a full dispatcher refuses before decoding, as for every publish
                 if el.messages:
-                    if el.attributes or el.payload or el.id:
+                    if el.attributes or el.values or el.payload or el.id:
                         raise ApiError(422, "invalid_message", "a stream element carries one message or a batch "
                                        "in `messages`, not both", f"messages[{i}]")
                     batch = decoder.messages(el.messages, "messages", i)
@@ -320,7 +285,8 @@ class PubSubServicer(pb_grpc.PubSubServicer):
                              context: ServicerContext[pb.SubscribeBatchRequest, pb.SubscribeBatchReply]
                              ) -> pb.SubscribeBatchReply:
         tok = await managing(self.d, context)
-        body = {"subscriptions": [subscription_json(r) for r in request.subscriptions]}
+        body = {"subscriptions": [subscription_json(r, f"subscriptions[{i}].")
+                                  for i, r in enumerate(request.subscriptions)]}
         out = await ops.subscribe_batch(self.d, body, tok)
         return pb.SubscribeBatchReply(subscriptions=[pb.SubscribeReply(**o) for o in out])
 

@@ -57,7 +57,7 @@ class Range(_message.Message):
     def __init__(self, low: _Optional[float] = ..., high: _Optional[float] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("queue", "predicates")
+    __slots__ = ("queue", "predicates", "filter_json")
     class PredicatesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -67,9 +67,11 @@ class SubscribeRequest(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Range, _Mapping]] = ...) -> None: ...
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    FILTER_JSON_FIELD_NUMBER: _ClassVar[int]
     queue: str
     predicates: _containers.MessageMap[str, Range]
-    def __init__(self, queue: _Optional[str] = ..., predicates: _Optional[_Mapping[str, Range]] = ...) -> None: ...
+    filter_json: str
+    def __init__(self, queue: _Optional[str] = ..., predicates: _Optional[_Mapping[str, Range]] = ..., filter_json: _Optional[str] = ...) -> None: ...
 
 class SubscribeReply(_message.Message):
     __slots__ = ("id", "queue", "token")
@@ -88,7 +90,7 @@ class SubscriptionRef(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class UpdateSubscriptionRequest(_message.Message):
-    __slots__ = ("id", "predicates")
+    __slots__ = ("id", "predicates", "filter_json")
     class PredicatesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -98,12 +100,14 @@ class UpdateSubscriptionRequest(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Range, _Mapping]] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    FILTER_JSON_FIELD_NUMBER: _ClassVar[int]
     id: str
     predicates: _containers.MessageMap[str, Range]
-    def __init__(self, id: _Optional[str] = ..., predicates: _Optional[_Mapping[str, Range]] = ...) -> None: ...
+    filter_json: str
+    def __init__(self, id: _Optional[str] = ..., predicates: _Optional[_Mapping[str, Range]] = ..., filter_json: _Optional[str] = ...) -> None: ...
 
 class SubscriptionInfo(_message.Message):
-    __slots__ = ("id", "queue", "predicates")
+    __slots__ = ("id", "queue", "predicates", "filter_json")
     class PredicatesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -114,13 +118,25 @@ class SubscriptionInfo(_message.Message):
     ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    FILTER_JSON_FIELD_NUMBER: _ClassVar[int]
     id: str
     queue: str
     predicates: _containers.MessageMap[str, Range]
-    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., predicates: _Optional[_Mapping[str, Range]] = ...) -> None: ...
+    filter_json: str
+    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., predicates: _Optional[_Mapping[str, Range]] = ..., filter_json: _Optional[str] = ...) -> None: ...
+
+class Value(_message.Message):
+    __slots__ = ("number", "text", "flag")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    FLAG_FIELD_NUMBER: _ClassVar[int]
+    number: float
+    text: str
+    flag: bool
+    def __init__(self, number: _Optional[float] = ..., text: _Optional[str] = ..., flag: _Optional[bool] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("attributes", "payload", "id")
+    __slots__ = ("attributes", "payload", "id", "values")
     class AttributesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -128,16 +144,25 @@ class Message(_message.Message):
         key: str
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class ValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
     attributes: _containers.ScalarMap[str, float]
     payload: str
     id: str
-    def __init__(self, attributes: _Optional[_Mapping[str, float]] = ..., payload: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+    values: _containers.MessageMap[str, Value]
+    def __init__(self, attributes: _Optional[_Mapping[str, float]] = ..., payload: _Optional[str] = ..., id: _Optional[str] = ..., values: _Optional[_Mapping[str, Value]] = ...) -> None: ...
 
 class PublishStreamRequest(_message.Message):
-    __slots__ = ("attributes", "payload", "id", "messages")
+    __slots__ = ("attributes", "payload", "id", "messages", "values")
     class AttributesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -145,15 +170,24 @@ class PublishStreamRequest(_message.Message):
         key: str
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class ValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
     attributes: _containers.ScalarMap[str, float]
     payload: str
     id: str
     messages: _containers.RepeatedCompositeFieldContainer[Message]
-    def __init__(self, attributes: _Optional[_Mapping[str, float]] = ..., payload: _Optional[str] = ..., id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+    values: _containers.MessageMap[str, Value]
+    def __init__(self, attributes: _Optional[_Mapping[str, float]] = ..., payload: _Optional[str] = ..., id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., values: _Optional[_Mapping[str, Value]] = ...) -> None: ...
 
 class PublishReply(_message.Message):
     __slots__ = ("id",)
@@ -184,7 +218,7 @@ class PollRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., max: _Optional[int] = ..., wait: _Optional[float] = ...) -> None: ...
 
 class Delivery(_message.Message):
-    __slots__ = ("id", "attributes", "payload", "subscriptions", "receipt", "published_at")
+    __slots__ = ("id", "attributes", "payload", "subscriptions", "receipt", "published_at", "values")
     class AttributesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -192,19 +226,28 @@ class Delivery(_message.Message):
         key: str
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class ValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     RECEIPT_FIELD_NUMBER: _ClassVar[int]
     PUBLISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
     id: str
     attributes: _containers.ScalarMap[str, float]
     payload: str
     subscriptions: _containers.RepeatedScalarFieldContainer[str]
     receipt: str
     published_at: str
-    def __init__(self, id: _Optional[str] = ..., attributes: _Optional[_Mapping[str, float]] = ..., payload: _Optional[str] = ..., subscriptions: _Optional[_Iterable[str]] = ..., receipt: _Optional[str] = ..., published_at: _Optional[str] = ...) -> None: ...
+    values: _containers.MessageMap[str, Value]
+    def __init__(self, id: _Optional[str] = ..., attributes: _Optional[_Mapping[str, float]] = ..., payload: _Optional[str] = ..., subscriptions: _Optional[_Iterable[str]] = ..., receipt: _Optional[str] = ..., published_at: _Optional[str] = ..., values: _Optional[_Mapping[str, Value]] = ...) -> None: ...
 
 class PollReply(_message.Message):
     __slots__ = ("messages",)

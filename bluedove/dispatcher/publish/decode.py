@@ -23,8 +23,10 @@ check (`check_text`). A payload it refuses sends the body to the slow path, whic
 
 A typed space's `attributes` (docs/design.md, "Typed attributes") decode as a mapping, checked
 by `bluedove.core.model.attribute_problem`; the batch carries each message's attributes as the
-JSON text its stored body holds (`attributes_text`). gRPC's `Message` holds numbers only (a
-`map<string, double>`): a typed space's string or boolean attribute cannot travel in one.
+JSON text its stored body holds (`attributes_text`). A gRPC `Message` carries its attributes in
+`attributes` (numbers) and `values` (a `Value` of any type): both merged into the REST body form
+(`pb_body`), checked and stored exactly as REST's, so a message reads the same whichever way it
+was published. A message with `values` takes the slow path.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bluedove.core.attributes import NUMBER
-from bluedove.core.errors import ApiError
+from bluedove.core.errors import ApiError, echo
 from bluedove.core.model import (
     _ID_RE,
     MAX_BATCH,
@@ -64,6 +66,9 @@ class PbMessage(Protocol):
 
     @property
     def attributes(self) -> Mapping[str, float]: ...
+
+    @property
+    def values(self) -> Mapping[str, Any]: ...
 
     @property
     def payload(self) -> str: ...
@@ -241,7 +246,7 @@ class Decoder:
         try:
             for i, m in enumerate(msgs):
                 attrs = m.attributes
-                if len(attrs) != k:
+                if len(attrs) != k or m.values:  # (values: the slow path reads them)
                     raise KeyError
                 points[i] = [attrs[x] for x in names]
                 if len(attrs) != k:  # a name it lacked was read as 0.0 and added (a map's default): it has another
@@ -262,17 +267,11 @@ class Decoder:
         return Batch.from_parsed(parsed, k)
 
     def _pb_typed(self, msgs: Sequence[PbMessage], where: Callable[[int], str]) -> Batch:
-        """gRPC `Message`s in a typed space, through the slow path: numbers only (the map holds
-        doubles), so a string or boolean attribute given, or required, is refused by name."""
+        """gRPC `Message`s in a typed space, through the slow path: each in the REST body form
+        (`pb_body`), checked as REST checks it."""
         parsed, bodies = [], []
         for i, m in enumerate(msgs):
             at = where(i)
-            given = set(m.attributes)
-            for a in self.space.schema:
-                if a.type != NUMBER and (a.name in given or not a.optional):
-                    raise ApiError(422, "invalid_message", f"{a.name} is a {a.type}: a gRPC message's attributes are "
-                                   "numbers (map<string, double>); publish messages with string or boolean "
-                                   "attributes over REST (POST /v1/messages)", f"{at}attributes.{a.name}")
             body = pb_body(m, at)
             parsed.append(parse_message(body, self.space, at, self.max_payload))
             bodies.append(body)
@@ -304,9 +303,29 @@ def strict(payloads: list[bytes]) -> bool:
     return True
 
 
+def pb_value(v: Any, where: str) -> Any:
+    """A gRPC `Value` as the JSON value it stands for (a number a float, as a double reads)."""
+    kind = v.WhichOneof("kind")
+    if kind is None:
+        raise ApiError(422, "invalid_message", "a Value needs one of number, text or flag", where)
+    return getattr(v, kind)
+
+
+def pb_attributes(m: PbMessage, where: str) -> dict[str, Any]:
+    """A gRPC Message's `attributes` and `values` as one mapping: a name in both is refused."""
+    attrs: dict[str, Any] = dict(m.attributes)
+    for name, v in m.values.items():
+        at = f"{where}attributes.{name}"
+        if name in attrs:
+            raise ApiError(422, "invalid_message", f"{echo(name)} is given in both attributes and values: give it "
+                           "once", at)
+        attrs[name] = pb_value(v, at)
+    return attrs
+
+
 def pb_body(m: PbMessage, where: str) -> dict[str, Any]:
     """A gRPC Message in the REST body form, for the slow path's checks."""
-    body: dict[str, Any] = {"attributes": dict(m.attributes)}
+    body: dict[str, Any] = {"attributes": pb_attributes(m, where) if m.values else dict(m.attributes)}
     if m.payload:
         try:
             body["payload"] = loads(m.payload)

@@ -3,8 +3,7 @@ slow path (`bluedove.core.model.parse_batch`) on random bodies, good and bad; ev
 names its field (`attributes.<name>`, `messages[i].attributes.<name>`) and a batch with one
 bad message yields none; the stored bodies carry the attributes as published (strings and
 booleans as given, numbers as their doubles, an optional attribute left out left out), and a
-space of numbers keeps its bodies byte for byte. Over gRPC, whose messages hold numbers only,
-a string or boolean attribute is refused by name."""
+space of numbers keeps its bodies byte for byte. gRPC messages: test_decode_grpc_values.py."""
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from bluedove.core.space import Space, default_space
 from bluedove.core.wire import body_template
 from bluedove.dispatcher.operations.publish import outgoing
 from bluedove.dispatcher.publish.decode import Batch, Decoder
-from bluedove.v1 import pubsub_pb2 as pb
 
 SPACE = Space.from_json({"attributes": [
     {"name": "status", "type": "string"},
@@ -155,24 +153,3 @@ def test_a_space_of_numbers_keeps_its_bodies_byte_for_byte():
     [body] = outgoing(SimpleNamespace(body_template=body_template(space.names)), batch, 0.0).bodies
     assert body == (b'{"id":"n-1","attributes":{"x0":1.5,"x1":0.0,"x2":999.0,"x3":4.0},"payload":[1, 2.50],'
                     b'"published_at":"1970-01-01T00:00:00.000000Z"}')
-
-
-def test_grpc_messages_hold_numbers_only_so_a_string_or_boolean_attribute_is_refused_by_name():
-    d = Decoder(SPACE)
-    for attrs, field in (({"amount": 5.0}, "status"), ({"amount": 5.0, "status": 1.0}, "status")):
-        with pytest.raises(ApiError) as e:
-            d.messages([pb.Message(attributes=attrs)], None)
-        assert (e.value.status, e.value.code, e.value.field) == (422, "invalid_message", f"attributes.{field}")
-        assert "status is a string: a gRPC message's attributes are numbers" in e.value.message
-    with pytest.raises(ApiError) as e:
-        d.pb_batch([pb.Message(attributes={"amount": 5.0})])
-    assert e.value.field == "messages[0].attributes.status"
-    numbers = Space.from_json({"attributes": [{"name": "amount", "min": 0, "max": 10},
-                                              {"name": "note", "type": "string", "optional": True}],
-                               "partition": ["amount"]})
-    got = Decoder(numbers).messages([pb.Message(attributes={"amount": 5.0}, id="g-1")], None)
-    assert got.ids == ["g-1"] and got.attributes == [b'{"amount":5.0}']
-    with pytest.raises(ApiError) as e:
-        Decoder(numbers).pb_batch([pb.Message(attributes={"amount": 5.0}), pb.Message(attributes={"amount": 5.0,
-                                                                                                 "note": 1.0})])
-    assert e.value.field == "messages[1].attributes.note"
