@@ -4,7 +4,11 @@
 The catalogue is read in HSCAN pages and written one row group at a time, so memory holds one
 row group, never the whole catalogue. Columns: `id`, `queue`, and `lows`/`highs`, the
 subscription's bounds in the space's dimension order (a wildcard is the dimension's range),
-as the matchers index them. OUT/space.json is the stored table's space.
+as the matchers index them; and per attribute of the space, in its order (partition or not),
+`named` (whether a condition names it) and `attr_lows`/`attr_highs`, the coordinate intervals
+its conditions admit (bluedove/core/filters.py; a wildcard is the attribute's whole range), which
+`bluedove seed` reports to choose the partition attributes by. OUT/space.json is the stored
+table's space.
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from bluedove.core.model import build_subscription
+from bluedove.core.errors import ApiError
+from bluedove.core.filters import parse_filter
+from bluedove.core.model import build_subscription, only_ranges
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space
 from bluedove.runtime.extras import require
@@ -27,8 +34,8 @@ from bluedove.store.client import RedisClient, sync_client
 ROW_GROUP_ROWS = 100_000  # the most rows of one Parquet row group
 FILE_ROWS = 1_000_000  # rows per part file
 SCAN_COUNT = 10_000  # the HSCAN page size asked for
-# a subscription's row: id, queue, lows, highs
-Row = tuple[str, str, tuple[float, ...], tuple[float, ...]]
+# a subscription's row: id, queue, lows, highs, and per attribute: named, its intervals' lows and highs
+Row = tuple[str, str, tuple[float, ...], tuple[float, ...], list[bool], list[list[float]], list[list[float]]]
 
 
 class ExportError(Exception):
@@ -38,9 +45,11 @@ class ExportError(Exception):
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("export", help="write the catalogue out for offline jobs (Parquet)")
     what = p.add_subparsers(dest="what", required=True)
-    c = what.add_parser("catalogue", help="every subscription as Parquet: id, queue, lows, highs",
+    c = what.add_parser("catalogue", help="every subscription as Parquet: bounds and per-attribute conditions",
                         description="Write OUT/subscriptions/part-NNNNN.parquet (id, queue, lows, highs: the bounds "
-                                    "in the space's dimension order, a wildcard being the dimension's range) and "
+                                    "in the space's dimension order, a wildcard being the dimension's range; "
+                                    "named, attr_lows, attr_highs: per attribute, whether a condition names it "
+                                    "and the coordinate intervals it admits) and "
                                     "OUT/space.json. Part files of an earlier export in OUT are replaced.")
     src = c.add_mutually_exclusive_group(required=True)
     src.add_argument("--data-dir", default=None, metavar="DIR",
@@ -153,12 +162,61 @@ def _export_store(url: str, flag: str, out: Path, file_rows: int, group_rows: in
 
 
 def _rows(r: RedisClient, space: Space) -> Iterator[Row]:
-    """(id, queue, lows, highs) of every stored subscription, read in HSCAN pages."""
+    """The row of every stored subscription, read in HSCAN pages."""
+    alone = attribute_spaces(space)
     for shard in range(K.CATALOG_SHARDS):
         for _, text in r.hscan_iter(K.catalog_hash(shard), count=SCAN_COUNT):
             data = json.loads(text)
-            sub = build_subscription(data["id"], data["queue"], data["predicates"], space)
-            yield sub.id, sub.queue, sub.lows, sub.highs
+            yield catalogue_row(data["id"], data["queue"], data["predicates"], space, alone)
+
+
+def attribute_spaces(space: Space) -> dict[str, Space]:
+    """Per attribute, the space that cuts it alone: its filter's boxes there are the intervals
+    the subscription admits on it (`attribute_conditions`)."""
+    return {a.name: Space.of(space.schema, (a.name,)) for a in space.schema}
+
+
+def attribute_conditions(predicates: dict[str, Any], space: Space,
+                         alone: dict[str, Space]) -> tuple[list[bool], list[list[float]], list[list[float]]]:
+    """Per attribute of `space` in its order: whether a condition names it (in any `any_of`
+    member too), and the sorted, disjoint coordinate intervals (lows, highs) its conditions
+    admit, the union over the alternatives; an attribute no condition names admits its range."""
+    names = set(predicates) | {n for alt in predicates.get("any_of") or () if isinstance(alt, dict) for n in alt}
+    named, lows, highs = [], [], []
+    for a in space.schema:
+        iv = [(a.low, a.high)]
+        if a.name in names:
+            if space.typed or not only_ranges(predicates):
+                try:
+                    boxes = parse_filter(predicates, alone[a.name]).boxes
+                    iv = _union(sorted((lo[0], hi[0]) for lo, hi in boxes))
+                except ApiError:  # over MAX_BOXES intervals on it alone: counted as admitting its range
+                    pass
+            else:  # a range in a space of numbers, clipped to the space
+                lo, hi = predicates[a.name]
+                iv = [(max(float(lo), a.low), min(float(hi), a.high))]
+                iv = iv if iv[0][0] < iv[0][1] else []
+        named.append(a.name in names)
+        lows.append([lo for lo, _ in iv])
+        highs.append([hi for _, hi in iv])
+    return named, lows, highs
+
+
+def _union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for lo, hi in iv:
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def catalogue_row(sub_id: str, queue: str, predicates: dict[str, Any], space: Space,
+                  alone: dict[str, Space]) -> Row:
+    """A subscription's row of the export (the module docstring's columns)."""
+    sub = build_subscription(sub_id, queue, predicates, space)
+    return (sub.id, sub.queue, sub.lows, sub.highs, *attribute_conditions(predicates, space, alone))
 
 
 def write_parquet(rows: Iterator[Row], space: Space, folder: Path, file_rows: int,
@@ -167,12 +225,14 @@ def write_parquet(rows: Iterator[Row], space: Space, folder: Path, file_rows: in
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    nested = pa.list_(pa.list_(pa.float64()))
     schema = pa.schema([("id", pa.string()), ("queue", pa.string()),
-                        ("lows", pa.list_(pa.float64())), ("highs", pa.list_(pa.float64()))],
+                        ("lows", pa.list_(pa.float64())), ("highs", pa.list_(pa.float64())),
+                        ("named", pa.list_(pa.bool_())), ("attr_lows", nested), ("attr_highs", nested)],
                        metadata={"space": json.dumps(space.to_json())})
     total = files = in_file = 0
     writer = None
-    cols: tuple[list[object], ...] = ([], [], [], [])  # a row group's columns, in the schema's order
+    cols: tuple[list[object], ...] = tuple([] for _ in schema.names)  # a row group's columns, in order
 
     def flush() -> None:
         nonlocal writer, files, in_file

@@ -162,20 +162,24 @@ def _err(message: str) -> None:
     print(f"bluedove seed: {message}", file=sys.stderr)
 
 
-def _range(r: tuple[float, float] | None) -> str:
-    return "none" if r is None else f"[{r[0]:.6g}, {r[1]:.6g})"
+def _range(r: tuple[float, float] | None, kind: str = "number", high: float = 0.0) -> str:
+    """A segment as a reader names it: a string dimension's as the prefixes its ends stand for."""
+    from bluedove.spark.report import label
+
+    return "none" if r is None else f"[{label(r[0], kind, high)}, {label(r[1], kind, high)})"
 
 
 def describe_change(old: SegmentTable, new: SegmentTable) -> list[str]:
     """One line per matcher: its range on every dimension, before -> after."""
     names = old.space.names
+    kinds = [(old.space.by_name[d.name].type, d.max) for d in old.space.dimensions]
     out = [f"epoch {old.epoch} -> {new.epoch}"]
     for m in old.members:
         before, after = old.segments_of(m), new.segments_of(m)
         parts = []
         for i, name in enumerate(names):
             b, a = before.get(i), after.get(i)
-            parts.append(f"{name} {_range(b)}" + ("" if a == b else f" -> {_range(a)}"))
+            parts.append(f"{name} {_range(b, *kinds[i])}" + ("" if a == b else f" -> {_range(a, *kinds[i])}"))
         out.append(f"  {m}: " + ", ".join(parts))
     return out
 

@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bluedove.spark import placement as P
+from bluedove.spark import report as R
 from bluedove.spark import transforms as T
 from bluedove.spark.job import UNIFORM_MESSAGES, Job, job_from_args, parser
 
@@ -36,8 +37,12 @@ Histogram = dict[str, list[float]]  # one dimension's "messages", "subscriptions
 Say = Callable[[str], None]
 
 # -- extract -------------------------------------------------------------------------------
+CONDITIONS = ("named", "attr_lows", "attr_highs")  # the export's per-attribute columns (older exports lack them)
+
+
 def extract_subscriptions(spark: SparkSession, path: str) -> DataFrame:
-    return spark.read.parquet(path).select("lows", "highs")
+    df = spark.read.parquet(path)
+    return df.select("lows", "highs", *[c for c in CONDITIONS if c in df.columns])
 
 
 def extract_messages(spark: SparkSession, path: str) -> DataFrame:
@@ -51,11 +56,12 @@ def extract_messages(spark: SparkSession, path: str) -> DataFrame:
 
 
 def bucket_edges(subs: DataFrame, messages: DataFrame | None, space: Sequence[tuple[str, float, float]],
-                 buckets: int) -> tuple[list[list[float]], list[list[int]]]:
+                 buckets: int, kinds: Sequence[str] = ()) -> tuple[list[list[float]], list[list[int]]]:
     """Fine bucket edges per dimension and the atom buckets (a single value carrying at least
     two message quantiles' worth). Half the edges are equal-width; the rest follow the data
     (quantiles of messages and of subscription bounds), so a city's readings or a hot value
-    get buckets of their own. Only quantiles come back to the driver."""
+    get buckets of their own. An atom is [v, v + 10⁻⁹·range) on a number, [v, v + 1) (its one
+    coordinate) on a string or boolean (`kinds`). Only quantiles come back to the driver."""
     k = len(space)
     probs = list(np.linspace(0.0, 1.0, buckets // 4 + 1)[1:-1])
     q_msgs: list[list[float]] = [[] for _ in space]
@@ -68,7 +74,7 @@ def bucket_edges(subs: DataFrame, messages: DataFrame | None, space: Sequence[tu
     edges: list[list[float]] = []
     atoms: list[list[int]] = []
     for i, (_, lo, hi) in enumerate(space):
-        tiny = (hi - lo) * 1e-9
+        tiny = 1.0 if i < len(kinds) and kinds[i] in R.WHOLE else (hi - lo) * 1e-9
         values, counts = np.unique(np.asarray(q_msgs[i], dtype=np.float64), return_counts=True)
         hot = [float(v) for v, c in zip(values, counts) if c >= 2 and lo <= v < hi - tiny]
         points = set(np.linspace(lo, hi, buckets // 2 + 1).tolist())
@@ -145,7 +151,7 @@ def run(spark: SparkSession, job: Job, say: Say = print) -> dict[str, Any]:
         "version": 1,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "matchers": n,
-        "space": {"dimensions": [{"name": nm, "min": lo, "max": hi} for nm, lo, hi in job.space]},
+        "space": job.space_json or {"dimensions": [{"name": nm, "min": lo, "max": hi} for nm, lo, hi in job.space]},
         "inputs": {"subscriptions": job.subscriptions, "subscription_count": int(n_subs),
                    "messages": job.messages, "message_count": int(n_msgs), "cost_model": dict(job.cost),
                    "cost_model_source": job.cost_source, "buckets": job.buckets, "window_s": job.window_s,
@@ -154,15 +160,30 @@ def run(spark: SparkSession, job: Job, say: Say = print) -> dict[str, Any]:
         "placement": [{"matcher": j, "segments": {nm: int(assign[d, j]) for d, nm in enumerate(names)}}
                       for j in range(n)],
         "risk": risk,
+        "attributes": attributes_report(job, subs, edges, hists, n_subs, bool(n_msgs)),
         "job_s": round(time.perf_counter() - started, 2),
     }
     if m_buckets is not None:
         m_buckets.unpersist()
     if job.out:
         write_seed(seed, job.out)
+    for line in _summary(seed):
+        say(line)
     say(f"seed: worst risk {seed['risk']['placement']:.3g} placed vs {seed['risk']['round_robin']:.3g} round robin; "
         f"{seed['job_s']} s" + (f"; written to {job.out}" if job.out else ""))
     return seed
+
+
+def _summary(seed: dict[str, Any]) -> list[str]:
+    """The seed in words: each dimension's boundaries (a string's as its prefix), the values too
+    hot to split, and the attribute report."""
+    out = []
+    for name, d in seed["dimensions"].items():
+        shown = d.get("labels") or [f"{x:.6g}" for x in d["boundaries"]]
+        out.append(f"seed: {name} cut at {', '.join(shown[1:-1])}"
+                   + "".join(f"; {u.get('value', u['low'])} too hot to split ({u['load_share']:.0%} of its load)"
+                             for u in d["unsplittable"]))
+    return out + (R.summary(seed["attributes"]) if seed.get("attributes") else [])
 
 
 def _extract(spark: SparkSession, job: Job, say: Say) -> tuple[DataFrame, DataFrame | None, int, int]:
@@ -180,7 +201,7 @@ def _model(spark: SparkSession, job: Job, subs: DataFrame, messages: DataFrame |
            n_subs: int) -> tuple[list[list[float]], list[list[int]], DataFrame | None, list[Histogram]]:
     """Bucket edges, atoms, the messages' buckets (cached; None without messages) and the load model's histograms."""
     k = len(job.space)
-    edges, atoms = bucket_edges(subs, messages, job.space, job.buckets)
+    edges, atoms = bucket_edges(subs, messages, job.space, job.buckets, job.kinds())
     cells = T.grid(spark, edges)
     if messages is not None:
         m_buckets = T.message_buckets(messages, edges).cache()
@@ -200,22 +221,53 @@ def _model(spark: SparkSession, job: Job, subs: DataFrame, messages: DataFrame |
 def _dimensions(job: Job, edges: list[list[float]], atoms: list[list[int]],
                 hists: list[Histogram]) -> tuple[dict[str, dict[str, Any]], list[P.Buckets]]:
     """Each dimension's equal-load cut (the seed's `dimensions`) and each fine bucket's segment."""
-    n = job.matchers
+    n, kinds = job.matchers, job.kinds()
     dims: dict[str, dict[str, Any]] = {}
     seg_of: list[P.Buckets] = []
-    for i, name in enumerate(d[0] for d in job.space):
+    for i, (name, lo, hi) in enumerate(job.space):
         cuts, shares = P.equal_load_cuts(edges[i], hists[i]["load"], n, atoms[i])
+        if kinds[i] in R.WHOLE:  # whole-number coordinates: whole-number cuts, a string prefix each
+            cuts = R.whole_cuts(cuts, lo, hi)
+            shares = P.segment_shares(edges[i], hists[i]["load"], cuts)
         seg_of.append(P.segment_of(edges[i], cuts))
         total = sum(hists[i]["load"]) or 1.0
         dims[name] = {
-            "boundaries": [job.space[i][1], *cuts, job.space[i][2]],
+            "boundaries": [lo, *cuts, hi],
             "segment_load": shares,
             "histogram": {"edges": edges[i], **hists[i]},
             "hot_spots": P.hot_spots(edges[i], hists[i]["load"]),
             "unsplittable": [{"low": edges[i][a], "high": edges[i][a + 1], "load_share": hists[i]["load"][a] / total}
                              for a in atoms[i] if hists[i]["load"][a] / total > 1.0 / n],
         }
+        if kinds[i] != "number":  # the report in words: each boundary's prefix (or value)
+            dims[name]["labels"] = [R.label(x, kinds[i], hi) for x in dims[name]["boundaries"]]
+            for u in dims[name]["unsplittable"]:
+                u["value"] = R.label(u["low"], kinds[i], hi)
     return dims, seg_of
+
+
+def attributes_report(job: Job, subs: DataFrame, edges: list[list[float]], hists: list[Histogram], n_subs: int,
+                sampled: bool) -> dict[str, Any] | None:
+    """The seed's `attributes`: how often and how narrowly the subscriptions constrain each
+    attribute, and the recommended partition (bluedove/spark/report.py); None from an export
+    without the per-attribute columns."""
+    if not set(CONDITIONS) <= set(subs.columns):
+        return None
+    attrs = job.attributes or [(name, "number", lo, hi) for name, lo, hi in job.space]
+    row = T.attribute_counts(subs, attrs).first()
+    assert row is not None  # an aggregate over a whole frame has one row
+    dims = [d[0] for d in job.space]
+    counts: dict[str, tuple[int, float, float | None]] = {}
+    for i, (name, _, _, _) in enumerate(attrs):
+        named, messages = int(row[f"named{i}"] or 0), None
+        if sampled and name in dims and named:
+            d = dims.index(name)
+            got = T.admitted_messages(subs, i, edges[d], hists[d]["messages"]).first()
+            messages = float(got["admitted"]) if got is not None else None
+        counts[name] = (named, float(row[f"domain{i}"] or 0.0), messages)
+    rows = R.attribute_rows(attrs, dims, counts, n_subs)
+    return {"by_attribute": rows, "partition": dims, "recommended": R.recommend(rows, dims, job.partition_count),
+            "rule": R.RULE}
 
 
 def _segment_loads(spark: SparkSession, job: Job, m_buckets: DataFrame | None, hists: list[Histogram],

@@ -126,3 +126,43 @@ def segment_series(buckets: DataFrame, units: DataFrame, k: int, window_s: float
         F.posexplode(F.array(*[F.col(f"b{i}") for i in range(k)])).alias("dim", "bucket"))
     return long.join(F.broadcast(units), ["dim", "bucket"]) \
         .groupBy("window", "col").agg((F.sum("unit") / F.lit(float(k))).alias("load"))
+
+
+# -- the attributes' conditions (the choice of the partition attributes) ---------------------
+def attribute_counts(subs: DataFrame, attributes: list[tuple[str, str, float, float]]) -> DataFrame:
+    """One row: per attribute i, `named{i}` (subscriptions with a condition on it) and
+    `domain{i}` (the sum, over those, of the fraction of its range their intervals admit), from
+    the export's `named`, `attr_lows`, `attr_highs`."""
+    cols = []
+    for i, (_, _, lo, hi) in enumerate(attributes):
+        widths = F.zip_with(F.col("attr_lows")[i], F.col("attr_highs")[i], lambda a, b: b - a)
+        admitted = F.aggregate(widths, F.lit(0.0), lambda acc, w: acc + w) / F.lit(hi - lo)
+        named = F.col("named")[i]
+        cols += [F.sum(named.cast("long")).alias(f"named{i}"),
+                 F.sum(F.when(named, admitted).otherwise(F.lit(0.0))).alias(f"domain{i}")]
+    return subs.agg(*cols)
+
+
+def admitted_messages(subs: DataFrame, i: int, edges: list[float], messages: list[float]) -> DataFrame:
+    """One row, `admitted`: the sum, over the subscriptions with a condition on attribute i, of
+    the fraction of the sampled messages their intervals on it admit, read off the message
+    histogram (`messages` per bucket of `edges`; spread evenly inside a bucket)."""
+    total = sum(messages) or 1.0
+    cum = [0.0]
+    for m in messages:
+        cum.append(cum[-1] + m / total)
+    e_arr, c_arr = F.array(*[F.lit(float(x)) for x in edges]), F.array(*[F.lit(float(x)) for x in cum])
+    pairs = F.zip_with(F.col("attr_lows")[i], F.col("attr_highs")[i],
+                       lambda a, b: F.struct(a.alias("lo"), b.alias("hi")))
+    iv = subs.where(F.col("named")[i]).select(F.explode(pairs).alias("iv"))
+    iv = iv.select(F.col("iv.lo").alias("lo"), F.col("iv.hi").alias("hi"))
+    splits = [-INF, *edges[1:-1], INF]
+    b = Bucketizer(splitsArray=[splits, splits], inputCols=["lo", "hi"], outputCols=["lo_b", "hi_b"]).transform(iv)
+
+    def cdf(x: str) -> Column:
+        k = F.col(f"{x}_b").cast("int") + 1  # element_at counts from 1
+        a, z = F.element_at(e_arr, k), F.element_at(e_arr, k + 1)
+        part = F.least(F.greatest((F.col(x) - a) / (z - a), F.lit(0.0)), F.lit(1.0))
+        return F.element_at(c_arr, k) + (F.element_at(c_arr, k + 1) - F.element_at(c_arr, k)) * part
+
+    return b.agg(F.coalesce(F.sum(cdf("hi") - cdf("lo")), F.lit(0.0)).alias("admitted"))

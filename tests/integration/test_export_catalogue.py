@@ -119,7 +119,7 @@ def test_export_of_an_empty_catalogue_has_the_schema(redis_clean_url, tmp_path):
     assert r.returncode == 0, r.stderr
     rows, files = read_export(tmp_path / "out")
     assert rows == {} and len(files) == 1
-    assert files[0].schema_arrow.names == ["id", "queue", "lows", "highs"]
+    assert files[0].schema_arrow.names == ["id", "queue", "lows", "highs", "named", "attr_lows", "attr_highs"]
 
 
 def test_export_from_a_stopped_clusters_data_dir(tmp_path):

@@ -101,3 +101,13 @@ def test_a_value_that_holds_many_quantiles_becomes_an_atom_bucket_of_its_own(spa
     a = atoms[0][0]
     assert edges[0][a] == 7.0 and edges[0][a + 1] - 7.0 < 1e-6
     assert all(np.diff(edges[0]) > 0) and edges[0][0] == 0.0 and edges[0][-1] == 30.0
+
+
+def test_a_hot_string_is_an_atom_of_its_one_coordinate(spark):
+    hot = float(int.from_bytes(b"us-eas", "big"))  # "us-east-1" and "us-east-2": one coordinate
+    rng = np.random.default_rng(2)
+    xs = np.where(rng.random(2000) < 0.4, hot, np.floor(rng.uniform(0, 256.0 ** 6, 2000)))
+    msgs = _messages(spark, [(0.0, [float(x)]) for x in xs])
+    subs = _subs(spark, [([0.0], [256.0 ** 6])])
+    edges, atoms = bucket_edges(subs, msgs, [("region", 0.0, 256.0 ** 6)], 64, ["string"])
+    assert len(atoms[0]) == 1 and edges[0][atoms[0][0]] == hot and edges[0][atoms[0][0] + 1] == hot + 1
