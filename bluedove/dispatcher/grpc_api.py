@@ -185,7 +185,11 @@ class PubSubServicer(pb_grpc.PubSubServicer):
     @unary
     async def GetSpace(self, request: pb.GetSpaceRequest,
                        context: ServicerContext[pb.GetSpaceRequest, pb.Space]) -> pb.Space:
-        return pb.Space(dimensions=[pb.Dimension(name=x.name, min=x.min, max=x.max) for x in self.d.space.dimensions])
+        space = self.d.space
+        return pb.Space(dimensions=[pb.Dimension(name=x.name, min=x.min, max=x.max) for x in space.dimensions],
+                        attributes=[pb.Attribute(name=a.name, type=a.type, optional=a.optional, min=a.min, max=a.max)
+                                    for a in space.schema],
+                        partition=list(space.names))
 
     @unary
     async def CreateQueue(self, request: pb.CreateQueueRequest,

@@ -24,11 +24,29 @@ class Dimension(_message.Message):
     max: float
     def __init__(self, name: _Optional[str] = ..., min: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
 
+class Attribute(_message.Message):
+    __slots__ = ("name", "type", "optional", "min", "max")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OPTIONAL_FIELD_NUMBER: _ClassVar[int]
+    MIN_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    type: str
+    optional: bool
+    min: float
+    max: float
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., optional: _Optional[bool] = ..., min: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
+
 class Space(_message.Message):
-    __slots__ = ("dimensions",)
+    __slots__ = ("dimensions", "attributes", "partition")
     DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
     dimensions: _containers.RepeatedCompositeFieldContainer[Dimension]
-    def __init__(self, dimensions: _Optional[_Iterable[_Union[Dimension, _Mapping]]] = ...) -> None: ...
+    attributes: _containers.RepeatedCompositeFieldContainer[Attribute]
+    partition: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, dimensions: _Optional[_Iterable[_Union[Dimension, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., partition: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CreateQueueRequest(_message.Message):
     __slots__ = ()

@@ -188,3 +188,14 @@ def test_grpc_errors_name_the_field(typed):
             assert (e.value.code(), meta["bluedove-error-field"]) == (grpc.StatusCode.INVALID_ARGUMENT, field), \
                 (method, e.value.details())
             assert e.value.details().startswith(f"{field}: ")
+
+
+def test_get_space_answers_the_typed_schema_as_rest_does(typed):
+    with grpc.insecure_channel(typed.grpc_address) as ch, httpx.Client(base_url=typed.url, timeout=30) as api:
+        got = pb_grpc.PubSubStub(ch).GetSpace(pb.GetSpaceRequest(), timeout=30)
+        rest = api.get("/v1/space").json()
+    assert list(got.partition) == rest["partition"]
+    assert [d.name for d in got.dimensions] == [d["name"] for d in rest["dimensions"]]
+    attrs = [{"name": a.name, "type": a.type, **({"min": a.min, "max": a.max} if a.type == "number" else {}),
+              **({"optional": True} if a.optional else {})} for a in got.attributes]
+    assert attrs == rest["attributes"]
