@@ -38,6 +38,9 @@ class Directory:
         self.code = np.full(64, -1, dtype=np.int32)  # internal id -> queue code; -1: none (removed)
         self.sid = np.empty(64, dtype=object)  # internal id -> subscription id
         self.checked = np.zeros(64, dtype=bool)  # internal id -> one box of a filter (see `refine`)
+        # internal id -> its subscription's serial in the matcher's book of filters, once looked
+        # up (-1: not yet; bluedove/matcher/filter_book.py `refine`)
+        self.serial = np.full(64, -1, dtype=np.int64)
         self.n_checked = 0  # live entries so flagged
         self.names: list[str] = []  # queue code -> queue name (append only)
         self._codes: dict[str, int] = {}
@@ -54,6 +57,7 @@ class Directory:
             self.code = np.concatenate([self.code, np.full(size - len(self.code), -1, dtype=np.int32)])
             self.sid = np.concatenate([self.sid, np.empty(size - len(self.sid), dtype=object)])
             self.checked = np.concatenate([self.checked, np.zeros(size - len(self.checked), dtype=bool)])
+            self.serial = np.concatenate([self.serial, np.full(size - len(self.serial), -1, dtype=np.int64)])
         sids = self._flag(first, keys)
         if n == 1:  # a live insert: no arrays to build
             c = self._code_of(queues[0])
@@ -108,6 +112,7 @@ class Directory:
             return
         if self.checked[iid]:
             self.checked[iid] = False
+            self.serial[iid] = -1
             self.n_checked -= 1
         self.code[iid] = -1
         self.sid[iid] = None

@@ -106,3 +106,16 @@ def test_bench_e2e_runs_every_system_on_the_same_subscriptions_smoke():
         assert set(cpu["roles_us_per_msg"]) == {"matchers", "dispatchers", "redis", "publishers"}
         assert cpu["service_us_per_msg"] > 0 and cpu["kernel_us_per_msg"] == out["kernel_cpu_us_per_msg"]
         assert 0 <= cpu["matcher_walk_us_per_msg"] <= cpu["roles_us_per_msg"]["matchers"]
+
+
+def test_bench_e2e_serves_the_typed_orders_workload_smoke():
+    """`--workload orders`: a cluster on the typed space, typed JSON published over REST, the
+    kernel beside it on the matcher's whole path."""
+    r = subprocess.run([sys.executable, "-m", "bluedove", "bench", "e2e", "--workload", "orders", "--subs", "200",
+                        "--matchers", "2", "--step-s", "1", "--max-steps", "1", "--publishers", "1", "--batch", "50",
+                        "--json"], capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["workload"] == "orders(n_subs=200,n_queues=20)" and out["queues"] == 20
+    assert out["msgs_per_s"] > 0 or out["systems"]["mpartition"]["steps"][0]["achieved"] > 0
+    assert out["kernel_msgs_per_s"] > 0 and out["systems"]["mpartition"]["steps"][0]["errors"] == 0

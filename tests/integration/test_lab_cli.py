@@ -23,6 +23,27 @@ def test_bench_kernel_json_smoke():
     assert out["matches_per_msg"] > 0 and out["subscriptions"] == 2000
 
 
+def _kernel_json(*flags: str) -> dict:
+    r = subprocess.run([sys.executable, "-m", "bluedove", "bench", "kernel", *flags, "--repeat", "1", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_bench_kernel_typed_vs_paper_and_boxes_vs_subs_smoke():
+    """`--workload orders --vs paper`: both on the matcher's whole path, exact against the core's
+    check; `--boxes-vs-subs`: one filter of N boxes and N subscriptions match alike."""
+    out = _kernel_json("--workload", "orders", "--vs", "paper", "--subs", "300", "--messages", "100",
+                       "--partitions", "3", "--verify", "20")
+    assert out["workload"].startswith("orders") and out["exact"] is True and out["filters"] > 0
+    assert [r["workload"] for r in out["runs"]] == [out["workload"], "paper(n_subs=300)"]
+    assert all(r["msgs_per_s"] > 0 and r["matches_per_msg"] > 0 for r in out["runs"])
+    assert out["matches_per_msg"] <= out["index_hits_per_msg"] and set(out["vs"]) == {"paper(n_subs=300)"}
+    boxes = _kernel_json("--boxes-vs-subs", "200", "--messages", "200")
+    assert boxes["boxes_vs_subs"] == 200 and boxes["exact"] is True and set(boxes["pairs"]) == {"exact", "checked"}
+    assert all(x["matches_per_msg"] > 0 and x["filter_cost_over_subs_median"] > 0 for x in boxes["pairs"].values())
+
+
 def test_sim_figure_cli_json(tmp_path):
     model = tmp_path / "model.json"
     Models(CostModel({"one": 1e-5, "size": 2e-9, "matches": 6e-7}, meta={"fit": {}}),

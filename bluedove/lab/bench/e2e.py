@@ -30,6 +30,7 @@ from bluedove.lab.bench import BENCHES
 from bluedove.lab.bench.base import add_cluster_flags, add_deliver_flag, add_output_flags, add_workload_flags, report
 from bluedove.lab.bench.e2e_cpu import CpuProbe, account, net_of_idle, print_cpu, with_kernel
 from bluedove.lab.bench.kernel import build_partitioned, match_partitioned
+from bluedove.lab.bench.kernel_typed import typed_rate
 from bluedove.lab.bench.profile import py_spy
 from bluedove.lab.bench.stage import load_workload
 from bluedove.lab.bench.systems import best_round, parse_systems, ratios, run_system, workload
@@ -90,11 +91,13 @@ def _publisher(url: str, rate: float, duration_s: float, bodies: list[bytes], ba
 
 
 def batch_bodies(w, n_bodies: int, batch: int, seed: int) -> list[bytes]:
+    """`n_bodies` publish bodies of `batch` messages (a typed workload's: its attributes as sampled)."""
     pts = w.sample(n_bodies * batch, np.random.default_rng([seed, 5]))
     names = w.space.names
+    attrs = pts if w.space.typed else [dict(zip(names, p)) for p in pts.tolist()]
     out = []
     for b in range(n_bodies):
-        msgs = [{"attributes": dict(zip(names, p)), "payload": None} for p in pts[b * batch:(b + 1) * batch].tolist()]
+        msgs = [{"attributes": a, "payload": None} for a in attrs[b * batch:(b + 1) * batch]]
         out.append(json.dumps({"messages": msgs}).encode())
     return out
 
@@ -149,7 +152,10 @@ def step(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: i
 
 def kernel_rate(w, matchers: int, seed: int, n: int = 10_000) -> tuple[float, float]:
     """`bench kernel`'s measurement on the same workload and cut: (msg/s on one core, CPU µs
-    per message by thread time), each the best of 3."""
+    per message by thread time), each the best of 3; a typed workload's on the matcher's whole
+    path (bluedove/lab/bench/kernel_typed.py)."""
+    if w.space.typed:
+        return typed_rate(w.typed, matchers, seed, n)
     table = equal_partition(w.space, {f"m{j}": "" for j in range(matchers)})
     ids = [str(j) for j in range(w.n_subs)]
     part = build_partitioned(w, table, ids, ids)

@@ -1,4 +1,7 @@
-"""`bluedove bench kernel`: one core's matching rate on each message's least-loaded candidate set; exact or exit 1."""
+"""`bluedove bench kernel`: one core's matching rate on each message's least-loaded candidate set; exact or exit 1.
+
+A typed workload (`orders`), `--vs` and `--boxes-vs-subs` run the matcher's whole path instead:
+bluedove/lab/bench/kernel_typed.py, bluedove/lab/bench/kernel_boxes.py."""
 
 from __future__ import annotations
 
@@ -7,62 +10,20 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 
 import numba
 import numpy as np
 import rtree
 
-from bluedove.core.partition.segments import SegmentTable, equal_partition
+from bluedove.core.partition.segments import equal_partition
 from bluedove.lab.bench import BENCHES
 from bluedove.lab.bench.base import add_output_flags, add_workload_flags, report
+from bluedove.lab.bench.kernel_sets import Partitioned, build_partitioned, choose
 from bluedove.lab.workloads import Workload, brute_force
 from bluedove.lab.workloads.paper import get as get_workload
 from bluedove.matcher import index as index_mod
 from bluedove.matcher import packed as packed_mod
 from bluedove.matcher.index import SubscriptionSet
-
-
-@dataclass
-class Partitioned:
-    """Every matcher's k sets (mPartition, the paper's §III-A): sets[m][i] is S^i(M_m)."""
-
-    table: SegmentTable
-    sets: list[list[SubscriptionSet]]
-    sizes: np.ndarray  # (matchers, k) subscriptions per set: what dispatchers learn by gossip
-    owner: list[np.ndarray]  # per dimension: segment j -> matcher index
-    cuts: list[np.ndarray]  # per dimension: segment lower bounds
-
-
-def build_partitioned(w: Workload, table: SegmentTable, sub_ids: list[str], queues: list[str]) -> Partitioned:
-    """A subscription goes, along dimension i, to every owner whose dim-i segment overlaps its range."""
-    members = list(table.members)
-    m_of = {m: n for n, m in enumerate(members)}
-    k = w.space.k
-    sets = [[SubscriptionSet(k) for _ in range(k)] for _ in members]
-    for i in range(k):
-        lo_i, hi_i = w.lows[:, i], w.highs[:, i]
-        for j, owner in enumerate(table.owners[i]):
-            seg_lo, seg_hi = table.segment_bounds(i, j)
-            rows = np.nonzero((lo_i < seg_hi) & (seg_lo < hi_i) & (lo_i < hi_i))[0]
-            sets[m_of[owner]][i].add_many([sub_ids[r] for r in rows], [queues[r] for r in rows],
-                                          w.lows[rows], w.highs[rows])
-    sizes = np.array([[len(s) for s in row] for row in sets], dtype=np.int64)
-    owner = [np.array([m_of[o] for o in table.owners[i]], dtype=np.intp) for i in range(k)]
-    cuts = [np.array(table.cuts[i]) for i in range(k)]
-    return Partitioned(table, sets, sizes, owner, cuts)
-
-
-def choose(p: Partitioned, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Subscription amount based policy (the paper's §III-B.1): among the k candidates CM^i (owner of
-    the dim-i segment holding m^i), the one whose dim-i set is smallest; ties go to the lower i."""
-    n, k = points.shape
-    cand = np.empty((n, k), dtype=np.intp)
-    for i in range(k):
-        seg = np.maximum(np.searchsorted(p.cuts[i], points[:, i], side="right") - 1, 0)
-        cand[:, i] = p.owner[i][seg]
-    dim = np.argmin(p.sizes[cand, np.arange(k)], axis=1)
-    return cand[np.arange(n), dim], dim
 
 
 def match_partitioned(p: Partitioned, points: np.ndarray):
@@ -144,6 +105,12 @@ def add_parser(sub) -> None:
     p.add_argument("--messages", type=int, default=20000)
     p.add_argument("--repeat", type=int, default=5, help="timed runs; the best is reported with the spread")
     p.add_argument("--verify", type=int, default=200, help="messages checked against brute force")
+    p.add_argument("--vs", default=None, metavar="WORKLOAD[,...]",
+                   help="time the matcher's whole path (walk, filters' check, count) on these workloads too, "
+                        "interleaved with --workload's in the same run (orders, paper, sparse)")
+    p.add_argument("--boxes-vs-subs", type=int, default=None, metavar="N",
+                   help="one filter of N boxes (an `in` of N values) against N one-box subscriptions of the "
+                        "same boxes, on the same messages and path")
     add_output_flags(p)
     p.set_defaults(func=run_bench)
 
@@ -175,6 +142,12 @@ def _not_exact(errors: list[str], points: np.ndarray, counts: np.ndarray, full_c
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    if getattr(args, "boxes_vs_subs", None) is not None:
+        from bluedove.lab.bench.kernel_boxes import run_boxes
+        return run_boxes(args)
+    if args.workload == "orders" or getattr(args, "vs", None):
+        from bluedove.lab.bench.kernel_typed import run_typed  # it builds on this module
+        return run_typed(args)
     w = _workload(args)
     if w is None:
         return 2

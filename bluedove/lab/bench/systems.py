@@ -13,11 +13,12 @@ from typing import Callable
 from bluedove.core.partition.modes import FULL, MODES, MPARTITION, P2P
 from bluedove.lab.bench.e2e_cpu import CpuProbe, idle_pct
 from bluedove.lab.bench.profile import profiled_step
-from bluedove.lab.workloads import Workload, traffic
+from bluedove.lab.workloads import Workload, orders, traffic
 from bluedove.lab.workloads.paper import get as get_paper
+from bluedove.lab.workloads.typed import Served
 from bluedove.local.cluster import LocalCluster
 
-WORKLOADS = ("paper", "sparse", "traffic")
+WORKLOADS = ("paper", "sparse", "traffic", "orders")
 # `ratios` keys: BlueDove's saturation rate over each baseline's, measured in the same run.
 RATIO_KEYS = {P2P: "bluedove_over_p2p", FULL: "bluedove_over_full_replication"}
 # Matchers loading 40,000 subscriptions (200,000 set entries under mPartition) from the
@@ -37,15 +38,18 @@ def parse_systems(values: list[str] | None) -> list[str]:
     return out
 
 
-def workload(args: argparse.Namespace) -> Workload:
+def workload(args: argparse.Namespace) -> Workload | Served:
     """The `--workload` (docs/workloads.md) with `--subs` subscriptions (default 4,000).
 
-    traffic: `--subs` / 3 drivers of 3 subscriptions each, its own space; it has no variants."""
+    traffic: `--subs` / 3 drivers of 3 subscriptions each, its own space; orders: its typed space,
+    queues of 10 subscriptions (bluedove/lab/workloads/typed.py `Served`); neither has variants."""
     n_subs = args.n_subs or 4000
-    if args.workload == "traffic":
+    if args.workload in ("traffic", "orders"):
         given = [f"--{k}" for k in ("sigma", "adverse", "dims") if getattr(args, k, None) is not None]
         if given:
-            raise ValueError(f"{', '.join(given)}: variants of paper and sparse, not of traffic")
+            raise ValueError(f"{', '.join(given)}: variants of paper and sparse, not of {args.workload}")
+        if args.workload == "orders":  # a typed space (docs/workloads.md), queues of 10 subscriptions
+            return Served(orders.get(seed=args.seed, n_subs=n_subs, n_queues=max(1, n_subs // 10)))
         return traffic.get(seed=args.seed, drivers=max(1, round(n_subs / 3)), subs_per_driver=3)
     if args.workload not in WORKLOADS:
         raise ValueError(f"--workload: expected one of {', '.join(WORKLOADS)}, got {args.workload!r}")

@@ -46,3 +46,38 @@ class TypedWorkload:
 def matching(filters: Sequence[Filter], messages: Sequence[Mapping[str, Any]]) -> list[list[int]]:
     """The oracle: for each message's attributes, the indices of the filters it matches."""
     return [[j for j, f in enumerate(filters) if f.matches(m)] for m in messages]
+
+
+@dataclass(frozen=True)
+class Served:
+    """A typed workload as the cluster benches take a workload (bluedove/lab/bench/stage.py,
+    bluedove/lab/readers.py): `predicates(j)` subscription j's filter object, `sample(n, rng)`
+    messages' attributes."""
+
+    typed: TypedWorkload
+
+    @property
+    def name(self) -> str:
+        return self.typed.name
+
+    @property
+    def space(self) -> Space:
+        return self.typed.space
+
+    @property
+    def queue_of(self) -> np.ndarray:
+        return self.typed.queue_of
+
+    @property
+    def n_queues(self) -> int:
+        return self.typed.n_queues
+
+    @property
+    def n_subs(self) -> int:
+        return self.typed.n_subs
+
+    def predicates(self, j: int) -> dict[str, Any]:
+        return self.typed.predicates[j]
+
+    def sample(self, n: int, rng: np.random.Generator) -> list[dict[str, Any]]:
+        return self.typed.sample(n, rng)
