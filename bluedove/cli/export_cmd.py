@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bluedove.core.errors import ApiError
-from bluedove.core.filters import parse_filter
+from bluedove.core.filters import merge_intervals, parse_filter
 from bluedove.core.model import build_subscription, only_ranges
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space
@@ -189,7 +189,7 @@ def attribute_conditions(predicates: dict[str, Any], space: Space,
             if space.typed or not only_ranges(predicates):
                 try:
                     boxes = parse_filter(predicates, alone[a.name]).boxes
-                    iv = _union(sorted((lo[0], hi[0]) for lo, hi in boxes))
+                    iv = merge_intervals(sorted((lo[0], hi[0]) for lo, hi in boxes))
                 except ApiError:  # over MAX_BOXES intervals on it alone: counted as admitting its range
                     pass
             else:  # a range in a space of numbers, clipped to the space
@@ -200,16 +200,6 @@ def attribute_conditions(predicates: dict[str, Any], space: Space,
         lows.append([lo for lo, _ in iv])
         highs.append([hi for _, hi in iv])
     return named, lows, highs
-
-
-def _union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for lo, hi in iv:
-        if out and lo <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
 
 
 def catalogue_row(sub_id: str, queue: str, predicates: dict[str, Any], space: Space,

@@ -132,7 +132,8 @@ def _allowed(a: Attribute, op: str, arg: Any) -> Intervals:
             return [(low, high)]
         return [(low, _after(a, low))] if a.optional else []  # absent sits at the lowest value
     if op in ("eq", "in"):
-        return _merge(sorted((c, _after(a, c)) for c in {a.coordinate(v) for v in (arg if op == "in" else (arg,))}))
+        values = arg if op == "in" else (arg,)
+        return merge_intervals(sorted((c, _after(a, c)) for c in {a.coordinate(v) for v in values}))
     if a.type == STRING:
         if op == "prefix":
             return [prefix_interval(arg)]
@@ -158,7 +159,8 @@ def _after(a: Attribute, c: float) -> float:
     return math.nextafter(c, math.inf) if a.type == NUMBER else c + 1.0
 
 
-def _merge(iv: Intervals) -> Intervals:
+def merge_intervals(iv: Intervals) -> Intervals:
+    """Sorted intervals with the overlapping and touching ones joined."""
     out: Intervals = []
     for lo, hi in iv:
         if out and lo <= out[-1][1]:

@@ -18,7 +18,7 @@ import rtree
 from bluedove.core.partition.segments import equal_partition
 from bluedove.lab.bench import BENCHES
 from bluedove.lab.bench.base import add_output_flags, add_workload_flags, report
-from bluedove.lab.bench.kernel_sets import Partitioned, build_partitioned, choose
+from bluedove.lab.bench.kernel_sets import Partitioned, build_partitioned, choose, set_groups
 from bluedove.lab.workloads import Workload, brute_force
 from bluedove.lab.workloads.paper import get as get_workload
 from bluedove.matcher import index as index_mod
@@ -29,18 +29,10 @@ from bluedove.matcher.index import SubscriptionSet
 def match_partitioned(p: Partitioned, points: np.ndarray):
     """Choose, group by (matcher, dimension) set, one match_ids call per group.
     Returns [(message rows, ids, counts)] per group and the matches per message."""
-    member, dim = choose(p, points)
     k = points.shape[1]
-    key = member * k + dim
-    order = np.argsort(key, kind="stable")
-    sorted_keys = key[order]
-    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-    ends = np.r_[starts[1:], len(order)]
     counts = np.empty(len(points), dtype=np.int64)
     groups = []
-    for a, b in zip(starts.tolist(), ends.tolist()):
-        rows = order[a:b]
-        g = int(sorted_keys[a])
+    for rows, g in set_groups(p, points):
         ids, c = p.sets[g // k][g % k].match_ids(points[rows])
         counts[rows] = c
         groups.append((rows, g, ids, c))

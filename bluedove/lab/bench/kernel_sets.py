@@ -3,6 +3,7 @@ kernel_typed.py): every matcher's k sets, and each message's least-loaded candid
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,3 +53,16 @@ def choose(p: Partitioned, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         cand[:, i] = p.owner[i][seg]
     dim = np.argmin(p.sizes[cand, np.arange(k)], axis=1)
     return cand[np.arange(n), dim], dim
+
+
+def set_groups(p: Partitioned, points: np.ndarray) -> Iterator[tuple[np.ndarray, int]]:
+    """The messages grouped by the set `choose` sends them to: (their rows, set key) per set,
+    the key `member * k + dim` (the set `p.sets[key // k][key % k]`)."""
+    member, dim = choose(p, points)
+    key = member * points.shape[1] + dim
+    order = np.argsort(key, kind="stable")
+    sorted_keys = key[order]
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        yield order[a:b], int(sorted_keys[a])

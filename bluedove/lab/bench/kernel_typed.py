@@ -24,7 +24,7 @@ from bluedove.core.partition.segments import equal_partition
 from bluedove.core.space import Space
 from bluedove.core.wire import Part, bodies, body_template, typed_bodies
 from bluedove.lab.bench.base import report
-from bluedove.lab.bench.kernel_sets import Partitioned, build_partitioned, choose
+from bluedove.lab.bench.kernel_sets import Partitioned, build_partitioned, choose, set_groups
 from bluedove.lab.workloads import Workload
 from bluedove.lab.workloads import orders as orders_mod
 from bluedove.lab.workloads.paper import get as get_paper
@@ -169,18 +169,10 @@ def on_set(s: SubscriptionSet, points: np.ndarray, parts: list) -> tuple[np.ndar
 def run_partitioned(p: Partitioned, points: np.ndarray, part: Part) -> tuple[list, np.ndarray]:
     """Each message to its least-loaded candidate's set (as `bench kernel`), one path call per
     set: [(rows, set key, ids, counts)] and the matches per message."""
-    member, dim = choose(p, points)
     k = points.shape[1]
-    key = member * k + dim
-    order = np.argsort(key, kind="stable")
-    sorted_keys = key[order]
-    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-    ends = np.r_[starts[1:], len(order)]
     counts = np.empty(len(points), dtype=np.int64)
     groups = []
-    for a, b in zip(starts.tolist(), ends.tolist()):
-        rows = order[a:b]
-        g = int(sorted_keys[a])
+    for rows, g in set_groups(p, points):
         ids, c = on_set(p.sets[g // k][g % k], points[rows], [_Rows(part, rows)])
         counts[rows] = c
         groups.append((rows, g, ids, c))
