@@ -22,7 +22,7 @@ Condition = tuple[str, str, Any]
 MAX_ATTRIBUTES = 20
 MAX_VALUES = 100
 _LOWER, _UPPER = ("gt", "gte"), ("lt", "lte")
-_OPS = {NUMBER: {"eq", "in", "not_in", "gt", "gte", "lt", "lte", "exists"},
+OPERATORS = {NUMBER: {"eq", "in", "not_in", "gt", "gte", "lt", "lte", "exists"},
         STRING: {"eq", "in", "not_in", "gt", "gte", "lt", "lte", "prefix", "suffix", "exists"},
         BOOLEAN: {"eq", "exists"}}
 
@@ -106,7 +106,7 @@ def range_bounds(rng: list[Any], where: str) -> tuple[float, float]:
 def _operators(a: Attribute, cond: dict[str, Any], where: str) -> list[tuple[str, Any]]:
     if not cond:
         raise bad("a condition object needs at least one operator", where)
-    allowed = _OPS[a.type]
+    allowed = OPERATORS[a.type]
     for op in cond:
         if op not in allowed:
             raise bad(f"{echo(op)} is not an operator on a {a.type}; use one of {sorted(allowed)}", f"{where}.{op}")

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 import grpc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from bluedove.core.errors import ApiError
+from bluedove.core.filter_schema import filter_schema
 from bluedove.core.space import Space
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.errors import HTTP_HEADERS, STORE_ERRORS, as_api_error, http_status
@@ -52,6 +55,7 @@ def create_app(settings: DispatcherSettings, space: Space, address: str = "",
     app = FastAPI(title="BlueDove", version="1", lifespan=lifespan,
                   description="Elastic attribute-based publish/subscribe. See docs/api.md.")
     app.state.dispatcher = dispatcher
+    app.openapi = with_predicates(app, space)  # type: ignore[method-assign]
 
     async def api_error(request: Request, exc: Exception) -> JSONResponse:
         err = as_api_error(exc)
@@ -83,3 +87,15 @@ def create_app(settings: DispatcherSettings, space: Space, address: str = "",
         app.include_router(r)
     app.add_middleware(hot.HotRoutes)  # publish, poll and ack without FastAPI's per-request layers
     return app
+
+
+def with_predicates(app: FastAPI, space: Space) -> Callable[[], dict[str, Any]]:
+    """FastAPI's OpenAPI document with `Predicates`, the filter language's schema for `space`,
+    among its components (the subscription routes refer to it)."""
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            doc.setdefault("components", {}).setdefault("schemas", {})["Predicates"] = filter_schema(space)
+            app.openapi_schema = doc
+        return app.openapi_schema
+    return openapi

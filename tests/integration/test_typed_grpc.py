@@ -199,3 +199,21 @@ def test_get_space_answers_the_typed_schema_as_rest_does(typed):
     attrs = [{"name": a.name, "type": a.type, **({"min": a.min, "max": a.max} if a.type == "number" else {}),
               **({"optional": True} if a.optional else {})} for a in got.attributes]
     assert attrs == rest["attributes"]
+
+
+def test_the_openapi_describes_predicates_by_the_space_s_schema(typed):
+    import jsonschema
+
+    doc = httpx.get(f"{typed.url}/openapi.json", timeout=30).json()
+    schema = doc["components"]["schemas"]["Predicates"]
+    body = doc["paths"]["/v1/subscriptions"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["properties"]["predicates"] == {"$ref": "#/components/schemas/Predicates"}
+    put = doc["paths"]["/v1/subscriptions/{sub_id}"]["put"]["requestBody"]["content"]["application/json"]["schema"]
+    assert put["properties"]["predicates"] == {"$ref": "#/components/schemas/Predicates"}
+    space = httpx.get(f"{typed.url}/v1/space", timeout=30).json()
+    assert set(schema["properties"]) == {a["name"] for a in space["attributes"]} | {"any_of"}
+    check = jsonschema.Draft202012Validator(schema)
+    rng = random.Random(7)
+    for _ in range(50):  # filters the server accepts fit; a shape it refuses does not
+        assert check.is_valid(random_filter(rng))
+    assert not check.is_valid({"no_such_attribute": 1})

@@ -14,14 +14,26 @@ from bluedove.dispatcher.deps import bearer, json_body, state
 
 router = APIRouter()
 
+# `predicates` in the OpenAPI: the filter language's JSON Schema for the dispatcher's space
+# (bluedove/core/filter_schema.py), filled in by the app as components/schemas/Predicates.
+PREDICATES = {"$ref": "#/components/schemas/Predicates"}
 _SUBSCRIPTION = {"type": "object", "required": ["id", "queue", "predicates"],
-                 "properties": {"id": {"type": "string"}, "queue": {"type": "string"},
-                                "predicates": {"type": "object"}}}
-# The body PUT reads itself (as every route here does): described for the OpenAPI, not parsed by it.
-_UPDATE_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
-    "type": "object", "required": ["predicates"], "additionalProperties": False,
-    "properties": {"predicates": {"type": "object", "description": "the new predicates, whole, as POST "
-                                                                   "/v1/subscriptions takes them"}}}}}}}
+                 "properties": {"id": {"type": "string"}, "queue": {"type": "string"}, "predicates": PREDICATES}}
+_ITEM = {"type": "object", "required": ["predicates"], "additionalProperties": False,
+         "properties": {"queue": {"type": "string", "description": "a queue of yours; none: a new one"},
+                        "predicates": PREDICATES}}
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON request body the route reads itself: described for the OpenAPI, not parsed by it."""
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+_UPDATE_BODY = _body({"type": "object", "required": ["predicates"], "additionalProperties": False,
+                      "properties": {"predicates": PREDICATES}})
+_BATCH_BODY = _body({"type": "object", "required": ["subscriptions"], "additionalProperties": False,
+                     "properties": {"subscriptions": {"type": "array", "minItems": 1, "maxItems": 1000,
+                                                      "items": _ITEM}}})
 _ERROR = {"description": 'docs/api.md\'s error body {"error": {"code", "message", "field"}}'}
 
 
@@ -32,13 +44,13 @@ async def _managing(request: Request) -> str | None:
     return queue_token(d.auth, auth, request.headers.get("x-queue-token"))
 
 
-@router.post("/v1/subscriptions", status_code=201, response_model=None)
+@router.post("/v1/subscriptions", status_code=201, response_model=None, openapi_extra=_body(_ITEM))
 async def subscribe(request: Request) -> dict[str, str]:
     token = await _managing(request)
     return await ops.subscribe(state(request), await json_body(request), token)
 
 
-@router.post("/v1/subscriptions:batch", status_code=201, response_model=None)
+@router.post("/v1/subscriptions:batch", status_code=201, response_model=None, openapi_extra=_BATCH_BODY)
 async def subscribe_batch(request: Request) -> dict[str, list[dict[str, str]]]:
     """Up to 1000 subscriptions, all or nothing (docs/api.md)."""
     token = await _managing(request)
