@@ -1,4 +1,4 @@
-"""`bluedove demo`: `up` plus the traffic workload, a live progress line and a summary."""
+"""`bluedove demo`: `up` plus the traffic (or orders) workload, a live progress line and a summary."""
 
 from __future__ import annotations
 
@@ -18,7 +18,13 @@ def add_parser(sub) -> None:
     add_cluster_flags(demo, 0)
     demo.add_argument("--data-dir", default=None, help="default: a fresh temporary folder")
     demo.add_argument("--duration", type=float, default=30.0, help="seconds of publishing")
-    demo.add_argument("--rate", type=float, default=300.0, help="sensor messages per second")
-    demo.add_argument("--drivers", type=int, default=300, help="subscribers, each with its own queue")
+    demo.add_argument("--workload", choices=("traffic", "orders"), default="traffic",
+                      help="traffic: drivers and sensors on a space of numbers; orders: a shop's orders on a "
+                           "typed space (strings, booleans, optional attributes; docs/workloads.md)")
+    demo.add_argument("--rate", type=float, default=None,
+                      help="messages per second (default 300 sensor readings, or 100 orders)")
+    demo.add_argument("--drivers", type=int, default=None,
+                      help="subscribers, each with its own queue (default 300 drivers of 3 subscriptions, "
+                           "or 100 subscribers of 3 orders subscriptions)")
     demo.add_argument("--seed", type=int, default=7)
     demo.set_defaults(func=run)

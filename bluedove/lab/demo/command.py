@@ -1,4 +1,4 @@
-"""`bluedove demo`: a local cluster plus the traffic workload over REST; exits 0 only on exact delivery,
+"""`bluedove demo`: a local cluster plus the traffic (or orders) workload over REST; exits 0 only on exact delivery,
 leaving no process."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 from bluedove.client import BlueDoveError
 from bluedove.client.http import AsyncHttpTransport
 from bluedove.core.space import SpaceError, load_space
+from bluedove.lab.demo import orders as demo_orders
 from bluedove.lab.demo.fleet import (
     SETUP_CONCURRENCY,
     Comparison,
@@ -32,11 +33,15 @@ from bluedove.lab.demo.fleet import (
     still_queued,
 )
 from bluedove.lab.load import pool
-from bluedove.lab.workloads import traffic
+from bluedove.lab.workloads import orders, traffic
 from bluedove.local.cluster import LocalCluster
 from bluedove.local.flags import store_flags_problem
 
 SUBS_PER_DRIVER = 3
+DEFAULT_DRIVERS = 300
+DEFAULT_RATE = 300.0  # sensor readings per second
+# --workload: who subscribes, and what is published
+WORDS = {"traffic": ("drivers", "sensor readings"), "orders": ("subscribers", "orders")}
 # After publishing, wait this long at most for every expected delivery; then this grace
 # period catches late duplicates or strays before the comparison.
 DRAIN_TIMEOUT_S = 15.0
@@ -97,9 +102,8 @@ class Progress:
         self.last_lat = len(led.latencies)
         lat_s = (f"p50 {_ms(np.percentile(lat, 50))} p99 {_ms(np.percentile(lat, 99))}" if lat
                  else "p50 - p99 -")
-        day = led.points[min(pub, len(led.points)) - 1, 3] if pub else 0.0
         loads = await self._loads()
-        phase = "drain" if not self.publishing else "day " + time.strftime("%H:%M", time.gmtime(day))
+        phase = "drain" if not self.publishing else led.phase()
         line = (f"{now - self.t0:5.1f}s {phase}  pub {(pub - self.last_pub) / dt:4.0f}/s  "
                 f"dlv {(dlv - self.last_dlv) / dt:4.0f}/s ({dlv}/{len(led.expected)})  {lat_s}  {loads}")
         self.last_pub, self.last_dlv = pub, dlv
@@ -149,18 +153,16 @@ async def _main(cluster: LocalCluster, w, args: argparse.Namespace) -> tuple[Com
 
 async def _run_fleet(cluster: LocalCluster, w, args: argparse.Namespace) -> tuple[Comparison, Ledger, Progress]:
     n = max(1, int(round(args.rate * args.duration)))
-    points = w.messages(n, seed=args.seed + 1)
-    points = points[np.argsort(points[:, 3], kind="stable")]  # the sensors' day runs in order
     run = uuid.uuid4().hex[:8]  # fresh ids: a reused store's dedup window must not swallow them
     ids = [f"{run}-{i}" for i in range(n)]
-    ledger = Ledger(w, points, ids)
-    bodies = message_bodies(points, ids, w.space.names)
+    ledger, bodies = _plan(w, args, n, ids)
+    who, what = WORDS[args.workload]
     client = pool(cluster.url, SETUP_CONCURRENCY + 8)
     try:
         t = time.monotonic()
         drivers = await create_drivers(client, ledger)
-        print(f"{len(drivers)} drivers subscribed ({w.n_subs} subscriptions) in {time.monotonic() - t:.1f}s; "
-              f"publishing {n} sensor readings at {args.rate:g}/s for {args.duration:g}s", flush=True)
+        print(f"{len(drivers)} {who} subscribed ({w.n_subs} subscriptions) in {time.monotonic() - t:.1f}s; "
+              f"publishing {n} {what} at {args.rate:g}/s for {args.duration:g}s", flush=True)
         progress = Progress(ledger, client, cluster)
         async with running_pollers(cluster.url, drivers, ledger):
             ticker = asyncio.create_task(progress.run())
@@ -184,6 +186,15 @@ async def _run_fleet(cluster: LocalCluster, w, args: argparse.Namespace) -> tupl
     finally:
         await client.close()
     return comparison, ledger, progress
+
+
+def _plan(w, args: argparse.Namespace, n: int, ids: list[str]) -> tuple[Ledger, list[dict]]:
+    """The `n` messages of the workload (`messages(n, seed + 1)`): their ledger and their API bodies."""
+    if args.workload == "orders":
+        return demo_orders.plan(w, n, args.seed + 1, ids)
+    points = w.messages(n, seed=args.seed + 1)
+    points = points[np.argsort(points[:, 3], kind="stable")]  # the sensors' day runs in order
+    return Ledger(w, points, ids), message_bodies(points, ids, w.space.names)
 
 
 def _summary(c: Comparison, ledger: Ledger, progress: Progress, planned: int) -> list[str]:
@@ -237,12 +248,32 @@ def _check_args(args: argparse.Namespace) -> str | None:
     if not args.duration > 0 or not args.rate > 0:
         return "--duration and --rate must be positive"
     if args.space is not None:
+        typed = args.workload == "orders"
         try:
-            if load_space(args.space) != traffic.traffic_space():
-                return f"--space {args.space}: the demo needs the traffic space:\n{traffic.space_yaml()}"
+            if load_space(args.space) != (orders.orders_space() if typed else traffic.traffic_space()):
+                text = demo_orders.space_yaml() if typed else traffic.space_yaml()
+                return f"--space {args.space}: the demo needs the {args.workload} space:\n{text}"
         except SpaceError as exc:
             return str(exc)
     return None
+
+
+def _workload(args: argparse.Namespace, data_dir: Path):
+    """The workload `--workload` names, and its space file (`--space`, else written into `data_dir`)."""
+    if args.workload == "orders":
+        space_file = args.space or str(demo_orders.write_space(data_dir / "orders-space.yaml"))
+        return demo_orders.workload(args.seed, args.drivers), space_file
+    space_file = args.space or str(traffic.write_space(data_dir / "traffic-space.yaml"))
+    return traffic.get(seed=args.seed, drivers=args.drivers, subs_per_driver=SUBS_PER_DRIVER), space_file
+
+
+def _defaults(args: argparse.Namespace) -> None:
+    """--drivers and --rate left out: the workload's own defaults."""
+    typed = args.workload == "orders"
+    if args.drivers is None:
+        args.drivers = demo_orders.DEFAULT_SUBSCRIBERS if typed else DEFAULT_DRIVERS
+    if args.rate is None:
+        args.rate = demo_orders.DEFAULT_RATE if typed else DEFAULT_RATE
 
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -254,6 +285,7 @@ def _interrupt(_signum, _frame) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    _defaults(args)
     problem = _check_args(args)
     if problem:
         print(f"bluedove demo: {problem}", file=sys.stderr)
@@ -264,8 +296,7 @@ def run_demo(args: argparse.Namespace) -> int:
     cluster: LocalCluster | None = None
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-        space_file = args.space or str(traffic.write_space(data_dir / "traffic-space.yaml"))
-        w = traffic.get(seed=args.seed, drivers=args.drivers, subs_per_driver=SUBS_PER_DRIVER)
+        w, space_file = _workload(args, data_dir)
         cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
                                grpc_port=args.grpc_port,
                                data_dir=data_dir, store=args.store, space_file=space_file, policy=args.policy,

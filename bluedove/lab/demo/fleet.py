@@ -16,6 +16,7 @@ from bluedove.lab.load import publish_due
 from bluedove.lab.readers import Inbox, reading, subscribe_workload
 from bluedove.lab.workloads import Workload, brute_force
 from bluedove.lab.workloads.traffic import nearest_city
+from bluedove.lab.workloads.typed import Served
 
 SETUP_CONCURRENCY = 16
 PUBLISH_INFLIGHT = 4  # sensor batches awaiting their 202 at most
@@ -55,7 +56,7 @@ class Ledger:
     subscription ids the message matches.
     """
 
-    def __init__(self, workload: Workload, points: np.ndarray, ids: list[str]) -> None:
+    def __init__(self, workload: Workload | Served, points: np.ndarray, ids: list[str]) -> None:
         self.w = workload
         self.points = points
         self.ids = ids
@@ -74,12 +75,20 @@ class Ledger:
         self.failed: set[str] = set()
         self.poll_errors: dict[str, int] = {}  # exception name -> polls or acks it spoiled
 
+    def matches(self, idx: range) -> list[list[int]]:
+        """The oracle: for each of messages idx, the subscriptions it matches (brute force over the boxes)."""
+        return [subs.tolist() for subs in brute_force(self.w.lows, self.w.highs, self.points[idx.start:idx.stop])]
+
+    def phase(self) -> str:
+        """Where the publishing is, for the progress line: the sensors' time of day."""
+        day = self.points[min(self.published, len(self.points)) - 1, 3] if self.published else 0.0
+        return "day " + time.strftime("%H:%M", time.gmtime(day))
+
     def confirm(self, idx: range) -> None:
         """Messages idx were accepted: add what the oracle says each must reach."""
         self.published += len(idx)
-        matches = brute_force(self.w.lows, self.w.highs, self.points[idx.start:idx.stop])
-        for i, subs in zip(idx, matches):
-            for j in subs.tolist():
+        for i, subs in zip(idx, self.matches(idx)):
+            for j in subs:
                 key = (int(self.w.queue_of[j]), self.ids[i])
                 self.expected[key] = self.expected.get(key, frozenset()) | {self.sub_ids[j]}
 
