@@ -36,6 +36,27 @@ def prefix_interval(prefix: str) -> tuple[float, float]:
     return lo, lo + (1.0 if n >= WIDTH else float(256 ** (WIDTH - n)))
 
 
+def label(coordinate: float) -> str | None:
+    """A boundary on a string's dimension as text for people (a segment's ends): the first WIDTH
+    bytes of the lowest string at or above `coordinate`, without the zero padding, to be shown
+    between double quotes: a byte that is no whole UTF-8 character, a backslash, a double quote
+    and an unprintable character escaped (`\\xe6`, `\\\\`, `\\"`, `\\x00`). None at or past the
+    dimension's end: no string is there."""
+    n = max(0, math.ceil(coordinate))
+    if n >= STRING_TOP:
+        return None
+    text = n.to_bytes(WIDTH, "big").rstrip(b"\0").decode(errors="surrogateescape")
+    return "".join(_shown(c) for c in text)
+
+
+def _shown(c: str) -> str:
+    if "\udc80" <= c <= "\udcff":  # a byte that decoded to no character (surrogateescape)
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    if c in "\\\"":
+        return "\\" + c
+    return c if c.isprintable() else c.encode("unicode_escape").decode()
+
+
 def finite_number(v: Any) -> bool:
     """A JSON number that is a finite double (not a boolean, not an integer past a double)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):

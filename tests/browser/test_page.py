@@ -8,6 +8,7 @@ import copy
 import json
 from urllib.parse import parse_qs, urlparse
 
+from bluedove.core.attributes import STRING_TOP, encode, label
 from tests.browser.conftest import STATIC, recorded
 
 ORIGIN = "http://bluedove.test"
@@ -181,3 +182,26 @@ def test_two_hundred_matchers_render_well_within_the_period(page, artifacts):
     print(f"200 matchers: click to redrawn in {took:.1f} ms")
     assert took < 500, took
     page.screenshot(path=str(artifacts / "dashboard-200-matchers.png"), full_page=True)
+
+
+def test_a_string_dimension_s_segments_show_the_strings_they_run_between(page):
+    """On a typed space GET /v1/cluster's `labels` name a string dimension's segment ends: the
+    strips' tooltips and the table's show them (null: the dimension's end); numbers stay numbers."""
+    cluster = copy.deepcopy(recorded("cluster.json"))
+    numbers = cluster["space"]["dimensions"][1:]
+    cluster["space"] = {"attributes": [{"name": "x0", "type": "string"}, *({**d, "type": "number"} for d in numbers)],
+                        "partition": ["x0", "x1", "x2", "x3"],
+                        "dimensions": [{"name": "x0", "min": 0, "max": STRING_TOP}, *numbers]}
+    ends = {"m1": ("", "eu"), "m4": ("eu", 'us-"e\\'), "m3": ('us-"e\\', None)}
+    for m in cluster["members"]:
+        if m["id"] in ends:
+            lo, hi = ends[m["id"]]
+            m["segments"]["x0"] = [encode(lo), STRING_TOP if hi is None else encode(hi)]
+            m["labels"] = {"x0": [label(x) for x in m["segments"]["x0"]]}
+    open_page(page, cluster, recorded("stats.json"))
+    titles = page.locator('svg[data-strip="x0"] .segment title')
+    assert [titles.nth(i).text_content().split(" λ/μ")[0] for i in range(3)] == \
+        ['m1: "" – "eu"', 'm4: "eu" – "us-\\"e\\\\"', 'm3: "us-\\"e\\\\" – end']
+    assert page.locator(".strip-name").first.text_content() == 'x0 (strings, "" – end)'
+    cell = page.locator('#members tr[data-matcher="m1"] [data-col="segments"]')
+    assert cell.get_attribute("title").splitlines()[:2] == ['x0 "" – "eu"', "x1 [0, 270)"]

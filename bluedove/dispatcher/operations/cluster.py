@@ -6,7 +6,9 @@ import asyncio
 import time
 from typing import Any
 
+from bluedove.core.attributes import STRING, label
 from bluedove.core.partition.segments import SegmentTable
+from bluedove.core.space import Space
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.last_hour import member_stats
 from bluedove.dispatcher.view import ClusterView
@@ -43,6 +45,7 @@ def _member_view(view: ClusterView, table: SegmentTable, m: str, now: float, ext
         # until a split gives it some.
         "idle": not segs,
         "segments": {names[i]: [lo, hi] for i, (lo, hi) in sorted(segs.items())},
+        "labels": _labels(table.space, segs),
         "subscriptions": {names[i]: view.reports[(m, i)].subs for i in range(len(names)) if (m, i) in view.reports},
         "load": {
             names[i]: {"lambda": round(r.lam, 3), "mu": round(r.mu, 3), "q": r.q, "matched": r.matched_total,
@@ -52,6 +55,13 @@ def _member_view(view: ClusterView, table: SegmentTable, m: str, now: float, ext
         "cpu": extra.get("cpu"),  # from the matcher's stats entry in the store (bluedove/matcher/series.py)
         "rss_bytes": extra.get("rss_bytes"),
     }
+
+
+def _labels(space: Space, segs: dict[int, tuple[float, float]]) -> dict[str, list[str | None]]:
+    """The segments' ends on string dimensions as text (bluedove/core/attributes.py `label`; null:
+    the dimension's end); a number's or a boolean's segments have none."""
+    return {space.names[i]: [label(lo), label(hi)] for i, (lo, hi) in sorted(segs.items())
+            if space.by_name[space.names[i]].type == STRING}
 
 
 async def _dispatchers(d: Dispatcher) -> list[dict[str, Any]]:

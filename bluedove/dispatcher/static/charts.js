@@ -204,7 +204,7 @@ function drawStrip(svg, dim, segments, density, maxLabels) {
     r.setAttribute("width", w.toFixed(1));
     r.setAttribute("fill", loadColour(s.load));
     g.dataset.owner = s.owner;
-    g.lastChild.textContent = `${s.owner}: [${fmt(s.lo)}, ${fmt(s.hi)}) λ/μ ${s.load === null ? "–" : s.load.toFixed(3)}` +
+    g.lastChild.textContent = `${s.owner}: ${s.range ?? `[${fmt(s.lo)}, ${fmt(s.hi)})`} λ/μ ${s.load === null ? "–" : s.load.toFixed(3)}` +
       ` · λ ${fmt(s.lambda)}/s · μ ${fmt(s.mu)}/s · q ${s.q ?? "–"} · ${s.subs ?? "–"} subscriptions`;
   });
   // Owner labels: the hottest few (so a hot spot names its owner even when narrow), then the

@@ -124,6 +124,14 @@ function renderCharts() {
   }
 }
 
+// A segment's range: on a string dimension the strings it runs between (GET /v1/cluster's
+// `labels`, escaped for showing between quotes; null is the dimension's end), else its numbers.
+function rangeText(bounds, labels) {
+  if (!labels) return `[${fmt(bounds[0])}, ${fmt(bounds[1])})`;
+  const end = v => v === null || v === undefined ? "end" : `"${v}"`;
+  return `${end(labels[0])} – ${end(labels[1])}`;
+}
+
 function memberFigures(m) {
   const loads = Object.values(m.load || {});
   const lam = loads.reduce((a, l) => a + (l.lambda || 0), 0);
@@ -171,7 +179,8 @@ function renderMembers(c) {
     }
     setText(r.cells.status.firstChild, status);
     setText(r.cells.segments, f.segs);
-    r.cells.segments.title = Object.entries(m.segments || {}).map(([d, s]) => `${d} [${fmt(s[0])}, ${fmt(s[1])})`).join("\n");
+    r.cells.segments.title = Object.entries(m.segments || {})
+      .map(([d, s]) => `${d} ${rangeText(s, (m.labels || {})[d])}`).join("\n");
     setText(r.cells.subscriptions, fmt(f.subs));
     r.cells.subscriptions.title = Object.entries(m.subscriptions || {}).map(([d, v]) => `${d}: ${v}`).join("\n");
     setText(r.cells.lambda, fmt(f.lam));
@@ -197,7 +206,9 @@ function renderStrips(c) {
     let svg = strips.get(d.name);
     if (!svg) {
       const line = el("div", undefined, "strip");
-      line.appendChild(el("div", `${d.name} [${fmt(d.min)}, ${fmt(d.max)})`, "strip-name"));
+      const attr = (c.space.attributes || []).find(a => a.name === d.name);
+      const whole = attr && attr.type === "string" ? '(strings, "" – end)' : `[${fmt(d.min)}, ${fmt(d.max)})`;
+      line.appendChild(el("div", `${d.name} ${whole}`, "strip-name"));
       svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
       svg.dataset.strip = d.name;
       svg.setAttribute("role", "img");
@@ -212,7 +223,8 @@ function renderStrips(c) {
       if (!s) continue;
       const l = (m.load || {})[d.name] || {};
       const load = l.congestion !== undefined && l.congestion !== null ? l.congestion : (l.mu > 0 ? l.lambda / l.mu : null);
-      segs.push({lo: s[0], hi: s[1], owner: m.id, load, lambda: l.lambda, mu: l.mu, q: l.q,
+      segs.push({lo: s[0], hi: s[1], range: rangeText(s, (m.labels || {})[d.name]), owner: m.id, load,
+                 lambda: l.lambda, mu: l.mu, q: l.q,
                  subs: (m.subscriptions || {})[d.name]});
     }
     segs.sort((a, b) => a.lo - b.lo);
