@@ -10,7 +10,10 @@ and counts it. A daemon thread writes the buffer out:
     DIR/<dispatcher id>/messages-<UTC start %Y%m%dT%H%M%S>-<seq>.jsonl.part   being written
     DIR/<dispatcher id>/messages-<UTC start %Y%m%dT%H%M%S>-<seq>.jsonl        whole
 
-one `{"ts": <unix seconds>, "point": [floats in the space's order]}` per line. A file is
+one `{"ts": <unix seconds>, "point": [floats in the space's order]}` per line; in a typed space
+the line also holds `"attributes"`, the message's attributes as its stored body holds them (every
+attribute the space declares that the message carries, so an offline job sees the attributes
+that are not cut too). A file is
 renamed to `.jsonl` when it is rotated (older than rotate_s, or larger than rotate_mb) or
 closed, so a reader globbing `DIR/*/*.jsonl` sees only whole files; the newest `keep` whole
 files are kept, older ones deleted.
@@ -57,7 +60,7 @@ class Sampler:
         self._sampled = sampled
         self._dropped = dropped
         self._buffer_max = buffer_max
-        self._buffer: collections.deque[tuple[float, list[float]]] = collections.deque()
+        self._buffer: collections.deque[tuple[float, list[float], bytes | None]] = collections.deque()
         self._rng = random.Random()
         self._log1m = math.log1p(-rate) if 0 < rate < 1 else 0.0
         self._skip = self._draw()
@@ -76,8 +79,9 @@ class Sampler:
             return 0
         return int(math.log(1.0 - self._rng.random()) / self._log1m)
 
-    def offer(self, ts: float, points: npt.NDArray[np.float64]) -> None:
-        """Messages of values `points` (one row each) accepted at `ts`: the sampled ones go to the buffer."""
+    def offer(self, ts: float, points: npt.NDArray[np.float64], attributes: list[bytes] | None = None) -> None:
+        """Messages of values `points` (one row each) accepted at `ts`: the sampled ones go to the
+        buffer, in a typed space with their `attributes` (the JSON texts of decode.py's `Batch`)."""
         n = len(points)
         if self._skip >= n:  # the usual case at a small rate: one comparison per call
             self._skip -= n
@@ -86,7 +90,7 @@ class Sampler:
         buf = self._buffer
         while i < n:
             if len(buf) < self._buffer_max:
-                buf.append((ts, points[i].tolist()))
+                buf.append((ts, points[i].tolist(), None if attributes is None else attributes[i]))
             else:
                 self._dropped.inc()
             i += 1 + self._draw()
@@ -149,9 +153,11 @@ class Sampler:
             lines = []
             size = self._size
             while buf and size < self.rotate_bytes:
-                ts, point = buf.popleft()
-                # The values are finite floats (validated), whose repr is JSON: ~4x cheaper than json.dumps.
-                line = f'{{"ts":{ts!r},"point":[{",".join(map(repr, point))}]}}\n'
+                ts, point, attrs = buf.popleft()
+                # The values are finite floats (validated), whose repr is JSON: ~4x cheaper than json.dumps;
+                # the attributes are JSON already.
+                more = "" if attrs is None else f',"attributes":{attrs.decode()}'
+                line = f'{{"ts":{ts!r},"point":[{",".join(map(repr, point))}]{more}}}\n'
                 lines.append(line)
                 size += len(line)
             file.write("".join(lines))

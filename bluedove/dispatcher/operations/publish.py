@@ -81,7 +81,7 @@ async def publish_parsed(d: Dispatcher, batch: Batch, key: KeyRecord | None = No
     d.series.on_publish(batch.points, took)
     d.metrics.published.inc(len(out))
     if d.sampler is not None:
-        d.sampler.offer(now, batch.points)
+        d.sampler.offer(now, batch.points, batch.attributes)
     return out.ids
 
 
