@@ -3,11 +3,10 @@
 A subscription whose filter is several boxes, or needs a check the boxes cannot make
 (`not_in`, say), is held as one index entry per box (`<id>#<i>`: bluedove/core/filters.py).
 When a point's message lands in such an entry, the matcher counts the subscription once and
-asks its filter whether the message's attributes match (`Directory.refine`,
-bluedove/matcher/matches.py). The book keeps those filters by subscription id, for every set
-of the matcher and across its reloads: it learns one wherever the matcher learns such a
-subscription (the catalogue, a dispatcher's direct call, an old owner's export) and forgets
-it when the subscription is removed.
+asks its filter whether the message's attributes match (`refine`, below). The book keeps those
+filters by subscription id, for every set of the matcher and across its reloads: it learns one
+wherever the matcher learns such a subscription (the catalogue, a dispatcher's direct call, an
+old owner's export) and forgets it when the subscription is removed.
 """
 
 from __future__ import annotations
@@ -18,12 +17,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from bluedove.core.filters import Filter
+from bluedove.core.jit import compiled
 from bluedove.core.model import Subscription, build_subscription
 from bluedove.core.space import Space
 from bluedove.core.wire import Part
+from bluedove.matcher.filter_check import CompiledFilters
 from bluedove.matcher.matches import Directory
+
+Ints = npt.NDArray[np.int64]
 
 
 class FilterBook:
@@ -37,10 +41,16 @@ class FilterBook:
         # so that `refine` checks a message against each distinct filter once; each subscription
         # has a serial for as long as the book holds it (docs/benchmarks.md, "Typed workloads").
         self._shared: dict[Filter, list[Any]] = {}
-        self.filters: dict[int, Filter] = {}  # code -> shared filter
         self._serial: dict[str, int] = {}
         self.codes = np.full(64, -1, dtype=np.int64)  # serial -> its filter's code (-1: forgotten)
         self.n_serials = self.n_codes = 0  # serials and codes handed out: never reused
+        self.compiled = CompiledFilters()  # the distinct filters, as the batch check reads them
+        # `refine`'s scratch, kept between calls (it runs on the index thread alone): per serial
+        # and per code the stamp of the last message that named it, and the code's pair
+        self.seen = np.full(64, -1, dtype=np.int64)
+        self.code_seen = np.full(64, -1, dtype=np.int64)
+        self.code_pair = np.zeros(64, dtype=np.int64)
+        self._stamp = 0
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -63,13 +73,17 @@ class FilterBook:
             self.n_serials += 1
             if serial >= len(self.codes):
                 self.codes = np.concatenate([self.codes, np.full(len(self.codes), -1, dtype=np.int64)])
+                self.seen = np.concatenate([self.seen, np.full(len(self.seen), -1, dtype=np.int64)])
         else:
             self._release(self._by_id[sub.id][0])
         held = self._shared.get(sub.filter)
         if held is None:
             held = self._shared[sub.filter] = [sub.filter, 0, self.n_codes]
-            self.filters[self.n_codes] = sub.filter
+            self.compiled.add(self.n_codes, sub.filter)
             self.n_codes += 1
+            if self.n_codes > len(self.code_seen):
+                self.code_seen = np.concatenate([self.code_seen, np.full(len(self.code_seen), -1, dtype=np.int64)])
+                self.code_pair = np.concatenate([self.code_pair, np.zeros(len(self.code_pair), dtype=np.int64)])
         held[1] += 1
         self._by_id[sub.id] = (held[0], sub.predicates)
         self.codes[serial] = held[2]
@@ -79,13 +93,19 @@ class FilterBook:
         held[1] -= 1
         if not held[1]:
             del self._shared[f]
-            del self.filters[held[2]]
+            self.compiled.drop(held[2])
 
     def _drop(self, sub_id: str) -> None:
         got = self._by_id.pop(sub_id, None)
         if got is not None:
             self._release(got[0])
             self.codes[self._serial.pop(sub_id)] = -1
+
+    def stamp(self, n: int) -> int:
+        """The first of `n` fresh message stamps for `refine`'s scratch."""
+        base = self._stamp
+        self._stamp += n
+        return base
 
     def learn_all(self, predicates: dict[str, dict[str, Any]]) -> None:
         """Learn {id: predicates} (an old owner's export)."""
@@ -100,74 +120,95 @@ class FilterBook:
         """{id: predicates} of those of `sub_ids` the book holds."""
         return {s: self._by_id[s][1] for s in sub_ids if s in self._by_id}
 
-    def holds(self, sub_id: str, attributes: Callable[[], dict[str, Any]]) -> bool:
-        """Whether `sub_id`'s filter matches the message whose `attributes()` these are. A
-        filter the book does not know matches nothing: it was removed meanwhile."""
-        got = self._by_id.get(sub_id)
-        if got is None:
-            return False
-        f = got[0]
-        return f.exact or f.matches(attributes())
-
 
 def refine(directory: Directory, book: FilterBook | None, ids: np.ndarray, counts: np.ndarray,
-           parts: list[Part]) -> tuple[np.ndarray, np.ndarray]:
-    """A set's walk over the points of `parts` (in order), with each filter's boxes counted
-    once per message and kept where the filter holds; a message's attributes are read from
-    its stored body, once, only if a filter asks. The entries of filters are grouped with
-    arrays: a message is checked once against each distinct filter its entries name, in
-    Python; the rest is numpy (docs/benchmarks.md, "Typed workloads"). A set without filters:
-    as it was."""
+           attributes: Callable[[int], dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    """A set's walk (`match_ids`' answer: ids by point, counts per point) with each filter's
+    boxes counted once per point and kept where the filter holds on the point's message,
+    whose attributes `attributes(point)` gives (`reader`: from the stored bodies), asked once
+    and only if a filter needs them. One compiled pass finds each message's first
+    entry of each subscription and the distinct filters to check; the check is
+    bluedove/matcher/filter_check.py's (docs/benchmarks.md, "Typed workloads"). A set without
+    filters: as it was."""
     if book is None or not directory.n_checked or not len(ids):
         return ids, counts
-    flagged = directory.checked[ids]
-    if not flagged.any():
-        return ids, counts
-    m = len(counts)
-    fi = np.flatnonzero(flagged)
-    iids = ids[fi]
-    serial = _serials(directory, book, iids)
-    at = np.repeat(np.arange(m, dtype=np.int64), counts)[fi]
-    known = serial >= 0  # an entry of a subscription the book no longer holds matches nothing
-    codes = np.where(known, book.codes[np.maximum(serial, 0)], -1)
-    # the first entry of each (message, subscription): a subscription counts once per message
-    _, first = np.unique(at * (book.n_serials + 1) + serial, return_index=True)
-    first = first[codes[first] >= 0]
-    pairs, which = np.unique(at[first] * (book.n_codes + 1) + codes[first], return_inverse=True)
-    held = _check(book, pairs.tolist(), book.n_codes + 1, parts)
-    keep = ~flagged
-    keep[fi[first]] = held[which.ravel()]
-    at_all = np.repeat(np.arange(m, dtype=np.int64), counts)[keep]
-    return ids[keep], np.bincount(at_all, minlength=m).astype(np.int64, copy=False)
-
-
-def _serials(directory: Directory, book: FilterBook, iids: np.ndarray) -> np.ndarray:
-    """Each entry's subscription serial, looked up in the book once per entry and kept."""
-    serial: np.ndarray = directory.serial[iids]
-    miss = serial < 0
-    if miss.any():
-        for iid in np.unique(iids[miss]).tolist():
+    base = book.stamp(len(counts))
+    which, pair_msg, pair_code, missing = _pairs(ids, counts, directory.checked, directory.serial, book.codes,
+                                                 book.seen, book.code_seen, book.code_pair, base)
+    if len(missing):  # entries whose subscription's serial was not looked up yet
+        for iid in np.unique(missing).tolist():
             directory.serial[iid] = book.serial_of(directory.sid[iid])
-        serial = directory.serial[iids]
-    return serial
+        base = book.stamp(len(counts))
+        which, pair_msg, pair_code, _ = _pairs(ids, counts, directory.checked, directory.serial, book.codes,
+                                               book.seen, book.code_seen, book.code_pair, base)
+    held = book.compiled.check(pair_msg, pair_code, attributes)
+    keep, kept = _keep(which, held, counts)
+    return ids[keep], kept
 
 
-def _check(book: FilterBook, pairs: list[int], n_codes: int, parts: list[Part]) -> np.ndarray:
-    """Whether each (message, filter) pair, as `message * n_codes + code`, holds."""
+def reader(parts: list[Part]) -> Callable[[int], dict[str, Any]]:
+    """Point i of `parts` (in order) -> its message's attributes, read from its stored body."""
     starts = [0]
     for p in parts:
         starts.append(starts[-1] + p.n)
-    cache: dict[int, dict[str, Any]] = {}
-    out = np.empty(len(pairs), dtype=bool)
-    for j, key in enumerate(pairs):
-        point, code = divmod(key, n_codes)
-        f = book.filters[code]
-        if f.exact:
-            out[j] = True
-            continue
-        attrs = cache.get(point)
-        if attrs is None:
-            i = bisect.bisect_right(starts, point) - 1
-            attrs = cache[point] = json.loads(parts[i].body(point - starts[i]))["attributes"]
-        out[j] = f.matches(attrs)
-    return out
+
+    def attributes(point: int) -> dict[str, Any]:
+        i = bisect.bisect_right(starts, point) - 1
+        got: dict[str, Any] = json.loads(parts[i].body(point - starts[i]))["attributes"]
+        return got
+    return attributes
+
+
+@compiled
+def _pairs(ids: Ints, counts: Ints, checked: npt.NDArray[np.bool_], serial: Ints, codes: Ints, seen: Ints,
+           code_seen: Ints, code_pair: Ints, base: int) -> tuple[Ints, Ints, Ints, Ints]:
+    """Per entry of the walk (`which`): -2 kept as it is (no filter), -1 dropped (a subscription
+    counted already for this message, one the book no longer holds, or one whose serial is not
+    looked up: listed in `missing`), else the index of its (message, filter) pair to check.
+    `seen`/`code_seen` hold stamps (`base` + message) so that they are never cleared."""
+    n = len(ids)
+    which = np.empty(n, dtype=np.int64)
+    pair_msg = np.empty(n, dtype=np.int64)
+    pair_code = np.empty(n, dtype=np.int64)
+    missing = np.empty(n, dtype=np.int64)
+    n_pairs = n_missing = j = 0
+    for m in range(len(counts)):
+        stamp = base + m
+        for _ in range(counts[m]):
+            iid = ids[j]
+            which[j] = -2
+            if checked[iid]:
+                which[j] = -1
+                s = serial[iid]
+                if s == -1:
+                    missing[n_missing] = iid
+                    n_missing += 1
+                elif s >= 0 and codes[s] >= 0 and seen[s] != stamp:
+                    seen[s] = stamp
+                    c = codes[s]
+                    if code_seen[c] != stamp:
+                        code_seen[c] = stamp
+                        code_pair[c] = n_pairs
+                        pair_msg[n_pairs] = m
+                        pair_code[n_pairs] = c
+                        n_pairs += 1
+                    which[j] = code_pair[c]
+            j += 1
+    return which, pair_msg[:n_pairs], pair_code[:n_pairs], missing[:n_missing]
+
+
+@compiled
+def _keep(which: Ints, held: npt.NDArray[np.bool_], counts: Ints) -> tuple[npt.NDArray[np.bool_], Ints]:
+    """The entries kept (no filter, or their pair held) and how many per message."""
+    keep = np.empty(len(which), dtype=np.bool_)
+    kept = np.zeros(len(counts), dtype=np.int64)
+    j = 0
+    for m in range(len(counts)):
+        for _ in range(counts[m]):
+            w = which[j]
+            k = w == -2 or (w >= 0 and held[w])
+            keep[j] = k
+            if k:
+                kept[m] += 1
+            j += 1
+    return keep, kept

@@ -24,7 +24,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 from rtree import index as rtree_index
 
-from bluedove.matcher.filter_book import FilterBook
+from bluedove.matcher.filter_book import FilterBook, refine
 from bluedove.matcher.matches import Directory, Matches
 from bluedove.matcher.packed import PackedTree
 
@@ -237,8 +237,7 @@ class SubscriptionSet:
         if book is not None and self.directory.n_checked:
             pts = np.asarray(points, dtype=np.float64).reshape(-1, self.k)
             names = book.space.names
-            ids, counts = self.directory.refine(
-                ids, counts, lambda p, sid: book.holds(sid, lambda: dict(zip(names, pts[p].tolist()))))
+            ids, counts = refine(self.directory, book, ids, counts, lambda p: dict(zip(names, pts[p].tolist())))
         return self.directory.matches(ids, counts, deliveries=deliveries)
 
     def coverage(self, dim: int, values: Sequence[float]) -> list[int]:

@@ -19,7 +19,6 @@ Internal ids are never reused, so the arrays grow with every subscription a set 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Iterator, Mapping
@@ -31,8 +30,9 @@ from bluedove.core.filters import BOX_SEP, sub_of
 
 class Directory:
     """Internal id -> (queue code, subscription id); queue code -> queue name; and how many
-    live subscriptions each queue has in the set, to know when a point's matches can share a
-    queue (then deliveries are fewer than matches and need grouping)."""
+    live subscriptions each queue has in the set (a filter's boxes count once: `refine` leaves
+    one per message), to know when a point's matches can share a queue (then deliveries are
+    fewer than matches and need grouping)."""
 
     def __init__(self) -> None:
         self.code = np.full(64, -1, dtype=np.int32)  # internal id -> queue code; -1: none (removed)
@@ -45,6 +45,7 @@ class Directory:
         self.names: list[str] = []  # queue code -> queue name (append only)
         self._codes: dict[str, int] = {}
         self._live = np.zeros(16, dtype=np.int32)  # queue code -> live subscriptions in the set
+        self._boxes: dict[tuple[int, str], int] = {}  # (queue code, subscription) -> its filter's live boxes
         self.shared = 0  # queue codes with two or more live subscriptions
 
     def put(self, first: int, keys: list[str], queues: list[str]) -> None:
@@ -62,16 +63,27 @@ class Directory:
         if n == 1:  # a live insert: no arrays to build
             c = self._code_of(queues[0])
             self.code[first], self.sid[first] = c, sids[0]
-            self._live[c] += 1
-            self.shared += int(self._live[c] == 2)
+            if not self.checked[first] or self._box_added(c, sids[0]):
+                self._live[c] += 1
+                self.shared += int(self._live[c] == 2)
             return
         codes = np.fromiter((self._code_of(q) for q in queues), dtype=np.int32, count=n)
         self.code[first:end] = codes
         self.sid[first:end] = sids
+        flagged = self.checked[first:end]
+        if flagged.any():  # a filter's boxes count once for their queue
+            new = [self._box_added(c, sid) for c, sid in zip(codes[flagged].tolist(), np.asarray(sids)[flagged])]
+            codes = np.concatenate([codes[~flagged], codes[flagged][np.array(new, dtype=bool)]])
         touched = np.unique(codes)
         was = np.count_nonzero(self._live[touched] >= 2)
         np.add.at(self._live, codes, 1)
         self.shared += int(np.count_nonzero(self._live[touched] >= 2) - was)
+
+    def _box_added(self, c: int, sid: str) -> bool:
+        """A box of subscription `sid`'s filter filed for queue code c: whether it is the first."""
+        n = self._boxes.get((c, sid), 0)
+        self._boxes[(c, sid)] = n + 1
+        return n == 0
 
     def _flag(self, first: int, keys: list[str]) -> list[str]:
         """The subscription ids of entries `keys` at `first`…; the boxes of filters flagged."""
@@ -82,40 +94,24 @@ class Directory:
         self.n_checked += int(flags.sum())
         return [sub_of(k) for k in keys]
 
-    def refine(self, ids: np.ndarray, counts: np.ndarray,
-               holds: Callable[[int, str], bool]) -> tuple[np.ndarray, np.ndarray]:
-        """`match_ids`' answer (ids sorted by point, counts per point) with the boxes of filters
-        counted once per point and subscription, and kept only where `holds(point, subscription
-        id)` says its filter matches the point's message. Plain entries pass as they are; a
-        set without filters costs nothing."""
-        if not self.n_checked or not len(ids):
-            return ids, counts
-        flagged = self.checked[ids]
-        if not flagged.any():
-            return ids, counts
-        m = len(counts)
-        at = np.repeat(np.arange(m, dtype=np.int64), counts)
-        keep = ~flagged
-        seen: set[tuple[int, str]] = set()
-        sid = self.sid
-        for j, p, i in zip(np.flatnonzero(flagged).tolist(), at[flagged].tolist(), ids[flagged].tolist()):
-            key = (p, sid[i])
-            if key not in seen:
-                seen.add(key)
-                keep[j] = holds(p, sid[i])
-        at = at[keep]
-        return ids[keep], np.bincount(at, minlength=m).astype(np.int64, copy=False)
-
     def drop(self, iid: int) -> None:
         c = int(self.code[iid])
         if c < 0:
             return
+        last = True
         if self.checked[iid]:
             self.checked[iid] = False
             self.serial[iid] = -1
             self.n_checked -= 1
+            key = (c, self.sid[iid])
+            self._boxes[key] -= 1
+            last = not self._boxes[key]
+            if last:
+                del self._boxes[key]
         self.code[iid] = -1
         self.sid[iid] = None
+        if not last:  # the subscription keeps other boxes for the queue
+            return
         self._live[c] -= 1
         if self._live[c] == 1:
             self.shared -= 1

@@ -22,7 +22,7 @@ import numpy as np
 import redis.exceptions
 
 from bluedove.core.wire import Part
-from bluedove.matcher.filter_book import refine
+from bluedove.matcher.filter_book import reader, refine
 from bluedove.matcher.index import SubscriptionSet
 from bluedove.matcher.load import Totals, ValueSample, WindowStats, apportion
 from bluedove.matcher.matches import Matches
@@ -175,7 +175,8 @@ class MatcherQueue:
             points = parts[idx[0]].points if len(idx) == 1 else np.concatenate([parts[i].points for i in idx])
             s = self._get_set(dim)
             t0, c0 = time.perf_counter(), time.thread_time()
-            ids, counts = refine(s.directory, s.book, *s.match_ids(points), [parts[i] for i in idx])  # + filters
+            # the walk, then the filters' check on the stored bodies
+            ids, counts = refine(s.directory, s.book, *s.match_ids(points), reader([parts[i] for i in idx]))
             cpu[dim] = time.thread_time() - c0
             m = s.directory.matches(ids, counts, deliveries=fetch)
             busy[dim] = time.perf_counter() - t0

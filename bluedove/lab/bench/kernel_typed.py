@@ -29,7 +29,7 @@ from bluedove.lab.workloads import Workload
 from bluedove.lab.workloads import orders as orders_mod
 from bluedove.lab.workloads.paper import get as get_paper
 from bluedove.lab.workloads.typed import TypedWorkload, matching
-from bluedove.matcher.filter_book import FilterBook, refine
+from bluedove.matcher.filter_book import FilterBook, reader, refine
 from bluedove.matcher.index import SubscriptionSet
 
 SUBS_PER_QUEUE = 10  # orders: queues of 10 subscriptions, as its default of 10,000 in 1,000
@@ -161,7 +161,7 @@ def full_set(p: Prepared) -> SubscriptionSet:
 def on_set(s: SubscriptionSet, points: np.ndarray, parts: list) -> tuple[np.ndarray, np.ndarray]:
     """A matcher's path on one set (bluedove/matcher/queues.py `_match`, counting): the walk,
     the filters' check, the count of matches and deliveries. (ids, counts) after the check."""
-    ids, counts = refine(s.directory, s.book, *s.match_ids(points), parts)
+    ids, counts = refine(s.directory, s.book, *s.match_ids(points), reader(parts))
     s.directory.matches(ids, counts, deliveries=False)
     return ids, counts
 

@@ -12,7 +12,7 @@ from bluedove.core.attributes import NUMBER, STRING, Attribute
 from bluedove.core.model import build_subscription
 from bluedove.core.space import Space
 from bluedove.core.wire import Part, typed_bodies
-from bluedove.matcher.filter_book import FilterBook, refine
+from bluedove.matcher.filter_book import FilterBook, reader, refine
 from bluedove.matcher.index import SubscriptionSet
 
 SPACE = Space.of((Attribute("region", STRING), Attribute("sku", STRING), Attribute("amount", NUMBER, False, 0, 100)),
@@ -42,7 +42,7 @@ def _book_and_set(preds: dict[str, dict]) -> tuple[FilterBook, SubscriptionSet]:
 
 
 def _matched(s: SubscriptionSet, part: Part) -> list[list[str]]:
-    ids, counts = refine(s.directory, s.book, *s.match_ids(part.points), [part])
+    ids, counts = refine(s.directory, s.book, *s.match_ids(part.points), reader([part]))
     out, pos = [], 0
     for c in counts.tolist():
         out.append(sorted(str(s.directory.sid[i]) for i in ids[pos:pos + c].tolist()))

@@ -1,4 +1,4 @@
-"""A set holding subscriptions with filters (bluedove/matcher/matches.py `Directory.refine`):
+"""A set holding subscriptions with filters (bluedove/matcher/filter_book.py `refine`):
 each box of a filter is an entry of its own, and a point's matches name each subscription
 once, only where its filter holds. Checked against the filters on random workloads, with
 removals, in numeric spaces (the boxes of `in`, `not_in` and `any_of`)."""
@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from bluedove.core.model import build_subscription
 from bluedove.core.space import Dimension, Space
+from bluedove.matcher.filter_book import FilterBook, refine
 from bluedove.matcher.index import PackThresholds, SubscriptionSet
 
 SPACE = Space((Dimension("x", 0, 10), Dimension("y", 0, 10)))
@@ -43,7 +44,9 @@ def test_each_subscription_matches_once_and_only_where_its_filter_holds(filters,
     subs = [build_subscription(f"s{i}", f"q{i % 3}", p, SPACE) for i, p in enumerate(filters)]
     s = SubscriptionSet(2, PackThresholds(bulk_min=4, delta_min=2, delta_share=2))  # packs mid-way too
     live = {sub.id: sub for sub in subs}
+    book = FilterBook(SPACE)
     for sub in subs:
+        book.learn(sub)
         rows = sub.rows()
         if rows and data.draw(st.booleans()):
             s.add_many([r[0] for r in rows], [sub.queue] * len(rows), np.array([r[1] for r in rows]),
@@ -55,15 +58,11 @@ def test_each_subscription_matches_once_and_only_where_its_filter_holds(filters,
         for key, _, _ in sub.rows():
             s.remove(key)
         del live[sub.id]
+        book.forget([sub.id])
     pts = np.array(points, dtype=np.float64)
     attrs = [{"x": x, "y": y} for x, y in points]
-
-    def holds(p: int, sid: str) -> bool:
-        f = live[sid].filter
-        return f is None or f.exact or f.matches(attrs[p])
-
     ids, counts = s.match_ids(pts)
-    m = s.directory.matches(*s.directory.refine(ids, counts, holds))
+    m = s.directory.matches(*refine(s.directory, book, ids, counts, lambda p: attrs[p]))
     got = sorted((p, sid) for p, _q, sids in m.deliveries() for sid in sids)
     want = sorted((p, sub.id) for p in range(len(points)) for sub in live.values()
                   if (sub.filter.matches(attrs[p]) if sub.filter is not None else sub.matches(points[p])))
@@ -75,5 +74,21 @@ def test_a_set_without_filters_is_answered_as_it_was():
     s = SubscriptionSet(2)
     s.add("a", "q", (0, 0), (5, 5))
     ids, counts = s.match_ids(np.array([[1.0, 1.0]]))
-    out = s.directory.refine(ids, counts, lambda p, sid: False)
+    out = refine(s.directory, FilterBook(SPACE), ids, counts, lambda p: {})
     assert out[0] is ids and out[1] is counts  # not even looked at
+
+
+def test_a_filters_boxes_count_once_for_their_queue():
+    s = SubscriptionSet(2)
+    s.add_many(["f#0", "f#1", "f#2"], ["q"] * 3, np.array([[0, 0], [2, 0], [4, 0]]), np.array([[1, 1], [3, 1], [5, 1]]))
+    assert s.directory.shared == 0  # one subscription in q: a message's matches are each a queue of their own
+    s.add("g", "q", (0, 0), (9, 9))
+    assert s.directory.shared == 1  # two subscriptions share q
+    s.remove("g")
+    s.remove("f#0")
+    assert s.directory.shared == 0
+    s.add("h#0", "q", (6, 0), (7, 1))  # a second filter in q, box by box
+    assert s.directory.shared == 1
+    for key in ("f#1", "f#2"):
+        s.remove(key)
+    assert s.directory.shared == 0
