@@ -13,10 +13,11 @@ matcher for subscribes (its items subscriptions, bluedove/dispatcher/subscriber.
 - An idle lane's call leaves at the next turn of the event loop, so that the items submitted
   by the callbacks ready meanwhile share it. While calls are under way, a further call leaves
   alongside only once `alongside` weight waits; until then the items wait for a call to end
-  and leave together in the next. The two paths differ here: the subscribe lanes send on any
-  free slot (`alongside` 1, the default), the publish lanes wait for half a call's worth
+  and leave together in the next. The publish lanes wait for half a call's worth
   (`forward_batch_max // 2`), because sending each publish's chunk as soon as a slot was free
-  made twice the calls, each half as full (docs/benchmarks.md, "Publish").
+  made twice the calls, each half as full (docs/benchmarks.md, "Publish"); the subscribe lanes
+  for 16 subscriptions, for the same reason; the catalogue writer sends on any free slot
+  (`alongside` 1, the default).
 - `handle(items)` returns one result per item, in order. If it raises, the exception is each
   item's result: a submitter's future gets its result or the exception, never raises.
 """

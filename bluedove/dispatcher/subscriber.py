@@ -13,8 +13,13 @@ publishes (bluedove/dispatcher/publish/forwarder.py), both go through lanes that
   queued up for its matcher (up to SEND_BATCH_MAX) into one AddSubscriptions, with at most
   SEND_INFLIGHT calls under way.
 
-Unlike the publish lanes, these send on any free slot (the `Batcher`'s default `alongside`):
-what queues while calls are under way waits only for a slot, not for half a call's worth.
+While a call to a matcher is under way, a second leaves alongside only once SEND_ALONGSIDE
+subscriptions wait (the publish lanes wait for half a call's worth): concurrent single
+subscribes sent on any free slot made calls of one or two subscriptions each, and a call
+costs a matcher far more than the subscriptions in it (~0.4 ms of gRPC alone): 549 -> 659-713
+subscribes/s with 16 clients, matcher CPU per subscription 1.50 -> 1.08-1.17 ms
+(docs/benchmarks.md, "Subscribe: single calls and batches"). The catalogue writer sends on any
+free slot (the `Batcher`'s default).
 
 Each subscribe still answers only once every matcher it went to acked it (read-your-writes),
 and failures are handled as for a single call: a matcher that fails or does not answer within
@@ -53,6 +58,7 @@ from bluedove.v1 import matcher_pb2 as pb
 
 SEND_BATCH_MAX = 1000  # subscriptions per AddSubscriptions call
 SEND_INFLIGHT = 4  # AddSubscriptions calls under way per matcher
+SEND_ALONGSIDE = 16  # subscriptions waiting before a second call to a matcher leaves alongside
 WRITE_BATCH_MAX = 1000  # subscriptions per catalogue round trip
 WRITE_INFLIGHT = 4  # catalogue round trips under way
 
@@ -124,7 +130,7 @@ class Subscriber:
                                                       timeout=self.s.subscribe_timeout_s)
                 return [reply] * len(subs)
 
-            lane = self._lanes[(replaces, member)] = Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT)
+            lane = self._lanes[(replaces, member)] = Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT, SEND_ALONGSIDE)
         return lane
 
     async def send_replace(self, sub: Subscription, old: Subscription | None, log_id: str) -> None:
