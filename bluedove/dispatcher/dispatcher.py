@@ -83,6 +83,7 @@ class Dispatcher:
         if self.auth is not None:
             await self.auth.stop()
         self.metrics.close()
+        await self.subscriber.close()
         await self.cluster.stop()
         await self.store.close()
         if self.sampler is not None:  # the last samples written, the file renamed whole

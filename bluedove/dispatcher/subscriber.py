@@ -10,8 +10,10 @@ publishes (bluedove/dispatcher/publish/forwarder.py), both go through lanes that
   still its own atomic step against its queue's limit, with at most WRITE_INFLIGHT round trips
   under way;
 - the matcher calls go through one lane per matcher: a lane takes whatever subscriptions have
-  queued up for its matcher (up to SEND_BATCH_MAX) into one AddSubscriptions, with at most
-  SEND_INFLIGHT calls under way.
+  queued up for its matcher (up to SEND_BATCH_MAX) into one batch, with at most SEND_INFLIGHT
+  batches under way, written on one long-lived AddSubscriptionsStream call per matcher and
+  acked in order (bluedove/dispatcher/add_stream.py; unary AddSubscriptions to a matcher
+  that does not serve it).
 
 While a call to a matcher is under way, a second leaves alongside only once SEND_ALONGSIDE
 subscriptions wait (the publish lanes wait for half a call's worth): concurrent single
@@ -50,6 +52,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bluedove.core.model import Subscription
+from bluedove.dispatcher.add_stream import AddStream
 from bluedove.dispatcher.batcher import Batcher
 from bluedove.dispatcher.view import ClusterView
 from bluedove.runtime.settings import DispatcherSettings
@@ -77,6 +80,11 @@ class Subscriber:
         self._remover: Batcher[tuple[str, str], str | None | Exception] = Batcher(
             store.remove_subscriptions_each, WRITE_BATCH_MAX, WRITE_INFLIGHT)
         self._removal_lanes: dict[str, Batcher[str, None]] = {}
+        self._streams: dict[str, AddStream] = {}  # matcher -> its adds' open call
+
+    async def close(self) -> None:
+        """End the open calls to the matchers."""
+        await asyncio.gather(*(s.close() for s in self._streams.values()))
 
     async def write(self, sub: Subscription) -> str:
         """Store one subscription (its queue known to exist) with those of the subscribes under
@@ -123,11 +131,15 @@ class Subscriber:
     def _lane(self, member: str, replaces: bool = False) -> Batcher[pb.Subscription, pb.SubscriptionAck]:
         lane = self._lanes.get((replaces, member))
         if lane is None:
+            adds = self._streams[member] = AddStream(lambda: self.cluster.stub(member), self.s.subscribe_timeout_s)
+
             async def call(subs: list[pb.Subscription]) -> list[pb.SubscriptionAck]:
-                stub = self.cluster.stub(member)
-                rpc = stub.ReplaceSubscriptions if replaces else stub.AddSubscriptions
-                reply: pb.SubscriptionAck = await rpc(pb.SubscriptionBatch(subscriptions=subs),
-                                                      timeout=self.s.subscribe_timeout_s)
+                batch = pb.SubscriptionBatch(subscriptions=subs)
+                if replaces:
+                    reply: pb.SubscriptionAck = await self.cluster.stub(member).ReplaceSubscriptions(
+                        batch, timeout=self.s.subscribe_timeout_s)
+                else:
+                    reply = await adds.add(batch)
                 return [reply] * len(subs)
 
             lane = self._lanes[(replaces, member)] = Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT, SEND_ALONGSIDE)

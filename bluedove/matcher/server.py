@@ -35,11 +35,13 @@ async def _leave_or_stop(m: Matcher) -> None:
         m.stopping.set()
 
 
-async def _start_grpc(m: Matcher, settings: MatcherSettings) -> tuple[grpc.aio.Server, HealthService]:
+async def _start_grpc(m: Matcher, settings: MatcherSettings
+                      ) -> tuple[grpc.aio.Server, HealthService, MatcherServicer]:
     """The matcher's gRPC server (its API, gossip and health) started on its port, health NOT_SERVING."""
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
                                       ("grpc.so_reuseport", 0)])
-    pb_grpc.add_MatcherServicer_to_server(MatcherServicer(m), server)
+    servicer = MatcherServicer(m)
+    pb_grpc.add_MatcherServicer_to_server(servicer, server)
     gossip_pb2_grpc.add_GossipServicer_to_server(m.membership.servicer(), server)
     health_servicer: HealthService = health.aio.HealthServicer()  # type: ignore[attr-defined]  # stubs lack aio
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -47,7 +49,7 @@ async def _start_grpc(m: Matcher, settings: MatcherSettings) -> tuple[grpc.aio.S
     await server.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
     await health_servicer.set(READY_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
-    return server, health_servicer
+    return server, health_servicer, servicer
 
 
 def _on_signals(m: Matcher, settings: MatcherSettings, loop: asyncio.AbstractEventLoop) -> None:
@@ -81,7 +83,7 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
     checks = {"/healthz": up.is_set, "/readyz": lambda: up.is_set() and m.serving_ready()}
     metrics = (MetricsServer(settings.host, settings.metrics_port, matcher_registry(m), checks)
                if settings.metrics_port else None)
-    server, health_servicer = await _start_grpc(m, settings)
+    server, health_servicer, servicer = await _start_grpc(m, settings)
     stop = m.stopping
     loop = asyncio.get_running_loop()
     _on_signals(m, settings, loop)
@@ -110,6 +112,7 @@ async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[
         if metrics is not None:
             await metrics.close()
         m.membership.gossip_servicer.close()  # peers' gossip streams never end by themselves
+        servicer.close()  # nor do dispatchers' subscription streams
         await server.stop(grace=2.0)
         await m.stop()
         await store.close()

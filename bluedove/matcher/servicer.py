@@ -4,8 +4,9 @@ MatcherError into its status code (bluedove/matcher/errors.py). No decision is m
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import TypeVar
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
 
 import grpc
 
@@ -28,10 +29,20 @@ async def answer(context: grpc.aio.ServicerContext[Q, R], call: Awaitable[R]) ->
 
 
 class MatcherServicer(pb_grpc.MatcherServicer):
-    """Thin decode-and-dispatch: each handler calls one Matcher operation and maps its errors."""
+    """Thin decode-and-dispatch: each handler calls one Matcher operation and maps its errors.
+    `close` ends the dispatchers' open streams, which would otherwise hold the server's stop
+    for its whole grace period."""
 
     def __init__(self, m: Matcher) -> None:
         self.m = m
+        self._streams: set[asyncio.Task[Any]] = set()
+        self._closing = asyncio.Event()
+
+    def close(self) -> None:
+        """End every open stream (its dispatcher sees it break and opens another)."""
+        self._closing.set()
+        for task in list(self._streams):
+            task.cancel()
 
     async def Forward(self, request: pb.ForwardRequest,
                       context: grpc.aio.ServicerContext[pb.ForwardRequest, pb.ForwardReply]) -> pb.ForwardReply:
@@ -41,6 +52,27 @@ class MatcherServicer(pb_grpc.MatcherServicer):
                                context: grpc.aio.ServicerContext[pb.SubscriptionBatch, pb.SubscriptionAck]
                                ) -> pb.SubscriptionAck:
         return await answer(context, self.m.add_subscriptions(request))
+
+    async def AddSubscriptionsStream(self, request_iterator: AsyncIterator[pb.SubscriptionBatch],
+                                     context: grpc.aio.ServicerContext[pb.SubscriptionBatch, pb.SubscriptionAck]
+                                     ) -> AsyncIterator[pb.SubscriptionAck]:
+        """AddSubscriptions on one long-lived call: a batch at a time, each acked in order; an
+        error (NotReady) ends the call with its status, as it would end a unary call."""
+        if self._closing.is_set():
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is stopping")
+        task = asyncio.current_task()
+        assert task is not None
+        self._streams.add(task)
+        try:
+            async for request in request_iterator:
+                yield await answer(context, self.m.add_subscriptions(request))
+        except asyncio.CancelledError:
+            if not self._closing.is_set():
+                raise
+            # (a cancelled handler alone leaves the call open until the server's grace ends)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is stopping")
+        finally:
+            self._streams.discard(task)
 
     async def ReplaceSubscriptions(self, request: pb.SubscriptionBatch,
                                    context: grpc.aio.ServicerContext[pb.SubscriptionBatch, pb.SubscriptionAck]

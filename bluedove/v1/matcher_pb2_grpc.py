@@ -44,6 +44,11 @@ class MatcherStub:
                 request_serializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionBatch.SerializeToString,
                 response_deserializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionAck.FromString,
                 _registered_method=True)
+        self.AddSubscriptionsStream = channel.stream_stream(
+                '/bluedove.v1.Matcher/AddSubscriptionsStream',
+                request_serializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionBatch.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionAck.FromString,
+                _registered_method=True)
         self.RemoveSubscriptions = channel.unary_unary(
                 '/bluedove.v1.Matcher/RemoveSubscriptions',
                 request_serializer=bluedove_dot_v1_dot_matcher__pb2.RemoveRequest.SerializeToString,
@@ -106,6 +111,14 @@ class MatcherServicer:
     def AddSubscriptions(self, request, context):
         """Add subscriptions; the matcher files each along every dimension where its segment
         overlaps the subscription's range (mPartition).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddSubscriptionsStream(self, request_iterator, context):
+        """The same on one long-lived call per dispatcher: each batch written is answered by one
+        ack, in order (a call costs a matcher far more than a message on an open stream).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -194,6 +207,11 @@ def add_MatcherServicer_to_server(servicer, server):
             ),
             'AddSubscriptions': grpc.unary_unary_rpc_method_handler(
                     servicer.AddSubscriptions,
+                    request_deserializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionBatch.FromString,
+                    response_serializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionAck.SerializeToString,
+            ),
+            'AddSubscriptionsStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.AddSubscriptionsStream,
                     request_deserializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionBatch.FromString,
                     response_serializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionAck.SerializeToString,
             ),
@@ -295,6 +313,33 @@ class Matcher:
             request,
             target,
             '/bluedove.v1.Matcher/AddSubscriptions',
+            bluedove_dot_v1_dot_matcher__pb2.SubscriptionBatch.SerializeToString,
+            bluedove_dot_v1_dot_matcher__pb2.SubscriptionAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddSubscriptionsStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/bluedove.v1.Matcher/AddSubscriptionsStream',
             bluedove_dot_v1_dot_matcher__pb2.SubscriptionBatch.SerializeToString,
             bluedove_dot_v1_dot_matcher__pb2.SubscriptionAck.FromString,
             options,

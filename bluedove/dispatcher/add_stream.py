@@ -1,0 +1,132 @@
+"""A matcher's direct subscription adds on one long-lived call (`AddSubscriptionsStream`).
+
+A unary `AddSubscriptions` costs the matcher ~370 µs of gRPC alone, a message on an open stream
+~150 µs (docs/benchmarks.md, "Subscribe: single calls and batches"). So each subscribe lane
+(bluedove/dispatcher/subscriber.py) writes its batches on one open call to its matcher and
+reads each one's ack, in order:
+
+- writes go one at a time, each batch's future queued in write order; one reader task
+  resolves them as the acks come;
+- the call breaking (the matcher restarting, stopping, not ready) fails every batch waiting on
+  it with that error, as a unary call would fail, and the next batch opens a new call;
+- a batch not acked within `timeout_s` fails with TimeoutError and ends the call (acks after
+  it would be out of step);
+- a matcher that does not serve the stream (UNIMPLEMENTED: an older version) is sent unary
+  calls from then on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from bluedove.v1 import matcher_pb2 as pb
+from bluedove.v1 import matcher_pb2_grpc as pb_grpc
+
+Acks = deque["asyncio.Future[pb.SubscriptionAck]"]
+
+
+class _Open:
+    """One open call: its batches awaiting acks, and the task reading them."""
+
+    def __init__(self, call: Any) -> None:
+        self.call = call
+        self.pending: Acks = deque()
+        self.reader: asyncio.Task[None] | None = None
+
+
+class AddStream:
+    """One matcher's adds, each batch acked in order on one open call (see the module docstring)."""
+
+    def __init__(self, stub: Callable[[], pb_grpc.MatcherStub], timeout_s: float) -> None:
+        self.stub, self.timeout_s = stub, timeout_s
+        self.unary = False  # the matcher does not serve the stream
+        self._open: _Open | None = None
+        self._lock = asyncio.Lock()
+
+    async def add(self, batch: pb.SubscriptionBatch) -> pb.SubscriptionAck:
+        """`batch` filed by the matcher: its ack, or the error a unary call would raise."""
+        if not self.unary:
+            try:
+                return await self._on_stream(batch)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+                self.unary = True
+        reply: pb.SubscriptionAck = await self.stub().AddSubscriptions(batch, timeout=self.timeout_s)
+        return reply
+
+    async def _on_stream(self, batch: pb.SubscriptionBatch) -> pb.SubscriptionAck:
+        fut: asyncio.Future[pb.SubscriptionAck] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(_retrieve)
+        async with self._lock:
+            for attempt in (1, 2):  # a call found finished when written to: nothing was sent; once more
+                if self._open is None:
+                    self._open = self._start()
+                op = self._open
+                op.pending.append(fut)
+                try:
+                    await op.call.write(batch)
+                    break
+                except asyncio.InvalidStateError:  # it ended before its reader saw it
+                    op.pending.remove(fut)
+                    self._end(op, ConnectionError("the matcher ended the stream"))
+                    if attempt == 2:
+                        raise ConnectionError("the matcher ended the stream") from None
+                except BaseException as exc:
+                    self._end(op, exc if isinstance(exc, Exception) else ConnectionError("the call was cancelled"))
+                    raise
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), self.timeout_s)
+        except TimeoutError:
+            self._end(op, TimeoutError("no ack in time"))
+            raise
+
+    def _start(self) -> _Open:
+        op = _Open(self.stub().AddSubscriptionsStream())
+        op.reader = asyncio.get_running_loop().create_task(self._read(op))
+        return op
+
+    async def _read(self, op: _Open) -> None:
+        error: Exception = ConnectionError("the matcher ended the stream")
+        try:
+            async for ack in op.call:
+                if op.pending:
+                    fut = op.pending.popleft()
+                    if not fut.done():
+                        fut.set_result(ack)
+        except asyncio.CancelledError:
+            error = ConnectionError("the stream was closed")
+        except grpc.aio.AioRpcError as exc:
+            error = exc
+        self._end(op, error)
+
+    def _end(self, op: _Open, error: Exception) -> None:
+        """Close `op`'s call (once) and fail what waits on it."""
+        if self._open is op:
+            self._open = None
+        op.call.cancel()
+        while op.pending:
+            fut = op.pending.popleft()
+            if not fut.done():
+                fut.set_exception(error)
+
+    async def close(self) -> None:
+        """End the open call, if any, and its reader."""
+        op, self._open = self._open, None
+        if op is None:
+            return
+        self._end(op, ConnectionError("the dispatcher is stopping"))
+        if op.reader is not None:
+            op.reader.cancel()
+            await asyncio.gather(op.reader, return_exceptions=True)
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    """Mark a failed future's exception seen: a batch that timed out is failed with no one awaiting it."""
+    if not fut.cancelled():
+        fut.exception()
