@@ -17,11 +17,16 @@ from typing import Any
 
 import yaml
 
-from bluedove.core.attributes import NUMBER, TYPES, Attribute, whole
+from bluedove.core.attributes import NUMBER, TYPES, Attribute, finite_number, whole
 
 
 class SpaceError(ValueError):
-    """A space definition that cannot be used; the message names the offending key."""
+    """A space definition that cannot be used; the message names the offending key, and of the
+    typed form `field` is that key's path (`attributes[2].type`), for an API error to name."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,7 @@ class Space:
     @classmethod
     def from_json(cls, data: object) -> "Space":
         if isinstance(data, dict) and "attributes" in data:
-            return _typed(data)
+            return typed_space(data)
         if not isinstance(data, dict) or not isinstance(data.get("dimensions"), list):
             raise SpaceError("space: expected a mapping with a list 'attributes' (or 'dimensions')")
         for key in data:
@@ -156,60 +161,65 @@ def load_space(path: str | Path | None) -> Space:
 _num = whole
 
 
-def _typed(data: dict[str, Any]) -> Space:
+def _bad(field: str, text: str) -> SpaceError:
+    return SpaceError(f"{field}: {text}", field)
+
+
+def typed_space(data: dict[str, Any]) -> Space:
     """A space in the typed form: attributes, partition (default: every attribute, when all are
-    numbers), and optionally `dimensions`, which must be what they give (GET /v1/space's)."""
+    numbers), and optionally `dimensions`, which must be what they give (GET /v1/space's). A
+    fault is a SpaceError whose `field` names the key (a request body's, bluedove/core/spaces.py)."""
     for key in data:
         if key not in ("attributes", "partition", "dimensions"):
-            raise SpaceError(f"{key}: unknown key; a space has 'attributes' and 'partition'")
+            raise _bad(key, "unknown key; a space has 'attributes' and 'partition'")
     items = data["attributes"]
     if not isinstance(items, list) or not items:
-        raise SpaceError("attributes: expected a list of at least one attribute")
+        raise _bad("attributes", "expected a list of at least one attribute")
     attrs = tuple(_attribute(a, f"attributes[{i}]") for i, a in enumerate(items))
     names = [a.name for a in attrs]
     if len(set(names)) != len(names):
-        raise SpaceError(f"attributes: names must be unique, got {names}")
+        raise _bad("attributes", f"names must be unique, got {names}")
     partition = data.get("partition")
     if partition is None:
         if any(a.type != NUMBER for a in attrs):
-            raise SpaceError("partition: required when an attribute is not a number (name the attributes to cut)")
+            raise _bad("partition", "required when an attribute is not a number (name the attributes to cut)")
         partition = names
     if not isinstance(partition, list) or not partition or not all(isinstance(p, str) for p in partition):
-        raise SpaceError("partition: expected a list of at least one attribute name")
+        raise _bad("partition", "expected a list of at least one attribute name")
     for i, p in enumerate(partition):
         if p not in names:
-            raise SpaceError(f"partition[{i}]: {p!r} is not an attribute of the space")
+            raise _bad(f"partition[{i}]", f"{p!r} is not an attribute of the space")
     if len(set(partition)) != len(partition):
-        raise SpaceError("partition: an attribute is named twice")
+        raise _bad("partition", "an attribute is named twice")
     space = Space.of(attrs, tuple(partition))
     if "dimensions" in data and data["dimensions"] != space.to_json()["dimensions"]:
-        raise SpaceError("dimensions: not those of the partition attributes (leave it out: it is derived)")
+        raise _bad("dimensions", "not those of the partition attributes (leave it out: it is derived)")
     return space
 
 
 def _attribute(a: Any, where: str) -> Attribute:
     if not isinstance(a, dict):
-        raise SpaceError(f"{where}: expected a mapping with name and type")
+        raise _bad(where, "expected a mapping with name and type")
     for key in a:
         if key not in ("name", "type", "optional", "min", "max"):
-            raise SpaceError(f"{where}.{key}: unknown key; an attribute has name, type, optional, min, max")
+            raise _bad(f"{where}.{key}", "unknown key; an attribute has name, type, optional, min, max")
     name, kind, optional = a.get("name"), a.get("type", NUMBER), a.get("optional", False)
     if not isinstance(name, str) or not name.isidentifier():
-        raise SpaceError(f"{where}.name: expected an identifier, got {name!r}")
+        raise _bad(f"{where}.name", f"expected an identifier, got {name!r}")
     if kind not in TYPES:
-        raise SpaceError(f"{where}.type: expected one of {list(TYPES)}, got {kind!r}")
+        raise _bad(f"{where}.type", f"expected one of {list(TYPES)}, got {kind!r}")
     if not isinstance(optional, bool):
-        raise SpaceError(f"{where}.optional: expected true or false, got {optional!r}")
+        raise _bad(f"{where}.optional", f"expected true or false, got {optional!r}")
     if kind != NUMBER:
         for key in ("min", "max"):
             if key in a:
-                raise SpaceError(f"{where}.{key}: only a number has {key}")
+                raise _bad(f"{where}.{key}", f"only a number has {key}")
         return Attribute(name, kind, optional)
     lo, hi = a.get("min"), a.get("max")
     for key, v in (("min", lo), ("max", hi)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise SpaceError(f"{where}.{key}: expected a finite number, got {v!r}")
+        if not finite_number(v):
+            raise _bad(f"{where}.{key}", f"expected a finite number, got {v!r}")
     assert isinstance(lo, (int, float)) and isinstance(hi, (int, float))
     if not lo < hi:
-        raise SpaceError(f"{where}: min ({lo}) must be below max ({hi})")
+        raise _bad(where, f"min ({lo}) must be below max ({hi})")
     return Attribute(name, NUMBER, optional, float(lo), float(hi))

@@ -22,12 +22,14 @@ ERRORS: dict[str, tuple[int, grpc.StatusCode]] = {
     "not_found": (404, grpc.StatusCode.NOT_FOUND),
     "method_not_allowed": (405, grpc.StatusCode.UNIMPLEMENTED),
     "request_timeout": (408, grpc.StatusCode.DEADLINE_EXCEEDED),  # REST's door only (bluedove/dispatcher/door.py)
+    "conflict": (409, grpc.StatusCode.ALREADY_EXISTS),  # a space under its name with another definition
     "payload_too_large": (413, _ARG),
     "invalid_request": (422, _ARG),
     "invalid_subscription": (422, _ARG),
     "invalid_message": (422, _ARG),
     "invalid_parameter": (422, _ARG),
     "invalid_ack": (422, _ARG),
+    "invalid_space": (422, _ARG),  # a space's definition (bluedove/core/spaces.py)
     "limit_exceeded": (429, grpc.StatusCode.RESOURCE_EXHAUSTED),
     "rate_limited": (429, grpc.StatusCode.RESOURCE_EXHAUSTED),
     "internal": (500, grpc.StatusCode.INTERNAL),

@@ -36,6 +36,17 @@ API keys (bluedove/store/apikeys.py), all in one slot `{keys}`:
   bd:{keys}:ids         set     every key id
   bd:{keys}:gen         counter bumped by every create and revoke (dispatchers watch it)
 
+Named spaces (bluedove/store/spaces.py), a space `S` in the tag family `{s:S}`: its own keys in
+the slot `{s:S}`, its catalogue's shards each in a slot of its own `{s:S:c:N}`, so that the
+spaces' catalogues and tables spread over a cluster:
+  bd:spaces             set     every space's name (the registry: listing reads it, never the keyspace)
+  bd:{s:S}              hash    spec (canonical JSON), created (ms), state (active|deleting)
+  bd:{s:S}:table        string  the space's segment table JSON (compare-and-set by epoch)
+  bd:{s:S}:seed         string  the partition seed its table was laid out by
+  bd:{s:S}:keys         set     names of the space's keys outside the slot {s:S} that no other
+                                name gives (added before the key is written), for deletion to find
+  bd:{s:S:c:N}:subs, bd:{s:S:c:N}:log   hash and stream of its catalogue's shard N
+
 A catalogue log position is one stream id per shard, joined by ","; "0-0" (or "") stands
 for the start of every shard.
 """
@@ -93,6 +104,41 @@ API_KEY_GEN = "bd:{keys}:gen"
 
 def api_key(key_id: str) -> str:
     return f"bd:{{keys}}:k:{key_id}"
+
+
+# -- named spaces ----------------------------------------------------------------------------
+SPACES = "bd:spaces"
+
+
+def space_record(space: str) -> str:
+    return f"bd:{{s:{space}}}"
+
+
+def space_table(space: str) -> str:
+    return f"bd:{{s:{space}}}:table"
+
+
+def space_seed(space: str) -> str:
+    return f"bd:{{s:{space}}}:seed"
+
+
+def space_keys(space: str) -> str:
+    return f"bd:{{s:{space}}}:keys"
+
+
+def space_catalog_hash(space: str, shard: int) -> str:
+    return f"bd:{{s:{space}:c:{shard}}}:subs"
+
+
+def space_catalog_log(space: str, shard: int) -> str:
+    return f"bd:{{s:{space}:c:{shard}}}:log"
+
+
+def space_fixed_keys(space: str) -> list[str]:
+    """Every key of space `space` that its name gives, but the record and `space_keys`'s set:
+    what deleting the space removes after the keys that set lists."""
+    shards = [k for n in range(CATALOG_SHARDS) for k in (space_catalog_hash(space, n), space_catalog_log(space, n))]
+    return [space_table(space), space_seed(space), *shards]
 
 
 # -- the catalogue ---------------------------------------------------------------------------

@@ -104,3 +104,36 @@ def test_every_api_key_record_shares_one_slot_with_the_ids_and_the_generation(ke
     # a create and a revoke are one script over these keys: on a Redis Cluster, one slot
     assert {key_slot(k.encode()) for k in (K.api_key(key_id), K.API_KEY_IDS, K.API_KEY_GEN)} == \
         {key_slot(K.API_KEY_GEN.encode())}
+
+
+space_names = st.from_regex(r"[a-z0-9-]{1,63}", fullmatch=True)
+
+
+@given(space_names)
+def test_a_spaces_own_keys_share_one_slot_and_its_catalogue_shards_spread(space):
+    slot = key_slot(K.space_record(space).encode())
+    assert {key_slot(k.encode()) for k in (K.space_table(space), K.space_seed(space), K.space_keys(space))} == {slot}
+    # each catalogue shard's hash and log share a slot of their own, in the space's tag family
+    for n in range(K.CATALOG_SHARDS):
+        assert key_slot(K.space_catalog_hash(space, n).encode()) == key_slot(K.space_catalog_log(space, n).encode())
+        assert K.space_catalog_hash(space, n).startswith(f"bd:{{s:{space}:c:{n}}}")
+    assert set(K.space_fixed_keys(space)) >= {K.space_table(space), K.space_seed(space)}
+    assert K.space_record(space) not in K.space_fixed_keys(space)  # deleting a space removes its record last
+
+
+@given(space_names, space_names)
+def test_two_spaces_keys_never_meet(a, b):
+    if a != b:
+        assert K.space_record(a) != K.space_record(b)
+        ka = {K.space_record(a), K.space_keys(a), *K.space_fixed_keys(a)}
+        kb = {K.space_record(b), K.space_keys(b), *K.space_fixed_keys(b)}
+        assert not ka & kb
+        assert K.space_record(a).split("}")[0] != K.space_record(b).split("}")[0]  # another tag
+
+
+def test_a_spaces_catalogue_spreads_over_slots_and_spaces_are_not_one_slot():
+    assert len({key_slot(K.space_catalog_log("orders", n).encode()) for n in range(K.CATALOG_SHARDS)}) > 12
+    assert len({key_slot(K.space_record(f"space-{i}").encode()) for i in range(50)}) > 45
+    assert K.space_record("orders") == "bd:{s:orders}" and K.SPACES == "bd:spaces"
+    # no existing key is a space's: queues, the catalogue, the cluster's state keep their names
+    assert K.queue_hash("orders") == "bd:{q:orders}" and K.TABLE == "bd:table"

@@ -1,0 +1,206 @@
+"""The registry of named spaces (bluedove/core/spaces.py says what a space is; the keys are
+bluedove/store/keys.py's, each space in its own tag family `{s:<name>}`).
+
+A space is its record, the hash `bd:{s:S}` (spec, created, state), and its name in the
+registry set `bd:spaces`. The two are in different slots, so on a Redis Cluster no one script
+may write both; every change is steps, each atomic on its slot, ordered so that a crash
+between two leaves a state the same call, repeated, repairs:
+
+- create: (1) one script on the record's slot writes the record unless one exists, and
+  answers the existing one if it does; (2) the name goes into the registry whenever the record
+  is active, new or not. A crash after (1) leaves a record that `get` finds and `list` does not
+  yet; the client's retry (the same body: 200) finds the record and adds the name. Two creates
+  of one name race on step (1), which Redis runs one at a time: one writes, the other gets the
+  record back and is answered (existing, False) or SpaceConflict.
+- delete: one script marks the record `deleting` (so publishing to it can be refused at once).
+  The name stays registered and the record stays until `purge_step` has removed every other
+  key of the space, in steps of at most `budget` keys: first the keys its `keys` set lists
+  (SRANDMEMBER, UNLINK, then SREM: a crash between leaves names of keys already gone, whose
+  UNLINK again is nothing), then the keys its name gives (`space_fixed_keys`), then the
+  record, then the name. A crash at any point leaves the record `deleting` or, after the
+  record, a registered name without one, which `list` skips and the next `purge_step` removes.
+  UNLINK frees a large value (a catalogue shard's hash) off Redis's main thread, so a step
+  costs the main thread O(budget), never the size of the space.
+
+Writers of a space's keys to come (its table, its catalogue) check the record: a key whose
+name is not in `space_fixed_keys` goes into the `keys` set first, by a script on the record's
+slot that refuses unless the record is active; and a write that crosses slots reads the
+record again after it and undoes itself unless the record is still active with the same
+`created` (a space deleted and made again under one name is another space).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bluedove.core.spaces import SpaceSpec, first_difference
+from bluedove.store.client import RedisClient
+from bluedove.store.keys import SPACES, space_fixed_keys, space_keys, space_record
+
+ACTIVE, DELETING = "active", "deleting"
+PURGE_BUDGET = 500  # keys a purge step removes at most: a few ms of Redis
+
+# KEYS: the record. ARGV: spec, created. {1, spec, created, state} written now, or {0, …} of
+# the record that was there.
+_CREATE = """
+local had = redis.call('HMGET', KEYS[1], 'spec', 'created', 'state')
+if had[1] then return {0, had[1], had[2], had[3]} end
+redis.call('HSET', KEYS[1], 'spec', ARGV[1], 'created', ARGV[2], 'state', 'active')
+return {1, ARGV[1], ARGV[2], 'active'}
+"""
+# KEYS: the record. ARGV: now (ms). 1 marked now, 2 already deleting, 0 no such space.
+_DELETE = """
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return 0 end
+if state == 'deleting' then return 2 end
+redis.call('HSET', KEYS[1], 'state', 'deleting', 'deleting_since', ARGV[1])
+return 1
+"""
+# KEYS: the record. 1 removed, 0 none there, -1 it is active (a create came first).
+_DROP = """
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return 0 end
+if state ~= 'deleting' then return -1 end
+redis.call('DEL', KEYS[1])
+return 1
+"""
+
+
+class SpaceConflict(Exception):
+    """A create under an existing name with another spec (or a space still being deleted):
+    `field` names the first field that differs (`state` while the old one is being deleted)."""
+
+    def __init__(self, existing: SpaceRecord, field: str) -> None:
+        super().__init__(f"space {existing.spec.name!r} exists with another {field}")
+        self.existing = existing
+        self.field = field
+
+
+class SpaceActive(Exception):
+    """A purge of a space that is not being deleted: `delete` it first."""
+
+
+@dataclass(frozen=True)
+class SpaceRecord:
+    """A space as the store holds it: its spec, when it was made (Unix ms), and its state."""
+
+    spec: SpaceSpec
+    created: int
+    state: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.spec.to_json(), "created": self.created, "state": self.state}
+
+
+@dataclass(frozen=True)
+class PurgeStep:
+    """What one purge step did: keys removed (the record counted), and whether the space is gone."""
+
+    removed: int
+    done: bool
+
+
+def _text(v: str | bytes) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _record(spec: str | bytes, created: str | bytes, state: str | bytes) -> SpaceRecord:
+    return SpaceRecord(SpaceSpec.from_json(json.loads(_text(spec))), int(_text(created)), _text(state))
+
+
+class SpaceStore:
+    """The registry on a redis-py asyncio client (one server or a cluster)."""
+
+    def __init__(self, r: RedisClient) -> None:
+        self.r = r
+        self._create = r.register_script(_CREATE)
+        self._delete = r.register_script(_DELETE)
+        self._drop = r.register_script(_DROP)
+
+    async def create(self, spec: SpaceSpec) -> tuple[SpaceRecord, bool]:
+        """(the record, True) when made now; (the existing one, False) when it has the same
+        canonical spec; SpaceConflict otherwise."""
+        now = int(time.time() * 1000)
+        made, *fields = await self._create(keys=[space_record(spec.name)], args=[spec.canonical(), now])
+        rec = _record(*fields)
+        if rec.state == ACTIVE:
+            await self.r.sadd(SPACES, spec.name)  # step 2; repeated by every create, it repairs a crash
+        if int(made):
+            return rec, True
+        if rec.state != ACTIVE:
+            raise SpaceConflict(rec, "state")
+        differs = first_difference(rec.spec, spec)
+        if differs is not None:
+            raise SpaceConflict(rec, differs)
+        return rec, False
+
+    async def get(self, name: str) -> SpaceRecord | None:
+        raw: Mapping[str, str] = await self.r.hgetall(space_record(name))
+        if not raw or "spec" not in raw:
+            return None
+        return _record(raw["spec"], raw.get("created", "0"), raw.get("state", ACTIVE))
+
+    async def list(self) -> list[SpaceRecord]:
+        """Every registered space with a record, by name (a name whose record is gone, a purge
+        cut short, is left out)."""
+        names = sorted(_text(n) for n in await self.r.smembers(SPACES))
+        recs = [await self.get(n) for n in names]
+        return [r for r in recs if r is not None]
+
+    async def delete(self, name: str) -> int:
+        """Mark space `name` deleting: 1 now, 2 it already was, 0 no such space. Its keys stay
+        until `purge_step` removes them."""
+        return int(await self._delete(keys=[space_record(name)], args=[int(time.time() * 1000)]))
+
+    async def purge_step(self, name: str, budget: int = PURGE_BUDGET) -> PurgeStep:
+        """Remove at most `budget` keys of space `name`, which must be deleting (SpaceActive if
+        it is active); `done` once its record and name are gone too. Call until done."""
+        if budget < 1:
+            raise ValueError("a purge step removes at least one key")
+        state = await self.r.hget(space_record(name), "state")
+        if state is not None and _text(state) != DELETING:
+            raise SpaceActive(f"space {name!r} is {_text(state)}: delete it before purging it")
+        if state is None:
+            await self._unregister(name)
+            return PurgeStep(0, True)
+        removed = await self._listed(name, budget)
+        if removed < budget:
+            removed += await self._fixed(name, budget - removed)
+        if removed >= budget:
+            return PurgeStep(removed, False)
+        dropped = int(await self._drop(keys=[space_record(name)]))
+        if dropped < 0:  # made again since the check above: this space is not ours to purge
+            raise SpaceActive(f"space {name!r} is active again")
+        await self._unregister(name)
+        return PurgeStep(removed + dropped, True)
+
+    async def _listed(self, name: str, budget: int) -> int:
+        """UNLINK up to `budget` keys the space's `keys` set lists, then take them off it."""
+        listed = [_text(k) for k in await self.r.srandmember(space_keys(name), budget)]
+        if not listed:  # (an empty set is no key: nothing to remove)
+            return 0
+        await self.r.unlink(*listed)
+        await self.r.srem(space_keys(name), *listed)
+        return len(listed)
+
+    async def _fixed(self, name: str, budget: int) -> int:
+        """UNLINK up to `budget` of the keys the space's name gives that are still there."""
+        names = space_fixed_keys(name)
+        async with self.r.pipeline(transaction=False) as p:
+            for k in names:
+                p.exists(k)
+            there = [k for k, n in zip(names, await p.execute()) if n][:budget]
+        if there:
+            await self.r.unlink(*there)
+        return len(there)
+
+    async def _unregister(self, name: str) -> None:
+        """Take `name` off the registry, and put it back if a create made it again meanwhile."""
+        await self.r.srem(SPACES, name)
+        state = await self.r.hget(space_record(name), "state")
+        if state is not None and _text(state) == ACTIVE:
+            await self.r.sadd(SPACES, name)
