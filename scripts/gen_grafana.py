@@ -59,6 +59,11 @@ PANELS = [
       ("sum by (instance) (bluedove_matcher_service_rate_per_second)", "μ {{instance}}")]),
     ("Congestion λ/μ per matcher", "none", "The busiest dimension queue of each matcher: above 1 sustained, it grows",
      [("max by (instance) (bluedove_matcher_congestion_ratio)", "{{instance}}")]),
+    ("Matchers at their CPU limit", "percentunit", "Where a matcher runs under a CPU limit (a pod's, its cgroup's): "
+     "its CPU over the stats window as a share of the limit, and the share of its CFS periods it was throttled in. "
+     "The autoscaler reads a matcher throttled in over half its periods, or at 95 % of its limit, as saturated",
+     [("max by (instance) (bluedove_matcher_cpu_limit_used_ratio)", "limit used {{instance}}"),
+      ("max by (instance) (bluedove_matcher_cpu_throttled_ratio)", "throttled {{instance}}")]),
     ("CPU", "percentunit", "CPU of each process (100 % = one core)",
      [(f"rate(process_cpu_seconds_total{RATE}) {ROLE}", "{{role}} {{instance}}")]),
     ("Memory (RSS)", "bytes", "Resident memory of each process",

@@ -76,6 +76,8 @@ class ClusterView:
         self.store = store
         self.table: SegmentTable | None = None
         self.reports: dict[tuple[str, int], LoadReport] = {}
+        # member -> its CPU limit from its last report: (cores, share used, share of periods throttled)
+        self.cpu_limits: dict[str, tuple[float, float, float]] = {}
         # work (matcher seconds) this dispatcher sent each matcher since its last report (adaptive)
         self.charges = Charges(settings.policy == "adaptive")
         self.health: dict[str, MemberHealth] = {}
@@ -294,6 +296,7 @@ class ClusterView:
                 h.reachable, h.ready = False, False
                 for key in [k for k in self.reports if k[0] == m]:
                     del self.reports[key]  # no stale load for a member we cannot reach
+                self.cpu_limits.pop(m, None)
                 self.charges.reset(m)
                 continue
             h.reachable, h.ready, h.report_at = True, r.ready, now
@@ -303,6 +306,7 @@ class ClusterView:
                 self.reports[(m, i)] = LoadReport(d.lam, d.mu, d.q, d.subs, now, d.matched_total)
             self.charges.reset(m)  # what was sent before the report is in its queues or done
             self.gossip_sent[m] = (r.gossip_bytes_sent, r.gossip_messages_sent)
+            self.cpu_limits[m] = (r.cpu_limit_cores, r.cpu_limit_used, r.cpu_throttled)
 
     async def _store_fallback_loop(self) -> None:
         while True:

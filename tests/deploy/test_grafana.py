@@ -73,7 +73,8 @@ def test_every_query_is_promql_that_promtool_parses(tmp_path):
 
 def test_the_panels_follow_the_pages_charts():
     """Published/delivered, the autoscaler's input against its thresholds, desired against
-    actual matchers, latency p50/p99, queues, λ/μ per matcher, CPU, RSS: each is a panel."""
+    actual matchers, latency p50/p99, queues, λ/μ per matcher, matchers against their CPU
+    limit, CPU, RSS: each is a panel."""
     q = queries(json.loads(DASHBOARD.read_text()))
     text = {title: " ".join(es) for title, es in q.items()}
 
@@ -90,6 +91,7 @@ def test_the_panels_follow_the_pages_charts():
     assert any("0.5," in e for e in q[latency]) and any("0.99," in e for e in q[latency])
     panel_with("bluedove_matcher_queue_messages", "bluedove_deliveries_polled_total")
     panel_with("bluedove_matcher_arrival_rate_per_second", "bluedove_matcher_service_rate_per_second")
+    panel_with("bluedove_matcher_cpu_limit_used_ratio", "bluedove_matcher_cpu_throttled_ratio")
     panel_with("process_cpu_seconds_total")
     panel_with("process_resident_memory_bytes")
 

@@ -46,7 +46,7 @@ def test_dashboard_is_the_live_cluster_page(api):
     assert 'getJSON("v1/cluster")' in code and "getJSON(`v1/stats?since=${since}`)" in code
     assert "PERIOD_MS = 1000" in code
     member = api.get("/v1/cluster").json()["members"][0]
-    for key in ("segments", "labels", "subscriptions", "load", "status", "idle", "cpu", "rss_bytes"):
+    for key in ("segments", "labels", "subscriptions", "load", "status", "idle", "cpu", "rss_bytes", "cpu_limit"):
         assert f"m.{key}" in code and key in member, key
     assert {"lambda", "mu", "q", "congestion"} <= set(member["load"]["x0"])
     # Text from the store is never parsed as HTML.

@@ -8,7 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
+import httpx
 import pytest
 
 from bluedove.local.child import Child
@@ -57,6 +59,18 @@ def test_each_matcher_gets_its_own_group_for_its_life(tmp_path):
             assert quota.groups[c.name].name == f"{PREFIX}-{os.getpid()}-{c.name}"
             assert quota.pids(c.name) == [c.pid]
             assert quota.limit(c.name) == (20_000, 100_000)
+        # Each matcher reads its limit from its cgroup and reports it; /v1/cluster shows it.
+        deadline = time.monotonic() + 30
+        while True:
+            members = httpx.get(f"{cluster.url}/v1/cluster", timeout=10).json()["members"]
+            limits = {m["id"]: m["cpu_limit"] for m in members}
+            if all(limits.get(c.name) for c in cluster.matchers()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        for c in cluster.matchers():
+            got = limits[c.name]
+            assert got and got["cores"] == pytest.approx(0.2), limits
+            assert got["used"] >= 0 and 0 <= got["throttled"] <= 1, limits
         added = cluster.add_matcher()  # scale-out: the new process gets a group of its own too
         assert quota.pids(added.name) == [added.pid] and quota.limit(added.name) == (20_000, 100_000)
         assert mine(controller) == [f"{PREFIX}-{os.getpid()}-{m}" for m in ("m1", "m2", "m3")]

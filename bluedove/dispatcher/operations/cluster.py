@@ -53,8 +53,18 @@ def _member_view(view: ClusterView, table: SegmentTable, m: str, now: float, ext
             for i in range(len(names)) if (r := view.reports.get((m, i))) is not None
         },
         "cpu": extra.get("cpu"),  # from the matcher's stats entry in the store (bluedove/matcher/series.py)
+        "cpu_limit": _cpu_limit(view.cpu_limits.get(m)),
         "rss_bytes": extra.get("rss_bytes"),
     }
+
+
+def _cpu_limit(reported: tuple[float, float, float] | None) -> dict[str, float] | None:
+    """A matcher's CPU limit as its last load report gave it (bluedove/runtime/cpu_limit.py), or
+    None: no limit known (none set, or no report yet)."""
+    if reported is None or reported[0] <= 0:
+        return None
+    cores, used, throttled = reported
+    return {"cores": round(cores, 4), "used": round(used, 4), "throttled": round(throttled, 4)}
 
 
 def _labels(space: Space, segs: dict[int, tuple[float, float]]) -> dict[str, list[str | None]]:

@@ -192,7 +192,11 @@ function renderMembers(c) {
     r.cells.congestion.title = Object.entries(m.load || {}).map(([d, l]) =>
       `${d}: λ ${fmt(l.lambda)}/s μ ${fmt(l.mu)}/s q ${l.q} λ/μ ${l.congestion ?? "–"}`).join("\n");
     const live = m.status !== "dead";  // a dead matcher's last CPU and RSS are stale
-    setText(r.cells.cpu, !live || m.cpu === null || m.cpu === undefined ? "–" : `${(100 * m.cpu).toFixed(0)}%`);
+    const cpu = !live || m.cpu === null || m.cpu === undefined ? "–" : `${(100 * m.cpu).toFixed(0)}%`;
+    const lim = live && m.cpu_limit ? m.cpu_limit : null;  // under a CPU limit: its share used
+    setText(r.cells.cpu, lim ? `${cpu} · ${(100 * lim.used).toFixed(0)}% of ${lim.cores}` : cpu);
+    r.cells.cpu.title = lim ? `CPU limit ${lim.cores} cores: ${(100 * lim.used).toFixed(0)}% used, ` +
+      `throttled in ${(100 * lim.throttled).toFixed(0)}% of its periods` : "";
     setText(r.cells.rss, live && m.rss_bytes ? `${(m.rss_bytes / 1048576).toFixed(0)} MiB` : "–");
     if (body.children[idx] !== r.tr) body.insertBefore(r.tr, body.children[idx] || null);
   });
