@@ -4,6 +4,7 @@
 http_error, validation_error, internal_error  # bluedove/dispatcher/app.py
 get_space, get_cluster, dashboard, dashboard_asset, healthz, readyz  # bluedove/dispatcher/routes/cluster.py
 get_stats  # bluedove/dispatcher/routes/stats.py
+list_spaces  # bluedove/dispatcher/routes/spaces.py (its get_space is cluster.py's name)
 # gRPC servicer methods, called by the generated stubs' names
 GetSpace  # bluedove/dispatcher/grpc_api.py
 # rtree index properties, read by libspatialindex when the index is created

@@ -112,6 +112,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     d.add_argument("queue")
     d.add_argument("--token", required=True, help="the queue's token")
 
+    sp = sub.add_parser("spaces", allow_abbrev=False, help="the cluster's attribute spaces")
+    common(sp.add_subparsers(dest="spaces_command", required=True).add_parser(
+        "list", allow_abbrev=False, help="print each space (name, schema, table epoch, counts) as a JSON line"))
+
 
 VALUE_FLAGS = frozenset({"--url", "--tls-ca", "--queue", "--token", "--payload", "--id", "--batch", "--max", "--wait",
                          "--api-key", "--where", "--attr"})
@@ -320,9 +324,18 @@ def cmd_delete_queue(client: Client, args: argparse.Namespace, dims: dict[str, s
     return 0
 
 
+def cmd_spaces(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
+    """`spaces list` (the one sub-command of `spaces`)."""
+    _no_dimensions("spaces list", dims)
+    for space in client.spaces():
+        _print(space)
+    return 0
+
+
 Command = Callable[[Client, argparse.Namespace, dict[str, str]], int]
 COMMANDS: dict[str, Command] = {"subscribe": cmd_subscribe, "resubscribe": cmd_resubscribe, "publish": cmd_publish,
-                                "poll": cmd_poll, "unsubscribe": cmd_unsubscribe, "delete-queue": cmd_delete_queue}
+                                "poll": cmd_poll, "unsubscribe": cmd_unsubscribe, "delete-queue": cmd_delete_queue,
+                                "spaces": cmd_spaces}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypedDict, TypeVar, Unpack, cast
 
-from bluedove.client.errors import Unavailable
+from bluedove.client.errors import BlueDoveError, Unavailable
+from bluedove.client.http import AsyncHttpTransport, HttpTransport
 from bluedove.client.objects import (
                                      Delivery,
                                      MessageLike,
@@ -43,6 +44,7 @@ API_KEY_ENV = "BLUEDOVE_API_KEY"
 
 P = ParamSpec("P")
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class Options(TypedDict, total=False):
@@ -74,6 +76,14 @@ def _async_transport(url: str, timeout_s: float, api_key: str | None, tls_ca: st
     from bluedove.client.http import AsyncHttpTransport
 
     return AsyncHttpTransport(url, timeout_s, api_key=api_key, tls_ca=tls_ca)
+
+
+def _rest(t: object, kind: type[R]) -> R:
+    """`t`, a REST transport: the spaces are read over REST alone (the gRPC API has no call for
+    them yet)."""
+    if not isinstance(t, kind):
+        raise BlueDoveError("unsupported", "spaces are read over REST: give the client an http(s):// URL")
+    return t
 
 
 def _backoff(attempt: int, base_s: float) -> float:
@@ -166,6 +176,14 @@ class Client(_Base):
 
     def space(self) -> Json:
         return self._retry(True, self.t.space)
+
+    def spaces(self) -> list[Json]:
+        """GET /v1/spaces: every space the cluster serves, each as `space_info` gives it."""
+        return self._retry(True, _rest(self.t, HttpTransport).spaces)
+
+    def space_info(self, name: str) -> Json:
+        """GET /v1/spaces/{name}: the space's schema, its table's epoch and its counts."""
+        return self._retry(True, _rest(self.t, HttpTransport).space_info, name)
 
     def create_queue(self) -> Queue:
         out = self.t.create_queue()
@@ -273,6 +291,14 @@ class AsyncClient(_Base):
 
     async def space(self) -> Json:
         return await self._retry(True, self.t.space)
+
+    async def spaces(self) -> list[Json]:
+        """GET /v1/spaces: every space the cluster serves, each as `space_info` gives it."""
+        return await self._retry(True, _rest(self.t, AsyncHttpTransport).spaces)
+
+    async def space_info(self, name: str) -> Json:
+        """GET /v1/spaces/{name}: the space's schema, its table's epoch and its counts."""
+        return await self._retry(True, _rest(self.t, AsyncHttpTransport).space_info, name)
 
     async def create_queue(self) -> Queue:
         out = await self.t.create_queue()

@@ -6,6 +6,7 @@ import json
 import ssl
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, cast
+from urllib.parse import quote
 
 import httpx
 
@@ -85,6 +86,12 @@ class HttpTransport:
     def space(self) -> Json:
         return self._do("GET", "/v1/space")
 
+    def spaces(self) -> list[Json]:
+        return cast(list[Json], self._do("GET", "/v1/spaces")["spaces"])
+
+    def space_info(self, name: str) -> Json:
+        return self._do("GET", f"/v1/spaces/{quote(name, safe='')}")
+
     def create_queue(self) -> Json:
         return self._manage("POST", "/v1/queues")
 
@@ -156,6 +163,12 @@ class AsyncHttpTransport:
 
     async def space(self) -> Json:
         return await self._do("GET", "/v1/space")
+
+    async def spaces(self) -> list[Json]:
+        return cast(list[Json], (await self._do("GET", "/v1/spaces"))["spaces"])
+
+    async def space_info(self, name: str) -> Json:
+        return await self._do("GET", f"/v1/spaces/{quote(name, safe='')}")
 
     async def create_queue(self) -> Json:
         return await self._manage("POST", "/v1/queues")

@@ -19,7 +19,7 @@ from bluedove.core.filter_schema import filter_schema
 from bluedove.core.space import Space
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.errors import HTTP_HEADERS, STORE_ERRORS, as_api_error, http_status
-from bluedove.dispatcher.routes import cluster, hot, messages, queues, stats, subscriptions
+from bluedove.dispatcher.routes import cluster, hot, messages, queues, spaces, stats, subscriptions
 from bluedove.runtime.settings import DispatcherSettings
 
 log = logging.getLogger("bluedove.dispatcher")
@@ -83,7 +83,7 @@ def create_app(settings: DispatcherSettings, space: Space, address: str = "",
         # Anything unforeseen still answers in docs/api.md's error shape (uvicorn logs the traceback).
         return answer_for(exc, request.method, request.url.path)
 
-    for r in (queues.router, subscriptions.router, messages.router, cluster.router, stats.router):
+    for r in (queues.router, subscriptions.router, messages.router, cluster.router, stats.router, spaces.router):
         app.include_router(r)
     app.add_middleware(hot.HotRoutes)  # publish, poll and ack without FastAPI's per-request layers
     return app

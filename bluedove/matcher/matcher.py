@@ -36,6 +36,7 @@ from bluedove.matcher.sets import SubscriptionSets
 from bluedove.matcher.sets_owner import SetsOwner
 from bluedove.runtime.cpu_limit import NONE_KNOWN
 from bluedove.runtime.settings import MatcherSettings
+from bluedove.store.spaces import SpaceStore
 from bluedove.store.store import MatcherStore, wait_ready
 from bluedove.v1 import matcher_pb2 as pb
 
@@ -108,9 +109,9 @@ class Matcher:
         gc.freeze()
 
     async def _boot_table(self) -> SegmentTable:
-        """The stored table: with a space, proposed first if the store has none (as `bluedove
-        init` does; raises SpaceMismatch for a table over another space), else waited for. If
-        we own segments under another address (or none yet), our address is stored first."""
+        """The stored table: with a space, proposed first if the store has none (as `bluedove init` does;
+        raises SpaceMismatch for a table over another space), else waited for; `default` registered (every
+        way of starting a cluster boots a matcher). Our address is stored first if we own segments without it."""
         if self.space is not None:
             members = (parse_members(self.s.boot_members, "--boot-members") if self.s.boot_members
                        else {self.s.id: self.advertise})
@@ -125,6 +126,7 @@ class Matcher:
                 if raw is None:
                     await asyncio.sleep(self.s.table_wait_s)
             table = SegmentTable.from_json(raw)
+        await SpaceStore(self.store.r).ensure_default(table.space)
         was = table.members.get(self.s.id)
         table = await register_address(self.store, self.s.id, self.advertise, table)
         if was is not None and was != self.advertise:

@@ -32,14 +32,26 @@ record again after it and undoes itself unless the record is still active with t
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bluedove.core.spaces import SpaceSpec, first_difference
+from bluedove.core.space import Space
+from bluedove.core.spaces import DEFAULT_SPACE, SpaceSpec, default_spec, first_difference
 from bluedove.store.client import RedisClient
-from bluedove.store.keys import SPACES, space_fixed_keys, space_keys, space_record
+from bluedove.store.keys import (
+    CATALOG_SHARDS,
+    SPACES,
+    catalog_hash,
+    space_catalog_hash,
+    space_fixed_keys,
+    space_keys,
+    space_record,
+)
+
+log = logging.getLogger("bluedove.store")
 
 ACTIVE, DELETING = "active", "deleting"
 PURGE_BUDGET = 500  # keys a purge step removes at most: a few ms of Redis
@@ -137,6 +149,30 @@ class SpaceStore:
         if differs is not None:
             raise SpaceConflict(rec, differs)
         return rec, False
+
+    async def ensure_default(self, space: Space) -> SpaceRecord:
+        """Register `default` with `default_spec(space)` (the stored table's space) unless it is
+        registered: idempotent, so a store from before the registry gets it at its next boot. A
+        stored default with another definition is left as it is and logged: the table, not the
+        registry, is what the default space is served by (docs/design.md, "Spaces (in progress)")."""
+        try:
+            rec, made = await self.create(default_spec(space))
+        except SpaceConflict as exc:
+            log.warning("the registry's space %r differs from the segment table's at %s: left as it is",
+                        DEFAULT_SPACE, exc.field)
+            return exc.existing
+        if made:
+            log.info("registered the space %r", DEFAULT_SPACE)
+        return rec
+
+    async def subscriptions(self, name: str) -> int:
+        """How many subscriptions space `name`'s catalogue holds (the default space's catalogue
+        is the cluster's own, bluedove/store/keys.py's `catalog_hash`): one pipelined call."""
+        shard = catalog_hash if name == DEFAULT_SPACE else (lambda n: space_catalog_hash(name, n))
+        async with self.r.pipeline(transaction=False) as p:
+            for n in range(CATALOG_SHARDS):
+                p.hlen(shard(n))
+            return sum(int(c) for c in await p.execute())
 
     async def get(self, name: str) -> SpaceRecord | None:
         raw: Mapping[str, str] = await self.r.hgetall(space_record(name))

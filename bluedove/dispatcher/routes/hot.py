@@ -1,4 +1,5 @@
-"""The busiest requests served below FastAPI's routing stack: publish, batch publish, poll, ack."""
+"""The busiest requests served below FastAPI's routing stack: publish, batch publish (with or
+without a space), poll, ack."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from fastapi import FastAPI, Request, Response
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bluedove.dispatcher.routes import messages, queues
+from bluedove.dispatcher.routes import messages, queues, spaces
 
 _QUEUE_PATH = re.compile(r"/v1/queues/([^/]+)/(messages|ack)")
 _QUEUE = {("GET", "messages"): queues.poll, ("POST", "ack"): queues.ack}
+# A space's publishes (bluedove/dispatcher/routes/spaces.py): the same, once the name is checked.
+_SPACE_PATH = re.compile(r"/v1/spaces/([^/]+)/(messages|messages:batch)")
+_SPACE = {("POST", "messages"): spaces.publish, ("POST", "messages:batch"): spaces.publish_batch}
 _EXACT = {("POST", "/v1/messages"): messages.publish, ("POST", "/v1/messages:batch"): messages.publish_batch}
 
 log = logging.getLogger("bluedove.dispatcher")
@@ -50,6 +54,8 @@ class HotRoutes:
                 args: tuple[str, ...] = ()
                 if endpoint is None and (m := _QUEUE_PATH.fullmatch(path)):
                     endpoint, args = _QUEUE.get((method, m.group(2))), (m.group(1),)
+                elif endpoint is None and (m := _SPACE_PATH.fullmatch(path)):
+                    endpoint, args = _SPACE.get((method, m.group(2))), (m.group(1),)
                 if endpoint is not None:
                     request = Request(scope, receive)
                     try:
