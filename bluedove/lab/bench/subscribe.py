@@ -33,7 +33,8 @@ from bluedove.lab.bench.cpu import cpu_seconds
 from bluedove.lab.bench.store_nodes import BenchStore, StoreShape
 from bluedove.local.cluster import LocalCluster
 
-MODES = ("concurrent", "sequential", "batch")
+MODES = ("concurrent", "sequential", "batch")  # the default, in turn
+CHURN = "churn"  # opt-in: publishing with and without churn (bluedove/lab/bench/churn.py)
 
 
 class SubscribeTransport(AioHttpTransport):
@@ -191,22 +192,30 @@ def add_parser(sub) -> None:
     p.add_argument("--batch-calls", type=int, default=2, help=":batch calls under way (default 2)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds each mode is measured (default 10)")
     p.add_argument("--warmup", type=float, default=2.0, help="seconds before each measurement starts (default 2)")
-    p.add_argument("--modes", default=",".join(MODES), help=f"the modes measured, in turn (default {','.join(MODES)})")
+    p.add_argument("--modes", default=",".join(MODES),
+                   help=f"the modes measured, in turn (default {','.join(MODES)}; also {CHURN}: the publish rate "
+                        "with and without subscribes and unsubscribes beside it)")
+    p.add_argument("--churn", type=float, default=500.0, help=f"{CHURN}: subscribes (and unsubscribes) per second "
+                                                              "(default 500)")
+    p.add_argument("--publish-share", type=float, default=0.5,
+                   help=f"{CHURN}: the publish rate as a share of the saturation measured first (default 0.5)")
     add_output_flags(p)
     p.set_defaults(func=run_subscribe_bench)
 
 
 def run_subscribe_bench(args: argparse.Namespace) -> int:
     modes = [m for m in args.modes.split(",") if m]
-    if not modes or any(m not in MODES for m in modes) or args.procs < 1 or args.clients < args.procs:
-        print(f"bench subscribe: --modes {args.modes} (some of {','.join(MODES)}), --clients >= --procs >= 1",
-              file=sys.stderr)
+    if not modes or any(m not in (*MODES, CHURN) for m in modes) or args.procs < 1 or args.clients < args.procs \
+            or not 0 < args.publish_share <= 1 or args.churn <= 0:
+        print(f"bench subscribe: --modes {args.modes} (some of {','.join(MODES)},{CHURN}), --clients >= --procs >= 1,"
+              " 0 < --publish-share <= 1, --churn > 0", file=sys.stderr)
         return 2
     if workload_or_none(args) is None:
         return 2
     preds = _predicates(args.workload, args.seed, args.n_subs)
     load_start = list(os.getloadavg())
     out: dict[str, dict] = {}
+    churn: dict | None = None
     catalogued = 0
     idle: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bluedove-bench-") as tmp:
@@ -218,10 +227,12 @@ def run_subscribe_bench(args: argparse.Namespace) -> int:
             try:
                 pids = {"redis": store.server.proc.pid, **{c.name: c.pid for c in cluster.children}}
                 idle = _idle_cpu(pids, 1 + 1.5 * args.warmup)
-                for m in modes:
+                for m in (m for m in modes if m != CHURN):
                     out[m] = _measure(m, args, cluster.url, pids, preds)
                     out[m]["cpu_ms_per_sub"] = _per_sub(out[m], idle, args.duration)
                 catalogued = _catalogued(store.url)
+                if CHURN in modes:
+                    churn = _churn(args, cluster.url, preds, catalogued)
             finally:
                 cluster.stop()
         finally:
@@ -230,8 +241,9 @@ def run_subscribe_bench(args: argparse.Namespace) -> int:
               "procs": args.procs, "batch": args.batch, "batch_calls": args.batch_calls, "duration": args.duration,
               "cpus": os.cpu_count(), "load_avg_start": load_start, "load_avg_end": list(os.getloadavg()),
               "idle_cpu_pct": idle, "modes": out, "catalogued": catalogued,
-              "answered": sum(v["answered"] for v in out.values())}
+              "answered": sum(v["answered"] for v in out.values()), CHURN: churn}
     ok = all(v["subscriptions"] > 0 and not v["errors"] for v in out.values()) and catalogued == result["answered"]
+    ok = ok and (churn is None or (not churn["churn"]["errors"] and churn["alone"]["accepted_per_s"] > 0))
     result["ok"] = ok
     if args.json:
         print(json.dumps(result))
@@ -241,7 +253,39 @@ def run_subscribe_bench(args: argparse.Namespace) -> int:
             per = ", ".join(f"{k} {x}" for k, x in v["cpu_ms_per_sub"].items())
             print(f"{m:<11} {v['subs_per_s']:>8,} subs/s  p50 {v['p50_ms']} ms  p99 {v['p99_ms']} ms  "
                   f"(load {v['load_avg_1m']})  cpu: {cpu}  cpu ms/sub over idle: {per}")
+        if churn is not None:
+            _print_churn(churn)
     if not ok:
         print(f"bench subscribe: a mode failed: {[v['errors'] for v in out.values()]}", file=sys.stderr)
         return 1
     return 0
+
+
+def _churn(args: argparse.Namespace, url: str, preds: list[dict], catalogued: int) -> dict:
+    """The churn mode on a cluster topped up to the workload's subscriptions."""
+    from bluedove.lab.bench.churn import measure_churn
+    from bluedove.lab.workloads.paper import get as get_workload
+
+    w = get_workload(args.workload, seed=args.seed, n_subs=args.n_subs)
+    missing = max(0, args.n_subs - catalogued)
+    asyncio.run(_top_up(url, preds[:missing]))
+    points = w.messages(20_000, seed=args.seed + 1)
+    return measure_churn(url, points, w.space.names, preds, args.churn, args.publish_share, args.duration)
+
+
+async def _top_up(url: str, preds: list[dict]) -> None:
+    t = SubscribeTransport(url, 2, timeout_s=120.0)
+    try:
+        for i in range(0, len(preds), 1000):
+            q = await t.create_queue()
+            await t.subscribe_batch([{"queue": q["queue"], "predicates": p} for p in preds[i:i + 1000]], q["token"])
+    finally:
+        await t.close()
+
+
+def _print_churn(r: dict) -> None:
+    a, b, c = r["alone"], r["with_churn"], r["churn"]
+    print(f"{CHURN:<11} publishing at {r['rate_per_s']:,}/s (of {r['saturation_per_s']:,} saturated): alone "
+          f"{a['accepted_per_s']:,}/s p99 {a['p99_ms']} ms; with {c['subscribed_per_s']:,} subscribes/s and "
+          f"{c['unsubscribed_per_s']:,} unsubscribes/s {b['accepted_per_s']:,}/s p99 {b['p99_ms']} ms: drop "
+          f"{100 * r['drop']:.1f} %; subscribe p50 {c['subscribe_p50_ms']} ms p99 {c['subscribe_p99_ms']} ms")
