@@ -21,6 +21,7 @@ import grpc
 from bluedove.gossip import wire
 from bluedove.gossip.messages import Envelope
 from bluedove.runtime import tls
+from bluedove.runtime.open_streams import OpenStreams
 from bluedove.v1 import gossip_pb2 as pb
 from bluedove.v1 import gossip_pb2_grpc as pb_grpc
 
@@ -144,8 +145,7 @@ class GossipServicer(pb_grpc.GossipServicer):
 
     def __init__(self, on_envelope: Callable[[Envelope], None]) -> None:
         self.on_envelope = on_envelope
-        self._streams: set[asyncio.Task[Any]] = set()
-        self._closing = asyncio.Event()
+        self._streams = OpenStreams()
 
     async def Deliver(self, request: pb.Envelope,
                       context: grpc.aio.ServicerContext[pb.Envelope, pb.Delivered]) -> pb.Delivered:
@@ -154,25 +154,11 @@ class GossipServicer(pb_grpc.GossipServicer):
 
     async def Stream(self, request_iterator: AsyncIterator[pb.Envelope],
                      context: grpc.aio.ServicerContext[pb.Envelope, pb.Delivered]) -> pb.Delivered:
-        if self._closing.is_set():
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is stopping")
-        task = asyncio.current_task()
-        assert task is not None
-        self._streams.add(task)
-        try:
+        async with self._streams.held(context):
             async for request in request_iterator:
                 self.on_envelope(wire.from_proto(request))
-        except asyncio.CancelledError:
-            if not self._closing.is_set():
-                raise
-            # (a cancelled handler alone leaves the call open until the server's grace ends)
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is stopping")
-        finally:
-            self._streams.discard(task)
         return pb.Delivered()
 
     def close(self) -> None:
         """End every open stream (its sender sees it break and opens another, elsewhere)."""
-        self._closing.set()
-        for task in list(self._streams):
-            task.cancel()
+        self._streams.close()

@@ -4,14 +4,14 @@ MatcherError into its status code (bluedove/matcher/errors.py). No decision is m
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
 
 from bluedove.matcher.errors import MatcherError
 from bluedove.matcher.matcher import Matcher
+from bluedove.runtime.open_streams import OpenStreams
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
@@ -35,14 +35,11 @@ class MatcherServicer(pb_grpc.MatcherServicer):
 
     def __init__(self, m: Matcher) -> None:
         self.m = m
-        self._streams: set[asyncio.Task[Any]] = set()
-        self._closing = asyncio.Event()
+        self._streams = OpenStreams()
 
     def close(self) -> None:
         """End every open stream (its dispatcher sees it break and opens another)."""
-        self._closing.set()
-        for task in list(self._streams):
-            task.cancel()
+        self._streams.close()
 
     async def Forward(self, request: pb.ForwardRequest,
                       context: grpc.aio.ServicerContext[pb.ForwardRequest, pb.ForwardReply]) -> pb.ForwardReply:
@@ -58,21 +55,9 @@ class MatcherServicer(pb_grpc.MatcherServicer):
                                      ) -> AsyncIterator[pb.SubscriptionAck]:
         """AddSubscriptions on one long-lived call: a batch at a time, each acked in order; an
         error (NotReady) ends the call with its status, as it would end a unary call."""
-        if self._closing.is_set():
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is stopping")
-        task = asyncio.current_task()
-        assert task is not None
-        self._streams.add(task)
-        try:
+        async with self._streams.held(context):
             async for request in request_iterator:
                 yield await answer(context, self.m.add_subscriptions(request))
-        except asyncio.CancelledError:
-            if not self._closing.is_set():
-                raise
-            # (a cancelled handler alone leaves the call open until the server's grace ends)
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is stopping")
-        finally:
-            self._streams.discard(task)
 
     async def ReplaceSubscriptions(self, request: pb.SubscriptionBatch,
                                    context: grpc.aio.ServicerContext[pb.SubscriptionBatch, pb.SubscriptionAck]
