@@ -49,6 +49,15 @@ class Call:
     args: list[Arg]
 
 
+# Deliveries in one DELIVER script at most. Redis runs a script alone: a batch of 500 messages
+# to ~20 queues each was one call of ~10,000 deliveries, up to 63 ms in which no other command
+# ran (a queue-token check, a catalogue write; a subscribe waited behind several under
+# publishing). Each delivery has its own dedup mark, so a batch cut into calls and written
+# again after a failure part way still writes each delivery once (docs/benchmarks.md,
+# "Subscribe: single calls and batches").
+DELIVER_MOST = 256
+
+
 @dataclass
 class SlotGroup:
     """One slot's deliveries of a batch, as a DELIVER call's keys and args."""
@@ -60,10 +69,11 @@ class SlotGroup:
 
 
 def group_deliveries(deliveries: Iterable[tuple[str, int, str]], mids: list[str], skip: set[int],
-                     slot_of: Callable[[str], int]) -> dict[int, SlotGroup]:
-    """Deliveries [(queue, message index, subs json)] by slot (`slot_of(queue)`; one group
-    when it answers 0 for all), leaving out messages in `skip`."""
-    groups: dict[int, SlotGroup] = {}
+                     slot_of: Callable[[str], int], most: int = DELIVER_MOST) -> list[SlotGroup]:
+    """Deliveries [(queue, message index, subs json)] by slot (`slot_of(queue)`; one slot when
+    it answers 0 for all), at most `most` in a group, leaving out messages in `skip`."""
+    groups: list[SlotGroup] = []
+    open_: dict[int, SlotGroup] = {}  # slot -> its group still taking deliveries
     slots: dict[str, int] = {}
     for queue, idx, subs in deliveries:
         if idx in skip:
@@ -71,9 +81,10 @@ def group_deliveries(deliveries: Iterable[tuple[str, int, str]], mids: list[str]
         slot = slots.get(queue)
         if slot is None:
             slot = slots[queue] = slot_of(queue)
-        g = groups.get(slot)
-        if g is None:
-            g = groups[slot] = SlotGroup()
+        g = open_.get(slot)
+        if g is None or len(g.pairs) >= 2 * most:
+            g = open_[slot] = SlotGroup()
+            groups.append(g)
         li = g.local.get(idx)
         if li is None:
             g.messages.append(idx)

@@ -32,8 +32,8 @@ class Deliveries(Connection):
         failure part way, writes none twice. The messages of `marks` (default: all) are
         publisher-chosen ids: once a batch is written, each gets a mark of its own, and
         publishing it again within the window writes nothing, even to a queue that has
-        subscribed since. The batch is one atomic call on one server; on a cluster, one per
-        slot (docs/design.md, "The store on a Redis Cluster")."""
+        subscribed since. The batch is one call per DELIVER_MOST deliveries of a slot
+        (bluedove/store/batch.py; docs/design.md, "The store on a Redis Cluster"), pipelined."""
         ttls = [int(m[2]) if len(m) > 2 else self.limits.dedup_window_s for m in messages]
         mids = [m[0] for m in messages]
         marked = [i for i in range(len(messages)) if marks is None or marks[i]]
@@ -45,7 +45,7 @@ class Deliveries(Connection):
                 seen = {i for i, n in zip(marked, await p.execute()) if n}
         groups = group_deliveries(deliveries, mids, seen, self.runner.slot_of_queue)
         calls: list[Call] = []
-        for g in groups.values():
+        for g in groups:
             args: list[Arg] = [len(g.messages), self.limits.max_undelivered, self.limits.retention_s, GROUP]
             for i in g.messages:
                 args += (messages[i][1], ttls[i])
@@ -53,7 +53,7 @@ class Deliveries(Connection):
         written = 0
         new = {i for i in marked if i not in seen}
         if calls:
-            for g, (n, dropped, *local) in zip(groups.values(), await self.runner.run(calls, wait=True)):
+            for g, (n, dropped, *local) in zip(groups, await self.runner.run(calls, wait=True)):
                 written += int(n)
                 self.dropped += int(dropped)
                 new.update(g.messages[int(li) - 1] for li in local)
