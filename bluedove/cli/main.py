@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_init(sub)  # init: the first segment table
     add_seed(sub)  # seed: re-lay out a running cluster by a partition seed
     add_autoscaler(sub)  # autoscaler (Kubernetes)
-    client_cli.add_parsers(sub)  # (re|un)subscribe, publish, poll, delete-queue (bluedove/client/cli.py)
+    client_cli.add_parsers(sub)  # (re|un)subscribe, publish, poll, delete-queue, spaces (bluedove/client/cli.py)
     add_export(sub)  # export catalogue: Parquet for offline jobs
     add_keys(sub)  # keys: API keys (--auth keys)
     add_plugin_commands(sub)  # demo, bench, sim: the lab, when installed
