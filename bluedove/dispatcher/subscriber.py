@@ -131,15 +131,15 @@ class Subscriber:
     def _lane(self, member: str, replaces: bool = False) -> Batcher[pb.Subscription, pb.SubscriptionAck]:
         lane = self._lanes.get((replaces, member))
         if lane is None:
-            adds = self._streams[member] = AddStream(lambda: self.cluster.stub(member), self.s.subscribe_timeout_s)
+            adds = None if replaces else self._streams.setdefault(
+                member, AddStream(lambda: self.cluster.stub(member), self.s.subscribe_timeout_s))
 
             async def call(subs: list[pb.Subscription]) -> list[pb.SubscriptionAck]:
                 batch = pb.SubscriptionBatch(subscriptions=subs)
-                if replaces:
-                    reply: pb.SubscriptionAck = await self.cluster.stub(member).ReplaceSubscriptions(
-                        batch, timeout=self.s.subscribe_timeout_s)
-                else:
-                    reply = await adds.add(batch)
+                if adds is not None:
+                    return [await adds.add(batch)] * len(subs)
+                reply: pb.SubscriptionAck = await self.cluster.stub(member).ReplaceSubscriptions(
+                    batch, timeout=self.s.subscribe_timeout_s)
                 return [reply] * len(subs)
 
             lane = self._lanes[(replaces, member)] = Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT, SEND_ALONGSIDE)

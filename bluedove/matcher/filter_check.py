@@ -40,18 +40,20 @@ class _Grow:
         self.a = np.zeros(64, dtype=np.int64)
         self.n = 0
 
+    def _room(self, size: int) -> None:
+        while size > len(self.a):
+            self.a = np.concatenate([self.a, np.zeros(len(self.a), dtype=np.int64)])
+
     def extend(self, values: Sequence[int]) -> int:
         """Append `values`; where they start."""
         start, end = self.n, self.n + len(values)
-        while end > len(self.a):
-            self.a = np.concatenate([self.a, np.zeros(len(self.a), dtype=np.int64)])
+        self._room(end)
         self.a[start:end] = values
         self.n = end
         return start
 
     def set(self, i: int, v: int) -> None:
-        while i >= len(self.a):
-            self.a = np.concatenate([self.a, np.zeros(len(self.a), dtype=np.int64)])
+        self._room(i + 1)
         self.a[i] = v
         self.n = max(self.n, i + 1)
 
