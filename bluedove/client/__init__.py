@@ -3,6 +3,7 @@
 from bluedove.client.client import AsyncClient, Client
 from bluedove.client.errors import (
                                     BlueDoveError,
+                                    Conflict,
                                     Forbidden,
                                     InvalidAck,
                                     InvalidJson,
@@ -20,7 +21,7 @@ from bluedove.client.errors import (
 from bluedove.client.objects import Delivery, Queue, Subscription
 
 __all__ = [
-    "AsyncClient", "BlueDoveError", "Client", "Delivery", "Forbidden", "InvalidAck", "InvalidJson", "InvalidMessage",
-    "InvalidParameter", "InvalidRequest", "InvalidSubscription", "LimitExceeded", "NotFound", "PayloadTooLarge",
-    "Queue", "RateLimited", "Subscription", "Unauthorized", "Unavailable",
+    "AsyncClient", "BlueDoveError", "Client", "Conflict", "Delivery", "Forbidden", "InvalidAck", "InvalidJson",
+    "InvalidMessage", "InvalidParameter", "InvalidRequest", "InvalidSubscription", "LimitExceeded", "NotFound",
+    "PayloadTooLarge", "Queue", "RateLimited", "Subscription", "Unauthorized", "Unavailable",
 ]

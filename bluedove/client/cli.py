@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import os
+import pathlib
 import re
 import sys
 import textwrap
@@ -113,8 +114,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     d.add_argument("--token", required=True, help="the queue's token")
 
     sp = sub.add_parser("spaces", allow_abbrev=False, help="the cluster's attribute spaces")
-    common(sp.add_subparsers(dest="spaces_command", required=True).add_parser(
-        "list", allow_abbrev=False, help="print each space (name, schema, table epoch, counts) as a JSON line"))
+    spaces = sp.add_subparsers(dest="spaces_command", required=True)
+    common(spaces.add_parser("list", allow_abbrev=False,
+                             help="print each space (name, schema, table epoch, counts) as a JSON line"))
+    create = spaces.add_parser("create", allow_abbrev=False, help="create a space from its JSON definition "
+                               "(docs/api.md, \"Spaces\"); the same definition again is no change")
+    common(create)
+    create.add_argument("file", help="the definition: a JSON file, or - for standard input")
+    delete = spaces.add_parser("delete", allow_abbrev=False, help="delete a space and its subscriptions")
+    common(delete)
+    delete.add_argument("name")
 
 
 VALUE_FLAGS = frozenset({"--url", "--tls-ca", "--queue", "--token", "--payload", "--id", "--batch", "--max", "--wait",
@@ -325,10 +334,21 @@ def cmd_delete_queue(client: Client, args: argparse.Namespace, dims: dict[str, s
 
 
 def cmd_spaces(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
-    """`spaces list` (the one sub-command of `spaces`)."""
-    _no_dimensions("spaces list", dims)
-    for space in client.spaces():
-        _print(space)
+    """`spaces list|create|delete`."""
+    _no_dimensions(f"spaces {args.spaces_command}", dims)
+    if args.spaces_command == "create":
+        try:
+            text = sys.stdin.read() if args.file == "-" else pathlib.Path(args.file).read_text(encoding="utf-8")
+            spec = json.loads(text)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{args.file}: not a readable JSON definition ({exc})") from None
+        _print(client.create_space(spec))
+    elif args.spaces_command == "delete":
+        client.delete_space(args.name)
+        _print({"deleted": args.name})
+    else:
+        for space in client.spaces():
+            _print(space)
     return 0
 
 

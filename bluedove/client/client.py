@@ -185,6 +185,15 @@ class Client(_Base):
         """GET /v1/spaces/{name}: the space's schema, its table's epoch and its counts."""
         return self._retry(True, _rest(self.t, HttpTransport).space_info, name)
 
+    def create_space(self, spec: Json) -> Json:
+        """POST /v1/spaces: the space made, or the existing one of this very definition (a retry
+        is safe); Conflict for another definition under its name."""
+        return self._retry(True, _rest(self.t, HttpTransport).create_space, spec)
+
+    def delete_space(self, name: str) -> None:
+        """DELETE /v1/spaces/{name}: its subscriptions go, queues stay (NotFound: no such space)."""
+        _rest(self.t, HttpTransport).delete_space(name)
+
     def create_queue(self) -> Queue:
         out = self.t.create_queue()
         return Queue(out["queue"], out["token"], self)
@@ -299,6 +308,14 @@ class AsyncClient(_Base):
     async def space_info(self, name: str) -> Json:
         """GET /v1/spaces/{name}: the space's schema, its table's epoch and its counts."""
         return await self._retry(True, _rest(self.t, AsyncHttpTransport).space_info, name)
+
+    async def create_space(self, spec: Json) -> Json:
+        """POST /v1/spaces (as `Client.create_space`)."""
+        return await self._retry(True, _rest(self.t, AsyncHttpTransport).create_space, spec)
+
+    async def delete_space(self, name: str) -> None:
+        """DELETE /v1/spaces/{name} (as `Client.delete_space`)."""
+        await _rest(self.t, AsyncHttpTransport).delete_space(name)
 
     async def create_queue(self) -> Queue:
         out = await self.t.create_queue()

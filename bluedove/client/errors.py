@@ -73,6 +73,13 @@ class NotFound(BlueDoveError):
     status = 404
 
 
+class Conflict(BlueDoveError):
+    """409 `conflict`: a space exists under that name with another definition (`field` names the
+    first difference), or the `default` space asked to be deleted."""
+
+    status = 409
+
+
 class LimitExceeded(BlueDoveError):
     """429: a limit such as subscriptions per queue."""
 
@@ -103,13 +110,14 @@ BY_CODE: dict[str, type[BlueDoveError]] = {
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,
     "not_found": NotFound,
+    "conflict": Conflict,
     "limit_exceeded": LimitExceeded,
     "rate_limited": RateLimited,
     "unavailable": Unavailable,
 }
 BY_STATUS: dict[int, type[BlueDoveError]] = {
-    400: InvalidRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 413: PayloadTooLarge, 422: InvalidRequest,
-    429: LimitExceeded, 503: Unavailable,
+    400: InvalidRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 413: PayloadTooLarge,
+    422: InvalidRequest, 429: LimitExceeded, 503: Unavailable,
 }
 
 

@@ -92,6 +92,12 @@ class HttpTransport:
     def space_info(self, name: str) -> Json:
         return self._do("GET", f"/v1/spaces/{quote(name, safe='')}")
 
+    def create_space(self, spec: Json) -> Json:
+        return self._manage("POST", "/v1/spaces", json=spec)
+
+    def delete_space(self, name: str) -> None:
+        self._manage("DELETE", f"/v1/spaces/{quote(name, safe='')}")
+
     def create_queue(self) -> Json:
         return self._manage("POST", "/v1/queues")
 
@@ -169,6 +175,12 @@ class AsyncHttpTransport:
 
     async def space_info(self, name: str) -> Json:
         return await self._do("GET", f"/v1/spaces/{quote(name, safe='')}")
+
+    async def create_space(self, spec: Json) -> Json:
+        return await self._manage("POST", "/v1/spaces", json=spec)
+
+    async def delete_space(self, name: str) -> None:
+        await self._manage("DELETE", f"/v1/spaces/{quote(name, safe='')}")
 
     async def create_queue(self) -> Json:
         return await self._manage("POST", "/v1/queues")

@@ -21,6 +21,7 @@ from bluedove.dispatcher.publish.decode import Decoder
 from bluedove.dispatcher.publish.forwarder import Forwarder
 from bluedove.dispatcher.sampler import Sampler
 from bluedove.dispatcher.series import DispatcherSeries
+from bluedove.dispatcher.space_registry import SpaceRegistry
 from bluedove.dispatcher.subscriber import Subscriber
 from bluedove.dispatcher.view import ClusterView
 from bluedove.runtime.settings import DispatcherSettings
@@ -58,6 +59,8 @@ class Dispatcher:
         self.series = DispatcherSeries(self.store, space, settings.id, self.cluster)
         # API keys (bluedove/dispatcher/auth.py); None: auth off, anyone may publish and create queues.
         self.auth = KeyAuth(self.store, settings.auth_refresh_s) if settings.auth == "keys" else None
+        # its copy of the registry of spaces, and the purges of those deleted
+        self.registry = SpaceRegistry(self.store.r, settings.spaces_refresh_s)
 
     async def start(self, address: str) -> None:
         forwarding.warm_up()  # compiled (or loaded from its cache) before the first publish
@@ -66,6 +69,7 @@ class Dispatcher:
         await self.cluster.start()
         if self.auth is not None:
             self.auth.start()
+        self.registry.start()
         self.series.start()
         self._heartbeat = asyncio.get_running_loop().create_task(self._register(address))
         self.metrics.parked_now = lambda: self.store.wakeups.parked
@@ -80,6 +84,7 @@ class Dispatcher:
             if task:
                 task.cancel()
         await self.series.stop()
+        await self.registry.stop()
         if self.auth is not None:
             await self.auth.stop()
         self.metrics.close()

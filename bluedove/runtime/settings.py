@@ -191,6 +191,9 @@ class DispatcherSettings:
     auth: str = "off"
     # With keys: how often the store's key generation is read (a revoke takes effect within it).
     auth_refresh_s: float = 0.25
+    # How often the store's registry of spaces is checked for a change (a deleted space's
+    # purge resumes within it on a dispatcher that did not take the DELETE).
+    spaces_refresh_s: float = 1.0
     # -- TLS (bluedove/runtime/tls.py, docs/security.md "TLS"): PEM files, "" = plain --
     tls_cert: str = ""
     tls_key: str = ""

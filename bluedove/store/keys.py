@@ -40,6 +40,7 @@ Named spaces (bluedove/store/spaces.py), a space `S` in the tag family `{s:S}`: 
 the slot `{s:S}`, its catalogue's shards each in a slot of its own `{s:S:c:N}`, so that the
 spaces' catalogues and tables spread over a cluster:
   bd:spaces             set     every space's name (the registry: listing reads it, never the keyspace)
+  bd:spaces:gen         counter bumped after every create and delete (dispatchers watch it)
   bd:{s:S}              hash    spec (canonical JSON), created (ms), state (active|deleting)
   bd:{s:S}:table        string  the space's segment table JSON (compare-and-set by epoch)
   bd:{s:S}:seed         string  the partition seed its table was laid out by
@@ -108,6 +109,7 @@ def api_key(key_id: str) -> str:
 
 # -- named spaces ----------------------------------------------------------------------------
 SPACES = "bd:spaces"
+SPACES_GENERATION = "bd:spaces:gen"
 
 
 def space_record(space: str) -> str:

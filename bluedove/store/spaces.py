@@ -44,6 +44,7 @@ from bluedove.store.client import RedisClient
 from bluedove.store.keys import (
     CATALOG_SHARDS,
     SPACES,
+    SPACES_GENERATION,
     catalog_hash,
     space_catalog_hash,
     space_fixed_keys,
@@ -142,6 +143,7 @@ class SpaceStore:
         if rec.state == ACTIVE:
             await self.r.sadd(SPACES, spec.name)  # step 2; repeated by every create, it repairs a crash
         if int(made):
+            await self.r.incr(SPACES_GENERATION)  # step 3: the dispatchers' copies reload
             return rec, True
         if rec.state != ACTIVE:
             raise SpaceConflict(rec, "state")
@@ -190,7 +192,16 @@ class SpaceStore:
     async def delete(self, name: str) -> int:
         """Mark space `name` deleting: 1 now, 2 it already was, 0 no such space. Its keys stay
         until `purge_step` removes them."""
-        return int(await self._delete(keys=[space_record(name)], args=[int(time.time() * 1000)]))
+        marked = int(await self._delete(keys=[space_record(name)], args=[int(time.time() * 1000)]))
+        if marked == 1:
+            await self.r.incr(SPACES_GENERATION)
+        return marked
+
+    async def generation(self) -> int:
+        """The registry's generation: it moves after every create and delete (a crash between the
+        change and the bump leaves it unmoved until the next change; the dispatchers' copies also
+        reload every `spaces_reload_s`)."""
+        return int(await self.r.get(SPACES_GENERATION) or 0)
 
     async def purge_step(self, name: str, budget: int = PURGE_BUDGET) -> PurgeStep:
         """Remove at most `budget` keys of space `name`, which must be deleting (SpaceActive if
@@ -212,6 +223,7 @@ class SpaceStore:
         if dropped < 0:  # made again since the check above: this space is not ours to purge
             raise SpaceActive(f"space {name!r} is active again")
         await self._unregister(name)
+        await self.r.incr(SPACES_GENERATION)
         return PurgeStep(removed + dropped, True)
 
     async def _listed(self, name: str, budget: int) -> int:

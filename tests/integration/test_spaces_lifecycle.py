@@ -1,0 +1,172 @@
+"""Creating and deleting spaces (docs/api.md, "Spaces") on the shared cluster: POST /v1/spaces
+makes a space (201), the same body again is no change (200), another definition under its name
+a 409 naming the field, a bad one a 422 naming the field and storing nothing; a created space is
+listed and read, and its publish and subscribe routes answer 501 storing nothing; DELETE marks it
+deleting (404 from then on) and a dispatcher purges its keys; a dispatcher that did not take the
+DELETE finishes a purge cut short; the default space cannot be deleted. The SDK and the CLI do the
+same."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+
+import httpx
+import pytest
+
+from bluedove.client import Client, Conflict, NotFound
+from bluedove.client import cli as client_cli
+from bluedove.core.spaces import DEFAULT_SPACE, parse_space_spec
+from bluedove.dispatcher.space_registry import SpaceRegistry
+from bluedove.store import keys as K
+from bluedove.store.client import sync_client
+from bluedove.store.spaces import ACTIVE, DELETING, SpaceStore
+from tests.integration.helpers import catalogue_size
+from tests.integration.test_spaces_routes import bodies, error
+
+pytestmark = pytest.mark.integration
+
+ORDERS = {"name": "orders-lc", "attributes": [{"name": "status", "type": "string"},
+                                              {"name": "total", "type": "number", "min": 0, "max": 10000}],
+          "partition": ["status", "total"], "quotas": {"messages_per_s": 500}}
+
+
+def wait_gone(api: httpx.Client, name: str, timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while api.get(f"/v1/spaces/{name}").status_code != 404:
+        assert time.monotonic() < deadline, f"space {name} still there"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def orders(api):
+    """The space ORDERS made for a test, deleted (and purged) after it."""
+    r = api.post("/v1/spaces", json=ORDERS)
+    assert r.status_code == 201, r.text
+    yield r.json()
+    api.delete(f"/v1/spaces/{ORDERS['name']}")
+    wait_gone(api, ORDERS["name"])
+
+
+def test_a_space_is_made_once_and_the_same_body_again_changes_nothing(api, orders):
+    assert orders["name"] == "orders-lc" and orders["state"] == ACTIVE and isinstance(orders["created"], int)
+    assert [a["name"] for a in orders["attributes"]] == orders["partition"] == ["status", "total"]
+    assert orders["quotas"] == {"messages_per_s": 500} and orders["epoch"] == 0
+    assert orders["counts"] == {"subscriptions": 0, "matchers": 0}
+    again = api.post("/v1/spaces", json={**ORDERS, "quotas": {"messages_per_s": 500.0}})  # the same, other words
+    assert again.status_code == 200 and again.json() == orders, again.text
+    assert api.get("/v1/spaces/orders-lc").json() == orders
+    listed = [s["name"] for s in api.get("/v1/spaces").json()["spaces"]]
+    assert listed[0] == DEFAULT_SPACE and "orders-lc" in listed
+
+
+def test_another_definition_under_the_name_is_a_conflict_naming_the_field(api, orders):
+    error(api.post("/v1/spaces", json={**ORDERS, "quotas": {"messages_per_s": 600}}), 409, "conflict",
+          "quotas.messages_per_s")
+    wider = [ORDERS["attributes"][0], {**ORDERS["attributes"][1], "max": 20000}]
+    error(api.post("/v1/spaces", json={**ORDERS, "attributes": wider}), 409, "conflict", "attributes[1]")
+    assert api.get("/v1/spaces/orders-lc").json() == orders  # unchanged
+
+
+@pytest.mark.parametrize(("body", "status", "code", "field"), [
+    ({**ORDERS, "name": "Orders"}, 422, "invalid_space", "name"),
+    ({**ORDERS, "attributes": [{"name": "a", "type": "colour"}]}, 422, "invalid_space", "attributes[0].type"),
+    ({**ORDERS, "quotas": {"messages_per_s": -1}}, 422, "invalid_space", "quotas.messages_per_s"),
+    ({**ORDERS, "colour": "blue"}, 422, "invalid_space", "colour"),
+])
+def test_a_bad_definition_is_refused_naming_the_field_and_stores_nothing(api, cluster, body, status, code, field):
+    error(api.post("/v1/spaces", json=body), status, code, field)
+    r = sync_client(cluster.store_url)
+    try:
+        assert not r.exists(K.space_record(str(body["name"]).lower()))
+    finally:
+        r.close()
+    bad_json = api.post("/v1/spaces", content=b"{", headers={"content-type": "application/json"})
+    assert bad_json.status_code == 400 and bad_json.json()["error"]["code"] == "invalid_json"
+
+
+def test_a_created_space_refuses_publishing_and_subscribing_for_now_storing_nothing(api, cluster, orders):
+    r = sync_client(cluster.store_url)
+    try:
+        before = catalogue_size(r)
+        for route, body in bodies().items():
+            error(api.post(f"/v1/spaces/orders-lc{route}", json=body), 501, "not_implemented", "space")
+        assert catalogue_size(r) == before
+    finally:
+        r.close()
+
+
+def test_a_deleted_space_is_404_at_once_and_its_keys_are_purged(api, cluster):
+    assert api.post("/v1/spaces", json={**ORDERS, "name": "doomed"}).status_code == 201
+    r = sync_client(cluster.store_url)
+    try:
+        shards = [K.space_catalog_hash("doomed", n) for n in range(K.CATALOG_SHARDS)]
+        for n, key in enumerate(shards):  # a catalogue as the space's subscriptions will fill it
+            r.hset(key, mapping={f"s{n}-{i}": "{}" for i in range(50)})
+        assert api.get("/v1/spaces/doomed").json()["counts"]["subscriptions"] == 50 * len(shards)
+        assert api.delete("/v1/spaces/doomed").status_code == 204
+        for route, body in bodies().items():
+            error(api.post(f"/v1/spaces/doomed{route}", json=body), 404, "not_found", "space")
+        error(api.delete("/v1/spaces/doomed"), 404, "not_found", "space")
+        wait_gone(api, "doomed")
+        assert not any(r.exists(k) for k in [K.space_record("doomed"), *K.space_fixed_keys("doomed")])
+        assert "doomed" not in r.smembers(K.SPACES)
+        assert api.post("/v1/spaces", json={**ORDERS, "name": "doomed"}).status_code == 201  # a new space
+        assert api.delete("/v1/spaces/doomed").status_code == 204
+        wait_gone(api, "doomed")
+    finally:
+        r.close()
+
+
+def test_the_default_space_cannot_be_deleted_and_an_unknown_one_is_404(api):
+    error(api.delete("/v1/spaces/default"), 409, "conflict", "space")
+    error(api.delete("/v1/spaces/nope"), 404, "not_found", "space")
+    error(api.delete("/v1/spaces/No_Pe"), 422, "invalid_space", "space")
+    assert api.get("/v1/spaces/default").json()["state"] == ACTIVE
+
+
+async def test_another_dispatchers_copy_finds_a_new_space_at_once_and_finishes_a_cut_purge(store):
+    spaces = SpaceStore(store.r)
+    here, there = SpaceRegistry(store.r, budget=3), SpaceRegistry(store.r, budget=3)
+    await there.refresh()
+    await spaces.create(parse_space_spec({**ORDERS, "name": "seen"}))
+    assert (await there.lookup("seen")).state == ACTIVE  # not in its copy: read once, then kept
+    for n in range(3):
+        await store.r.hset(K.space_catalog_hash("seen", n), mapping={f"s{i}": "{}" for i in range(10)})
+    assert await spaces.delete("seen") == 1  # as the DELETE does, but the dispatcher stopped before purging
+    assert (await spaces.purge_step("seen", 1)).done is False  # one step of the purge, then nothing
+    await here.refresh()  # the generation moved: its copy shows the space deleting, and it purges it
+    assert here.records["seen"].state == DELETING or "seen" not in here.records
+    for _ in range(100):
+        if await spaces.get("seen") is None:
+            break
+        await asyncio.sleep(0.02)
+    assert await spaces.get("seen") is None and not await store.r.exists(*K.space_fixed_keys("seen"))
+    await there.refresh()
+    assert await there.lookup("seen") is None
+    await here.stop()
+    await there.stop()
+
+
+def test_the_sdk_and_the_cli_create_and_delete_a_space(api, cluster, tmp_path, capsys):
+    with Client(cluster.url) as client:
+        made = client.create_space({**ORDERS, "name": "sdk-made"})
+        assert made["name"] == "sdk-made" and client.create_space({**ORDERS, "name": "sdk-made"}) == made
+        with pytest.raises(Conflict) as conflict:
+            client.create_space({**ORDERS, "name": "sdk-made", "quotas": {}})
+        assert conflict.value.field == "quotas.messages_per_s"
+        client.delete_space("sdk-made")
+        with pytest.raises(NotFound):
+            client.delete_space("sdk-made")
+    wait_gone(api, "sdk-made")
+    spec = tmp_path / "space.json"
+    spec.write_text(json.dumps({**ORDERS, "name": "cli-made"}))
+    parser = argparse.ArgumentParser(prog="bluedove")
+    client_cli.add_parsers(parser.add_subparsers(dest="command", required=True))
+    for argv in (["spaces", "create", str(spec)], ["spaces", "delete", "cli-made"]):
+        assert client_cli.run(client_cli.parse_args(parser, [*argv, "--url", cluster.url])) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert out[0]["name"] == "cli-made" and out[1] == {"deleted": "cli-made"}
+    wait_gone(api, "cli-made")
