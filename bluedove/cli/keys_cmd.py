@@ -35,6 +35,9 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     c.add_argument("--scope", action="append", required=True, metavar="SCOPE",
                    help="publish, subscribe or admin (admin implies the others); repeat for several")
     c.add_argument("--name", default="", help="a label shown by `keys list` (e.g. who holds the key)")
+    c.add_argument("--spaces", default="", metavar="A,B",
+                   help="the only spaces the key may publish and subscribe in (and, with admin, create and "
+                        "delete); another space is 403 (default: every space; queues are in none)")
     c.add_argument("--rate-msgs", type=float, default=0.0, metavar="R",
                    help="messages per second this key may publish, over the whole cluster (0 = no limit)")
     c.add_argument("--rate-bytes", type=float, default=0.0, metavar="B",
@@ -73,21 +76,26 @@ def _fail(message: str, code: int = 1) -> int:
 
 
 def _create(args: argparse.Namespace) -> int:
-    from bluedove.core.apikeys import check_scopes
+    from bluedove.core.apikeys import check_key_spaces, check_scopes
 
     try:
         scopes = check_scopes(args.scope)
     except ValueError as exc:
         return _fail(f"--scope: {exc}", 2)
+    try:
+        spaces = check_key_spaces([n.strip() for n in args.spaces.split(",")] if args.spaces.strip() else [])
+    except ValueError as exc:
+        return _fail(f"--spaces: {exc}", 2)
     for flag in ("rate_msgs", "rate_bytes", "burst_msgs", "burst_bytes"):
         if not getattr(args, flag) >= 0:
             return _fail(f"--{flag.replace('_', '-')} {getattr(args, flag)}: expected a number >= 0", 2)
     try:
         key, rec = asyncio.run(_with_keys(args.store, lambda ks: ks.create(
-            scopes, args.name, args.rate_msgs, args.rate_bytes, args.burst_msgs, args.burst_bytes)))
+            scopes, args.name, args.rate_msgs, args.rate_bytes, args.burst_msgs, args.burst_bytes, spaces)))
     except Exception as exc:  # noqa: BLE001 - the store unreachable or refusing: said, exit 1
         return _fail(f"cannot create the key in {args.store}: {exc}")
-    print(f"created key {rec.id} ({', '.join(scopes)}{'; ' + rec.name if rec.name else ''}); "
+    where = f"; spaces {', '.join(spaces)}" if spaces else ""
+    print(f"created key {rec.id} ({', '.join(scopes)}{where}{'; ' + rec.name if rec.name else ''}); "
           "the key is shown only now, on the next line:")
     print(key, flush=True)
     return 0
@@ -110,8 +118,8 @@ def _list(args: argparse.Namespace) -> int:
         for r in recs:
             print(json.dumps(r.public()))
         return 0
-    rows = [("ID", "NAME", "SCOPES", "MSGS", "BYTES", "CREATED", "REVOKED")]
-    rows += [(r.id, r.name or "-", ",".join(r.scopes), _limit(r.rate_msgs, r.burst_msgs),
+    rows = [("ID", "NAME", "SCOPES", "SPACES", "MSGS", "BYTES", "CREATED", "REVOKED")]
+    rows += [(r.id, r.name or "-", ",".join(r.scopes), ",".join(r.spaces) or "*", _limit(r.rate_msgs, r.burst_msgs),
               _limit(r.rate_bytes, r.burst_bytes), _when(r.created), _when(r.revoked)) for r in recs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:

@@ -16,6 +16,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from bluedove.core.spaces import SPACE_NAME
+
 PREFIX = "bdk_"
 PUBLISH, SUBSCRIBE, ADMIN = "publish", "subscribe", "admin"
 SCOPES = (PUBLISH, SUBSCRIBE, ADMIN)
@@ -38,16 +40,21 @@ class KeyRecord:
     burst_bytes: float = 0.0
     created: float = 0.0
     revoked: float = 0.0  # when it was revoked (Unix time); 0 = valid
+    spaces: tuple[str, ...] = ()  # the spaces it may use; () = every space
 
     def allows(self, scope: str) -> bool:
         """`admin` implies every scope."""
         return scope in self.scopes or ADMIN in self.scopes
 
+    def in_space(self, space: str) -> bool:
+        """It may publish, subscribe and (with `admin`) create and delete in `space`."""
+        return not self.spaces or space in self.spaces
+
     def public(self) -> dict[str, Any]:
         """What `bluedove keys list` shows: everything but the digest."""
         return {"id": self.id, "name": self.name, "scopes": list(self.scopes), "rate_msgs": self.rate_msgs,
                 "rate_bytes": self.rate_bytes, "burst_msgs": self.burst_msgs, "burst_bytes": self.burst_bytes,
-                "created": self.created, "revoked": self.revoked or None}
+                "created": self.created, "revoked": self.revoked or None, "spaces": list(self.spaces) or None}
 
 
 def digest(secret: str) -> str:
@@ -82,6 +89,15 @@ def check_scopes(scopes: list[str]) -> tuple[str, ...]:
     if not scopes:
         raise ValueError(f"a key needs at least one scope ({', '.join(SCOPES)})")
     return tuple(s for s in SCOPES if s in scopes)
+
+
+def check_key_spaces(names: list[str]) -> tuple[str, ...]:
+    """The spaces a key is limited to, deduplicated in their order; ValueError naming one that
+    cannot be a space's name."""
+    bad = [n for n in names if SPACE_NAME.fullmatch(n) is None]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not a space name (1 to 63 characters of a-z, 0-9 and '-')")
+    return tuple(dict.fromkeys(names))
 
 
 def verify(record: KeyRecord | None, secret: str) -> bool:

@@ -119,13 +119,12 @@ class KeyAuth:
             self.cache[key_id] = rec
         return rec
 
-    async def require(self, authorization: str | None, scope: str) -> KeyRecord:
-        """The key of an `Authorization` value if it is valid and has `scope`; else 401 / 403."""
+    async def require(self, authorization: str | None, scope: str, space: str | None = None) -> KeyRecord:
+        """The key of an `Authorization` value if it is valid, has `scope` and may use `space`
+        (None: an operation in no space, a queue's); else 401 / 403."""
         rec = self.verified.get(authorization) if authorization else None
         if rec is not None and time.monotonic() - self.fresh_at <= STALE_S:
-            if not rec.allows(scope):
-                raise insufficient_scope(scope)
-            return rec
+            return allowed(rec, scope, space)
         parts = split_key(parse_bearer(authorization))
         if parts is None or authorization is None:  # (no value: parts is None too)
             raise key_unauthorized()
@@ -138,9 +137,7 @@ class KeyAuth:
             if len(self.verified) >= MAX_CACHED:
                 self.verified.clear()
             self.verified[authorization] = rec
-        if not rec.allows(scope):
-            raise insufficient_scope(scope)
-        return rec
+        return allowed(rec, scope, space)
 
     def admit(self, rec: KeyRecord, n_msgs: int, n_bytes: int) -> None:
         """Take a publish of n messages and bytes from the key's buckets, or 429 taking nothing."""
@@ -160,9 +157,21 @@ class KeyAuth:
             raise rate_limited(wait, "message" if lim.msgs and lim.msgs.wait(n_msgs, now) > 0 else "byte")
 
 
-async def caller(auth: KeyAuth | None, authorization: str | None, scope: str) -> KeyRecord | None:
-    """The request's key when the dispatcher checks keys (`auth`; None when auth is off)."""
-    return None if auth is None else await auth.require(authorization, scope)
+def allowed(rec: KeyRecord, scope: str, space: str | None) -> KeyRecord:
+    """`rec` if it has `scope` and may use `space` (None: no space to check); else 403."""
+    if not rec.allows(scope):
+        raise insufficient_scope(scope)
+    if space is not None and not rec.in_space(space):
+        raise ApiError(403, "forbidden", f"the API key may not use the space {space!r} (it may use "
+                       f"{', '.join(repr(n) for n in rec.spaces)})", "space")
+    return rec
+
+
+async def caller(auth: KeyAuth | None, authorization: str | None, scope: str,
+                 space: str | None = None) -> KeyRecord | None:
+    """The request's key when the dispatcher checks keys (`auth`; None when auth is off); `space`
+    the space the operation is in (None: a queue's, in no space)."""
+    return None if auth is None else await auth.require(authorization, scope, space)
 
 
 def queue_token(auth: KeyAuth | None, authorization: str | None, x_queue_token: str | None) -> str | None:

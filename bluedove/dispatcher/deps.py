@@ -8,6 +8,7 @@ from typing import Any, cast
 from fastapi import Request
 from starlette.datastructures import QueryParams
 
+from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.dispatcher.auth import parse_bearer
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.publish.decode import loads_body
@@ -25,6 +26,13 @@ async def json_body(request: Request) -> Any:
 def bearer(request: Request) -> str | None:
     return parse_bearer(request.headers.get("authorization"))
 
+
+SPACE_KEY = "bluedove.space"  # set in the request's scope by a space's routes (routes/spaces.py)
+
+
+def space_of(request: Request) -> str:
+    """The space a publish or subscribe request is in: its route's, `default` without one."""
+    return cast(str, request.scope.get(SPACE_KEY, DEFAULT_SPACE))
 
 
 def number(query: QueryParams, name: str, default: float) -> float:

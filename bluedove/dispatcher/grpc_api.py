@@ -15,6 +15,7 @@ from grpc_reflection.v1alpha import reflection
 
 from bluedove.core.apikeys import PUBLISH, SUBSCRIBE, KeyRecord
 from bluedove.core.errors import MESSAGE_MAX, ApiError, printable
+from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller, parse_bearer, queue_token
 from bluedove.dispatcher.dispatcher import Dispatcher
@@ -165,14 +166,15 @@ def token(context: Context) -> str | None:
     return parse_bearer(metadata(context, "authorization"))
 
 
-async def key(d: Dispatcher, context: Context, scope: str) -> KeyRecord | None:
-    """The call's API key when keys are on (None when off): 401 / 403 as over REST."""
-    return await caller(d.auth, metadata(context, "authorization"), scope)
+async def key(d: Dispatcher, context: Context, scope: str, space: str | None = DEFAULT_SPACE) -> KeyRecord | None:
+    """The call's API key when keys are on (None when off): 401 / 403 as over REST. The gRPC
+    calls publish and subscribe in the default space; a queue's calls are in none (`space` None)."""
+    return await caller(d.auth, metadata(context, "authorization"), scope, space)
 
 
-async def managing(d: Dispatcher, context: Context) -> str | None:
+async def managing(d: Dispatcher, context: Context, space: str | None = DEFAULT_SPACE) -> str | None:
     """A managing call's queue token, once its API key (when keys are on) is checked."""
-    await key(d, context, SUBSCRIBE)
+    await key(d, context, SUBSCRIBE, space)
     return queue_token(d.auth, metadata(context, "authorization"), metadata(context, "x-queue-token"))
 
 
@@ -194,13 +196,13 @@ class PubSubServicer(pb_grpc.PubSubServicer):
     @unary
     async def CreateQueue(self, request: pb.CreateQueueRequest,
                           context: ServicerContext[pb.CreateQueueRequest, pb.CreateQueueReply]) -> pb.CreateQueueReply:
-        await key(self.d, context, SUBSCRIBE)
+        await key(self.d, context, SUBSCRIBE, None)  # a queue is in no space
         return pb.CreateQueueReply(**await ops.create_queue(self.d))
 
     @unary
     async def DeleteQueue(self, request: pb.DeleteQueueRequest,
                           context: ServicerContext[pb.DeleteQueueRequest, pb.Empty]) -> pb.Empty:
-        await ops.delete_queue(self.d, request.queue, await managing(self.d, context))
+        await ops.delete_queue(self.d, request.queue, await managing(self.d, context, None))
         return pb.Empty()
 
     @unary

@@ -42,7 +42,7 @@ def _record(key_id: str, raw: Mapping[str | bytes, str | bytes]) -> KeyRecord | 
                      name=h.get("name", ""), rate_msgs=float(h.get("rate_msgs", 0)),
                      rate_bytes=float(h.get("rate_bytes", 0)), burst_msgs=float(h.get("burst_msgs", 0)),
                      burst_bytes=float(h.get("burst_bytes", 0)), created=float(h.get("created", 0)),
-                     revoked=float(h.get("revoked", 0)))
+                     revoked=float(h.get("revoked", 0)), spaces=tuple(n for n in h.get("spaces", "").split(",") if n))
 
 
 class KeyStore:
@@ -54,13 +54,15 @@ class KeyStore:
         self._revoke = r.register_script(_REVOKE)
 
     async def create(self, scopes: tuple[str, ...], name: str = "", rate_msgs: float = 0, rate_bytes: float = 0,
-                     burst_msgs: float = 0, burst_bytes: float = 0) -> tuple[str, KeyRecord]:
-        """A new key: (the key, shown once; its record)."""
+                     burst_msgs: float = 0, burst_bytes: float = 0,
+                     spaces: tuple[str, ...] = ()) -> tuple[str, KeyRecord]:
+        """A new key: (the key, shown once; its record). `spaces`: the only spaces it may use (() = all)."""
         key, key_id, dig = new_key()
-        rec = KeyRecord(key_id, dig, scopes, name, rate_msgs, rate_bytes, burst_msgs, burst_bytes, time.time())
+        rec = KeyRecord(key_id, dig, scopes, name, rate_msgs, rate_bytes, burst_msgs, burst_bytes, time.time(),
+                        spaces=spaces)
         fields = {"digest": dig, "scopes": ",".join(scopes), "name": name, "rate_msgs": rate_msgs,
                   "rate_bytes": rate_bytes, "burst_msgs": burst_msgs, "burst_bytes": burst_bytes,
-                  "created": rec.created, "revoked": 0}
+                  "created": rec.created, "revoked": 0, "spaces": ",".join(spaces)}
         await self._create(keys=[key_hash(key_id), IDS, GEN], args=[key_id, *(x for kv in fields.items() for x in kv)])
         return key, rec
 

@@ -74,7 +74,8 @@ def keys(kc):
     admin = make_key(kc, "admin")
     revoked = make_key(kc, "publish", "subscribe")
     revoke(kc, revoked)
-    return {"admin": admin, "pub": make_key(kc, "publish"), "sub": make_key(kc, "subscribe"), "revoked": revoked}
+    return {"admin": admin, "pub": make_key(kc, "publish"), "sub": make_key(kc, "subscribe"), "revoked": revoked,
+            "elsewhere": make_key(kc, "admin", spaces=("orders", "traffic"))}  # not the default space
 
 
 @pytest.fixture(scope="module")
@@ -131,10 +132,16 @@ def rest_calls(w: World) -> dict:
     }
 
 
-def bad_credentials(w: World, keys: dict, needs: str, by_sub_id: bool = False) -> list[tuple[str, dict, int]]:
+ELSEWHERE = "a key of other spaces"
+
+
+def bad_credentials(w: World, keys: dict, needs: str, by_sub_id: bool = False,
+                    in_space: bool = True) -> list[tuple[str, dict, int]]:
     """(what, headers, expected status) for each wrong way to call an endpoint needing `needs`.
     `by_sub_id`: the endpoint names a subscription, and a valid token of another queue is a 404
-    there (no such subscription of that queue: docs/api.md), as without keys."""
+    there (no such subscription of that queue: docs/api.md), as without keys. `in_space`: the
+    endpoint publishes or subscribes in the default space (a queue's own are in none), so an
+    admin key limited to other spaces is a 403 there."""
     wrong_scope = keys["sub"] if needs == "publish" else keys["pub"]
     token = w.token if needs in ("queue", "read") else None
     other = 404 if by_sub_id else 401
@@ -145,6 +152,8 @@ def bad_credentials(w: World, keys: dict, needs: str, by_sub_id: bool = False) -
         cases.append(("a key instead of the queue token", bearer(keys["admin"]), 401))
     else:
         cases.append(("a key of the wrong scope", bearer(wrong_scope, token), 403))
+        if in_space:
+            cases.append((ELSEWHERE, bearer(keys["elsewhere"], token), 403))
     if needs == "queue":  # a good key, but not Q's token
         cases.append(("a good key with another queue's token", bearer(keys["admin"], w.other_token), other))
         cases.append(("a good key without the queue's token", bearer(keys["admin"]), 401))
@@ -157,7 +166,8 @@ def test_every_rest_endpoint_refuses_wrong_credentials_and_changes_nothing(kc, a
     before = w.snapshot(r)
     tried = 0
     for name, (method, path, kw, needs) in rest_calls(w).items():
-        for what, headers, status in bad_credentials(w, keys, needs, "subscription" in name and method != "POST"):
+        for what, headers, status in bad_credentials(w, keys, needs, "subscription" in name and method != "POST",
+                                                     name not in ("create queue", "delete queue")):
             got = api.request(method, path, headers=headers, **kw)
             assert got.status_code == status, (name, what, got.text)
             err = got.json()["error"]
@@ -166,6 +176,8 @@ def test_every_rest_endpoint_refuses_wrong_credentials_and_changes_nothing(kc, a
             elif status == 401:
                 assert err["code"] == "unauthorized", (name, what)
                 assert got.headers["WWW-Authenticate"] == 'Bearer realm="bluedove"', (name, what)
+            elif what == ELSEWHERE:
+                assert err["code"] == "forbidden" and err["field"] == "space" and "'default'" in err["message"], name
             else:
                 assert err["code"] == "forbidden" and err["message"].startswith("insufficient_scope:"), (name, what)
                 assert got.headers["WWW-Authenticate"] == ('Bearer error="insufficient_scope", '
@@ -179,6 +191,11 @@ def test_every_rest_endpoint_refuses_wrong_credentials_and_changes_nothing(kc, a
     ok = api.post("/v1/subscriptions", json={"queue": w.q, "predicates": {}}, headers=bearer(keys["sub"], w.token))
     assert ok.status_code == 201, ok.text
     assert api.delete(f"/v1/subscriptions/{ok.json()['id']}", headers=bearer(keys["sub"], w.token)).status_code == 204
+    # a key of other spaces manages queues, which are in none
+    made = api.post("/v1/queues", headers=bearer(keys["elsewhere"]))
+    assert made.status_code == 201, made.text
+    assert api.delete(f"/v1/queues/{made.json()['queue']}",
+                      headers=bearer(keys["elsewhere"], made.json()["token"])).status_code == 204
     assert api.delete(f"/v1/queues/{w.q}", headers=bearer(keys["sub"], w.token)).status_code == 204
 
 
@@ -213,7 +230,8 @@ def test_every_grpc_method_refuses_wrong_credentials_and_changes_nothing(kc, api
     with grpc.insecure_channel(kc.grpc_address) as ch:
         stub = pb_grpc.PubSubStub(ch)
         for name, (call, needs) in grpc_calls(w).items():
-            for what, headers, status in bad_credentials(w, keys, needs, name in ("Unsubscribe", "GetSubscription")):
+            for what, headers, status in bad_credentials(w, keys, needs, name in ("Unsubscribe", "GetSubscription"),
+                                                         name not in ("CreateQueue", "DeleteQueue")):
                 md = tuple((k.lower(), v) for k, v in headers.items())
                 with pytest.raises(grpc.RpcError) as exc:
                     call(stub, md)
@@ -382,6 +400,13 @@ def test_the_keys_cli_creates_lists_and_revokes(kc, api):
     assert again.returncode == 0 and "already revoked" in again.stdout
     assert json.loads(next(line for line in keys_cli(kc, "list", "--json").stdout.splitlines()
                            if key_id in line))["revoked"] > 0
+    limited = keys_cli(kc, "create", "--scope", "admin", "--spaces", "orders,traffic,orders")
+    assert limited.returncode == 0 and "spaces orders, traffic" in limited.stdout, limited.stdout
+    limited_id = limited.stdout.rstrip("\n").splitlines()[-1].split("_")[1]
+    rows = {json.loads(line)["id"]: json.loads(line) for line in keys_cli(kc, "list", "--json").stdout.splitlines()}
+    assert rows[limited_id]["spaces"] == ["orders", "traffic"] and rows[key_id]["spaces"] is None
+    bad_space = keys_cli(kc, "create", "--scope", "admin", "--spaces", "Orders")
+    assert bad_space.returncode == 2 and "--spaces" in bad_space.stderr and "'Orders'" in bad_space.stderr
     # usage errors name the flag; an unknown key is said
     bad = keys_cli(kc, "create", "--scope", "write")
     assert bad.returncode == 2 and "--scope" in bad.stderr and "'write'" in bad.stderr

@@ -168,10 +168,10 @@ def test_the_sdk_and_the_cli_list_and_read_the_spaces(api, cluster, capsys):
 def test_a_keys_scopes_apply_in_the_default_space_as_without_a_space(tmp_path):
     c = start_cluster(tmp_path, matchers=1, auth="keys")
     try:
-        async def make(*scopes: str) -> str:
+        async def make(*scopes: str, spaces: tuple[str, ...] = ()) -> str:
             r = async_client(c.store_url)
             try:
-                return (await KeyStore(r).create(scopes, "test"))[0]
+                return (await KeyStore(r).create(scopes, "test", spaces=spaces))[0]
             finally:
                 await r.aclose()
         publisher, subscriber = asyncio.run(make("publish")), asyncio.run(make("subscribe"))
@@ -192,6 +192,18 @@ def test_a_keys_scopes_apply_in_the_default_space_as_without_a_space(tmp_path):
             for key, status in ((None, 401), (subscriber, 403), (admin, 204)):
                 headers = {"Authorization": f"Bearer {key}"} if key else {}
                 assert api.delete("/v1/spaces/keyed", headers=headers).status_code == status, key
+            # a key limited to spaces: those alone, to publish in and (admin) to make and delete
+            in_default = asyncio.run(make("publish", spaces=("default",)))
+            in_keyed = asyncio.run(make("admin", spaces=("keyed",)))
+            for key, status in ((in_default, 202), (in_keyed, 403)):
+                got = api.post("/v1/spaces/default/messages", json={"attributes": INSIDE},
+                               headers={"Authorization": f"Bearer {key}"})
+                assert got.status_code == status, got.text
+            limited = {"Authorization": f"Bearer {in_keyed}"}
+            error(api.post("/v1/spaces", json={**spec, "name": "other"}, headers=limited), 403, "forbidden", "space")
+            for call in (lambda h: api.post("/v1/spaces", json=spec, headers=h),
+                         lambda h: api.delete("/v1/spaces/keyed", headers=h)):
+                assert call(limited).status_code in (201, 204)
     finally:
         c.stop()
     assert_no_children(c)

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request, Response
 from bluedove.core.apikeys import PUBLISH
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller
-from bluedove.dispatcher.deps import state
+from bluedove.dispatcher.deps import space_of, state
 
 router = APIRouter()
 JSON = "application/json"
@@ -21,7 +21,7 @@ JSON = "application/json"
 @router.post("/v1/messages", status_code=202)
 async def publish(request: Request) -> Response:
     d = state(request)
-    key = await caller(d.auth, request.headers.get("authorization"), PUBLISH)
+    key = await caller(d.auth, request.headers.get("authorization"), PUBLISH, space_of(request))
     mid = await ops.publish_rest(d, await request.body(), key)
     return Response(b'{"id":"' + mid.encode() + b'"}', status_code=202, media_type=JSON)
 
@@ -29,6 +29,6 @@ async def publish(request: Request) -> Response:
 @router.post("/v1/messages:batch", status_code=202)
 async def publish_batch(request: Request) -> Response:
     d = state(request)
-    key = await caller(d.auth, request.headers.get("authorization"), PUBLISH)
+    key = await caller(d.auth, request.headers.get("authorization"), PUBLISH, space_of(request))
     ids = await ops.publish_rest_batch(d, await request.body(), key)
     return Response(('{"ids":["' + '","'.join(ids) + '"]}').encode(), status_code=202, media_type=JSON)

@@ -24,7 +24,7 @@ from bluedove.core.apikeys import ADMIN
 from bluedove.core.errors import ApiError
 from bluedove.core.spaces import DEFAULT_SPACE, check_space_name, default_spec, parse_space_spec, space_conflict
 from bluedove.dispatcher.auth import caller
-from bluedove.dispatcher.deps import json_body, state
+from bluedove.dispatcher.deps import SPACE_KEY, json_body, state
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.routes import messages, subscriptions
 from bluedove.store.spaces import ACTIVE, SpaceConflict, SpaceRecord, SpaceStore
@@ -50,11 +50,14 @@ async def active(d: Dispatcher, space: str) -> SpaceRecord:
     return rec
 
 
-async def served(d: Dispatcher, space: str) -> None:
-    """Nothing if this cluster serves `space`: `default`, with no lookup. Else the error of
-    `active`, or a 501 `not_implemented` for a registered space, which has no table yet."""
+async def served(request: Request, space: str) -> None:
+    """Nothing if this cluster serves `space`: `default`, with no lookup (the request then names
+    it, for the API key's check). Else the error of `active`, or a 501 `not_implemented` for a
+    registered space, which has no table yet."""
     if space == DEFAULT_SPACE:
+        request.scope[SPACE_KEY] = space
         return
+    d = state(request)
     await active(d, space)
     raise ApiError(501, "not_implemented", f"space {space!r} exists, but this version publishes and subscribes "
                    f"in the space {DEFAULT_SPACE!r} alone", "space")
@@ -62,20 +65,20 @@ async def served(d: Dispatcher, space: str) -> None:
 
 async def publish(request: Request, space: str) -> Response:
     """POST /v1/spaces/{space}/messages (served by hot.py, declared below for the OpenAPI)."""
-    await served(state(request), space)
+    await served(request, space)
     return await messages.publish(request)
 
 
 async def publish_batch(request: Request, space: str) -> Response:
     """POST /v1/spaces/{space}/messages:batch."""
-    await served(state(request), space)
+    await served(request, space)
     return await messages.publish_batch(request)
 
 
 def _alias(endpoint: Callable[[Request], Awaitable[Any]]) -> Callable[[Request, str], Awaitable[Any]]:
     """The route function of a space's route: `endpoint` once `served` has passed."""
     async def in_space(request: Request, space: str) -> Any:
-        await served(state(request), space)
+        await served(request, space)
         return await endpoint(request)
     return in_space
 
@@ -132,6 +135,7 @@ async def create_space(request: Request, response: Response) -> dict[str, Any]:
     d = state(request)
     await caller(d.auth, request.headers.get("authorization"), ADMIN)
     spec = parse_space_spec(await json_body(request))
+    await caller(d.auth, request.headers.get("authorization"), ADMIN, spec.name)
     try:
         rec, made = await d.registry.spaces.create(spec)
     except SpaceConflict as exc:
@@ -169,8 +173,8 @@ async def delete_space(request: Request, space: str) -> Response:
     the background; its subscriptions go, queues stay. 404 for no such space (or one already
     being deleted), 409 for `default`, the cluster's own."""
     d = state(request)
-    await caller(d.auth, request.headers.get("authorization"), ADMIN)
     check_space_name(space, "space")
+    await caller(d.auth, request.headers.get("authorization"), ADMIN, space)
     if space == DEFAULT_SPACE:
         raise ApiError(409, "conflict", f"the space {DEFAULT_SPACE!r} is the cluster's own: it cannot be deleted",
                        "space")

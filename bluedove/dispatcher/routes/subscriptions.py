@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request, Response
 from bluedove.core.apikeys import SUBSCRIBE
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller, queue_token
-from bluedove.dispatcher.deps import bearer, json_body, state
+from bluedove.dispatcher.deps import bearer, json_body, space_of, state
 
 router = APIRouter()
 
@@ -38,9 +38,10 @@ _ERROR = {"description": 'docs/api.md\'s error body {"error": {"code", "message"
 
 
 async def _managing(request: Request) -> str | None:
-    """A managing request's queue token, once its API key (when keys are on) is checked."""
+    """A managing request's queue token, once its API key (when keys are on) is checked: its
+    scope, and the space of the request (a subscription is in one)."""
     d, auth = state(request), request.headers.get("authorization")
-    await caller(d.auth, auth, SUBSCRIBE)
+    await caller(d.auth, auth, SUBSCRIBE, space_of(request))
     return queue_token(d.auth, auth, request.headers.get("x-queue-token"))
 
 
