@@ -152,3 +152,28 @@ def plot_elastic(result: dict, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def plot_refit(result: dict, path: str) -> str:
+    """`bluedove sim refit --out`: each system's saturation against the matchers, real capped
+    processes (points) beside the simulator on the refitted model (lines)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.0, 4.4))
+    for i, system in enumerate(("mpartition", "p2p", "full-replication")):
+        rows = sorted((r for r in result["rows"] if r["system"] == system), key=lambda r: r["matchers"])
+        if not rows:
+            continue
+        n = [r["matchers"] for r in rows]
+        color = f"C{i}"
+        ax.plot(n, [r["simulated"] for r in rows], color=color, label=f"{system}, simulated")
+        ax.plot(n, [r["real"] for r in rows], "o", color=color, label=f"{system}, real processes")
+    cores = sorted({r["cores"] for r in result["rows"]})
+    ax.set_xlabel(f"matchers, each capped at {', '.join(f'{c:g}' for c in cores)} core")
+    ax.set_ylabel("msg/s at saturation")
+    ax.legend(loc="best", fontsize=7)
+    fig.suptitle("Fig. 6a on capped matchers: real processes beside the simulator (bluedove sim refit)", fontsize=10)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

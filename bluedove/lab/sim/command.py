@@ -19,7 +19,7 @@ FIGURES = ("6a", "6b", "7", "8", "9", "10", "11a", "11b", "11c")
 
 def add_parser(sub) -> None:
     s = sub.add_parser("sim", help="the scale simulator (see docs/reproduction.md)")
-    s.add_argument("action", choices=("calibrate", "figure"))
+    s.add_argument("action", choices=("calibrate", "figure", "refit"))
     s.add_argument("name", nargs="?", default="all",
                    help=f"figure: {', '.join(FIGURES)}, a comma-separated list, or all")
     s.add_argument("--model", default=None, help="cost model JSON from `sim calibrate` (default: calibrate now)")
@@ -33,6 +33,9 @@ def add_parser(sub) -> None:
     s.add_argument("--jobs", type=int, default=2, help="processes for the saturation searches (default 2)")
     s.add_argument("--regimes", default=",".join(REGIMES),
                    help="cost regimes, the first one at the top level of each row (default: rtree,per_dimension)")
+    s.add_argument("--runs", default="",
+                   help="refit: capped `bench e2e --matcher-cpu … --json` results (comma-separated files) to fit "
+                        "the matcher's whole per-message cost to and compare the simulator with; --out: a PNG")
     s.set_defaults(func=run_sim)
 
 
@@ -124,9 +127,38 @@ def _figures(ctx: Context, names: tuple[str, ...], t0: float) -> tuple[dict[str,
     return done, took
 
 
+def _refit(args: argparse.Namespace) -> int:
+    from bluedove.lab.sim.refit import compare, read_runs
+
+    paths = [p for p in args.runs.split(",") if p]
+    if not paths or not args.model:
+        print("sim refit: give --runs (capped bench e2e results) and --model (from sim calibrate)", file=sys.stderr)
+        return 2
+    result = compare(Models.load(args.model), read_runs(paths), args.seed, say=_log)
+    if args.out:
+        from bluedove.lab.plots import plot_refit
+
+        result["png"] = str(plot_refit(result, args.out))
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    f = result["fit"]
+    print(f"service = {f['a']} x kernel + {f['c0_us']} us + {f['c_call_us']} us / (messages per call); "
+          f"fitted on {f['rows']} rows, relative RMS {f['rel_rms']:.1%}")
+    for r in result["rows"]:
+        print(f"  {r['system']:<16} {r['matchers']} x {r['cores']} core: real {r['real']:>7,} msg/s, "
+              f"simulated {r['simulated']:>7,} ({r['sim_over_real']:.2f}x)")
+    for r in result["ratios"]:
+        print(f"  {r['matchers']} matchers, BlueDove / {r['over']}: real {r['real']:.2f}, simulated "
+              f"{r['simulated']:.2f} (agreement {r['agreement']:.2f})")
+    return 0
+
+
 def run_sim(args: argparse.Namespace) -> int:
     if args.action == "calibrate":
         return _calibrate(args)
+    if args.action == "refit":
+        return _refit(args)
     names = FIGURES if args.name == "all" else tuple(args.name.split(","))
     if any(n not in FIGURES for n in names):
         print(f"sim figure: expected one of {', '.join(FIGURES)} or all, got {args.name!r}", file=sys.stderr)

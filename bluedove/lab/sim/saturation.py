@@ -79,11 +79,13 @@ def run_at(prep: Prepared, cfg: SimConfig, rate: float, budget: Budget) -> tuple
 
 
 def saturation(prep: Prepared, cfg: SimConfig, budget: Budget = Budget(),
-               on_step: Callable[[float, bool], None] | None = None) -> float:
+               on_step: Callable[[float, bool], None] | None = None, load_aware_replicas: bool = False) -> float:
     """Static policies, and layouts where a message has one candidate or any matcher (P2P, full
-    replication): closed form. Load-aware ones: bisection in log space between ideal/4 and the
-    ideal rate (no policy beats it); the bracket widens downwards if ideal/4 is saturated too."""
-    if cfg.policy in STATIC or prep.layout.table is None or prep.cand.shape[1] == 1:
+    replication, the latter forwarded randomly as in the paper unless `load_aware_replicas`):
+    closed form. Load-aware ones: bisection in log space between ideal/4 and the ideal rate (no
+    policy beats it); the bracket widens downwards if ideal/4 is saturated too."""
+    replicas = prep.layout.table is None and not load_aware_replicas
+    if cfg.policy in STATIC or replicas or prep.cand.shape[1] == 1:
         return 1.0 / float(prep.work_per_message(cfg.policy if cfg.policy in STATIC else "random").max())
     hi = prep.ideal_rate()
     if not run_at(prep, cfg, hi, budget)[0]:
