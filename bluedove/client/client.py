@@ -14,8 +14,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypedDict, TypeVar, Unpack, cast
 
-from bluedove.client.errors import BlueDoveError, Unavailable
-from bluedove.client.http import AsyncHttpTransport, HttpTransport
+from bluedove.client.errors import Unavailable
 from bluedove.client.objects import (
                                      Delivery,
                                      MessageLike,
@@ -44,7 +43,6 @@ API_KEY_ENV = "BLUEDOVE_API_KEY"
 
 P = ParamSpec("P")
 T = TypeVar("T")
-R = TypeVar("R")
 
 
 class Options(TypedDict, total=False):
@@ -76,14 +74,6 @@ def _async_transport(url: str, timeout_s: float, api_key: str | None, tls_ca: st
     from bluedove.client.http import AsyncHttpTransport
 
     return AsyncHttpTransport(url, timeout_s, api_key=api_key, tls_ca=tls_ca)
-
-
-def _rest(t: object, kind: type[R]) -> R:
-    """`t`, a REST transport: the spaces are read over REST alone (the gRPC API has no call for
-    them yet)."""
-    if not isinstance(t, kind):
-        raise BlueDoveError("unsupported", "spaces are read over REST: give the client an http(s):// URL")
-    return t
 
 
 def _backoff(attempt: int, base_s: float) -> float:
@@ -178,21 +168,21 @@ class Client(_Base):
         return self._retry(True, self.t.space)
 
     def spaces(self) -> list[Json]:
-        """GET /v1/spaces: every space the cluster serves, each as `space_info` gives it."""
-        return self._retry(True, _rest(self.t, HttpTransport).spaces)
+        """GET /v1/spaces (gRPC ListSpaces): every space, each as `space_info` gives it."""
+        return self._retry(True, self.t.spaces)
 
     def space_info(self, name: str) -> Json:
         """GET /v1/spaces/{name}: the space's schema, its table's epoch and its counts."""
-        return self._retry(True, _rest(self.t, HttpTransport).space_info, name)
+        return self._retry(True, self.t.space_info, name)
 
     def create_space(self, spec: Json) -> Json:
         """POST /v1/spaces: the space made, or the existing one of this very definition (a retry
         is safe); Conflict for another definition under its name."""
-        return self._retry(True, _rest(self.t, HttpTransport).create_space, spec)
+        return self._retry(True, self.t.create_space, spec)
 
     def delete_space(self, name: str) -> None:
         """DELETE /v1/spaces/{name}: its subscriptions go, queues stay (NotFound: no such space)."""
-        _rest(self.t, HttpTransport).delete_space(name)
+        self.t.delete_space(name)
 
     def create_queue(self) -> Queue:
         out = self.t.create_queue()
@@ -302,20 +292,20 @@ class AsyncClient(_Base):
         return await self._retry(True, self.t.space)
 
     async def spaces(self) -> list[Json]:
-        """GET /v1/spaces: every space the cluster serves, each as `space_info` gives it."""
-        return await self._retry(True, _rest(self.t, AsyncHttpTransport).spaces)
+        """GET /v1/spaces (gRPC ListSpaces): every space, each as `space_info` gives it."""
+        return await self._retry(True, self.t.spaces)
 
     async def space_info(self, name: str) -> Json:
         """GET /v1/spaces/{name}: the space's schema, its table's epoch and its counts."""
-        return await self._retry(True, _rest(self.t, AsyncHttpTransport).space_info, name)
+        return await self._retry(True, self.t.space_info, name)
 
     async def create_space(self, spec: Json) -> Json:
         """POST /v1/spaces (as `Client.create_space`)."""
-        return await self._retry(True, _rest(self.t, AsyncHttpTransport).create_space, spec)
+        return await self._retry(True, self.t.create_space, spec)
 
     async def delete_space(self, name: str) -> None:
         """DELETE /v1/spaces/{name} (as `Client.delete_space`)."""
-        await _rest(self.t, AsyncHttpTransport).delete_space(name)
+        await self.t.delete_space(name)
 
     async def create_queue(self) -> Queue:
         out = await self.t.create_queue()

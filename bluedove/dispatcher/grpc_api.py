@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 from bluedove.core.apikeys import PUBLISH, SUBSCRIBE, KeyRecord
 from bluedove.core.errors import MESSAGE_MAX, ApiError, printable
 from bluedove.core.spaces import DEFAULT_SPACE
+from bluedove.dispatcher import grpc_spaces
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller, parse_bearer, queue_token
 from bluedove.dispatcher.dispatcher import Dispatcher
@@ -187,11 +188,23 @@ class PubSubServicer(pb_grpc.PubSubServicer):
     @unary
     async def GetSpace(self, request: pb.GetSpaceRequest,
                        context: ServicerContext[pb.GetSpaceRequest, pb.Space]) -> pb.Space:
-        space = self.d.space
-        return pb.Space(dimensions=[pb.Dimension(name=x.name, min=x.min, max=x.max) for x in space.dimensions],
-                        attributes=[pb.Attribute(name=a.name, type=a.type, optional=a.optional, min=a.min, max=a.max)
-                                    for a in space.schema],
-                        partition=list(space.names))
+        return grpc_spaces.space_pb(self.d.space)
+
+    @unary
+    async def CreateSpace(self, request: pb.CreateSpaceRequest, context: Context) -> pb.SpaceInfo:
+        return await grpc_spaces.create(self.d, request, metadata(context, "authorization"))
+
+    @unary
+    async def ListSpaces(self, request: pb.ListSpacesRequest, context: Context) -> pb.ListSpacesReply:
+        return await grpc_spaces.listed(self.d)
+
+    @unary
+    async def GetSpaceInfo(self, request: pb.SpaceRef, context: Context) -> pb.SpaceInfo:
+        return await grpc_spaces.get(self.d, request)
+
+    @unary
+    async def DeleteSpace(self, request: pb.SpaceRef, context: Context) -> pb.Empty:
+        return await grpc_spaces.delete(self.d, request, metadata(context, "authorization"))
 
     @unary
     async def CreateQueue(self, request: pb.CreateQueueRequest,

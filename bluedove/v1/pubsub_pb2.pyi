@@ -6,6 +6,44 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class CreateSpaceRequest(_message.Message):
+    __slots__ = ("definition_json",)
+    DEFINITION_JSON_FIELD_NUMBER: _ClassVar[int]
+    definition_json: str
+    def __init__(self, definition_json: _Optional[str] = ...) -> None: ...
+
+class ListSpacesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SpaceRef(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class SpaceInfo(_message.Message):
+    __slots__ = ("name", "state", "epoch", "schema", "info_json", "made")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    INFO_JSON_FIELD_NUMBER: _ClassVar[int]
+    MADE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    state: str
+    epoch: int
+    schema: Space
+    info_json: str
+    made: bool
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., epoch: _Optional[int] = ..., schema: _Optional[_Union[Space, _Mapping]] = ..., info_json: _Optional[str] = ..., made: _Optional[bool] = ...) -> None: ...
+
+class ListSpacesReply(_message.Message):
+    __slots__ = ("spaces",)
+    SPACES_FIELD_NUMBER: _ClassVar[int]
+    spaces: _containers.RepeatedCompositeFieldContainer[SpaceInfo]
+    def __init__(self, spaces: _Optional[_Iterable[_Union[SpaceInfo, _Mapping]]] = ...) -> None: ...
+
 class Empty(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

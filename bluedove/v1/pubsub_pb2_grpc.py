@@ -104,6 +104,26 @@ class PubSubStub:
                 request_serializer=bluedove_dot_v1_dot_pubsub__pb2.SubscribeBatchRequest.SerializeToString,
                 response_deserializer=bluedove_dot_v1_dot_pubsub__pb2.SubscribeBatchReply.FromString,
                 _registered_method=True)
+        self.CreateSpace = channel.unary_unary(
+                '/bluedove.v1.PubSub/CreateSpace',
+                request_serializer=bluedove_dot_v1_dot_pubsub__pb2.CreateSpaceRequest.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_pubsub__pb2.SpaceInfo.FromString,
+                _registered_method=True)
+        self.ListSpaces = channel.unary_unary(
+                '/bluedove.v1.PubSub/ListSpaces',
+                request_serializer=bluedove_dot_v1_dot_pubsub__pb2.ListSpacesRequest.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_pubsub__pb2.ListSpacesReply.FromString,
+                _registered_method=True)
+        self.GetSpaceInfo = channel.unary_unary(
+                '/bluedove.v1.PubSub/GetSpaceInfo',
+                request_serializer=bluedove_dot_v1_dot_pubsub__pb2.SpaceRef.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_pubsub__pb2.SpaceInfo.FromString,
+                _registered_method=True)
+        self.DeleteSpace = channel.unary_unary(
+                '/bluedove.v1.PubSub/DeleteSpace',
+                request_serializer=bluedove_dot_v1_dot_pubsub__pb2.SpaceRef.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_pubsub__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class PubSubServicer:
@@ -215,6 +235,33 @@ class PubSubServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateSpace(self, request, context):
+        """Spaces (docs/api.md, "Spaces"), as the REST routes: POST /v1/spaces (ALREADY_EXISTS for
+        another definition under the name; the same one again answers the space, `made` false),
+        GET /v1/spaces, GET /v1/spaces/{space}, DELETE /v1/spaces/{space}.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSpaces(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSpaceInfo(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSpace(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PubSubServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -287,6 +334,26 @@ def add_PubSubServicer_to_server(servicer, server):
                     servicer.SubscribeBatch,
                     request_deserializer=bluedove_dot_v1_dot_pubsub__pb2.SubscribeBatchRequest.FromString,
                     response_serializer=bluedove_dot_v1_dot_pubsub__pb2.SubscribeBatchReply.SerializeToString,
+            ),
+            'CreateSpace': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSpace,
+                    request_deserializer=bluedove_dot_v1_dot_pubsub__pb2.CreateSpaceRequest.FromString,
+                    response_serializer=bluedove_dot_v1_dot_pubsub__pb2.SpaceInfo.SerializeToString,
+            ),
+            'ListSpaces': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSpaces,
+                    request_deserializer=bluedove_dot_v1_dot_pubsub__pb2.ListSpacesRequest.FromString,
+                    response_serializer=bluedove_dot_v1_dot_pubsub__pb2.ListSpacesReply.SerializeToString,
+            ),
+            'GetSpaceInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSpaceInfo,
+                    request_deserializer=bluedove_dot_v1_dot_pubsub__pb2.SpaceRef.FromString,
+                    response_serializer=bluedove_dot_v1_dot_pubsub__pb2.SpaceInfo.SerializeToString,
+            ),
+            'DeleteSpace': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSpace,
+                    request_deserializer=bluedove_dot_v1_dot_pubsub__pb2.SpaceRef.FromString,
+                    response_serializer=bluedove_dot_v1_dot_pubsub__pb2.Empty.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -667,6 +734,114 @@ class PubSub:
             '/bluedove.v1.PubSub/SubscribeBatch',
             bluedove_dot_v1_dot_pubsub__pb2.SubscribeBatchRequest.SerializeToString,
             bluedove_dot_v1_dot_pubsub__pb2.SubscribeBatchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSpace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bluedove.v1.PubSub/CreateSpace',
+            bluedove_dot_v1_dot_pubsub__pb2.CreateSpaceRequest.SerializeToString,
+            bluedove_dot_v1_dot_pubsub__pb2.SpaceInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSpaces(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bluedove.v1.PubSub/ListSpaces',
+            bluedove_dot_v1_dot_pubsub__pb2.ListSpacesRequest.SerializeToString,
+            bluedove_dot_v1_dot_pubsub__pb2.ListSpacesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSpaceInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bluedove.v1.PubSub/GetSpaceInfo',
+            bluedove_dot_v1_dot_pubsub__pb2.SpaceRef.SerializeToString,
+            bluedove_dot_v1_dot_pubsub__pb2.SpaceInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSpace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bluedove.v1.PubSub/DeleteSpace',
+            bluedove_dot_v1_dot_pubsub__pb2.SpaceRef.SerializeToString,
+            bluedove_dot_v1_dot_pubsub__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

@@ -13,6 +13,7 @@ import asyncio
 import json
 import time
 
+import grpc
 import httpx
 import pytest
 
@@ -23,6 +24,8 @@ from bluedove.dispatcher.space_registry import SpaceRegistry
 from bluedove.store import keys as K
 from bluedove.store.client import sync_client
 from bluedove.store.spaces import ACTIVE, DELETING, SpaceStore
+from bluedove.v1 import pubsub_pb2 as pb
+from bluedove.v1 import pubsub_pb2_grpc as pb_grpc
 from tests.integration.helpers import catalogue_size
 from tests.integration.test_spaces_routes import bodies, error
 
@@ -170,3 +173,38 @@ def test_the_sdk_and_the_cli_create_and_delete_a_space(api, cluster, tmp_path, c
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert out[0]["name"] == "cli-made" and out[1] == {"deleted": "cli-made"}
     wait_gone(api, "cli-made")
+
+
+def test_the_grpc_calls_create_read_list_and_delete_a_space_as_rest_does(api, cluster):
+    with grpc.insecure_channel(cluster.grpc_address) as ch:
+        stub = pb_grpc.PubSubStub(ch)
+        body = json.dumps({**ORDERS, "name": "grpc-made"})
+        made = stub.CreateSpace(pb.CreateSpaceRequest(definition_json=body), timeout=10)
+        assert made.made and made.name == "grpc-made" and made.state == ACTIVE and made.epoch == 0
+        assert list(made.schema.partition) == ["status", "total"] and made.schema.attributes[0].type == "string"
+        assert json.loads(made.info_json) == api.get("/v1/spaces/grpc-made").json()
+        again = stub.CreateSpace(pb.CreateSpaceRequest(definition_json=body), timeout=10)
+        assert not again.made and again.info_json == made.info_json
+        assert "grpc-made" in [s.name for s in stub.ListSpaces(pb.ListSpacesRequest(), timeout=10).spaces]
+        assert stub.GetSpaceInfo(pb.SpaceRef(name="grpc-made"), timeout=10).info_json == made.info_json
+        for call, request, code, slug, field in [
+            (stub.CreateSpace, pb.CreateSpaceRequest(definition_json=json.dumps({**ORDERS, "name": "grpc-made",
+                                                                                   "quotas": {}})),
+             grpc.StatusCode.ALREADY_EXISTS, "conflict", "quotas.messages_per_s"),
+            (stub.CreateSpace, pb.CreateSpaceRequest(definition_json="{"), grpc.StatusCode.INVALID_ARGUMENT,
+             "invalid_json", "definition_json"),
+            (stub.GetSpaceInfo, pb.SpaceRef(name="nope"), grpc.StatusCode.NOT_FOUND, "not_found", "space"),
+            (stub.DeleteSpace, pb.SpaceRef(name="default"), grpc.StatusCode.ALREADY_EXISTS, "conflict", "space")]:
+            with pytest.raises(grpc.RpcError) as exc:
+                call(request, timeout=10)
+            meta = dict(exc.value.trailing_metadata() or ())
+            assert (exc.value.code(), meta.get("bluedove-error-code"), meta.get("bluedove-error-field")) == (
+                code, slug, field)
+        stub.DeleteSpace(pb.SpaceRef(name="grpc-made"), timeout=10)
+    wait_gone(api, "grpc-made")
+    with Client(f"grpc://{cluster.grpc_address}") as client:  # the SDK over gRPC
+        assert client.create_space({**ORDERS, "name": "sdk-grpc"})["name"] == "sdk-grpc"
+        with pytest.raises(Conflict):
+            client.create_space({**ORDERS, "name": "sdk-grpc", "quotas": {}})
+        client.delete_space("sdk-grpc")
+    wait_gone(api, "sdk-grpc")

@@ -1,8 +1,8 @@
-"""Spaces: create, list, read and delete them, and the routes of a space,
-`/v1/spaces/{space}/…` (docs/api.md, "Spaces").
+"""Spaces: create, list, read and delete them (the operations are
+bluedove/dispatcher/operations/spaces.py's), and the routes of a space, `/v1/spaces/{space}/…`
+(docs/api.md, "Spaces").
 
-The registry (bluedove/store/spaces.py) holds every space; each dispatcher keeps a copy
-(bluedove/dispatcher/space_registry.py). The cluster serves `default` today, the space of its
+The cluster serves `default` today, the space of its
 segment table: its routes under `/v1/spaces/default/…` are the routes without a space, by the
 same functions (the API key's scopes, the rate limits and the bodies are theirs), after `served`
 has checked the name, which for `default` costs nothing; the publishes among them are served
@@ -13,30 +13,24 @@ table and matchers exist (docs/design.md, "Spaces (in progress)").
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.routing import APIRoute
 
-from bluedove.core.apikeys import ADMIN
 from bluedove.core.errors import ApiError
-from bluedove.core.spaces import DEFAULT_SPACE, check_space_name, default_spec, parse_space_spec, space_conflict
-from bluedove.dispatcher.auth import caller
+from bluedove.core.spaces import DEFAULT_SPACE, check_space_name
 from bluedove.dispatcher.deps import SPACE_KEY, json_body, state
 from bluedove.dispatcher.dispatcher import Dispatcher
+from bluedove.dispatcher.operations import spaces
 from bluedove.dispatcher.routes import messages, subscriptions
-from bluedove.store.spaces import ACTIVE, SpaceConflict, SpaceRecord, SpaceStore
+from bluedove.store.spaces import ACTIVE, SpaceRecord
 
 router = APIRouter()
 SPACE_ROUTES = "/v1/spaces/{space}"
 # The routes without a space that a space's routes alias, under SPACE_ROUTES + the part after /v1.
 ALIASED = ("/v1/messages", "/v1/messages:batch", "/v1/subscriptions", "/v1/subscriptions:batch")
-
-
-def no_space(space: str) -> ApiError:
-    return ApiError(404, "not_found", f"no space {space!r}", "space")
 
 
 async def active(d: Dispatcher, space: str) -> SpaceRecord:
@@ -46,7 +40,7 @@ async def active(d: Dispatcher, space: str) -> SpaceRecord:
     check_space_name(space, "space")
     rec = await d.registry.lookup(space)
     if rec is None or rec.state != ACTIVE:
-        raise no_space(space)
+        raise spaces.no_space(space)
     return rec
 
 
@@ -100,86 +94,27 @@ def _add_aliases() -> None:
 _add_aliases()
 
 
-def _space_json(d: Dispatcher, rec: SpaceRecord, subs: int) -> dict[str, Any]:
-    """A space as GET /v1/spaces/{space} answers it: its definition (the schema as GET /v1/space
-    gives it), its table's epoch, its counts, when it was made and its state. The default space's
-    schema, epoch and matchers are the dispatcher's (its segment table's); another space has no
-    table yet (epoch 0, no matchers)."""
-    spec = rec.spec
-    default = spec.name == DEFAULT_SPACE
-    table = d.cluster.table if default else None
-    schema = (d.space if default else spec.space).api_json()
-    return {"name": spec.name, **schema, "matchers": spec.matchers, "retention_s": spec.retention_s,
-            "quotas": spec.quotas.to_json(), "epoch": table.epoch if table else 0,
-            "counts": {"subscriptions": subs, "matchers": len(table.members) if table else 0},
-            "created": rec.created, "state": rec.state}
-
-
-async def _described(d: Dispatcher, rec: SpaceRecord) -> dict[str, Any]:
-    return _space_json(d, rec, await d.registry.spaces.subscriptions(rec.spec.name))
-
-
-async def _default(d: Dispatcher) -> dict[str, Any]:
-    """The default space, also before a matcher of this version has registered it (created: null)."""
-    spaces = SpaceStore(d.store.r)
-    rec, subs = await asyncio.gather(spaces.get(DEFAULT_SPACE), spaces.subscriptions(DEFAULT_SPACE))
-    if rec is None:
-        return {**_space_json(d, SpaceRecord(default_spec(d.space), 0, ACTIVE), subs), "created": None}
-    return _space_json(d, rec, subs)
-
-
 @router.post("/v1/spaces", status_code=201, response_model=None)
 async def create_space(request: Request, response: Response) -> dict[str, Any]:
-    """201 and the space when made now; 200 and it when it exists with this very definition;
-    409 `conflict` naming the first field that differs (or `state` while it is being deleted)."""
-    d = state(request)
-    await caller(d.auth, request.headers.get("authorization"), ADMIN)
-    spec = parse_space_spec(await json_body(request))
-    await caller(d.auth, request.headers.get("authorization"), ADMIN, spec.name)
-    try:
-        rec, made = await d.registry.spaces.create(spec)
-    except SpaceConflict as exc:
-        raise space_conflict(spec.name, exc.field) from None
-    d.registry.remember(spec.name, rec)
+    """201 and the space when made now; 200 and it when it exists with this very definition."""
+    body, made = await spaces.create_space(state(request), await json_body(request),
+                                           request.headers.get("authorization"))
     if not made:
         response.status_code = 200
-    return await _described(d, rec)
+    return body
 
 
 @router.get("/v1/spaces", response_model=None)
 async def list_spaces(request: Request) -> dict[str, Any]:
-    """Every space, by name, `default` first (each as GET /v1/spaces/{space} gives it), those
-    being deleted included (state `deleting`)."""
-    d = state(request)
-    others = [rec for rec in await d.registry.spaces.list() if rec.spec.name != DEFAULT_SPACE]
-    return {"spaces": [await _default(d), *await asyncio.gather(*(_described(d, rec) for rec in others))]}
+    return {"spaces": await spaces.list_spaces(state(request))}
 
 
 @router.get(SPACE_ROUTES, response_model=None)
 async def get_space(request: Request, space: str) -> dict[str, Any]:
-    d = state(request)
-    if space == DEFAULT_SPACE:
-        return await _default(d)
-    check_space_name(space, "space")
-    rec = await d.registry.spaces.get(space)
-    if rec is None:
-        raise no_space(space)
-    return await _described(d, rec)
+    return await spaces.get_space(state(request), space)
 
 
 @router.delete(SPACE_ROUTES, status_code=204)
 async def delete_space(request: Request, space: str) -> Response:
-    """204: the space is marked deleting (publishing to it is a 404 from now on) and purged in
-    the background; its subscriptions go, queues stay. 404 for no such space (or one already
-    being deleted), 409 for `default`, the cluster's own."""
-    d = state(request)
-    check_space_name(space, "space")
-    await caller(d.auth, request.headers.get("authorization"), ADMIN, space)
-    if space == DEFAULT_SPACE:
-        raise ApiError(409, "conflict", f"the space {DEFAULT_SPACE!r} is the cluster's own: it cannot be deleted",
-                       "space")
-    if await d.registry.spaces.delete(space) != 1:
-        raise no_space(space)
-    d.registry.remember(space, None)
-    d.registry.purge_soon(space)
+    await spaces.delete_space(state(request), space, request.headers.get("authorization"))
     return Response(status_code=204)

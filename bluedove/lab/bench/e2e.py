@@ -23,7 +23,8 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from bluedove.client.grpc_transport import AsyncGrpcTransport, message_pb, rpc_error
+from bluedove.client.grpc_messages import message_pb
+from bluedove.client.grpc_transport import AsyncGrpcTransport, rpc_error
 from bluedove.core.forwarding import POLICIES
 from bluedove.core.partition.segments import equal_partition
 from bluedove.lab.bench import BENCHES

@@ -224,7 +224,7 @@ class Subscribers:
         on CANCELLED. The bench's own cancel ends it with CancelledError, not counted."""
         import grpc
 
-        from bluedove.client.grpc_transport import delivery_json
+        from bluedove.client.grpc_messages import delivery_json
         from bluedove.v1 import pubsub_pb2 as pb
 
         acks = Acks(lambda receipts: self._ack_now(t, q, token, receipts))

@@ -1,5 +1,5 @@
 """The simulator's cost model refitted to real matchers under a CPU limit, and the two compared
-(`bluedove sim refit`; docs/benchmarks.md, "Capped matchers: the simulator against real processes").
+(`bluedove sim refit`; the figures are in docs/benchmarks.md).
 
 The kernel model (`sim calibrate`) prices the index walk alone. A matcher process pays more for
 each message: the Forward call, decoding, its input queue, the count or the delivery writes,
