@@ -118,3 +118,31 @@ def dispatcher_space(store_url: str, space_file: str | None, poll_s: float = 0.5
 
     return asyncio.run(run())
 
+
+
+def declare_spaces(store_url: str, path: str) -> list[str]:
+    """Make the spaces `path` declares (`bluedove dispatcher --spaces`), each unless it exists with
+    that very definition: what every dispatcher does at its start, so a chart's spaces are made at
+    install and the same again on every upgrade is no change. ValueError for a bad file or a space
+    that exists with another definition (naming it and the first field that differs). The names."""
+    from bluedove.core.spaces import load_spaces_file
+    from bluedove.store.client import async_client
+    from bluedove.store.spaces import SpaceConflict, SpaceStore
+
+    specs = load_spaces_file(path)
+
+    async def run() -> list[str]:
+        r = async_client(store_url)
+        try:
+            spaces = SpaceStore(r)
+            for spec in specs:
+                try:
+                    await spaces.create(spec)
+                except SpaceConflict as exc:
+                    raise ValueError(f"{path}: space {spec.name!r} exists with another {exc.field}; delete it "
+                                     "first (DELETE /v1/spaces/{space}), or declare it as it was made") from None
+            return [spec.name for spec in specs]
+        finally:
+            await r.aclose()
+
+    return asyncio.run(run())

@@ -103,7 +103,7 @@ def _matcher_space_and_seed(settings: MatcherSettings) -> tuple[Space | None, di
 
 
 def _cmd_dispatcher(args: argparse.Namespace) -> int:
-    from bluedove.cli.boot import dispatcher_space
+    from bluedove.cli.boot import declare_spaces, dispatcher_space
     from bluedove.core.partition.bootstrap import BootError, SpaceMismatch, check_address
     from bluedove.core.space import SpaceError
     from bluedove.dispatcher.sampler import check_sample_settings
@@ -117,7 +117,8 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
                             partition=args.partition, gossip_port=args.gossip_port, advertise=args.advertise,
                             peers_dns=args.peers_dns, sample_rate=args.sample_rate, sample_dir=args.sample_dir,
                             sample_rotate_s=args.sample_rotate_s, sample_rotate_mb=args.sample_rotate_mb,
-                            sample_keep=args.sample_keep, auth=args.auth, **tls.overrides(args))
+                            sample_keep=args.sample_keep, auth=args.auth, spaces_file=args.spaces,
+                            **tls.overrides(args))
         tls.check(settings)
     except ValueError as exc:  # a BLUEDOVE_* variable that is not of its setting's type; TLS files (TlsError)
         return _usage("dispatcher", str(exc))
@@ -150,6 +151,11 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
         return _usage("dispatcher", f"--space {where}{exc}")
     except SpaceMismatch as exc:
         return _usage("dispatcher", str(exc))
+    if settings.spaces_file:
+        try:
+            declare_spaces(settings.store_url, settings.spaces_file)
+        except ValueError as exc:
+            return _usage("dispatcher", f"--spaces {exc}")
     serve(settings, space, seeds=tuple(args.join or ()))
     return 0
 
@@ -261,6 +267,9 @@ def _add_dispatcher(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     d.add_argument("--space", default=None, metavar="FILE",
                    help="space file (YAML or JSON); refused (exit 2) if the stored table's space differs. Without it, "
                         "the stored table's space (waiting for a table)")
+    d.add_argument("--spaces", default=None, metavar="FILE",
+                   help="spaces to make at start, unless they exist as declared (YAML or JSON: a list of "
+                        "POST /v1/spaces bodies); one that exists with another definition is refused (exit 2)")
     d.add_argument("--policy", choices=POLICIES, default="adaptive")
     d.add_argument("--partition", choices=MODES, default=None, help=PARTITION_HELP)
     d.add_argument("--gossip-port", type=int, default=None,

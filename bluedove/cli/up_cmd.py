@@ -6,6 +6,7 @@ import argparse
 import signal
 import sys
 import time
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,9 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                     help="the dispatchers sample this fraction of published messages into DATA_DIR/samples "
                          "(0 = off, the default)")
     up.add_argument("--seed", default=None, metavar="FILE", help=SEED_HELP)
+    up.add_argument("--spaces", default=None, metavar="FILE",
+                    help="spaces besides default for the dispatchers to make (YAML or JSON: a list of POST "
+                         "/v1/spaces bodies; docs/api.md, \"Spaces\")")
     add_cpu_flag(up, "matcher")
     add_cpu_flag(up, "dispatcher")
     add_auth_flag(up)
@@ -92,18 +96,24 @@ def _new_cluster(args: argparse.Namespace) -> LocalCluster | int:
     """The LocalCluster of the flags, not started; else exit code 2 (store flags, space, TLS or seed refused)."""
     from bluedove.core.partition.bootstrap import BootError, initial_table, load_seed, numbered_members
     from bluedove.core.space import SpaceError
+    from bluedove.core.spaces import load_spaces_file
     from bluedove.local.cluster import LocalCluster
 
     if problem := (store_flags_problem(args) or cpu_flag_problem(args, "matcher")
                    or cpu_flag_problem(args, "dispatcher")):
         return _usage(problem)
-    try:  # the space and the seed are checked before anything starts
+    try:  # the spaces, the space and the seed are checked before anything starts
+        if args.spaces:
+            load_spaces_file(args.spaces)
+    except ValueError as exc:
+        return _usage(f"--spaces {exc}")
+    try:
         seed = load_seed(args.seed) if args.seed else None
         cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=args.http_port,
                                grpc_port=args.grpc_port, data_dir=args.data_dir, store=args.store,
                                space_file=args.space, policy=args.policy, partition=args.partition,
                                sample_rate=args.sample_rate, seed=seed, store_cluster=args.store_cluster,
-                               auth=args.auth, tls_files=up_tls(args), child_env=bounds_env(args),
+                               auth=args.auth, tls_files=up_tls(args), child_env=_child_env(args),
                                matcher_cpu=args.matcher_cpu, dispatcher_cpu=args.dispatcher_cpu)
         if seed is not None:
             initial_table(cluster.space, numbered_members(args.matchers), seed)
@@ -118,6 +128,15 @@ def _new_cluster(args: argparse.Namespace) -> LocalCluster | int:
               file=sys.stderr)
         return 2
     return cluster
+
+
+def _child_env(args: argparse.Namespace) -> dict[str, str]:
+    """Every matcher's and dispatcher's environment: the bounds flags', and the spaces file (the
+    dispatchers make its spaces at their start; the matchers read no such setting)."""
+    env = bounds_env(args)
+    if args.spaces:
+        env["BLUEDOVE_SPACES_FILE"] = str(Path(args.spaces).resolve())
+    return env
 
 
 def _flags_problem(args: argparse.Namespace, partition: str) -> str | None:

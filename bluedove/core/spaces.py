@@ -29,7 +29,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from bluedove.core.attributes import finite_number, whole
 from bluedove.core.errors import ApiError, echo
@@ -143,6 +146,32 @@ def parse_space_spec(body: Any) -> SpaceSpec:
     matchers = _int(body, "matchers", 1, MAX_MATCHERS)
     retention = _int(body, "retention_s", 0, MAX_RETENTION_S)
     return SpaceSpec(name, space, matchers, retention or 0, _quotas(body.get("quotas")))
+
+
+def load_spaces_file(path: str) -> list[SpaceSpec]:
+    """The spaces a file declares (`bluedove dispatcher --spaces`, the chart's `spaces`): YAML or
+    JSON, a list of `POST /v1/spaces` bodies (or `{"spaces": [...]}`). ValueError naming the file
+    and the field (`spaces[1].quotas.messages_per_s`), a name given twice, or `default` (the
+    cluster's own space, declared by --space)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    items = data.get("spaces") if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        raise ValueError(f"{path}: expected a list of space definitions (or {{spaces: [...]}})")
+    specs: list[SpaceSpec] = []
+    for i, item in enumerate(items):
+        try:
+            spec = parse_space_spec(item)
+        except ApiError as exc:  # (its message names its field first, or says it)
+            said = exc.message if exc.message.startswith(str(exc.field)) else f"{exc.field}: {exc.message}"
+            raise ValueError(f"{path}: spaces[{i}].{said}") from None
+        if spec.name == DEFAULT_SPACE or spec.name in {s.name for s in specs}:
+            why = "is the cluster's own space (--space)" if spec.name == DEFAULT_SPACE else "is declared twice"
+            raise ValueError(f"{path}: spaces[{i}].name: {spec.name!r} {why}")
+        specs.append(spec)
+    return specs
 
 
 def _space(body: dict[str, Any]) -> Space:

@@ -194,6 +194,8 @@ class DispatcherSettings:
     # How often the store's registry of spaces is checked for a change (a deleted space's
     # purge resumes within it on a dispatcher that did not take the DELETE).
     spaces_refresh_s: float = 1.0
+    # A file of spaces the dispatcher makes at its start unless they exist as declared ("" = none).
+    spaces_file: str = ""
     # -- TLS (bluedove/runtime/tls.py, docs/security.md "TLS"): PEM files, "" = plain --
     tls_cert: str = ""
     tls_key: str = ""

@@ -83,6 +83,8 @@ async def chart_cluster(tmp_path, redis_clean_url, apiserver):
         # A leaving matcher serves what it handed off for 2 s, not the default 10, before it exits
         # (dispatchers and matchers alike): each restart of the rolling restart is that much shorter.
         "matcher": {"handoffGraceSeconds": 2},
+        # A space besides default: the dispatcher makes it at its start (--spaces).
+        "spaces": [{"name": "orders", "attributes": [{"name": "status", "type": "string"}], "partition": ["status"]}],
     }
     manifests = render(values).objects
     net = PodNetwork(manifests, NAMESPACE, tmp_path, subnet=random.randrange(64, 250))
@@ -136,6 +138,9 @@ async def test_the_charts_commands_make_a_cluster_that_matches_exactly_and_survi
         cluster = (await c.get("/v1/cluster")).json()
     owners = {m["id"] for m in cluster["members"] if m.get("role", "matcher") == "matcher" and not m["idle"]}
     assert owners == {m.name for m in matchers}, cluster
+    async with httpx.AsyncClient(base_url=url, timeout=10) as c:  # the chart's space, made by the dispatcher
+        orders = (await c.get("/v1/spaces/orders")).json()
+    assert orders["partition"] == ["status"] and orders["state"] == "active", orders
 
     # Exactness through the chart's dispatcher, against the brute-force oracle.
     rng = random.Random(13)

@@ -54,6 +54,9 @@ def test_every_value_is_documented_by_an_param_comment():
     ({"dispatcher": {"service": {"httpPort": 0}}}, "/dispatcher/service/httpPort"),
     ({"redis": {"appendfsync": "sometimes"}}, "/redis/appendfsync"),
     ({"space": {"dimensions": []}}, "/space/dimensions"),
+    ({"spaces": [{"name": "Orders", "attributes": [{"name": "a", "type": "string"}]}]}, "/spaces/0/name"),
+    ({"spaces": [{"name": "default", "attributes": [{"name": "a", "type": "string"}]}]}, "/spaces/0/name"),
+    ({"spaces": [{"name": "orders", "attributes": [], "quotas": {"rate": 1}}]}, "/spaces/0"),
 ])
 def test_the_schema_refuses_bad_values_naming_the_key(values, message):
     with pytest.raises(helm.HelmValuesError) as e:
@@ -294,3 +297,40 @@ def test_a_seed_that_cannot_place_its_matchers_is_refused(matcher, part):
     with pytest.raises(helm.HelmRenderError) as e:
         render(values)
     assert part in str(e.value)
+
+
+SPACES = [{"name": "orders", "attributes": [{"name": "status", "type": "string"},
+                                            {"name": "total", "type": "number", "min": 0, "max": 10000}],
+           "partition": ["status", "total"], "quotas": {"messages_per_s": 500}},
+          {"name": "traffic", "attributes": [{"name": "speed", "type": "number", "min": 0, "max": 200}]}]
+
+
+def test_spaces_reach_every_dispatcher_as_a_mounted_file_and_roll_only_the_dispatchers(tmp_path):
+    """The value `spaces` becomes a ConfigMap mounted into dispatchers and passed as --spaces; the
+    file it renders is one the dispatcher reads into those definitions. A change of spaces rolls
+    the dispatchers (a checksum) and not the matchers; without it nothing of it is rendered."""
+    from bluedove.core.spaces import load_spaces_file, parse_space_spec
+
+    values = load_values(CHART / "ci" / "autoscaling-off-values.yaml") | {"spaces": SPACES}
+    r = render(values)
+    pod = r.get("Deployment", "bluedove-dispatcher")["spec"]["template"]
+    c = pod["spec"]["containers"][0]
+    spaces_file = c["args"][c["args"].index("--spaces") + 1]
+    [mount] = [m for m in c["volumeMounts"] if m["name"] == "spaces"]
+    assert spaces_file == f"{mount['mountPath']}/spaces.json"
+    assert {"name": "spaces", "configMap": {"name": "bluedove-spaces"}} in pod["spec"]["volumes"]
+    local = tmp_path / "spaces.json"
+    local.write_text(r.get("ConfigMap", "bluedove-spaces")["data"]["spaces.json"])
+    assert load_spaces_file(str(local)) == [parse_space_spec(s) for s in SPACES]
+
+    def annotations(rendered, kind, name):
+        return rendered.get(kind, name)["spec"]["template"]["metadata"].get("annotations", {})
+
+    other = render(values | {"spaces": SPACES[:1]})
+    assert annotations(other, "Deployment", "bluedove-dispatcher") != annotations(r, "Deployment",
+                                                                                  "bluedove-dispatcher")
+    assert annotations(other, "StatefulSet", "bluedove-matcher") == annotations(r, "StatefulSet", "bluedove-matcher")
+    plain = render(load_values(CHART / "ci" / "autoscaling-off-values.yaml"))
+    assert plain.find("ConfigMap", "bluedove-spaces") is None
+    assert "--spaces" not in plain.get("Deployment", "bluedove-dispatcher")["spec"]["template"]["spec"][
+        "containers"][0]["args"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
+import sys
 import time
 
 import grpc
@@ -208,3 +210,37 @@ def test_the_grpc_calls_create_read_list_and_delete_a_space_as_rest_does(api, cl
             client.create_space({**ORDERS, "name": "sdk-grpc", "quotas": {}})
         client.delete_space("sdk-grpc")
     wait_gone(api, "sdk-grpc")
+
+
+def test_dispatchers_make_the_spaces_a_file_declares_and_refuse_one_declared_otherwise(tmp_path):
+    """`--spaces FILE` (BLUEDOVE_SPACES_FILE, `bluedove up --spaces`, the chart's `spaces`): every
+    dispatcher makes each at its start unless it exists as declared; one declared otherwise than
+    it exists stops the dispatcher (exit 2, naming the space and the field) and changes nothing;
+    a bad file stops `up` before anything starts."""
+    from bluedove.store.server import free_port
+    from tests.integration.conftest import assert_no_children, start_cluster
+
+    declared = tmp_path / "spaces.yaml"
+    declared.write_text(json.dumps([ORDERS, {**ORDERS, "name": "second", "quotas": {}}]))
+    c = start_cluster(tmp_path / "c", matchers=1, dispatchers=2, child_env={"BLUEDOVE_SPACES_FILE": str(declared)})
+    try:
+        with httpx.Client(base_url=c.url, timeout=30) as api:
+            spaces = {s["name"]: s for s in api.get("/v1/spaces").json()["spaces"]}
+            assert {"default", "orders-lc", "second"} <= set(spaces)
+            assert spaces["orders-lc"]["quotas"] == ORDERS["quotas"]
+            other = tmp_path / "other.yaml"
+            other.write_text(json.dumps([{**ORDERS, "quotas": {"messages_per_s": 600}}]))
+            run = subprocess.run([sys.executable, "-m", "bluedove", "dispatcher", "--id", "d9", "--http-port",
+                                  str(free_port()), "--grpc-port", "0", "--gossip-port", "0", "--store", c.store_url,
+                                  "--spaces", str(other)], capture_output=True, text=True, timeout=60)
+            assert run.returncode == 2, run.stderr
+            assert "'orders-lc' exists with another quotas.messages_per_s" in run.stderr, run.stderr
+            assert api.get("/v1/spaces/orders-lc").json() == spaces["orders-lc"]
+    finally:
+        c.stop()
+    assert_no_children(c)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- {name: Orders}")
+    up = subprocess.run([sys.executable, "-m", "bluedove", "up", "--data-dir", str(tmp_path / "up"),
+                         "--spaces", str(bad)], capture_output=True, text=True, timeout=60)
+    assert up.returncode == 2 and "--spaces" in up.stderr and "spaces[0].name" in up.stderr, up.stderr

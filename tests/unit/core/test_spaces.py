@@ -20,6 +20,7 @@ from bluedove.core.spaces import (
     check_space_name,
     default_spec,
     first_difference,
+    load_spaces_file,
     parse_space_spec,
     space_conflict,
 )
@@ -217,3 +218,31 @@ def test_any_json_body_is_a_spec_or_a_422_naming_a_field(body):
         parse_space_spec(body)
     except ApiError as err:
         assert err.status == 422 and err.code == "invalid_space" and err.field
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("- {name: orders, attributes: [{name: a, type: colour}]}", "spaces[0].attributes[0].type:"),
+    ("spaces: [{name: a-1, attributes: [{name: a, min: 0, max: 1}]}, {name: Orders}]", "spaces[1].name must be"),
+    ("- {name: default, attributes: [{name: a, min: 0, max: 1}]}", "'default' is the cluster's own space"),
+    ("- {name: a, attributes: [{name: x, min: 0, max: 1}]}\n- {name: a, attributes: [{name: y, min: 0, max: 1}]}",
+     "spaces[1].name: 'a' is declared twice"),
+    ("- {name: a, attributes: [{name: s, type: string}]}", "spaces[0].partition: required"),
+    ("{name: orders}", "expected a list of space definitions"),
+    ("[unclosed", "spaces.yaml:"),
+])
+def test_a_spaces_file_names_the_entry_and_field_at_fault(tmp_path, text, message):
+    path = tmp_path / "spaces.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError) as info:
+        load_spaces_file(str(path))
+    assert message in str(info.value) and str(path) in str(info.value)
+
+
+def test_a_spaces_file_in_yaml_or_json_gives_the_specs_of_its_bodies(tmp_path):
+    bodies = [{"name": "orders", "attributes": [{"name": "status", "type": "string"}], "partition": ["status"]},
+              {"name": "traffic", "attributes": [{"name": "speed", "type": "number", "min": 0, "max": 200}]}]
+    (tmp_path / "a.json").write_text(json.dumps(bodies))
+    (tmp_path / "b.yaml").write_text(f"spaces: {json.dumps(bodies)}")
+    want = [parse_space_spec(b) for b in bodies]
+    assert load_spaces_file(str(tmp_path / "a.json")) == want == load_spaces_file(str(tmp_path / "b.yaml"))
+    assert load_spaces_file(str(tmp_path / "a.json"))[1].space.names == ("speed",)

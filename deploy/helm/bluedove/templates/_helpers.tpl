@@ -131,6 +131,13 @@ The space ConfigMap (key space.yaml, mounted at /etc/bluedove/).
 {{- end -}}
 
 {{/*
+The spaces ConfigMap (key spaces.json, mounted at /etc/bluedove-spaces/ in dispatchers), when .Values.spaces is set.
+*/}}
+{{- define "bluedove.spaces.fullname" -}}
+{{- printf "%s-spaces" (include "bluedove.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
 The seed ConfigMap (key seed.json, mounted at /etc/bluedove-seed/ in matchers), when .Values.seed is set.
 */}}
 {{- define "bluedove.seed.fullname" -}}

@@ -79,10 +79,14 @@ labels:
   {{- with .c.podLabels }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
-{{- if or .config .c.podAnnotations }}
+{{- $spaces := and (eq .component "dispatcher") .ctx.Values.spaces }}
+{{- if or .config $spaces .c.podAnnotations }}
 annotations:
   {{- if .config }}
   {{- include "bluedove.spaceChecksum" .ctx | nindent 2 }}
+  {{- end }}
+  {{- if $spaces }}
+  checksum/spaces: {{ toJson .ctx.Values.spaces | sha256sum }}
   {{- end }}
   {{- with .c.podAnnotations }}
   {{- toYaml . | nindent 2 }}
