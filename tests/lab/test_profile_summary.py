@@ -74,7 +74,7 @@ MATCHER = "\n".join([
     "MatcherQueue._match (bluedove/matcher/queues.py:168);Directory.matches (bluedove/matcher/matches.py:99) 10",
     f"{LOOP};_handle_unary (grpc/aio/_server.py:1);deserialize (grpc/_common.py:88) 6",
     f"{LOOP};MatcherServicer.Forward (bluedove/matcher/servicer.py:45);"
-    "Matcher.forward (bluedove/matcher/matcher.py:237) 14",
+    "SpaceState.forward (bluedove/matcher/space_state.py:170) 14",
     f"{LOOP};MatcherQueue._finish (bluedove/matcher/queues.py:190) 5",
     f"{LOOP};Store.deliver (bluedove/store/store.py:300);Pipeline.execute (redis/asyncio/client.py:1500) 5",
     "Thread._bootstrap (threading.py:1002);_worker (concurrent/futures/thread.py:81) 30",

@@ -79,7 +79,7 @@ RULES: dict[str, list[tuple[str, str | None, str]]] = {
         (r"^bluedove/matcher/(index|packed)\.py$", None, WALK),
         (r"(^|/)rtree/", None, WALK),
         (r"(^|/)numba/", None, WALK),
-        (r"^bluedove/matcher/(matcher|servicer)\.py$", r"forward|Forward", MATCHER_DECODE),
+        (r"^bluedove/matcher/(matcher|servicer|space_state)\.py$", r"forward|Forward", MATCHER_DECODE),
         (r"^bluedove/matcher/sets_owner\.py$", r"owns", MATCHER_DECODE),
         (r"(^|/)grpc/_common\.py$", r"^deserialize$", MATCHER_DECODE),
         (r"(^|/)(grpc|google/protobuf)/", None, GRPC),
