@@ -131,6 +131,29 @@ class SetsOwner:
 
         return await self.rebuild(table, fill, [pos], widen=widen)
 
+    async def trim(self, table: SegmentTable) -> Rebuilt:
+        """Narrow the sets to `table`'s segments (a trim after the hand-off grace) from the rows
+        they hold: a set whose range is unchanged is kept as it is, a narrower one is rebuilt
+        from its own rows overlapping the new range, the others emptied; no catalogue read. A
+        reload from the catalogue parses every subscription on the index thread, seconds under
+        a pod's CPU limit that every Forward waits through (docs/benchmarks.md, "Capped
+        matchers"). A range the sets do not hold whole (never, after a shrink) is a reload."""
+        mine = held(self.s.partition, table, self.s.id)
+        segments = self._current().segments
+        if any(i not in segments or lo < segments[i][0] or hi > segments[i][1] for i, (lo, hi) in mine.items()):
+            return await self.load_catalogue(table)
+
+        def fill(new: SubscriptionSets, old: SubscriptionSets | None) -> None:
+            assert old is not None, "a trim narrows the sets of a started matcher"
+            for i, (lo, hi) in mine.items():
+                if segments.get(i) == (lo, hi):
+                    new.sets[i] = old.sets[i]
+                    continue
+                ids, queues, lows, highs = old.sets[i].export(i, lo, hi)
+                new.add_rows(list(ids), list(queues), lows, highs, dims={i})
+
+        return await self.rebuild(table, fill, [], uses_old=True)
+
     async def replace_direct(self, batch: Sequence[pb.Subscription]) -> int:
         """A dispatcher's replaces (each carries its catalogue log entry, `log_id`), applied in
         one index job under the log lock: neither the tail nor a reload's replay and swap

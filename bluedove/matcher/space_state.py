@@ -138,7 +138,7 @@ class SpaceState:
                     self._trim_at = None
                     table = self.table_now()
                     if self.started().segments != held(self.s.partition, table, self.s.id):
-                        await self.owner.load_catalogue(table)
+                        await self.owner.trim(table)
                         log.info("matcher %s dropped what it handed off: %s per dimension", self.s.id,
                                  self.started().counts())
             except asyncio.CancelledError:

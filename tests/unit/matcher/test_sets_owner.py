@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bluedove.core.model import build_subscription
-from bluedove.core.partition.segments import equal_partition, merge_out
+from bluedove.core.partition.segments import equal_partition, merge_out, split
 from bluedove.core.space import default_space
 from bluedove.matcher.sets_owner import SetsOwner
 from bluedove.runtime.settings import MatcherSettings
@@ -109,6 +109,41 @@ async def test_a_rebuild_replays_from_the_oldest_position_and_keeps_the_newest()
     assert sorted(o.sets.sets[0].ids()) == ["s2"]
     done = await o.rebuild(bigger, fill, [pos_with("0-0", SHARD, "2-0")])  # rows of their own: from 2-0 only
     assert done.replayed == 1 and at(o) == "3-0"
+
+
+class Unread(Catalogue):
+    """A catalogue whose snapshot must not be read (a trim works from the sets in memory)."""
+
+    async def catalogue_snapshot_raw(self) -> tuple[str, list[str]]:
+        raise AssertionError("the trim read the catalogue")
+
+
+async def test_a_trim_keeps_the_rows_of_the_narrower_range_without_reading_the_catalogue():
+    store = Unread()
+    o = owner(store)
+    o.begin(TABLE)
+    o.sets.add_rows(["s1", "s2", "s3"], ["q"] * 3, np.array([[100.0, 0, 0, 0], [300, 0, 0, 0], [0, 600, 0, 0]]),
+                    np.array([[200.0, 1000, 1000, 1000], [400, 1000, 1000, 1000], [1000, 700, 1000, 1000]]))
+    store.add("s4", 120, 130)  # in the log after the rows: replayed onto the trimmed sets
+    assert o.sets.counts() == [3, 2, 3, 3]  # (s3 spans all of x0, and misses a's x1)
+    o.sets.remove("s2")  # removed before the trim: stays removed
+    # c joins: a keeps [0, 250) of x0, and its ranges of x1..x3 (c cuts b's there)
+    narrower = split(TABLE, "c", "", {0: ("a", 250.0), 1: ("b", 750.0), 2: ("b", 750.0), 3: ("b", 750.0)})
+    before = [o.sets.sets[i] for i in range(4)]
+    done = await o.trim(narrower)
+    assert sorted(o.sets.sets[0].ids()) == ["s1", "s3", "s4"] and done.replayed == 1
+    assert [o.sets.sets[i] is before[i] for i in range(4)] == [False, True, True, True]  # kept as they were
+    assert o.sets.segments[0] == (0.0, 250.0)
+
+
+async def test_a_trim_to_a_range_the_sets_do_not_hold_is_a_reload():
+    store = Catalogue()
+    store.add("s1", 100, 200)
+    o = owner(store)
+    await o.load_catalogue(TABLE)
+    wider = merge_out(TABLE, {"b"})  # a now owns everything: not a narrowing
+    await o.trim(wider)
+    assert o.sets.segments[0] == (0.0, 1000.0) and sorted(o.sets.sets[0].ids()) == ["s1"]
 
 
 async def test_export_gives_rows_and_the_position_they_are_current_to():
