@@ -33,6 +33,9 @@ def add_parser(sub) -> None:
     s.add_argument("--jobs", type=int, default=2, help="processes for the saturation searches (default 2)")
     s.add_argument("--regimes", default=",".join(REGIMES),
                    help="cost regimes, the first one at the top level of each row (default: rtree,per_dimension)")
+    s.add_argument("--counting", action="store_true",
+                   help="calibrate: time our matcher's walk as a counting matcher runs it (no matches gathered; what "
+                        "`sim refit` compares with `bench e2e --deliver count`) instead of with the matches in dicts")
     s.add_argument("--runs", default="",
                    help="refit: capped `bench e2e --matcher-cpu … --json` results (comma-separated files) to fit "
                         "the matcher's whole per-message cost to and compare the simulator with; --out: a PNG")
@@ -84,7 +87,9 @@ def print_table(fig: dict) -> None:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    models = _model(argparse.Namespace(model=None, seed=args.seed))
+    from bluedove.lab.sim.calibrate import calibrate
+
+    models = calibrate(seed=args.seed, say=_log, counting=args.counting)
     out = Path(args.out or "sim-model.json")
     models.save(out)
     for regime in REGIMES:
@@ -143,7 +148,7 @@ def _refit(args: argparse.Namespace) -> int:
         print(json.dumps(result))
         return 0
     f = result["fit"]
-    print(f"service = {f['a']} x kernel + {f['c0_us']} us + {f['c_call_us']} us / (messages per call); "
+    print(f"service = walk + {f['c0_us']} us + {f['c_call_us']} us / (messages per call); "
           f"fitted on {f['rows']} rows, relative RMS {f['rel_rms']:.1%}")
     for r in result["rows"]:
         print(f"  {r['system']:<16} {r['matchers']} x {r['cores']} core: real {r['real']:>7,} msg/s, "

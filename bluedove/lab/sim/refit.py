@@ -10,9 +10,12 @@ per Forward call, and the background itself. The service model is:
 
     seconds per message = a · kernel(message, set) + c0 + c_call / m
 
-with `a` the walk measured over the kernel's on the same workload, `m` the system's messages
-per Forward call, and `c0`, `c_call` fitted by least squares over every system and run given. A
-matcher of `cores` serves `cores − background` of it. The simulator then searches each
+with `m` the system's messages per Forward call, `c0` and `c_call` fitted by least squares over
+every system and run given, and `a` scaling the kernel model so that its mean cost per message
+on the system's layout is the walk measured in that run (the kernel model prices the walk as
+`sim calibrate` times it, with the matches gathered; a matcher that counts gathers none, so
+only the model's spread over messages and sets is kept, not its level). A matcher of `cores`
+serves `cores − background` of it. The simulator then searches each
 system's saturation on n such matchers (its own `m`; every system forwarding as the real runs
 did, adaptively), and the agreement is simulated over real: of each rate, and of the ratios
 BlueDove / P2P and BlueDove / full replication.
@@ -57,6 +60,9 @@ def read_runs(paths: list[str]) -> list[Observed]:
         d = json.loads(Path(path).read_text())
         if not d.get("matcher_cpu"):
             raise ValueError(f"{path}: not a run with --matcher-cpu")
+        if d.get("workload") != "paper" or d.get("subscriptions") != 40_000:
+            raise ValueError(f"{path}: the simulator's workload is paper at 40,000 subscriptions, not "
+                             f"{d.get('workload')} at {d.get('subscriptions')}")
         for system, v in d["systems"].items():
             cpu = v["cpu"]
             idle = v.get("idle_cpu_pct", {})
@@ -70,37 +76,39 @@ def read_runs(paths: list[str]) -> list[Observed]:
 
 @dataclass(frozen=True)
 class ServiceFit:
-    """The fitted terms: walk scale `a`, `c0_us` per message, `c_call_us` per Forward call."""
+    """The fitted terms: `c0_us` per message and `c_call_us` per Forward call, outside the walk."""
 
-    a: float
     c0_us: float
     c_call_us: float
     rows: int
     rel_rms: float  # of the rest per message, over the rows fitted
 
-    def model(self, kernel: CostModel, per_call: float) -> CostModel:
-        """The kernel model as a matcher process serves it, for a system of `per_call` messages a call."""
-        terms = {f: self.a * v for f, v in kernel.terms.items()}
+    def model(self, kernel: CostModel, per_call: float, a: float = 1.0) -> CostModel:
+        """The kernel model, scaled by `a`, as a matcher process serves it for a system of
+        `per_call` messages a call."""
+        terms = {f: a * v for f, v in kernel.terms.items()}
         terms["one"] = terms.get("one", 0.0) + (self.c0_us + self.c_call_us / per_call) * 1e-6
-        return replace(kernel, terms=terms, meta={"refit": "service", **self.__dict__})
+        return replace(kernel, terms=terms, meta={"refit": "service", "a": a, **self.__dict__})
 
 
 def fit_service(rows: list[Observed]) -> ServiceFit:
-    """`a` = Σ walk / Σ kernel; c0 and c_call by least squares of the rest on 1 / messages per call."""
-    a = sum(r.walk_us for r in rows) / sum(r.kernel_us for r in rows)
+    """c0 and c_call by least squares of the rest on 1 / messages per call."""
     x = np.array([1.0 / r.per_call for r in rows])
     y = np.array([r.rest_net_us for r in rows])
     if len(rows) < 3 or np.ptp(x) == 0:
         raise ValueError("refit: need runs whose systems make calls of different sizes (3 rows or more)")
     c_call, c0 = np.polyfit(x, y, 1)
     pred = c0 + c_call * x
-    rel = float(np.sqrt(np.mean(((pred - y) / y) ** 2)))
-    return ServiceFit(round(float(a), 4), round(float(c0), 3), round(float(c_call), 2), len(rows), round(rel, 4))
+    rel = float(np.sqrt(np.mean(((pred - y) / np.maximum(np.abs(y), 1.0)) ** 2)))  # (a rest near 0 µs: per µs)
+    return ServiceFit(round(float(c0), 3), round(float(c_call), 2), len(rows), round(rel, 4))
 
 
 def simulate(kernel: Models, fit: ServiceFit, row: Observed, seed: int = 1, budget: Budget = Budget()) -> float:
     """The simulated saturation of `row`'s system on its matchers, each `cores − background`."""
-    ctx = Context(models=Models(rtree=fit.model(kernel.rtree, row.per_call), per_dimension=kernel.per_dimension),
+    walk = Context(models=kernel, seed=seed, budget=budget, regimes=("rtree",)).prepared(row.system, row.matchers,
+                                                                                          "rtree")
+    a = row.walk_us * 1e-6 / float(walk.cost.mean())
+    ctx = Context(models=Models(rtree=fit.model(kernel.rtree, row.per_call, a), per_dimension=kernel.per_dimension),
                   seed=seed, budget=budget, regimes=("rtree",))
     prep = ctx.prepared(row.system, row.matchers, "rtree")
     one_core = saturation(prep, SimConfig(policy="adaptive", seed=seed), budget, load_aware_replicas=True)
