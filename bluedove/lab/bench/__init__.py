@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 
 from bluedove.runtime.extras import EXTRAS, MissingExtra
 
@@ -61,6 +62,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser(argv[0]).parse_args(argv)
 
 
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace) -> int:
+    """Run one bench. SIGTERM (kill, a job's timeout) stops it as Ctrl-C does, so the clusters it
+    started are stopped on the way out and their matchers' cgroups removed, none left running."""
     bench = parse([args.kind, *args.flags])
+    signal.signal(signal.SIGTERM, _interrupt)
     return bench.func(bench)

@@ -113,20 +113,27 @@ def step(url: str, rate: float, duration_s: float, bodies: list[bytes], batch: i
     q = ctx.Queue()
     ready, go = ctx.Barrier(publishers + 1), ctx.Barrier(publishers + 1)
     dest = target if transport == "grpc" else url
+    # daemons, and stopped on the way out: an interrupted bench (Ctrl-C, SIGTERM) leaves none behind
     procs = [ctx.Process(target=_publisher, args=(dest, rate / publishers, duration_s, bodies[p::publishers] or bodies,
-                                                  batch, 8, q, transport, go, ready)) for p in range(publishers)]
-    for p in procs:
-        p.start()
-    ready.wait(180)
-    # the service's counters and the profiles start before the first message: none is missed
-    before = probe.snap() if probe is not None else None
-    finish = hook() if hook is not None else None
-    go.wait(180)
-    res = [q.get() for _ in procs]
-    after = probe.snap() if probe is not None else None
-    hooked = finish() if finish is not None else None
-    for p in procs:
-        p.join()
+                                                  batch, 8, q, transport, go, ready), daemon=True)
+             for p in range(publishers)]
+    try:
+        for p in procs:
+            p.start()
+        ready.wait(180)
+        # the service's counters and the profiles start before the first message: none is missed
+        before = probe.snap() if probe is not None else None
+        finish = hook() if hook is not None else None
+        go.wait(180)
+        res = [q.get() for _ in procs]
+        after = probe.snap() if probe is not None else None
+        hooked = finish() if finish is not None else None
+        for p in procs:
+            p.join()
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
     lat = sorted(x for r in res for x in r["lat"])
     ok = sum(r["ok"] for r in res)
     elapsed = max(r["elapsed"] for r in res)
