@@ -73,8 +73,11 @@ def publisher_main(url: str, rate: float, seconds: float, points: np.ndarray, na
 
 def churner_main(url: str, rate: float, seconds: float, preds: list[dict], out: Any) -> None:
     """Subscribe at `rate`/s for `seconds` into CHURN_QUEUES queues of its own, each subscribe
-    followed by the unsubscribe of the oldest one made; put {subscribed, unsubscribed, errors,
-    subscribe_ms, unsubscribe_ms}."""
+    followed by the unsubscribe of the oldest one made, as a call of its own: a subscribe's
+    slot (CHURN_INFLIGHT under way) is free once it is answered, and the unsubscribes have as
+    many slots again (tied together, a slow unsubscribe held its subscribe's slot: 256 slots
+    over ~3 s a pair gave ~85 subscribes/s at most, whatever the service did); put
+    {subscribed, unsubscribed, errors, subscribe_ms, unsubscribe_ms}."""
     async def main() -> dict[str, Any]:
         t = pool(url, CHURN_INFLIGHT)
         queues = [(q["queue"], q["token"]) for q in [await t.create_queue() for _ in range(CHURN_QUEUES)]]
@@ -83,21 +86,32 @@ def churner_main(url: str, rate: float, seconds: float, preds: list[dict], out: 
         unsub_ms: list[float] = []
         errors: list[str] = []
         tasks: set[asyncio.Task[None]] = set()
+        unsubs: set[asyncio.Task[None]] = set()
+        unsub_slots = asyncio.Semaphore(CHURN_INFLIGHT)
+
+        async def unsubscribe(sub_id: str, token: str) -> None:
+            async with unsub_slots:
+                t0 = time.monotonic()
+                try:
+                    await t.unsubscribe(sub_id, token)
+                    unsub_ms.append(1000 * (time.monotonic() - t0))
+                except BlueDoveError as exc:
+                    errors.append(repr(exc))
 
         async def one(j: int) -> None:
             q, token = queues[j % len(queues)]
             t0 = time.monotonic()
             try:
                 sub_id = (await t.subscribe({"queue": q, "predicates": preds[j % len(preds)]}, token))["id"]
-                t1 = time.monotonic()
-                sub_ms.append(1000 * (t1 - t0))
-                live.append((sub_id, token))
-                if len(live) > CHURN_QUEUES:
-                    old, old_token = live.popleft()
-                    await t.unsubscribe(old, old_token)
-                    unsub_ms.append(1000 * (time.monotonic() - t1))
             except BlueDoveError as exc:
                 errors.append(repr(exc))
+                return
+            sub_ms.append(1000 * (time.monotonic() - t0))
+            live.append((sub_id, token))
+            if len(live) > CHURN_QUEUES:
+                task = asyncio.get_running_loop().create_task(unsubscribe(*live.popleft()))
+                unsubs.add(task)
+                task.add_done_callback(unsubs.discard)
 
         pacer, j, until = Pacer(), 0, time.monotonic() + seconds
         try:
@@ -109,6 +123,7 @@ def churner_main(url: str, rate: float, seconds: float, preds: list[dict], out: 
                     j += 1
                 await asyncio.sleep(pacer.wait_s(rate, 1, time.monotonic()))
             await asyncio.gather(*tasks)
+            await asyncio.gather(*unsubs)
         finally:
             await t.close()
         return {"subscribed": len(sub_ms), "unsubscribed": len(unsub_ms), "errors": errors[:3],
