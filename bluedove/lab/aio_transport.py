@@ -1,4 +1,5 @@
-"""The pollers' REST transport on aiohttp: the SDK's `poll` and `ack`, answers decoded and errors
+"""The load generators' REST transports on aiohttp: the SDK's `poll` and `ack` (the pollers), and
+its queue and subscription calls (the subscribers and the churner), answers decoded and errors
 typed by the SDK (bluedove.client.http.decode), at a quarter of httpx's CPU per request.
 
 The delivery bench's pollers share two cores with the cluster they drain: a poll and its ack
@@ -41,3 +42,20 @@ class AioHttpTransport:
 
     async def ack(self, queue: str, token: str, receipts: list[str]) -> None:
         await self._do("POST", f"/v1/queues/{queue}/ack", token, json={"receipts": receipts})
+
+
+class SubscribeTransport(AioHttpTransport):
+    """The SDK's REST queue and subscription calls."""
+
+    async def create_queue(self) -> dict:
+        return await self._do("POST", "/v1/queues", "")
+
+    async def subscribe(self, body: dict, token: str) -> dict:
+        return await self._do("POST", "/v1/subscriptions", token, json=body)
+
+    async def subscribe_batch(self, bodies: list[dict], token: str) -> list[dict]:
+        return (await self._do("POST", "/v1/subscriptions:batch", token,
+                               json={"subscriptions": bodies}))["subscriptions"]
+
+    async def unsubscribe(self, sub_id: str, token: str) -> None:
+        await self._do("DELETE", f"/v1/subscriptions/{sub_id}", token)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bluedove.lab.aio_transport import AioHttpTransport
+from bluedove.lab.aio_transport import SubscribeTransport
 from bluedove.lab.bench import BENCHES
 from bluedove.lab.bench.base import add_output_flags, add_workload_flags, workload_or_none
 from bluedove.lab.bench.cpu import cpu_seconds
@@ -35,20 +35,6 @@ from bluedove.local.cluster import LocalCluster
 
 MODES = ("concurrent", "sequential", "batch")  # the default, in turn
 CHURN = "churn"  # opt-in: publishing with and without churn (bluedove/lab/bench/churn.py)
-
-
-class SubscribeTransport(AioHttpTransport):
-    """The SDK's REST subscribe calls (answers decoded by bluedove.client.http.decode)."""
-
-    async def create_queue(self) -> dict:
-        return await self._do("POST", "/v1/queues", "")
-
-    async def subscribe(self, body: dict, token: str) -> dict:
-        return await self._do("POST", "/v1/subscriptions", token, json=body)
-
-    async def subscribe_batch(self, bodies: list[dict], token: str) -> list[dict]:
-        return (await self._do("POST", "/v1/subscriptions:batch", token,
-                               json={"subscriptions": bodies}))["subscriptions"]
 
 
 def _predicates(workload: str, seed: int, n: int) -> list[dict]:
