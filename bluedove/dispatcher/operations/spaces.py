@@ -18,7 +18,7 @@ from bluedove.core.errors import ApiError
 from bluedove.core.spaces import DEFAULT_SPACE, check_space_name, default_spec, parse_space_spec, space_conflict
 from bluedove.dispatcher.auth import caller
 from bluedove.dispatcher.dispatcher import Dispatcher
-from bluedove.store.spaces import ACTIVE, SpaceConflict, SpaceRecord, SpaceStore
+from bluedove.store.spaces import ACTIVE, SpaceConflict, SpaceRecord
 
 
 def no_space(space: str) -> ApiError:
@@ -42,7 +42,7 @@ async def _described(d: Dispatcher, rec: SpaceRecord) -> dict[str, Any]:
 
 async def _default(d: Dispatcher) -> dict[str, Any]:
     """The default space, also before a matcher of this version has registered it (created: null)."""
-    spaces = SpaceStore(d.store.r)
+    spaces = d.registry.spaces
     rec, subs = await asyncio.gather(spaces.get(DEFAULT_SPACE), spaces.subscriptions(DEFAULT_SPACE))
     if rec is None:
         return {**space_json(d, SpaceRecord(default_spec(d.space), 0, ACTIVE), subs), "created": None}
