@@ -93,6 +93,20 @@ def parse_cluster_url(url: str) -> ClusterUrl:
                       password if password is not None else os.environ.get(PASSWORD_ENV) or None, wait, wait_ms)
 
 
+def _once_more() -> dict[str, Any]:
+    """A command that meets a broken connection goes once more, at once, on a new one. After
+    the server restarts, every connection the pool kept from before is broken, and each would
+    otherwise fail its next command (a 503 for a request made after Redis was back). redis-py
+    retries no connection error unless told to. Timeouts are not retried: the command may
+    have run. (A Redis Cluster client retries by itself, finding the slot's node again.)"""
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    return {"retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+            "retry_on_error": [RedisConnectionError]}
+
+
 def _password_kw(url: str) -> dict[str, Any]:
     """The environment's password for a one-server URL that has none."""
     env = os.environ.get(PASSWORD_ENV)
@@ -109,7 +123,7 @@ def async_client(url: str, connection_class: type | None = None, **kw: Any) -> R
     kw.setdefault("encoding_errors", ENCODING_ERRORS)
     if not is_cluster_url(url):
         plain = {"connection_class": connection_class} if connection_class and url.startswith("redis://") else {}
-        return aioredis.from_url(url, **_password_kw(url), **plain, **kw)
+        return aioredis.from_url(url, **_password_kw(url), **plain, **_once_more(), **kw)
     c = parse_cluster_url(url)
     extra: dict[str, Any] = {"ssl": True} if c.tls else {}  # RedisCluster takes no connection_class
     return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in c.nodes], username=c.username,

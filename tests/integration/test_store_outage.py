@@ -25,8 +25,11 @@ def test_publish_fails_fast_while_redis_is_down_and_recovers(tmp_path):
     cluster = start_cluster(tmp_path, matchers=2, store_cluster=None)  # one redis-server, killed here
     try:
         with httpx.Client(base_url=cluster.url, timeout=30) as api:
-            sub = api.post("/v1/subscriptions", json={"predicates": {}}).json()
-            auth = {"Authorization": f"Bearer {sub['token']}"}
+            subs = [api.post("/v1/subscriptions", json={"predicates": {}}).json() for _ in range(3)]
+            auths = [{"Authorization": f"Bearer {sub['token']}"} for sub in subs]
+            with ThreadPoolExecutor(30) as pool:  # looks at once: the dispatcher's pool keeps many connections
+                list(pool.map(lambda _: api.get(f"/v1/queues/{subs[0]['queue']}/messages", params={"wait": 1},
+                                                headers=auths[0]), range(30)))
             assert api.post("/v1/messages", json={**GOOD, "id": "before"}).status_code == 202
 
             port = cluster.redis.port
@@ -47,9 +50,12 @@ def test_publish_fails_fast_while_redis_is_down_and_recovers(tmp_path):
                 time.sleep(0.2)
             members = api.get("/v1/cluster").json()["members"]
             assert all(m["status"] == "alive" for m in members), members
-            got = api.get(f"/v1/queues/{sub['queue']}/messages", params={"max": 10, "wait": 2},
-                          headers=auth).json()["messages"]
-            assert sorted(m["id"] for m in got) == ["before", "during"]
+            with ThreadPoolExecutor(len(subs)) as pool:  # at once: most on connections kept from before Redis died
+                polls = list(pool.map(lambda s: api.get(f"/v1/queues/{s[0]['queue']}/messages",
+                                                        params={"max": 10, "wait": 2}, headers=s[1]), zip(subs, auths)))
+            for r in polls:  # a broken connection is replaced and the command sent again: no 503 once Redis is back
+                assert r.status_code == 200, r.text
+                assert sorted(m["id"] for m in r.json()["messages"]) == ["before", "during"]
     finally:
         cluster.stop()
     assert_no_children(cluster)
