@@ -47,6 +47,10 @@ spaces' catalogues and tables spread over a cluster:
   bd:{s:S}:keys         set     names of the space's keys outside the slot {s:S} that no other
                                 name gives (added before the key is written), for deletion to find
   bd:{s:S:c:N}:subs, bd:{s:S:c:N}:log   hash and stream of its catalogue's shard N
+  bd:{s:S:c:N}:qs:Q, bd:{s:S:c:N}:gone:Q  queue Q's subscription ids in the space, and its
+                                deletion mark there (N = shard_of(Q), as in the default space)
+  bd:{q:Q}:spaces       set     the named spaces queue Q has entered (a subscription there,
+                                or one under way): deleting the queue walks them
 
 A catalogue log position is one stream id per shard, joined by ","; "0-0" (or "") stands
 for the start of every shard.
@@ -55,6 +59,9 @@ for the start of every shard.
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
+
+from bluedove.core.spaces import DEFAULT_SPACE
 
 CATALOG_SHARDS = 16
 GONE_TTL_S = 86_400  # queue ids are random and never reused: a day covers any racing add
@@ -129,11 +136,15 @@ def space_keys(space: str) -> str:
 
 
 def space_catalog_hash(space: str, shard: int) -> str:
-    return f"bd:{{s:{space}:c:{shard}}}:subs"
+    return CatalogueKeys(space).subs(shard)
 
 
 def space_catalog_log(space: str, shard: int) -> str:
-    return f"bd:{{s:{space}:c:{shard}}}:log"
+    return CatalogueKeys(space).log(shard)
+
+
+def queue_spaces(queue: str) -> str:
+    return f"bd:{{q:{queue}}}:spaces"
 
 
 def space_fixed_keys(space: str) -> list[str]:
@@ -150,19 +161,46 @@ def shard_of(queue: str) -> int:
 
 
 def catalog_hash(shard: int) -> str:
-    return f"bd:{{c:{shard}}}:subs"
+    return DEFAULT_CATALOGUE.subs(shard)
 
 
 def catalog_log(shard: int) -> str:
-    return f"bd:{{c:{shard}}}:log"
+    return DEFAULT_CATALOGUE.log(shard)
 
 
 def queue_subs(queue: str) -> str:
-    return f"bd:{{c:{shard_of(queue)}}}:qs:{queue}"
+    return DEFAULT_CATALOGUE.queue_subs(queue)
 
 
 def queue_gone(queue: str) -> str:
-    return f"bd:{{c:{shard_of(queue)}}}:gone:{queue}"
+    return DEFAULT_CATALOGUE.queue_gone(queue)
+
+
+@dataclass(frozen=True)
+class CatalogueKeys:
+    """The keys of one space's catalogue: the default space's are the cluster's own (`{c:N}`),
+    a named space's are in its tag family (`{s:S:c:N}`). A queue's keys in a catalogue share
+    its shard's slot with the shard's hash and log, so that one subscribe is one script."""
+
+    space: str = DEFAULT_SPACE
+
+    def _tag(self, shard: int) -> str:
+        return f"c:{shard}" if self.space == DEFAULT_SPACE else f"s:{self.space}:c:{shard}"
+
+    def subs(self, shard: int) -> str:
+        return f"bd:{{{self._tag(shard)}}}:subs"
+
+    def log(self, shard: int) -> str:
+        return f"bd:{{{self._tag(shard)}}}:log"
+
+    def queue_subs(self, queue: str) -> str:
+        return f"bd:{{{self._tag(shard_of(queue))}}}:qs:{queue}"
+
+    def queue_gone(self, queue: str) -> str:
+        return f"bd:{{{self._tag(shard_of(queue))}}}:gone:{queue}"
+
+
+DEFAULT_CATALOGUE = CatalogueKeys()
 
 
 # -- catalogue log positions -----------------------------------------------------------------

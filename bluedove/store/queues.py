@@ -28,6 +28,7 @@ from bluedove.store.client import node_client
 from bluedove.store.connection import Connection, StoreLimits
 from bluedove.store.finite import finite
 from bluedove.store.ids import bound_entries, hash_token, new_id, new_token, receipt_tag, valid_queue_id
+from bluedove.store.space_entry import LEAVE_ALL
 from bluedove.store.waiting import Done, Looked, PollWait, Taken, waited
 from bluedove.store.wakeups import Wakeups
 from bluedove.store.wire import deliveries_json
@@ -97,6 +98,7 @@ class Queues(Connection):
     def __init__(self, url: str, limits: StoreLimits | None = None) -> None:
         super().__init__(url, limits)
         self._delete_subs = self.r.register_script(scripts.DELETE_QUEUE_SUBSCRIPTIONS)
+        self._leave_all = self.r.register_script(LEAVE_ALL)
         self._dead_letter = self.r.register_script(scripts.DEAD_LETTER)
         self._poll = self.r.register_script(scripts.POLL)
         self._ack = self.r.register_script(scripts.ACK)
@@ -162,13 +164,19 @@ class Queues(Connection):
         publish's delivery writes) between two: the catalogue's first (`_delete_subscriptions`:
         the queue is marked gone, so no subscription can be added to it any more, then its
         subscriptions are removed and logged, `step` a script call: a few ms of Redis for 500),
-        then the queue's own keys (its stream unlinked: freed off Redis's main thread). If a
-        step fails, the queue is left marked gone with some of its subscriptions or none, and
-        cannot gain any; deleting it again finishes the job. Its dedup marks expire on their own."""
-        removed = await self._delete_subscriptions(queue, step)
+        then the queue's own keys (its stream unlinked: freed off Redis's main thread). The
+        catalogues of the named spaces it entered go first, each as the default space's: the
+        queue is flagged `deleting` as their list is read, so it can enter no other meanwhile
+        (bluedove/store/space_entry.py). If a step fails, the queue is left marked gone with
+        some of its subscriptions or none, and cannot gain any; deleting it again finishes the
+        job. Its dedup marks expire on their own."""
+        removed: list[str] = []
+        for cat in await self._catalogues_of(queue):
+            removed += await self._delete_subscriptions(queue, step, cat)
         digest = await self.r.hget(K.queue_hash(queue), "token")
         async with self.r.pipeline(transaction=False) as p:
             p.delete(K.queue_hash(queue))
+            p.delete(K.queue_spaces(queue))
             p.execute_command("UNLINK", K.queue_stream(queue))  # (a cluster pipeline's unlink() is a coroutine)
             p.delete(K.dead_outbox(queue))
             if digest:
@@ -178,13 +186,24 @@ class Queues(Connection):
         await self.r.publish(K.WAKE, K.queue_stream(queue))  # its parked polls answer now (401)
         return removed
 
-    async def _delete_subscriptions(self, queue: str, step: int) -> list[str]:
-        """The catalogue's part of `delete_queue`: one DELETE_QUEUE_SUBSCRIPTIONS call marks the
-        queue gone; only then are its subscriptions read (none can join them now), and removed
-        `step` a call. Returns the ids these calls removed (one removed meanwhile by an
-        unsubscribe is that call's to report)."""
+    async def _catalogues_of(self, queue: str) -> list[K.CatalogueKeys]:
+        """The catalogues a queue being deleted has subscriptions in: the named spaces it
+        entered that still have a record (a purged space's keys are gone already), then the
+        default space's. Flags the queue `deleting` in the same step as reading them."""
+        names = sorted(await self._leave_all(keys=[K.queue_hash(queue), K.queue_spaces(queue)]))
+        async with self.r.pipeline(transaction=False) as p:
+            for name in names:
+                p.exists(K.space_record(name))
+            there = await p.execute() if names else []
+        return [*(K.CatalogueKeys(n) for n, e in zip(names, there) if e), K.DEFAULT_CATALOGUE]
+
+    async def _delete_subscriptions(self, queue: str, step: int, cat: K.CatalogueKeys) -> list[str]:
+        """The part of `delete_queue` in one catalogue: one DELETE_QUEUE_SUBSCRIPTIONS call marks
+        the queue gone there; only then are its subscriptions read (none can join them now),
+        and removed `step` a call. Returns the ids these calls removed (one removed meanwhile
+        by an unsubscribe is that call's to report)."""
         shard = K.shard_of(queue)
-        keys = [K.queue_subs(queue), K.queue_gone(queue), K.catalog_hash(shard), K.catalog_log(shard)]
+        keys = [cat.queue_subs(queue), cat.queue_gone(queue), cat.subs(shard), cat.log(shard)]
         await self.runner.run([Call(self._delete_subs, keys, [K.GONE_TTL_S, self.limits.catalog_log_maxlen])])
         ids: list[str] = list(dict.fromkeys([x async for x in self.r.sscan_iter(keys[0], count=step)]))
         removed: list[str] = []
