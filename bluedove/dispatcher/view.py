@@ -201,7 +201,7 @@ class ClusterView:
             return "joining"
         return "suspect" if now < h.down_until else "alive"
 
-    def _current(self) -> SegmentTable:
+    def current(self) -> SegmentTable:
         """The table, for placement and ranking: their callers answer 503 themselves before the first."""
         if self.table is None:
             raise unavailable("no segment table yet: the cluster is starting")
@@ -211,7 +211,7 @@ class ClusterView:
         """The partition mode's placement (mPartition by default) under the current table, and
         under the previous one during a hand-off."""
         mode = self.s.partition
-        out = set(modes.placement(mode, self._current(), lows, highs))
+        out = set(modes.placement(mode, self.current(), lows, highs))
         if self.previous is not None:
             prev, until = self.previous
             if time.monotonic() < until:
@@ -224,7 +224,7 @@ class ClusterView:
     def ranked_candidates(self, point: tuple[float, ...] | list[float], now: float) -> list[tuple[int, str]]:
         """Candidates best first: usable ones by the policy, then the rest as a last resort.
         (Full replication: every member, each along its one set, dimension 0.)"""
-        table = self._current()
+        table = self.current()
         cands = modes.candidates(self.s.partition, table, point)
         good = [c for c in cands if self.usable(c[1], now)]
         # candidates are (dimension, member); reports are kept by (member, dimension)
@@ -245,7 +245,7 @@ class ClusterView:
         message."""
         if self.s.policy not in BATCH_POLICIES:
             return Ranking.from_lists([self.ranked_candidates(p, now) for p in points.tolist()])
-        table = self._current()
+        table = self.current()
         members, cand_m, cand_d = modes.candidates_batch(self.s.partition, table, points)
         usable = np.array([self.usable(m, now) for m in members], dtype=np.bool_)
         sent = self.charges.array(members)

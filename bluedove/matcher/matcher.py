@@ -1,9 +1,10 @@
 """One matcher process: the index thread, the gossip membership, the start-up and the leave,
 around the state of each space it serves (bluedove/matcher/space_state.py: the table, a
-subscription set per dimension, the input queue and the catalogue tail; `default` today, and
-the properties below read and write its). Its operations return replies or raise MatcherError
-(bluedove/matcher/errors.py); bluedove/matcher/servicer.py serves them over gRPC and
-bluedove/matcher/server.py runs the process.
+subscription set per dimension, the input queue and the catalogue tail). The properties below
+read and write the default space's; bluedove/matcher/spaces_served.py keeps the named ones'.
+Its operations return replies or raise MatcherError (bluedove/matcher/errors.py);
+bluedove/matcher/servicer.py serves them over gRPC and bluedove/matcher/server.py runs the
+process.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from bluedove.matcher.series import run_series
 from bluedove.matcher.sets import SubscriptionSets
 from bluedove.matcher.sets_owner import SetsOwner
 from bluedove.matcher.space_state import SpaceState
+from bluedove.matcher.spaces_served import ServedSpaces
 from bluedove.runtime.cpu_limit import NONE_KNOWN
 from bluedove.runtime.settings import MatcherSettings
 from bluedove.store.spaces import SpaceStore
@@ -62,6 +64,10 @@ class Matcher:
                                      settings.peers_dns_retry_s)
         self.default = SpaceState(DEFAULT_SPACE, settings, store, self.run_index, self.executor, deliver,
                                   self.membership.offer)
+        # The named spaces: their table changes go through the store alone so far (no offer to gossip).
+        self.named = ServedSpaces(SpaceStore(store.r), lambda name: SpaceState(
+            name, settings, store, self.run_index, self.executor, deliver, lambda _table: None),
+            settings.spaces_refresh_s, settings.table_refresh_s)
         self._tasks: list[asyncio.Task[None]] = []
         self.stopping = asyncio.Event()  # set when the process should exit
 
@@ -80,6 +86,7 @@ class Matcher:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(run()) for run in self.default.tasks()]
         self._tasks.append(loop.create_task(run_series(self, queue.totals)))
+        self._tasks.append(loop.create_task(self.named.run()))
         log.info("matcher %s ready: %s subscriptions per dimension", self.s.id, self._started().counts())
         # What start-up left (the imports, the compiled kernels, the first sets) is never
         # garbage: out of the collector's reach, a full collection no longer walks it (~70 ms
@@ -121,6 +128,7 @@ class Matcher:
         await self.membership.stop()
         for t in self._tasks:
             t.cancel()
+        await self.named.stop()
         if self.queue is not None:
             await self.queue.stop()
         self.executor.shutdown(wait=False, cancel_futures=True)
@@ -192,20 +200,24 @@ class Matcher:
     def load_summary(self) -> tuple[tuple[int, ...], float, float]:
         return self.default.load_summary()
 
+    def state(self, space: str) -> SpaceState:
+        """The state of `space` ("": the default space); NotReady for a space not served here."""
+        return self.default if space in ("", DEFAULT_SPACE) else self.named.state(space)
+
     async def forward(self, req: pb.ForwardRequest) -> pb.ForwardReply:
-        return await self.default.forward(req)
+        return await self.state(req.space).forward(req)
 
     async def match(self, req: pb.ForwardRequest) -> pb.MatchReply:
-        return await self.default.match(req)
+        return await self.state(req.space).match(req)
 
     async def add_subscriptions(self, req: pb.SubscriptionBatch) -> pb.SubscriptionAck:
-        return await self.default.add_subscriptions(req)
+        return await self.state(req.space).add_subscriptions(req)
 
     async def replace_subscriptions(self, req: pb.SubscriptionBatch) -> pb.SubscriptionAck:
-        return await self.default.replace_subscriptions(req)
+        return await self.state(req.space).replace_subscriptions(req)
 
     async def remove_subscriptions(self, req: pb.RemoveRequest) -> pb.SubscriptionAck:
-        return await self.default.remove_subscriptions(req)
+        return await self.state(req.space).remove_subscriptions(req)
 
     async def export(self, req: pb.ExportRequest) -> pb.ExportReply:
         return await self.default.export(req)

@@ -22,6 +22,7 @@ from bluedove.core.filters import BOX_SEP, sub_of
 from bluedove.core.model import Subscription
 from bluedove.core.partition.modes import held
 from bluedove.core.partition.segments import SegmentTable
+from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.matcher.errors import BadRequest
 from bluedove.matcher.sets import SubscriptionSets, subscription_of
 from bluedove.runtime.settings import MatcherSettings
@@ -56,11 +57,14 @@ class Rebuilt(NamedTuple):
 
 
 class SetsOwner:
-    """The matcher's subscription sets and the catalogue log position they are current to."""
+    """The matcher's subscription sets of one space and the position in that space's catalogue
+    log they are current to."""
 
-    def __init__(self, settings: MatcherSettings, store: MatcherStore, run_index: RunIndex) -> None:
+    def __init__(self, settings: MatcherSettings, store: MatcherStore, run_index: RunIndex,
+                 space: str = DEFAULT_SPACE) -> None:
         self.s = settings
         self.store = store
+        self.space = space
         self.run_index = run_index
         self.sets: SubscriptionSets | None = None
         self.log_pos = "0-0"  # one stream id per catalogue shard (bluedove/store/keys.py)
@@ -107,7 +111,7 @@ class SetsOwner:
         pos = pos_min(since)
         replayed = 0
         while True:
-            pos, changes = await self.store.catalogue_changes(pos)
+            pos, changes = await self.store.catalogue_changes(pos, space=self.space)
             if not changes:
                 break
             await apply_in_slices(self.run_index, new, changes, table)
@@ -121,9 +125,9 @@ class SetsOwner:
         raws: list[str] = []
         if not held(self.s.partition, table, self.s.id):
             # We own nothing: no need to read the catalogue, only to follow it.
-            pos = await self.store.catalogue_position()
+            pos = await self.store.catalogue_position(self.space)
         else:
-            pos, raws = await self.store.catalogue_snapshot_raw()
+            pos, raws = await self.store.catalogue_snapshot_raw(self.space)
 
         def fill(sets: SubscriptionSets, _old: SubscriptionSets | None) -> None:
             if raws:
@@ -194,7 +198,7 @@ class SetsOwner:
             try:
                 ids = parse_pos(self.log_pos)
                 after = {shard: ids[shard] for shard in shards}
-                got = await self.store.catalogue_tail_many(after, self.s.catalog_block_ms)
+                got = await self.store.catalogue_tail_many(after, self.s.catalog_block_ms, space=self.space)
                 if not got:
                     continue
                 # Apply them a little later: their direct calls, sent once the catalogue had

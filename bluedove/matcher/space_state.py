@@ -2,8 +2,8 @@
 the catalogue tail they follow), the input queue and the load windows; the table's changes
 (adopt, hand-off, trim, the stored table's watch) and the operations on the sets (forward,
 match, add, replace, remove, export). The process around it (gRPC, gossip, the index thread,
-the start-up) is bluedove/matcher/matcher.py's `Matcher`, which holds one per space it serves:
-`default` today (docs/design.md, "Spaces (in progress)")."""
+the start-up) is bluedove/matcher/matcher.py's `Matcher`, which holds one per space it serves
+(docs/design.md, "Spaces (in progress)")."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class SpaceState:
         self.table: SegmentTable | None = None
         self.newest_epoch = 0  # the newest table epoch seen, in the store or through gossip
         # The sets, the catalogue log position they are current to, and every reload of them.
-        self.owner = SetsOwner(settings, store, run_index)
+        self.owner = SetsOwner(settings, store, run_index, name)
         self.queue: MatcherQueue | None = None
         self.stats: list[WindowStats] = []
         self.ready = False
@@ -153,7 +153,7 @@ class SpaceState:
         while True:
             await asyncio.sleep(self.s.table_refresh_s)
             try:
-                raw = await self.store.get_table()
+                raw = await self.store.get_table(self.name)
                 if raw:
                     self.newest_epoch = max(self.newest_epoch, int(raw["epoch"]))
                 if raw and int(raw["epoch"]) > self.table_now().epoch:

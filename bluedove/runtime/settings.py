@@ -48,6 +48,9 @@ class MatcherSettings:
     # Gossip carries table changes within a round or two; the store keeps the latest table as
     # well, re-read this often, for a matcher cut off from gossip but not from the store.
     table_refresh_s: float = 5.0
+    # How often the registry of spaces' generation is read: a named space made or deleted is
+    # served or dropped within it (and the whole list is read every table_refresh_s).
+    spaces_refresh_s: float = 1.0
     # How long one blocking read of the catalogue log waits before looping.
     catalog_block_ms: int = 1000
     # The catalogue tail applies what one read found this long after the read: the dispatchers'

@@ -8,6 +8,7 @@ import json
 import time
 from typing import Any
 
+from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.store import keys as K
 from bluedove.store import scripts
 from bluedove.store.connection import Connection, StoreLimits
@@ -20,13 +21,18 @@ class ClusterState(Connection):
         super().__init__(url, limits)
         self._put_table_if = self.r.register_script(scripts.PUT_TABLE_IF)
 
-    async def get_table(self) -> dict[str, Any] | None:
-        raw = await self.r.get(K.TABLE)
+    async def get_table(self, space: str = DEFAULT_SPACE) -> dict[str, Any] | None:
+        """The segment table of `space` (the default space's is the cluster's own `bd:table`)."""
+        raw = await self.r.get(_table_key(space))
         return json.loads(raw) if raw else None
 
-    async def put_table_if(self, expected_epoch: int, table: dict[str, Any]) -> bool:
-        """Store `table` only if the stored one is still at `expected_epoch` (0: none stored)."""
-        return bool(await self._put_table_if(keys=[K.TABLE], args=[expected_epoch, json.dumps(table)]))
+    async def put_table_if(self, expected_epoch: int, table: dict[str, Any], space: str = DEFAULT_SPACE) -> bool:
+        """Store `table` only if the stored one is still at `expected_epoch` (0: none stored).
+        A named space's first table is laid out by bluedove/store/spaces.py, which checks the
+        space first; later ones replace it by epoch here."""
+        if space != DEFAULT_SPACE and expected_epoch == 0:
+            raise ValueError("a named space's first table is laid out with the space (SpaceStore.lay_out)")
+        return bool(await self._put_table_if(keys=[_table_key(space)], args=[expected_epoch, json.dumps(table)]))
 
     async def put_seed(self, seed: dict[str, Any]) -> None:
         """The partition seed the table was last laid out by (bluedove/core/partition/seeds.py); the split
@@ -85,3 +91,7 @@ class ClusterState(Connection):
         if stale:
             await self.r.hdel(K.DISPATCHERS, *stale)
         return sorted(live, key=lambda d: d["id"])
+
+
+def _table_key(space: str) -> str:
+    return K.TABLE if space == DEFAULT_SPACE else K.space_table(space)

@@ -50,6 +50,7 @@ from bluedove.store.keys import (
     space_fixed_keys,
     space_keys,
     space_record,
+    space_table,
 )
 
 log = logging.getLogger("bluedove.store")
@@ -72,6 +73,14 @@ if not state then return 0 end
 if state == 'deleting' then return 2 end
 redis.call('HSET', KEYS[1], 'state', 'deleting', 'deleting_since', ARGV[1])
 return 1
+"""
+# KEYS: the record, the space's table. ARGV: created, the table JSON. 1 written now, 0 one was
+# there, -1 the space is not the active one made at `created`.
+_LAY_OUT = """
+local had = redis.call('HMGET', KEYS[1], 'state', 'created')
+if had[1] ~= 'active' or had[2] ~= ARGV[1] then return -1 end
+if redis.call('SET', KEYS[2], ARGV[2], 'NX') then return 1 end
+return 0
 """
 # KEYS: the record. 1 removed, 0 none there, -1 it is active (a create came first).
 _DROP = """
@@ -133,6 +142,7 @@ class SpaceStore:
         self._create = r.register_script(_CREATE)
         self._delete = r.register_script(_DELETE)
         self._drop = r.register_script(_DROP)
+        self._lay_out = r.register_script(_LAY_OUT)
 
     async def create(self, spec: SpaceSpec) -> tuple[SpaceRecord, bool]:
         """(the record, True) when made now; (the existing one, False) when it has the same
@@ -166,6 +176,14 @@ class SpaceStore:
         if made:
             log.info("registered the space %r", DEFAULT_SPACE)
         return rec
+
+    async def lay_out(self, rec: SpaceRecord, table: dict[str, Any]) -> bool | None:
+        """Store named space `rec`'s first segment table (epoch 1), in one step on its record's
+        slot with the check that the space is still `rec` (not deleted, not made again): True
+        when written now, False when it had one (a repeated create), None when it is gone."""
+        out = int(await self._lay_out(keys=[space_record(rec.spec.name), space_table(rec.spec.name)],
+                                      args=[rec.created, json.dumps(table)]))
+        return None if out < 0 else bool(out)
 
     async def subscriptions(self, name: str) -> int:
         """How many subscriptions space `name`'s catalogue holds (the default space's catalogue

@@ -19,18 +19,20 @@ class ForwardMessage(_message.Message):
     def __init__(self, id: _Optional[str] = ..., point: _Optional[_Iterable[float]] = ..., body: _Optional[bytes] = ..., client_id: _Optional[bool] = ...) -> None: ...
 
 class ForwardRequest(_message.Message):
-    __slots__ = ("dimension", "messages", "epoch", "parts", "packed")
+    __slots__ = ("dimension", "messages", "epoch", "parts", "packed", "space")
     DIMENSION_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTS_FIELD_NUMBER: _ClassVar[int]
     PACKED_FIELD_NUMBER: _ClassVar[int]
+    SPACE_FIELD_NUMBER: _ClassVar[int]
     dimension: int
     messages: _containers.RepeatedCompositeFieldContainer[ForwardMessage]
     epoch: int
     parts: _containers.RepeatedCompositeFieldContainer[ForwardPart]
     packed: _containers.RepeatedCompositeFieldContainer[PackedPart]
-    def __init__(self, dimension: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[ForwardMessage, _Mapping]]] = ..., epoch: _Optional[int] = ..., parts: _Optional[_Iterable[_Union[ForwardPart, _Mapping]]] = ..., packed: _Optional[_Iterable[_Union[PackedPart, _Mapping]]] = ...) -> None: ...
+    space: str
+    def __init__(self, dimension: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[ForwardMessage, _Mapping]]] = ..., epoch: _Optional[int] = ..., parts: _Optional[_Iterable[_Union[ForwardPart, _Mapping]]] = ..., packed: _Optional[_Iterable[_Union[PackedPart, _Mapping]]] = ..., space: _Optional[str] = ...) -> None: ...
 
 class PackedPart(_message.Message):
     __slots__ = ("dimension", "count", "points", "ids", "id_ends", "bodies", "body_ends", "client_ids")
@@ -87,20 +89,24 @@ class Subscription(_message.Message):
     def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., lows: _Optional[_Iterable[float]] = ..., highs: _Optional[_Iterable[float]] = ..., predicates: _Optional[str] = ..., log_id: _Optional[str] = ...) -> None: ...
 
 class SubscriptionBatch(_message.Message):
-    __slots__ = ("subscriptions", "log_id")
+    __slots__ = ("subscriptions", "log_id", "space")
     SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    SPACE_FIELD_NUMBER: _ClassVar[int]
     subscriptions: _containers.RepeatedCompositeFieldContainer[Subscription]
     log_id: str
-    def __init__(self, subscriptions: _Optional[_Iterable[_Union[Subscription, _Mapping]]] = ..., log_id: _Optional[str] = ...) -> None: ...
+    space: str
+    def __init__(self, subscriptions: _Optional[_Iterable[_Union[Subscription, _Mapping]]] = ..., log_id: _Optional[str] = ..., space: _Optional[str] = ...) -> None: ...
 
 class RemoveRequest(_message.Message):
-    __slots__ = ("ids", "log_id")
+    __slots__ = ("ids", "log_id", "space")
     IDS_FIELD_NUMBER: _ClassVar[int]
     LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    SPACE_FIELD_NUMBER: _ClassVar[int]
     ids: _containers.RepeatedScalarFieldContainer[str]
     log_id: str
-    def __init__(self, ids: _Optional[_Iterable[str]] = ..., log_id: _Optional[str] = ...) -> None: ...
+    space: str
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., log_id: _Optional[str] = ..., space: _Optional[str] = ...) -> None: ...
 
 class SubscriptionAck(_message.Message):
     __slots__ = ("changed", "epoch")

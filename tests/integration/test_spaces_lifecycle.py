@@ -58,8 +58,9 @@ def orders(api):
 def test_a_space_is_made_once_and_the_same_body_again_changes_nothing(api, orders):
     assert orders["name"] == "orders-lc" and orders["state"] == ACTIVE and isinstance(orders["created"], int)
     assert [a["name"] for a in orders["attributes"]] == orders["partition"] == ["status", "total"]
-    assert orders["quotas"] == {"messages_per_s": 500} and orders["epoch"] == 0
-    assert orders["counts"] == {"subscriptions": 0, "matchers": 0}
+    assert orders["quotas"] == {"messages_per_s": 500} and orders["epoch"] == 1  # its first table
+    matchers = len(api.get("/v1/cluster").json()["members"])
+    assert orders["counts"] == {"subscriptions": 0, "matchers": matchers} and matchers > 1  # cut over them all
     again = api.post("/v1/spaces", json={**ORDERS, "quotas": {"messages_per_s": 500.0}})  # the same, other words
     assert again.status_code == 200 and again.json() == orders, again.text
     assert api.get("/v1/spaces/orders-lc").json() == orders
@@ -177,12 +178,22 @@ def test_the_sdk_and_the_cli_create_and_delete_a_space(api, cluster, tmp_path, c
     wait_gone(api, "cli-made")
 
 
+def test_a_space_asking_for_fewer_matchers_gets_a_table_over_the_first_of_them(api):
+    r = api.post("/v1/spaces", json={**ORDERS, "name": "two-lc", "matchers": 2})
+    assert r.status_code == 201, r.text
+    try:
+        assert r.json()["epoch"] == 1 and r.json()["counts"]["matchers"] == 2
+    finally:
+        api.delete("/v1/spaces/two-lc")
+        wait_gone(api, "two-lc")
+
+
 def test_the_grpc_calls_create_read_list_and_delete_a_space_as_rest_does(api, cluster):
     with grpc.insecure_channel(cluster.grpc_address) as ch:
         stub = pb_grpc.PubSubStub(ch)
         body = json.dumps({**ORDERS, "name": "grpc-made"})
         made = stub.CreateSpace(pb.CreateSpaceRequest(definition_json=body), timeout=10)
-        assert made.made and made.name == "grpc-made" and made.state == ACTIVE and made.epoch == 0
+        assert made.made and made.name == "grpc-made" and made.state == ACTIVE and made.epoch == 1
         assert list(made.schema.partition) == ["status", "total"] and made.schema.attributes[0].type == "string"
         assert json.loads(made.info_json) == api.get("/v1/spaces/grpc-made").json()
         again = stub.CreateSpace(pb.CreateSpaceRequest(definition_json=body), timeout=10)

@@ -5,7 +5,8 @@ The registry (bluedove/store/spaces.py) holds every space; each dispatcher keeps
 (bluedove/dispatcher/space_registry.py). A space is answered as GET /v1/spaces/{space} gives
 it: its definition, its table's epoch, its counts, when it was made and its state. The
 default space's schema, epoch and matchers are the dispatcher's (its segment table's); another
-space has no table yet (epoch 0, no matchers).
+space's are its own table's, laid out when the space is made: every dimension cut equally
+over the cluster's matchers (the first `matchers` of them by id when the space asks for fewer).
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ from typing import Any
 
 from bluedove.core.apikeys import ADMIN
 from bluedove.core.errors import ApiError
-from bluedove.core.spaces import DEFAULT_SPACE, check_space_name, default_spec, parse_space_spec, space_conflict
+from bluedove.core.partition.bootstrap import initial_table
+from bluedove.core.partition.segments import SegmentTable
+from bluedove.core.spaces import (
+    DEFAULT_SPACE,
+    SpaceSpec,
+    check_space_name,
+    default_spec,
+    parse_space_spec,
+    space_conflict,
+)
 from bluedove.dispatcher.auth import caller
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.store.spaces import ACTIVE, SpaceConflict, SpaceRecord
@@ -25,10 +35,11 @@ def no_space(space: str) -> ApiError:
     return ApiError(404, "not_found", f"no space {space!r}", "space")
 
 
-def space_json(d: Dispatcher, rec: SpaceRecord, subs: int) -> dict[str, Any]:
+def space_json(d: Dispatcher, rec: SpaceRecord, subs: int, table: SegmentTable | None = None) -> dict[str, Any]:
+    """The space as the API shows it; `table`: a named space's (the default's is the dispatcher's)."""
     spec = rec.spec
     default = spec.name == DEFAULT_SPACE
-    table = d.cluster.table if default else None
+    table = d.cluster.table if default else table
     schema = (d.space if default else spec.space).api_json()
     return {"name": spec.name, **schema, "matchers": spec.matchers, "retention_s": spec.retention_s,
             "quotas": spec.quotas.to_json(), "epoch": table.epoch if table else 0,
@@ -37,7 +48,17 @@ def space_json(d: Dispatcher, rec: SpaceRecord, subs: int) -> dict[str, Any]:
 
 
 async def _described(d: Dispatcher, rec: SpaceRecord) -> dict[str, Any]:
-    return space_json(d, rec, await d.registry.spaces.subscriptions(rec.spec.name))
+    subs, raw = await asyncio.gather(d.registry.spaces.subscriptions(rec.spec.name), d.store.get_table(rec.spec.name))
+    return space_json(d, rec, subs, SegmentTable.from_json(raw) if raw else None)
+
+
+def first_table(d: Dispatcher, spec: SpaceSpec) -> SegmentTable:
+    """A named space's first table: its dimensions cut equally over the cluster's matchers (the
+    default table's members), the first `spec.matchers` of them by id when it asks for fewer."""
+    members = dict(sorted(d.cluster.current().members.items()))
+    if spec.matchers is not None:
+        members = dict(list(members.items())[:spec.matchers])
+    return initial_table(spec.space, members)
 
 
 async def _default(d: Dispatcher) -> dict[str, Any]:
@@ -60,6 +81,9 @@ async def create_space(d: Dispatcher, body: Any, authorization: str | None) -> t
         rec, made = await d.registry.spaces.create(spec)
     except SpaceConflict as exc:
         raise space_conflict(spec.name, exc.field) from None
+    # Its table next: a create cut short before it is finished by the client's retry (200).
+    if await d.registry.spaces.lay_out(rec, first_table(d, spec).to_json()) is None:
+        raise no_space(spec.name)  # deleted meanwhile
     d.registry.remember(spec.name, rec)
     return await _described(d, rec), made
 

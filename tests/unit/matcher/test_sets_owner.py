@@ -51,13 +51,15 @@ class Catalogue:
         self.subs.pop(sub_id, None)
         self.log.append((f"{len(self.log) + 1}-0", {"op": "remove", "id": sub_id}))
 
-    async def catalogue_position(self) -> str:
+    async def catalogue_position(self, space: str = "default") -> str:
+        assert space == "default"  # the owner reads its own space's catalogue
         return pos_with("0-0", SHARD, self.log[-1][0] if self.log else "0-0")
 
-    async def catalogue_snapshot_raw(self) -> tuple[str, list[str]]:
-        return await self.catalogue_position(), list(self.subs.values())
+    async def catalogue_snapshot_raw(self, space: str = "default") -> tuple[str, list[str]]:
+        return await self.catalogue_position(space), list(self.subs.values())
 
-    async def catalogue_changes(self, after: str) -> tuple[str, list[dict]]:
+    async def catalogue_changes(self, after: str, space: str = "default") -> tuple[str, list[dict]]:
+        assert space == "default"
         new = [(p, f) for p, f in self.log if order(p) > order(pos_of(after, SHARD))]
         return (pos_with(after, SHARD, new[-1][0]), [f for _, f in new]) if new else (after, [])
 
@@ -188,7 +190,9 @@ class Logs:
         shards = list(range(CATALOG_SHARDS))
         return [shards] if self.one_read else [[s] for s in shards]
 
-    async def catalogue_tail_many(self, after: dict[int, str], block_ms: int | None = None) -> dict:
+    async def catalogue_tail_many(self, after: dict[int, str], block_ms: int | None = None,
+                                  space: str = "default") -> dict:
+        assert space == "default"
         while True:
             out = {s: [(i, f) for i, f in self.logs.get(s, []) if order(i) > order(a)] for s, a in after.items()}
             out = {s: e for s, e in out.items() if e}

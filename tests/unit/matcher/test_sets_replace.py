@@ -144,15 +144,15 @@ class Catalogue:
         self.log.append((at, {"op": op, "id": s.id, "sub": text}))
         return at
 
-    async def catalogue_position(self) -> str:
+    async def catalogue_position(self, space: str = "default") -> str:
         return pos_with("0-0", SHARD, self.log[-1][0] if self.log else "0-0")
 
-    async def catalogue_snapshot_raw(self) -> tuple[str, list[str]]:
+    async def catalogue_snapshot_raw(self, space: str = "default") -> tuple[str, list[str]]:
         if self.snapshot is not None:  # one taken earlier, as a scan racing writes may see it
             return self.snapshot
         return await self.catalogue_position(), list(self.subs.values())
 
-    async def catalogue_changes(self, after: str) -> tuple[str, list[dict]]:
+    async def catalogue_changes(self, after: str, space: str = "default") -> tuple[str, list[dict]]:
         start = int(pos_of(after, SHARD).split("-")[0])
         new = self.log[start:]
         return (pos_with(after, SHARD, new[-1][0]), [change(a, f) for a, f in new]) if new else (after, [])

@@ -1,0 +1,120 @@
+"""The named spaces one matcher serves, beside the default space: each a `SpaceState` of its own
+(its table, its sets loaded from its own catalogue, its input queue), made when the registry
+lists the space with a table that gives this matcher segments, and dropped when the space is
+deleted (bluedove/store/spaces.py; docs/design.md, "Spaces (in progress)").
+
+The registry's generation (`bd:spaces:gen`) is read every `spaces_refresh_s`; a move, or
+every `table_refresh_s` in any case, reads the list of spaces again. A named space's table
+changes reach its state through the store (its watch, `SpaceState._watch_stored_table`);
+gossip carries the default space's alone so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bluedove.core.partition.segments import SegmentTable
+from bluedove.core.spaces import DEFAULT_SPACE
+from bluedove.matcher.errors import NotReady
+from bluedove.matcher.space_state import SpaceState
+from bluedove.store.spaces import ACTIVE, SpaceRecord, SpaceStore
+
+log = logging.getLogger("bluedove.matcher")
+
+
+class Served:
+    """One named space served: its state, the record it was made for, and its tasks."""
+
+    def __init__(self, state: SpaceState, rec: SpaceRecord, tasks: list[asyncio.Task[None]]) -> None:
+        self.state, self.rec, self.tasks = state, rec, tasks
+
+
+class ServedSpaces:
+    """The named spaces this matcher serves, kept in step with the registry."""
+
+    def __init__(self, spaces: SpaceStore, make: Callable[[str], SpaceState], refresh_s: float,
+                 full_s: float) -> None:
+        self.spaces = spaces
+        self._make = make  # a SpaceState for a space's name, sharing the process's index thread
+        self.refresh_s, self.full_s = refresh_s, full_s
+        self.served: dict[str, Served] = {}
+        self._generation: int | None = None
+        self._listed_at = 0.0
+
+    def state(self, name: str) -> SpaceState:
+        """The state of named space `name`: NotReady (UNAVAILABLE: the dispatcher tries another
+        candidate, or answers 503) while this matcher does not serve it yet."""
+        served = self.served.get(name)
+        if served is None:
+            raise NotReady(f"space {name!r} is not served here (yet)")
+        return served.state
+
+    async def run(self) -> None:
+        """Follow the registry, forever."""
+        while True:
+            try:
+                await self.refresh()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("reading the registry of spaces failed; retrying")
+            await asyncio.sleep(self.refresh_s)
+
+    async def refresh(self) -> None:
+        """Read the registry's generation; when it moved (or `full_s` passed), serve every
+        active named space not served yet and drop those no longer active."""
+        gen = await self.spaces.generation()
+        now = time.monotonic()
+        if gen == self._generation and now - self._listed_at < self.full_s:
+            return
+        recs = {r.spec.name: r for r in await self.spaces.list() if r.spec.name != DEFAULT_SPACE}
+        for name in [n for n, s in self.served.items() if _gone(recs.get(n), s.rec)]:
+            await self._drop(name)
+        for name, rec in recs.items():
+            if rec.state == ACTIVE and name not in self.served:
+                await self._serve(rec)
+        self._generation, self._listed_at = gen, now
+
+    async def _serve(self, rec: SpaceRecord) -> None:
+        name = rec.spec.name
+        state = self._make(name)
+        raw = await state.store.get_table(name)
+        if raw is None:
+            return  # its table is laid out just after the record: the next refresh finds it
+        table = SegmentTable.from_json(raw)
+        state.begin(table)
+        try:
+            await state.load()
+        except BaseException:
+            await _stop(state, [])
+            raise
+        loop = asyncio.get_running_loop()
+        self.served[name] = Served(state, rec, [loop.create_task(run()) for run in state.tasks()])
+        log.info("serving space %r at epoch %d: %s subscriptions per dimension", name, table.epoch,
+                 state.started().counts())
+
+    async def _drop(self, name: str) -> None:
+        served = self.served.pop(name)
+        await _stop(served.state, served.tasks)
+        log.info("space %r deleted: no longer served", name)
+
+    async def stop(self) -> None:
+        for name in list(self.served):
+            await self._drop(name)
+
+
+def _gone(now: SpaceRecord | None, served: SpaceRecord) -> bool:
+    """Whether a served space is no longer the registry's active one (deleted, or made again)."""
+    return now is None or now.state != ACTIVE or now.created != served.created
+
+
+async def _stop(state: SpaceState, tasks: list[asyncio.Task[Any]]) -> None:
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    if state.queue is not None:
+        await state.queue.stop()
