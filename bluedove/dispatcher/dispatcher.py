@@ -11,9 +11,9 @@ import gc
 import logging
 
 from bluedove.core import forwarding
-from bluedove.core.model import Subscription
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space
+from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.core.wire import body_template
 from bluedove.dispatcher.auth import KeyAuth
 from bluedove.dispatcher.metrics import Metrics
@@ -21,6 +21,7 @@ from bluedove.dispatcher.publish.decode import Decoder
 from bluedove.dispatcher.publish.forwarder import Forwarder
 from bluedove.dispatcher.sampler import Sampler
 from bluedove.dispatcher.series import DispatcherSeries
+from bluedove.dispatcher.space_paths import SpacePath, SpacePaths
 from bluedove.dispatcher.space_registry import SpaceRegistry
 from bluedove.dispatcher.subscriber import Subscriber
 from bluedove.dispatcher.view import ClusterView
@@ -61,6 +62,10 @@ class Dispatcher:
         self.auth = KeyAuth(self.store, settings.auth_refresh_s) if settings.auth == "keys" else None
         # its copy of the registry of spaces, and the purges of those deleted
         self.registry = SpaceRegistry(self.store.r, settings.spaces_refresh_s)
+        # each space's publish and subscribe path: the default's over the cluster view, and
+        # a named space's as it is first used
+        self.paths = SpacePaths(settings, self.cluster, self.store, self.registry, SpacePath(
+            DEFAULT_SPACE, space, self.decoder, self.body_template, self.forwarder, self.subscriber))
 
     async def start(self, address: str) -> None:
         forwarding.warm_up()  # compiled (or loaded from its cache) before the first publish
@@ -88,6 +93,7 @@ class Dispatcher:
         if self.auth is not None:
             await self.auth.stop()
         self.metrics.close()
+        await self.paths.close()
         await self.subscriber.close()
         await self.cluster.stop()
         await self.store.close()
@@ -108,7 +114,3 @@ class Dispatcher:
     @property
     def table(self) -> SegmentTable | None:
         return self.cluster.table
-
-    async def send_subscriptions(self, subs: list[Subscription]) -> None:
-        """Send stored subscriptions to every matcher mPartition names (bluedove/dispatcher/subscriber.py)."""
-        await self.subscriber.send(subs)

@@ -33,7 +33,6 @@ ERRORS: dict[str, tuple[int, grpc.StatusCode]] = {
     "limit_exceeded": (429, grpc.StatusCode.RESOURCE_EXHAUSTED),
     "rate_limited": (429, grpc.StatusCode.RESOURCE_EXHAUSTED),
     "internal": (500, grpc.StatusCode.INTERNAL),
-    "not_implemented": (501, grpc.StatusCode.UNIMPLEMENTED),  # a registered space not served yet
     "unavailable": (503, grpc.StatusCode.UNAVAILABLE),
 }
 

@@ -234,7 +234,7 @@ class PubSubServicer(pb_grpc.PubSubServicer):
     async def GetSubscription(self, request: pb.SubscriptionRef,
                               context: ServicerContext[pb.SubscriptionRef, pb.SubscriptionInfo]) -> pb.SubscriptionInfo:
         sub = await ops.get_subscription(self.d, request.id, token(context))
-        return subscription_info(sub, self.d.space)
+        return subscription_info(sub, (await self.d.paths.get(sub.get("space", DEFAULT_SPACE))).space)
 
     @unary
     async def UpdateSubscription(self, request: pb.UpdateSubscriptionRequest,
@@ -242,7 +242,7 @@ class PubSubServicer(pb_grpc.PubSubServicer):
                                  ) -> pb.SubscriptionInfo:
         body = {"predicates": filter_of(request.predicates, request.filter_json)}
         sub = await ops.update_subscription(self.d, request.id, body, await managing(self.d, context))
-        return subscription_info(sub, self.d.space)
+        return subscription_info(sub, (await self.d.paths.get(sub.get("space", DEFAULT_SPACE))).space)
 
     @unary
     async def Publish(self, request: pb.Message,

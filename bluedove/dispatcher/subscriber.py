@@ -49,13 +49,15 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from bluedove.core.model import Subscription
 from bluedove.dispatcher.add_stream import AddStream
 from bluedove.dispatcher.batcher import Batcher
-from bluedove.dispatcher.view import ClusterView
+from bluedove.dispatcher.routing import Routing
 from bluedove.runtime.settings import DispatcherSettings
+from bluedove.store.space_entry import SpaceAt
 from bluedove.store.store import DispatcherStore
 from bluedove.v1 import matcher_pb2 as pb
 
@@ -69,16 +71,21 @@ WRITE_INFLIGHT = 4  # catalogue round trips under way
 class Subscriber:
     """The catalogue writer and the matcher lanes of one dispatcher."""
 
-    def __init__(self, settings: DispatcherSettings, cluster: ClusterView, store: DispatcherStore) -> None:
+    def __init__(self, settings: DispatcherSettings, cluster: Routing, store: DispatcherStore,
+                 space: SpaceAt | None = None) -> None:
         self.s, self.cluster, self.store = settings, cluster, store
+        self.space = space  # a named space's (its catalogue, and named in every call); None: the default
+        self._name = space.name if space is not None else ""
         # a subscription's log id, or the exception the store returned for it
-        self._writer: Batcher[dict[str, Any], str | Exception] = Batcher(store.add_subscriptions_each,
-                                                                         WRITE_BATCH_MAX, WRITE_INFLIGHT)
+        self._writer: Batcher[dict[str, Any], str | Exception] = Batcher(
+            store.add_subscriptions_each if space is None else partial(store.add_subscriptions_each, space=space),
+            WRITE_BATCH_MAX, WRITE_INFLIGHT)
         # (replaces?, matcher) -> the lane of its AddSubscriptions (or ReplaceSubscriptions) calls
         self._lanes: dict[tuple[bool, str], Batcher[pb.Subscription, pb.SubscriptionAck]] = {}
         # a removal's log id (None: there was no such subscription), or the store's exception
         self._remover: Batcher[tuple[str, str], str | None | Exception] = Batcher(
-            store.remove_subscriptions_each, WRITE_BATCH_MAX, WRITE_INFLIGHT)
+            store.remove_subscriptions_each if space is None else partial(store.remove_subscriptions_each, space=space),
+            WRITE_BATCH_MAX, WRITE_INFLIGHT)
         self._removal_lanes: dict[str, Batcher[str, None]] = {}
         self._streams: dict[str, AddStream] = {}  # matcher -> its adds' open call
 
@@ -121,7 +128,7 @@ class Subscriber:
         lane = self._removal_lanes.get(member)
         if lane is None:
             async def call(ids: list[str]) -> list[None]:
-                await self.cluster.stub(member).RemoveSubscriptions(pb.RemoveRequest(ids=ids),
+                await self.cluster.stub(member).RemoveSubscriptions(pb.RemoveRequest(ids=ids, space=self._name),
                                                                     timeout=self.s.subscribe_timeout_s)
                 return [None] * len(ids)
 
@@ -135,7 +142,7 @@ class Subscriber:
                 member, AddStream(lambda: self.cluster.stub(member), self.s.subscribe_timeout_s))
 
             async def call(subs: list[pb.Subscription]) -> list[pb.SubscriptionAck]:
-                batch = pb.SubscriptionBatch(subscriptions=subs)
+                batch = pb.SubscriptionBatch(subscriptions=subs, space=self._name)
                 if adds is not None:
                     return [await adds.add(batch)] * len(subs)
                 reply: pb.SubscriptionAck = await self.cluster.stub(member).ReplaceSubscriptions(

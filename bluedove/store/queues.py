@@ -186,6 +186,10 @@ class Queues(Connection):
         await self.r.publish(K.WAKE, K.queue_stream(queue))  # its parked polls answer now (401)
         return removed
 
+    async def entered_spaces(self, queue: str) -> list[str]:
+        """The named spaces queue `queue` has entered (bluedove/store/space_entry.py), by name."""
+        return sorted(await self.r.smembers(K.queue_spaces(queue)))
+
     async def _catalogues_of(self, queue: str) -> list[K.CatalogueKeys]:
         """The catalogues a queue being deleted has subscriptions in: the named spaces it
         entered that still have a record (a purged space's keys are gone already), then the

@@ -1,7 +1,7 @@
 """Creating and deleting spaces (docs/api.md, "Spaces") on the shared cluster: POST /v1/spaces
 makes a space (201), the same body again is no change (200), another definition under its name
 a 409 naming the field, a bad one a 422 naming the field and storing nothing; a created space is
-listed and read, and its publish and subscribe routes answer 501 storing nothing; DELETE marks it
+listed and read, and its publish and subscribe routes check bodies by its schema; DELETE marks it
 deleting (404 from then on) and a dispatcher purges its keys; a dispatcher that did not take the
 DELETE finishes a purge cut short; the default space cannot be deleted. The SDK and the CLI do the
 same."""
@@ -93,13 +93,16 @@ def test_a_bad_definition_is_refused_naming_the_field_and_stores_nothing(api, cl
     assert bad_json.status_code == 400 and bad_json.json()["error"]["code"] == "invalid_json"
 
 
-def test_a_created_space_refuses_publishing_and_subscribing_for_now_storing_nothing(api, cluster, orders):
+def test_a_created_space_checks_its_bodies_by_its_own_schema_storing_nothing(api, cluster, orders):
+    """The default space's bodies, sent to a space of other attributes: 422, naming the field."""
     r = sync_client(cluster.store_url)
     try:
         before = catalogue_size(r)
         for route, body in bodies().items():
-            error(api.post(f"/v1/spaces/orders-lc{route}", json=body), 501, "not_implemented", "space")
-        assert catalogue_size(r) == before
+            got = api.post(f"/v1/spaces/orders-lc{route}", json=body)
+            assert got.status_code == 422 and "x0" in got.json()["error"]["message"] + str(
+                got.json()["error"]["field"]), got.text
+        assert catalogue_size(r) == before and api.get("/v1/spaces/orders-lc").json()["counts"]["subscriptions"] == 0
     finally:
         r.close()
 

@@ -257,8 +257,8 @@ async def test_snapshot_with_changes_racing_it_replays_to_the_exact_catalogue(ma
 
     position = store.catalogue_position
 
-    async def position_then_changes() -> str:
-        pos = await position()
+    async def position_then_changes(space: str = "default") -> str:
+        pos = await position(space)
         for _ in range(20):
             await step()
         return pos

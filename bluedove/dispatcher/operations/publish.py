@@ -21,30 +21,34 @@ from bluedove.core.wire import bodies, iso_time, new_ids, typed_bodies
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.publish.decode import Batch
 from bluedove.dispatcher.publish.forwarder import Outgoing
+from bluedove.dispatcher.space_paths import SpacePath
 
 
-def gate(d: Dispatcher) -> None:
-    """503 before decoding when the forwarder already holds its bound of messages under way."""
-    if d.forwarder.full():
-        d.forwarder.refuse()
+def gate(d: Dispatcher, path: SpacePath | None = None) -> None:
+    """503 before decoding when the space's forwarder already holds its bound of messages under way."""
+    forwarder = (path or d.paths.default).forwarder
+    if forwarder.full():
+        forwarder.refuse()
 
 
-async def publish(d: Dispatcher, decode: Callable[[], Batch], size: int, key: KeyRecord | None = None) -> list[str]:
-    """Gate, decode (the transport's `decode`), admit `size` bytes under the key, forward;
-    the ids once every message is stored."""
-    gate(d)
+async def publish(d: Dispatcher, decode: Callable[[], Batch], size: int, key: KeyRecord | None = None,
+                  path: SpacePath | None = None) -> list[str]:
+    """Gate, decode (the transport's `decode`), admit `size` bytes under the key, forward in
+    the space of `path` (None: the default space); the ids once every message is stored."""
+    gate(d, path)
     batch = decode()
     admit(d, key, len(batch), size)
-    return await publish_parsed(d, batch, key)
+    return await publish_parsed(d, batch, key, path)
 
 
-def outgoing(d: Dispatcher, batch: Batch, published: float, key_id: str | None = None) -> Outgoing:
+def outgoing(p: SpacePath, batch: Batch, published: float, key_id: str | None = None) -> Outgoing:
     """Validated messages with their ids (ours where the publisher gave none) and stored bodies
     (a typed space's with its attributes' texts, bluedove/core/wire.py `typed_bodies`).
 
     With a key (auth on), a publisher-given id travels to the matchers as `<key id>/<id>`, so
     its dedup marks are the key's own: two keys using the same id both deliver. The body, and
-    the id answered, stay the publisher's (an id never holds `/`, so no two keys' ids meet)."""
+    the id answered, stay the publisher's (an id never holds `/`, so no two keys' ids meet).
+    A named space's bodies begin with its name (`"space"`), as its deliveries show it."""
     ids = batch.ids
     missing = [i for i, mid in enumerate(ids) if mid is None]
     client = np.ones(len(ids), dtype=np.bool_)
@@ -60,26 +64,33 @@ def outgoing(d: Dispatcher, batch: Batch, published: float, key_id: str | None =
         scope = key_id.encode() + b"/"
         wire = [scope + i if c else i for i, c in zip(ids_b, client.tolist())]
     at = iso_time(published)
-    stored = bodies(d.body_template, ids_b, batch.points, batch.payloads, at) if batch.attributes is None \
+    stored = bodies(p.body_template, ids_b, batch.points, batch.payloads, at) if batch.attributes is None \
         else typed_bodies(ids_b, batch.attributes, batch.payloads, at)  # a typed space: its attributes' texts
+    if p.stamp:
+        stored = [p.stamp + b[1:] for b in stored]
     return Outgoing(filled, wire, batch.points, stored, client)
 
 
-async def publish_parsed(d: Dispatcher, batch: Batch, key: KeyRecord | None = None) -> list[str]:
+async def publish_parsed(d: Dispatcher, batch: Batch, key: KeyRecord | None = None,
+                         path: SpacePath | None = None) -> list[str]:
     """Forward validated messages (published with API key `key`, None when auth is off);
-    returns their ids once all are stored."""
+    returns their ids once all are stored. The last hour's series and the sample are the
+    default space's (a named space's messages count in the metrics alone)."""
+    p = path or d.paths.default
     now = time.time()
-    out = outgoing(d, batch, now, key.id if key is not None else None)
+    out = outgoing(p, batch, now, key.id if key is not None else None)
     t0 = time.perf_counter()
     try:
-        await d.forwarder.publish(out)
+        await p.forwarder.publish(out)
     except Exception:
         d.metrics.publish_failures.inc(len(out))
         raise
     took = time.perf_counter() - t0
     d.metrics.publish_seconds.observe(took)
-    d.series.on_publish(batch.points, took)
     d.metrics.published.inc(len(out))
+    if p.named:
+        return out.ids
+    d.series.on_publish(batch.points, took)
     if d.sampler is not None:
         d.sampler.offer(now, batch.points, batch.attributes)
     return out.ids
@@ -92,14 +103,18 @@ def admit(d: Dispatcher, key: KeyRecord | None, n_msgs: int, n_bytes: int) -> No
         d.auth.admit(key, n_msgs, n_bytes)
 
 
-async def publish_rest(d: Dispatcher, raw: bytes, key: KeyRecord | None = None) -> str:
-    """`POST /v1/messages`: the body's bytes."""
-    return (await publish(d, lambda: d.decoder.one(raw), len(raw), key))[0]
+async def publish_rest(d: Dispatcher, raw: bytes, key: KeyRecord | None = None,
+                       path: SpacePath | None = None) -> str:
+    """`POST /v1/messages` (or a space's): the body's bytes."""
+    p = path or d.paths.default
+    return (await publish(d, lambda: p.decoder.one(raw), len(raw), key, p))[0]
 
 
-async def publish_rest_batch(d: Dispatcher, raw: bytes, key: KeyRecord | None = None) -> list[str]:
-    """`POST /v1/messages:batch`: the body's bytes, decoded and checked whole."""
-    return await publish(d, lambda: d.decoder.batch(raw), len(raw), key)
+async def publish_rest_batch(d: Dispatcher, raw: bytes, key: KeyRecord | None = None,
+                             path: SpacePath | None = None) -> list[str]:
+    """`POST /v1/messages:batch` (or a space's): the body's bytes, decoded and checked whole."""
+    p = path or d.paths.default
+    return await publish(d, lambda: p.decoder.batch(raw), len(raw), key, p)
 
 
 async def publish_stream(d: Dispatcher, batches: AsyncIterator[Batch], key: KeyRecord | None = None) -> list[str]:

@@ -32,7 +32,7 @@ from bluedove.core.errors import unavailable
 from bluedove.core.forwarding import Ranking
 from bluedove.core.wire import encode_part
 from bluedove.dispatcher.batcher import Batcher
-from bluedove.dispatcher.view import ClusterView
+from bluedove.dispatcher.routing import Routing
 from bluedove.runtime.settings import DispatcherSettings
 from bluedove.v1 import matcher_pb2 as pb
 
@@ -110,9 +110,10 @@ _Sent = tuple[str, int, Rows, list[asyncio.Future[Answer]]]
 class Forwarder:
     """Sends published messages on to matchers: a lane per matcher, failover, backpressure, counts."""
 
-    def __init__(self, settings: DispatcherSettings, cluster: ClusterView) -> None:
+    def __init__(self, settings: DispatcherSettings, cluster: Routing, space: str = "") -> None:
         self.s = settings
-        self.cluster = cluster
+        self.cluster = cluster  # the space's routing: the cluster view, or a named space's view
+        self.space = space  # named in every Forward call ("": the default space)
         self._lanes: dict[str, Batcher[_Chunk, bool]] = {}
         self.failovers = 0
         self.calls = 0  # Forward calls made, and the messages they carried
@@ -151,7 +152,8 @@ class Forwarder:
             by_dim.setdefault(c.dim, []).append(c)
         table = self.cluster.table
         assert table is not None  # publish refuses a call before the first table, and a table is only replaced
-        req = pb.ForwardRequest(epoch=table.epoch, packed=[_packed(dim, cs) for dim, cs in by_dim.items()])
+        req = pb.ForwardRequest(epoch=table.epoch, packed=[_packed(dim, cs) for dim, cs in by_dim.items()],
+                                space=self.space)
         self.calls += 1
         self.forwarded += sum(len(c.idx) for c in chunks)
         await self.cluster.stub(member).Forward(req, timeout=self.s.forward_timeout_s)

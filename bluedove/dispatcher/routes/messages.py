@@ -21,14 +21,16 @@ JSON = "application/json"
 @router.post("/v1/messages", status_code=202)
 async def publish(request: Request) -> Response:
     d = state(request)
-    key = await caller(d.auth, request.headers.get("authorization"), PUBLISH, space_of(request))
-    mid = await ops.publish_rest(d, await request.body(), key)
+    space = space_of(request)
+    key = await caller(d.auth, request.headers.get("authorization"), PUBLISH, space)
+    mid = await ops.publish_rest(d, await request.body(), key, await d.paths.get(space))
     return Response(b'{"id":"' + mid.encode() + b'"}', status_code=202, media_type=JSON)
 
 
 @router.post("/v1/messages:batch", status_code=202)
 async def publish_batch(request: Request) -> Response:
     d = state(request)
-    key = await caller(d.auth, request.headers.get("authorization"), PUBLISH, space_of(request))
-    ids = await ops.publish_rest_batch(d, await request.body(), key)
+    space = space_of(request)
+    key = await caller(d.auth, request.headers.get("authorization"), PUBLISH, space)
+    ids = await ops.publish_rest_batch(d, await request.body(), key, await d.paths.get(space))
     return Response(('{"ids":["' + '","'.join(ids) + '"]}').encode(), status_code=202, media_type=JSON)

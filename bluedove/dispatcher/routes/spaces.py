@@ -2,13 +2,12 @@
 bluedove/dispatcher/operations/spaces.py's), and the routes of a space, `/v1/spaces/{space}/…`
 (docs/api.md, "Spaces").
 
-The cluster serves `default` today, the space of its
-segment table: its routes under `/v1/spaces/default/…` are the routes without a space, by the
-same functions (the API key's scopes, the rate limits and the bodies are theirs), after `served`
-has checked the name, which for `default` costs nothing; the publishes among them are served
-below FastAPI like the routes they alias (bluedove/dispatcher/routes/hot.py). Another space can
-be created, listed, read and deleted; publishing and subscribing in it answer 501 until its own
-table and matchers exist (docs/design.md, "Spaces (in progress)").
+The routes under `/v1/spaces/{space}/…` are the routes without a space, by the same functions
+(the API key's scopes, the rate limits and the bodies are theirs), after `served` has checked
+the name, which for `default`, the space of the cluster's own table, costs nothing; the
+publishes among them are served below FastAPI like the routes they alias
+(bluedove/dispatcher/routes/hot.py). Each route finds its space's path (decoder, forwarder,
+subscriber) by the name `served` left in the request.
 """
 
 from __future__ import annotations
@@ -19,13 +18,10 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.routing import APIRoute
 
-from bluedove.core.errors import ApiError
-from bluedove.core.spaces import DEFAULT_SPACE, check_space_name
+from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.dispatcher.deps import SPACE_KEY, json_body, state
-from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.operations import spaces
 from bluedove.dispatcher.routes import messages, subscriptions
-from bluedove.store.spaces import ACTIVE, SpaceRecord
 
 router = APIRouter()
 SPACE_ROUTES = "/v1/spaces/{space}"
@@ -33,28 +29,14 @@ SPACE_ROUTES = "/v1/spaces/{space}"
 ALIASED = ("/v1/messages", "/v1/messages:batch", "/v1/subscriptions", "/v1/subscriptions:batch")
 
 
-async def active(d: Dispatcher, space: str) -> SpaceRecord:
-    """The record of `space` if it is active; a 422 `invalid_space` for a name that cannot be
-    one, a 404 for no such space or one being deleted (from the dispatcher's copy of the
-    registry; the store's for a name the copy lacks)."""
-    check_space_name(space, "space")
-    rec = await d.registry.lookup(space)
-    if rec is None or rec.state != ACTIVE:
-        raise spaces.no_space(space)
-    return rec
-
-
 async def served(request: Request, space: str) -> None:
-    """Nothing if this cluster serves `space`: `default`, with no lookup (the request then names
-    it, for the API key's check). Else the error of `active`, or a 501 `not_implemented` for a
-    registered space, which has no table yet."""
-    if space == DEFAULT_SPACE:
-        request.scope[SPACE_KEY] = space
-        return
-    d = state(request)
-    await active(d, space)
-    raise ApiError(501, "not_implemented", f"space {space!r} exists, but this version publishes and subscribes "
-                   f"in the space {DEFAULT_SPACE!r} alone", "space")
+    """Nothing if this cluster serves `space`, which the request then names (for the API key's
+    check and the route's path): `default` with no lookup; another once the dispatcher has its
+    path (bluedove/dispatcher/space_paths.py: 422 for a name that cannot be one, 404 for no such
+    space or one being deleted, 503 while its table is being laid out)."""
+    if space != DEFAULT_SPACE:
+        await state(request).paths.get(space)
+    request.scope[SPACE_KEY] = space
 
 
 async def publish(request: Request, space: str) -> Response:

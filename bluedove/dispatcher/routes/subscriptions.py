@@ -48,14 +48,17 @@ async def _managing(request: Request) -> str | None:
 @router.post("/v1/subscriptions", status_code=201, response_model=None, openapi_extra=_body(_ITEM))
 async def subscribe(request: Request) -> dict[str, str]:
     token = await _managing(request)
-    return await ops.subscribe(state(request), await json_body(request), token)
+    d = state(request)
+    return await ops.subscribe(d, await json_body(request), token, await d.paths.get(space_of(request)))
 
 
 @router.post("/v1/subscriptions:batch", status_code=201, response_model=None, openapi_extra=_BATCH_BODY)
 async def subscribe_batch(request: Request) -> dict[str, list[dict[str, str]]]:
     """Up to 1000 subscriptions, all or nothing (docs/api.md)."""
     token = await _managing(request)
-    return {"subscriptions": await ops.subscribe_batch(state(request), await json_body(request), token)}
+    d = state(request)
+    return {"subscriptions": await ops.subscribe_batch(d, await json_body(request), token,
+                                                       await d.paths.get(space_of(request)))}
 
 
 @router.get("/v1/subscriptions/{sub_id}", response_model=None)

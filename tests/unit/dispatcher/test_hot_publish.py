@@ -69,7 +69,7 @@ def client(hot: bool, mode: str = "ok", auth: bool = False) -> tuple[TestClient,
     if not hot:
         app.user_middleware = [m for m in app.user_middleware if m.cls is not HotRoutes]
     d = app.state.dispatcher
-    d.forwarder = FakeForwarder(mode)
+    d.forwarder = d.paths.default.forwarder = FakeForwarder(mode)
     d.auth = FakeAuth() if auth else None
     d.closing = asyncio.Event()
     return TestClient(app, raise_server_exceptions=False), d.forwarder

@@ -133,7 +133,7 @@ def test_bodies_carry_the_attributes_as_published():
         {"attributes": {"status": "", "amount": 999.25}, "id": "o-1"},
     ]}, ensure_ascii=False).encode()
     batch = d.batch(raw)
-    out = outgoing(SimpleNamespace(body_template=body_template(SPACE.names)), batch, 0.0)
+    out = outgoing(SimpleNamespace(body_template=body_template(SPACE.names), stamp=b""), batch, 0.0)
     first, second = (json.loads(b) for b in out.bodies)
     assert first["attributes"] == {"status": "日本\x00", "amount": 7.0, "express": False, "coupon": ""}
     assert list(first["attributes"]) == ["status", "amount", "express", "coupon"] and first["payload"] == {"a": 1}
@@ -150,6 +150,6 @@ def test_a_space_of_numbers_keeps_its_bodies_byte_for_byte():
     batch = Decoder(space).one(b'{"attributes": {"x3": 4, "x0": 1.5, "x1": 0, "x2": 999.0}, "payload": [1, 2.50], '
                                b'"id": "n-1"}')
     assert batch.attributes is None
-    [body] = outgoing(SimpleNamespace(body_template=body_template(space.names)), batch, 0.0).bodies
+    [body] = outgoing(SimpleNamespace(body_template=body_template(space.names), stamp=b""), batch, 0.0).bodies
     assert body == (b'{"id":"n-1","attributes":{"x0":1.5,"x1":0.0,"x2":999.0,"x3":4.0},"payload":[1, 2.50],'
                     b'"published_at":"1970-01-01T00:00:00.000000Z"}')
