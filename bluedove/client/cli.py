@@ -11,25 +11,21 @@ import argparse
 import json
 import math
 import os
-import pathlib
 import re
 import sys
 import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from bluedove.client.cli_spaces import UsageError, cmd_spaces, print_json, schema, space_flag, spaces_parser
 from bluedove.client.client import Client
 from bluedove.client.errors import BlueDoveError
-from bluedove.client.objects import Delivery, Subscription
+from bluedove.client.objects import DEFAULT_SPACE, Delivery, Subscription
 from bluedove.client.where import WhereError, attributes, where
 from bluedove.client.where import __doc__ as where_doc
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _INDEX_RE = re.compile(r"messages\[(\d+)\](.*)")
-
-
-class UsageError(Exception):
-    """Bad command-line input; the message names the flag or line."""
 
 
 def common(p: argparse.ArgumentParser) -> None:
@@ -57,6 +53,7 @@ def filter_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     common(s)
     where_flag(s)
+    space_flag(s)
     s.add_argument("--queue", help="an existing queue (needs --token)")
     s.add_argument("--token", help="the queue's token")
 
@@ -87,6 +84,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                               "--attr 'zip=\"02134\"'",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     common(p)
+    space_flag(p)
     p.add_argument("--attr", action="append", default=[], metavar="NAME=VALUE",
                    help="an attribute of the message (repeatable)")
     p.add_argument("--payload", default=None, help="JSON payload")
@@ -113,21 +111,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     d.add_argument("queue")
     d.add_argument("--token", required=True, help="the queue's token")
 
-    sp = sub.add_parser("spaces", allow_abbrev=False, help="the cluster's attribute spaces")
-    spaces = sp.add_subparsers(dest="spaces_command", required=True)
-    common(spaces.add_parser("list", allow_abbrev=False,
-                             help="print each space (name, schema, table epoch, counts) as a JSON line"))
-    create = spaces.add_parser("create", allow_abbrev=False, help="create a space from its JSON definition "
-                               "(docs/api.md, \"Spaces\"); the same definition again is no change")
-    common(create)
-    create.add_argument("file", help="the definition: a JSON file, or - for standard input")
-    delete = spaces.add_parser("delete", allow_abbrev=False, help="delete a space and its subscriptions")
-    common(delete)
-    delete.add_argument("name")
-
+    spaces_parser(sub, common)
 
 VALUE_FLAGS = frozenset({"--url", "--tls-ca", "--queue", "--token", "--payload", "--id", "--batch", "--max", "--wait",
-                         "--api-key", "--where", "--attr"})
+                         "--api-key", "--where", "--attr", "--space-name"})
 # the --where syntax, from bluedove/client/where.py's docstring, under the commands that take it
 WHERE_HELP = "--where COND:\n" + textwrap.indent("\n\n".join((where_doc or "").split("\n\n")[1:]).strip(),
                                                  "  ") + "\n\n"
@@ -214,20 +201,16 @@ def _json(text: str, what: str) -> Any:
         raise UsageError(f"{what}: not valid JSON ({exc})") from None
 
 
-def _print(obj: object) -> None:
-    print(json.dumps(obj, separators=(",", ":")), flush=True)
-
-
 def cmd_subscribe(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
     preds = filter_of(dims, args.where)
     if bool(args.queue) != bool(args.token):
         raise UsageError("--queue and --token go together")
     queue = client.queue(args.queue, args.token) if args.queue else None
-    sub = client.subscribe(queue, preds)
+    sub = client.subscribe_in(args.space_name, queue, preds)
     out: dict[str, str] = {"id": sub.id, "queue": sub.queue.id}
     if queue is None:
         out["token"] = sub.queue.token
-    _print(out)
+    print_json(out)
     return 0
 
 
@@ -239,7 +222,7 @@ def _publish_lines(client: Client, args: argparse.Namespace) -> int:
 
     def flush() -> None:
         try:
-            for mid in client.publish_many(batch):
+            for mid in client.publish_many(batch, space=args.space_name):
                 print(mid, flush=True)
         except BlueDoveError as exc:  # name the input line rather than the batch index
             m = _INDEX_RE.fullmatch(exc.field or "")
@@ -279,7 +262,7 @@ def cmd_publish(client: Client, args: argparse.Namespace, dims: dict[str, str]) 
             raise UsageError(f"--{name} and --attr {name}=…: give {name} once")
     attrs.update(more)
     payload = _json(args.payload, "--payload") if args.payload is not None else None
-    print(client.publish(attrs, payload, id=args.id), flush=True)
+    print(client.publish(attrs, payload, id=args.id, space=args.space_name), flush=True)
     return 0
 
 
@@ -293,8 +276,9 @@ def cmd_poll(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> 
     q = client.queue(args.queue, args.token)
 
     def show(d: Delivery) -> None:
-        _print({"id": d.id, "attributes": d.attributes, "payload": d.payload, "subscriptions": d.subscriptions,
-                "receipt": d.receipt, "published_at": d.published_at})
+        print_json({"id": d.id, **({"space": d.space} if d.space != DEFAULT_SPACE else {}), "attributes": d.attributes,
+                    "payload": d.payload, "subscriptions": d.subscriptions, "receipt": d.receipt,
+                    "published_at": d.published_at})
         if args.ack:
             d.ack()
 
@@ -314,7 +298,7 @@ def cmd_unsubscribe(client: Client, args: argparse.Namespace, dims: dict[str, st
     _no_dimensions("unsubscribe", dims)
     # the API needs only the id and the queue's token; the queue's id is not asked for
     client.unsubscribe(Subscription(args.subscription, client.queue("", args.token)))
-    _print({"unsubscribed": args.subscription})
+    print_json({"unsubscribed": args.subscription})
     return 0
 
 
@@ -322,33 +306,14 @@ def cmd_resubscribe(client: Client, args: argparse.Namespace, dims: dict[str, st
     preds = filter_of(dims, args.where)
     # as for unsubscribe, the id and the queue's token are all the API needs
     sub = client.update_subscription(Subscription(args.subscription, client.queue("", args.token)), preds)
-    _print({"id": sub.id, "predicates": sub.predicates})
+    print_json({"id": sub.id, "predicates": sub.predicates})
     return 0
 
 
 def cmd_delete_queue(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
     _no_dimensions("delete-queue", dims)
     client.delete_queue(client.queue(args.queue, args.token))
-    _print({"deleted": args.queue})
-    return 0
-
-
-def cmd_spaces(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
-    """`spaces list|create|delete`."""
-    _no_dimensions(f"spaces {args.spaces_command}", dims)
-    if args.spaces_command == "create":
-        try:
-            text = sys.stdin.read() if args.file == "-" else pathlib.Path(args.file).read_text(encoding="utf-8")
-            spec = json.loads(text)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{args.file}: not a readable JSON definition ({exc})") from None
-        _print(client.create_space(spec))
-    elif args.spaces_command == "delete":
-        client.delete_space(args.name)
-        _print({"deleted": args.name})
-    else:
-        for space in client.spaces():
-            _print(space)
+    print_json({"deleted": args.queue})
     return 0
 
 
@@ -364,7 +329,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         with Client(args.url, retries=2, api_key=args.api_key, tls_ca=args.tls_ca) as client:
-            dims = dimension_values(args.extra, client.space()) if args.extra else {}
+            dims = dimension_values(args.extra, schema(client, args)) if args.extra else {}
             return COMMANDS[args.command](client, args, dims)
     except UsageError as exc:
         print(f"bluedove {args.command}: error: {exc}", file=sys.stderr)

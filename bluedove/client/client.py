@@ -7,14 +7,15 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypedDict, TypeVar, Unpack, cast
 
+from bluedove.client.batches import all_have_ids, chunks, message
 from bluedove.client.errors import Unavailable
+from bluedove.client.in_space import AsyncInSpace, InSpace
 from bluedove.client.objects import (
                                      Delivery,
                                      MessageLike,
@@ -30,13 +31,6 @@ from bluedove.client.transport import AsyncTransport, Json, Transport
 
 if TYPE_CHECKING:
     from bluedove.client.grpc_transport import AsyncGrpcTransport, GrpcTransport
-
-MAX_BATCH = 1000
-# The most a batch call of publish_many or subscribe_many carries, in bytes of JSON: half the
-# dispatcher's default request limit (16 MiB, docs/api.md "Limits"), so that a batch of large
-# messages is split into calls the dispatcher takes, not refused whole.
-BATCH_BYTES = 8 * 1024 * 1024
-
 
 API_KEY_ENV = "BLUEDOVE_API_KEY"
 
@@ -78,33 +72,6 @@ def _async_transport(url: str, timeout_s: float, api_key: str | None, tls_ca: st
 
 def _backoff(attempt: int, base_s: float) -> float:
     return min(base_s * 2.0 ** attempt, 2.0) * (0.5 + random.random() / 2)
-
-
-def _chunks(bodies: list[Json], max_bytes: int = BATCH_BYTES) -> Iterator[list[Json]]:
-    """`bodies` in order, in batches of at most MAX_BATCH and `max_bytes` of JSON (a body over
-    `max_bytes` goes alone: the dispatcher says whether it takes it)."""
-    chunk: list[Json] = []
-    size = 0
-    for body in bodies:
-        n = len(json.dumps(body, separators=(",", ":"))) + 1
-        if chunk and (len(chunk) == MAX_BATCH or size + n > max_bytes):
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(body)
-        size += n
-    if chunk:
-        yield chunk
-
-
-def _all_have_ids(bodies: list[Json]) -> bool:
-    return all(b.get("id") for b in bodies)
-
-
-def _message(attributes: Mapping[str, Any], payload: Any, msg_id: str | None) -> Json:
-    body: Json = {"attributes": dict(attributes), "payload": payload}
-    if msg_id is not None:
-        body["id"] = msg_id
-    return body
 
 
 class _Base:
@@ -191,23 +158,31 @@ class Client(_Base):
     def delete_queue(self, queue: Queue) -> None:
         self._retry(True, self.t.delete_queue, queue.id, queue.token)
 
+    def in_space(self, name: str) -> InSpace:
+        """Publish and subscribe in the named space `name` (docs/api.md, "Spaces")."""
+        return InSpace(self, name)
+
     def subscribe(self, queue: Queue | None = None, predicates: Ranges | None = None,
                   **conditions: Any) -> Subscription:
         """Subscribe `queue` (a new one when None) to a filter, as a dict or keywords: per
         attribute a (low, high) range, a dict of the filter language ({"prefix": "AB"}), or a
         value it equals; `predicates` may hold "any_of" (docs/api.md, "Python SDK")."""
-        preds = predicates_of(predicates, conditions)
+        return self.subscribe_in(None, queue, predicates_of(predicates, conditions))
+
+    def subscribe_in(self, space: str | None, queue: Queue | None, preds: Predicates) -> Subscription:
+        """`subscribe` in `space` (None: the default space), the filter given whole."""
         body = {"predicates": preds, **({"queue": queue.id} if queue else {})}
-        out = self.t.subscribe(body, queue.token if queue else None)
+        out = self.t.subscribe(body, queue.token if queue else None, space)
         return self._subscription(out, queue, preds)
 
-    def subscribe_many(self, predicates: Iterable[Ranges], queue: Queue | None = None) -> list[Subscription]:
+    def subscribe_many(self, predicates: Iterable[Ranges], queue: Queue | None = None,
+                       space: str | None = None) -> list[Subscription]:
         """Subscribe `queue` to each {dim: (low, high)} of `predicates` (each on a new queue of
         its own when None), in POST /v1/subscriptions:batch calls of up to 1000; each call is
-        all or nothing. In order."""
+        all or nothing. In order. `space`: a named space's (None: the default space)."""
         preds, bodies = self._batch_bodies(predicates, queue)
         token = queue.token if queue else None
-        outs = [o for chunk in _chunks(bodies) for o in self.t.subscribe_batch(chunk, token)]
+        outs = [o for chunk in chunks(bodies) for o in self.t.subscribe_batch(chunk, token, space)]
         return [self._subscription(o, queue, p) for o, p in zip(outs, preds)]
 
     def get_subscription(self, sub_id: str, queue: Queue) -> Subscription:
@@ -227,16 +202,17 @@ class Client(_Base):
         sub.predicates = self._retry(True, self.t.update_subscription, sub.id, body, sub.queue.token)["predicates"]
         return sub
 
-    def publish(self, attributes: Mapping[str, Any], payload: Any = None, id: str | None = None) -> str:  # noqa: A002
-        body = _message(attributes, payload, id)
-        return self._retry(id is not None, self.t.publish, body)
+    def publish(self, attributes: Mapping[str, Any], payload: Any = None, id: str | None = None,  # noqa: A002
+                space: str | None = None) -> str:
+        """One message, in the default space or the named `space`."""
+        return self._retry(id is not None, self.t.publish, message(attributes, payload, id), space)
 
-    def publish_many(self, messages: Iterable[MessageLike]) -> list[str]:
+    def publish_many(self, messages: Iterable[MessageLike], space: str | None = None) -> list[str]:
         """Publish in batches of up to 1000 messages and 8 MiB (a PublishStream per batch over
         gRPC); ids in order."""
         bodies = [message_body(m) for m in messages]
         send = cast("GrpcTransport", self.t).publish_stream if self.grpc else self.t.publish_batch
-        return [mid for chunk in _chunks(bodies) for mid in self._retry(_all_have_ids(chunk), send, chunk)]
+        return [mid for chunk in chunks(bodies) for mid in self._retry(all_have_ids(chunk), send, chunk, space)]
 
     def poll(self, queue: Queue, max: int = 100, wait: float = 0) -> list[Delivery]:  # noqa: A002
         msgs = self._retry(True, self.t.poll, queue.id, queue.token, max, wait)
@@ -314,19 +290,26 @@ class AsyncClient(_Base):
     async def delete_queue(self, queue: Queue) -> None:
         await self._retry(True, self.t.delete_queue, queue.id, queue.token)
 
+    def in_space(self, name: str) -> AsyncInSpace:
+        """Publish and subscribe in the named space `name` (docs/api.md, "Spaces")."""
+        return AsyncInSpace(self, name)
+
     async def subscribe(self, queue: Queue | None = None, predicates: Ranges | None = None,
                         **conditions: Any) -> Subscription:
-        preds = predicates_of(predicates, conditions)
+        return await self.subscribe_in(None, queue, predicates_of(predicates, conditions))
+
+    async def subscribe_in(self, space: str | None, queue: Queue | None, preds: Predicates) -> Subscription:
         body = {"predicates": preds, **({"queue": queue.id} if queue else {})}
-        out = await self.t.subscribe(body, queue.token if queue else None)
+        out = await self.t.subscribe(body, queue.token if queue else None, space)
         return self._subscription(out, queue, preds)
 
-    async def subscribe_many(self, predicates: Iterable[Ranges], queue: Queue | None = None) -> list[Subscription]:
+    async def subscribe_many(self, predicates: Iterable[Ranges], queue: Queue | None = None,
+                             space: str | None = None) -> list[Subscription]:
         preds, bodies = self._batch_bodies(predicates, queue)
         token = queue.token if queue else None
         outs: list[Json] = []
-        for chunk in _chunks(bodies):
-            outs += await self.t.subscribe_batch(chunk, token)
+        for chunk in chunks(bodies):
+            outs += await self.t.subscribe_batch(chunk, token, space)
         return [self._subscription(o, queue, p) for o, p in zip(outs, preds)]
 
     async def get_subscription(self, sub_id: str, queue: Queue) -> Subscription:
@@ -344,15 +327,15 @@ class AsyncClient(_Base):
         return sub
 
     async def publish(self, attributes: Mapping[str, Any], payload: Any = None,
-                      id: str | None = None) -> str:  # noqa: A002
-        return await self._retry(id is not None, self.t.publish, _message(attributes, payload, id))
+                      id: str | None = None, space: str | None = None) -> str:  # noqa: A002
+        return await self._retry(id is not None, self.t.publish, message(attributes, payload, id), space)
 
-    async def publish_many(self, messages: Iterable[MessageLike]) -> list[str]:
+    async def publish_many(self, messages: Iterable[MessageLike], space: str | None = None) -> list[str]:
         bodies = [message_body(m) for m in messages]
         send = cast("AsyncGrpcTransport", self.t).publish_stream if self.grpc else self.t.publish_batch
         out: list[str] = []
-        for chunk in _chunks(bodies):
-            out += await self._retry(_all_have_ids(chunk), send, chunk)
+        for chunk in chunks(bodies):
+            out += await self._retry(all_have_ids(chunk), send, chunk, space)
         return out
 
     async def poll(self, queue: Queue, max: int = 100, wait: float = 0) -> list[Delivery]:  # noqa: A002

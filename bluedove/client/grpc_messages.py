@@ -86,7 +86,8 @@ def delivery_json(m: pb.Delivery) -> Json:
     fills only `attributes`: those)."""
     attrs = {k: value_json(v) for k, v in m.values.items()} if m.values else dict(m.attributes)
     return {"id": m.id, "attributes": attrs, "payload": json.loads(m.payload) if m.payload else None,
-            "subscriptions": list(m.subscriptions), "receipt": m.receipt, "published_at": m.published_at}
+            "subscriptions": list(m.subscriptions), "receipt": m.receipt, "published_at": m.published_at,
+            **({"space": m.space} if m.space else {})}
 
 
 def _num(v: float) -> int | float:

@@ -68,12 +68,14 @@ Metadata = tuple[tuple[str, str], ...]
 Request = ProtoMessage | Iterator[pb.PublishStreamRequest]
 
 
-def _md(token: str | None, api_key: str | None = None) -> Metadata | None:
+def _md(token: str | None, api_key: str | None = None, space: str | None = None) -> Metadata | None:
     """As over REST: the key in `authorization` and the queue token in `x-queue-token` for a
-    managing call of a client given `api_key`; else the queue token in `authorization`."""
+    managing call of a client given `api_key`; else the queue token in `authorization`. A
+    call in a named space names it in `bluedove-space`."""
+    named: Metadata = (("bluedove-space", space),) if space is not None else ()
     if api_key:
-        return (("authorization", f"Bearer {api_key}"),) + ((("x-queue-token", token),) if token else ())
-    return (("authorization", f"Bearer {token}"),) if token else None
+        return (("authorization", f"Bearer {api_key}"),) + ((("x-queue-token", token),) if token else ()) + named
+    return ((("authorization", f"Bearer {token}"),) if token else ()) + named or None
 
 
 def _target(url: str) -> str:
@@ -115,7 +117,7 @@ def _aio_channel(url: str, tls_ca: str | None) -> grpc.aio.Channel:
 
 # Messages per PublishStream element: a stream of batches costs the dispatcher what
 # PublishBatch does per message, where a stream of single messages costs it several times more.
-# (The SDK's calls carry at most 8 MiB, client.py's BATCH_BYTES: so does each element.)
+# (The SDK's calls carry at most 8 MiB, batches.py's BATCH_BYTES: so does each element.)
 STREAM_ELEMENT = 200
 
 
@@ -138,16 +140,17 @@ class GrpcTransport:
         self.channel.close()
 
     def _call(self, name: str, req: Request, token: str | None = None, extra_s: float = 0.0,
-              api_key: str | None = None) -> Any:
+              api_key: str | None = None, space: str | None = None) -> Any:
         """RPC `name`'s reply message (the generated stub is untyped: each caller names its type)."""
         try:
-            return getattr(self.stub, name)(req, metadata=_md(token, api_key), timeout=self.timeout_s + extra_s)
+            return getattr(self.stub, name)(req, metadata=_md(token, api_key, space), timeout=self.timeout_s + extra_s)
         except grpc.RpcError as exc:
             raise rpc_error(exc) from None
 
-    def _manage(self, name: str, req: Request, token: str | None = None, extra_s: float = 0.0) -> Any:
+    def _manage(self, name: str, req: Request, token: str | None = None, extra_s: float = 0.0,
+                space: str | None = None) -> Any:
         """A call that carries the API key (publish, create, subscribe, delete); reads do not."""
-        return self._call(name, req, token, extra_s, self.api_key)
+        return self._call(name, req, token, extra_s, self.api_key, space)
 
     def space(self) -> Json:
         return space_json(self._call("GetSpace", pb.GetSpaceRequest()))
@@ -171,11 +174,12 @@ class GrpcTransport:
     def delete_queue(self, queue: str, token: str) -> None:
         self._manage("DeleteQueue", pb.DeleteQueueRequest(queue=queue), token)
 
-    def subscribe(self, body: Json, token: str | None) -> Json:
-        return reply_json(self._manage("Subscribe", subscribe_pb(body), token))
+    def subscribe(self, body: Json, token: str | None, space: str | None = None) -> Json:
+        return reply_json(self._manage("Subscribe", subscribe_pb(body), token, space=space))
 
-    def subscribe_batch(self, bodies: list[Json], token: str | None) -> list[Json]:
-        r = self._manage("SubscribeBatch", subscribe_batch_pb(bodies), token, extra_s=len(bodies) / 1000)
+    def subscribe_batch(self, bodies: list[Json], token: str | None, space: str | None = None) -> list[Json]:
+        r = self._manage("SubscribeBatch", subscribe_batch_pb(bodies), token, extra_s=len(bodies) / 1000,
+                          space=space)
         return [reply_json(x) for x in r.subscriptions]
 
     def get_subscription(self, sub_id: str, token: str) -> Json:
@@ -187,17 +191,17 @@ class GrpcTransport:
     def update_subscription(self, sub_id: str, body: Json, token: str) -> Json:
         return subscription_json(self._manage("UpdateSubscription", update_pb(sub_id, body), token))
 
-    def publish(self, body: Json) -> str:
-        reply: pb.PublishReply = self._manage("Publish", message_pb(body))
+    def publish(self, body: Json, space: str | None = None) -> str:
+        reply: pb.PublishReply = self._manage("Publish", message_pb(body), space=space)
         return reply.id
 
-    def publish_batch(self, bodies: list[Json]) -> list[str]:
+    def publish_batch(self, bodies: list[Json], space: str | None = None) -> list[str]:
         msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
-        return list(self._manage("PublishBatch", pb.PublishBatchRequest(messages=msgs)).ids)
+        return list(self._manage("PublishBatch", pb.PublishBatchRequest(messages=msgs), space=space).ids)
 
-    def publish_stream(self, bodies: list[Json]) -> list[str]:
+    def publish_stream(self, bodies: list[Json], space: str | None = None) -> list[str]:
         msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
-        return list(self._manage("PublishStream", stream_elements(msgs), extra_s=len(msgs) / 1000).ids)
+        return list(self._manage("PublishStream", stream_elements(msgs), extra_s=len(msgs) / 1000, space=space).ids)
 
     def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[Json]:
         r = self._call("Poll", pb.PollRequest(queue=queue, max=max_n, wait=wait), token, extra_s=wait)
@@ -241,15 +245,17 @@ class AsyncGrpcTransport:
             await self._channel.close(None)  # no grace: calls still running are cancelled
 
     async def _call(self, name: str, req: Request, token: str | None = None, extra_s: float = 0.0,
-                    api_key: str | None = None) -> Any:
+                    api_key: str | None = None, space: str | None = None) -> Any:
         try:
-            return await getattr(self.stub, name)(req, metadata=_md(token, api_key), timeout=self.timeout_s + extra_s)
+            return await getattr(self.stub, name)(req, metadata=_md(token, api_key, space),
+                                                  timeout=self.timeout_s + extra_s)
         except grpc.RpcError as exc:
             raise rpc_error(exc) from None
 
-    async def _manage(self, name: str, req: Request, token: str | None = None, extra_s: float = 0.0) -> Any:
+    async def _manage(self, name: str, req: Request, token: str | None = None, extra_s: float = 0.0,
+                      space: str | None = None) -> Any:
         """A call that carries the API key (publish, create, subscribe, delete); reads do not."""
-        return await self._call(name, req, token, extra_s, self.api_key)
+        return await self._call(name, req, token, extra_s, self.api_key, space)
 
     async def space(self) -> Json:
         return space_json(await self._call("GetSpace", pb.GetSpaceRequest()))
@@ -273,11 +279,12 @@ class AsyncGrpcTransport:
     async def delete_queue(self, queue: str, token: str) -> None:
         await self._manage("DeleteQueue", pb.DeleteQueueRequest(queue=queue), token)
 
-    async def subscribe(self, body: Json, token: str | None) -> Json:
-        return reply_json(await self._manage("Subscribe", subscribe_pb(body), token))
+    async def subscribe(self, body: Json, token: str | None, space: str | None = None) -> Json:
+        return reply_json(await self._manage("Subscribe", subscribe_pb(body), token, space=space))
 
-    async def subscribe_batch(self, bodies: list[Json], token: str | None) -> list[Json]:
-        r = await self._manage("SubscribeBatch", subscribe_batch_pb(bodies), token, extra_s=len(bodies) / 1000)
+    async def subscribe_batch(self, bodies: list[Json], token: str | None, space: str | None = None) -> list[Json]:
+        r = await self._manage("SubscribeBatch", subscribe_batch_pb(bodies), token, extra_s=len(bodies) / 1000,
+                          space=space)
         return [reply_json(x) for x in r.subscriptions]
 
     async def get_subscription(self, sub_id: str, token: str) -> Json:
@@ -289,17 +296,18 @@ class AsyncGrpcTransport:
     async def update_subscription(self, sub_id: str, body: Json, token: str) -> Json:
         return subscription_json(await self._manage("UpdateSubscription", update_pb(sub_id, body), token))
 
-    async def publish(self, body: Json) -> str:
-        reply: pb.PublishReply = await self._manage("Publish", message_pb(body))
+    async def publish(self, body: Json, space: str | None = None) -> str:
+        reply: pb.PublishReply = await self._manage("Publish", message_pb(body), space=space)
         return reply.id
 
-    async def publish_batch(self, bodies: list[Json]) -> list[str]:
+    async def publish_batch(self, bodies: list[Json], space: str | None = None) -> list[str]:
         msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
-        return list((await self._manage("PublishBatch", pb.PublishBatchRequest(messages=msgs))).ids)
+        return list((await self._manage("PublishBatch", pb.PublishBatchRequest(messages=msgs), space=space)).ids)
 
-    async def publish_stream(self, bodies: list[Json]) -> list[str]:
+    async def publish_stream(self, bodies: list[Json], space: str | None = None) -> list[str]:
         msgs = [message_pb(b, f"messages[{i}].") for i, b in enumerate(bodies)]
-        return list((await self._manage("PublishStream", stream_elements(msgs), extra_s=len(msgs) / 1000)).ids)
+        return list((await self._manage("PublishStream", stream_elements(msgs), extra_s=len(msgs) / 1000,
+                                        space=space)).ids)
 
     async def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[Json]:
         r = await self._call("Poll", pb.PollRequest(queue=queue, max=max_n, wait=wait), token, extra_s=wait)

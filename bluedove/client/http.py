@@ -51,6 +51,11 @@ def _check(r: httpx.Response) -> Json:
         raise
 
 
+def _base(space: str | None) -> str:
+    """Where a space's publish and subscribe routes are: /v1, or /v1/spaces/{space}."""
+    return "/v1" if space is None else f"/v1/spaces/{quote(space, safe='')}"
+
+
 def _verify(tls_ca: str | None) -> ssl.SSLContext | bool:
     """httpx's `verify` for https://: a context trusting the CA file's roots, else True (the
     system's). No client certificate: the public ports ask for none (docs/security.md, "TLS")."""
@@ -104,11 +109,11 @@ class HttpTransport:
     def delete_queue(self, queue: str, token: str) -> None:
         self._manage("DELETE", f"/v1/queues/{queue}", token)
 
-    def subscribe(self, body: Json, token: str | None) -> Json:
-        return self._manage("POST", "/v1/subscriptions", token, json=body)
+    def subscribe(self, body: Json, token: str | None, space: str | None = None) -> Json:
+        return self._manage("POST", f"{_base(space)}/subscriptions", token, json=body)
 
-    def subscribe_batch(self, bodies: list[Json], token: str | None) -> list[Json]:
-        answer = self._manage("POST", "/v1/subscriptions:batch", token, json={"subscriptions": bodies})
+    def subscribe_batch(self, bodies: list[Json], token: str | None, space: str | None = None) -> list[Json]:
+        answer = self._manage("POST", f"{_base(space)}/subscriptions:batch", token, json={"subscriptions": bodies})
         return cast(list[Json], answer["subscriptions"])
 
     def get_subscription(self, sub_id: str, token: str) -> Json:
@@ -120,11 +125,11 @@ class HttpTransport:
     def update_subscription(self, sub_id: str, body: Json, token: str) -> Json:
         return self._manage("PUT", f"/v1/subscriptions/{sub_id}", token, json=body)
 
-    def publish(self, body: Json) -> str:
-        return cast(str, self._manage("POST", "/v1/messages", json=body)["id"])
+    def publish(self, body: Json, space: str | None = None) -> str:
+        return cast(str, self._manage("POST", f"{_base(space)}/messages", json=body)["id"])
 
-    def publish_batch(self, bodies: list[Json]) -> list[str]:
-        return cast(list[str], self._manage("POST", "/v1/messages:batch", json={"messages": bodies})["ids"])
+    def publish_batch(self, bodies: list[Json], space: str | None = None) -> list[str]:
+        return cast(list[str], self._manage("POST", f"{_base(space)}/messages:batch", json={"messages": bodies})["ids"])
 
     def poll(self, queue: str, token: str, max_n: int, wait: float) -> list[Json]:
         answer = self._do("GET", f"/v1/queues/{queue}/messages", token, params={"max": max_n, "wait": wait})
@@ -188,11 +193,12 @@ class AsyncHttpTransport:
     async def delete_queue(self, queue: str, token: str) -> None:
         await self._manage("DELETE", f"/v1/queues/{queue}", token)
 
-    async def subscribe(self, body: Json, token: str | None) -> Json:
-        return await self._manage("POST", "/v1/subscriptions", token, json=body)
+    async def subscribe(self, body: Json, token: str | None, space: str | None = None) -> Json:
+        return await self._manage("POST", f"{_base(space)}/subscriptions", token, json=body)
 
-    async def subscribe_batch(self, bodies: list[Json], token: str | None) -> list[Json]:
-        answer = await self._manage("POST", "/v1/subscriptions:batch", token, json={"subscriptions": bodies})
+    async def subscribe_batch(self, bodies: list[Json], token: str | None, space: str | None = None) -> list[Json]:
+        answer = await self._manage("POST", f"{_base(space)}/subscriptions:batch", token,
+                                    json={"subscriptions": bodies})
         return cast(list[Json], answer["subscriptions"])
 
     async def get_subscription(self, sub_id: str, token: str) -> Json:
@@ -204,11 +210,12 @@ class AsyncHttpTransport:
     async def update_subscription(self, sub_id: str, body: Json, token: str) -> Json:
         return await self._manage("PUT", f"/v1/subscriptions/{sub_id}", token, json=body)
 
-    async def publish(self, body: Json) -> str:
-        return cast(str, (await self._manage("POST", "/v1/messages", json=body))["id"])
+    async def publish(self, body: Json, space: str | None = None) -> str:
+        return cast(str, (await self._manage("POST", f"{_base(space)}/messages", json=body))["id"])
 
-    async def publish_batch(self, bodies: list[Json]) -> list[str]:
-        return cast(list[str], (await self._manage("POST", "/v1/messages:batch", json={"messages": bodies}))["ids"])
+    async def publish_batch(self, bodies: list[Json], space: str | None = None) -> list[str]:
+        answer = await self._manage("POST", f"{_base(space)}/messages:batch", json={"messages": bodies})
+        return cast(list[str], answer["ids"])
 
     async def publish_encoded(self, batch: bytes) -> list[str]:
         """A batch already encoded as `{"messages": [...]}` JSON (a load generator prepares its

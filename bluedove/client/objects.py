@@ -11,6 +11,8 @@ from typing import Any
 
 from bluedove.client.transport import Json
 
+DEFAULT_SPACE = "default"  # the cluster's own space: the one the routes without a space address
+
 # A filter as given, {attribute: condition} (`condition_of`; "any_of": [filters]), and as sent:
 # the REST API's predicates (docs/api.md, "Typed attributes"). Its first form was
 # {dimension: (low, high)}, which still reads the same.
@@ -75,11 +77,12 @@ class Delivery:
     receipt: str
     published_at: str
     queue: Queue = field(repr=False, compare=False)
+    space: str = DEFAULT_SPACE  # the space the message was published in
 
     @classmethod
     def from_json(cls, m: Json, queue: Queue) -> Delivery:
         return cls(m["id"], m["attributes"], m.get("payload"), list(m["subscriptions"]), m["receipt"],
-                   m.get("published_at", ""), queue)
+                   m.get("published_at", ""), queue, m.get("space", DEFAULT_SPACE))
 
     def ack(self) -> Any:
         return self.queue.client.ack(self.queue, [self])

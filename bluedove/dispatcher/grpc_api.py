@@ -13,17 +13,16 @@ from grpc.aio import ServicerContext
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from bluedove.core.apikeys import PUBLISH, SUBSCRIBE, KeyRecord
+from bluedove.core.apikeys import SUBSCRIBE, KeyRecord
 from bluedove.core.errors import MESSAGE_MAX, ApiError, printable
 from bluedove.core.spaces import DEFAULT_SPACE
-from bluedove.dispatcher import grpc_spaces
+from bluedove.dispatcher import grpc_publish, grpc_spaces
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller, parse_bearer, queue_token
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.errors import as_api_error, grpc_code
-from bluedove.dispatcher.grpc_messages import delivery_pb, filter_of, subscription_info, subscription_json
+from bluedove.dispatcher.grpc_messages import delivery_pb, filter_of, metadata, subscription_info
 from bluedove.dispatcher.grpc_options import server_options
-from bluedove.dispatcher.publish.decode import Batch
 from bluedove.runtime import tls
 from bluedove.runtime.settings import DispatcherSettings
 from bluedove.v1 import pubsub_pb2 as pb
@@ -157,12 +156,6 @@ def unary(fn: Callable[[S, Req, ServicerContext[Any, Resp]], Awaitable[Resp]]
     return handler
 
 
-def metadata(context: Context, name: str) -> str | None:
-    # (a text key's value is a str; only a `-bin` key's is bytes)
-    return next((value for key, value in context.invocation_metadata() or () if key == name and isinstance(value, str)),
-                None)
-
-
 def token(context: Context) -> str | None:
     return parse_bearer(metadata(context, "authorization"))
 
@@ -221,8 +214,7 @@ class PubSubServicer(pb_grpc.PubSubServicer):
     @unary
     async def Subscribe(self, request: pb.SubscribeRequest,
                         context: ServicerContext[pb.SubscribeRequest, pb.SubscribeReply]) -> pb.SubscribeReply:
-        tok = await managing(self.d, context)
-        return pb.SubscribeReply(**await ops.subscribe(self.d, subscription_json(request), tok))
+        return await grpc_publish.subscribe(self.d, request, context)
 
     @unary
     async def Unsubscribe(self, request: pb.SubscriptionRef,
@@ -247,46 +239,19 @@ class PubSubServicer(pb_grpc.PubSubServicer):
     @unary
     async def Publish(self, request: pb.Message,
                       context: ServicerContext[pb.Message, pb.PublishReply]) -> pb.PublishReply:
-        k = await key(self.d, context, PUBLISH)
-        ids = await ops.publish(self.d, lambda: self.d.decoder.messages([request], None),
-                                request.ByteSize() if k else 0, k)
-        return pb.PublishReply(id=ids[0])
+        return await grpc_publish.publish(self.d, request, context)
 
     @unary
     async def PublishBatch(self, request: pb.PublishBatchRequest,
                            context: ServicerContext[pb.PublishBatchRequest, pb.PublishBatchReply]
                            ) -> pb.PublishBatchReply:
-        k = await key(self.d, context, PUBLISH)
-        ids = await ops.publish(self.d, lambda: self.d.decoder.pb_batch(request.messages),
-                                request.ByteSize() if k else 0, k)
-        return pb.PublishBatchReply(ids=ids)
+        return await grpc_publish.publish_batch(self.d, request, context)
 
     @unary
     async def PublishStream(self, request_iterator: AsyncIterator[pb.PublishStreamRequest | Undecodable],
                             context: ServicerContext[pb.PublishStreamRequest, pb.PublishBatchReply]
                             ) -> pb.PublishBatchReply:
-        decoder = self.d.decoder
-        k = await key(self.d, context, PUBLISH)
-
-        async def batches() -> AsyncIterator[Batch]:
-            i = 0  # messages so far: an error names messages[i] counted over the whole stream
-            async for el in request_iterator:
-                if isinstance(el, Undecodable):
-                    raise el.error(f"messages[{i}]")
-                ops.gate(self.d)  # a full dispatcher refuses before decoding, as for every publish
-                if el.messages:
-                    if el.attributes or el.values or el.payload or el.id:
-                        raise ApiError(422, "invalid_message", "a stream element carries one message or a batch "
-                                       "in `messages`, not both", f"messages[{i}]")
-                    batch = decoder.messages(el.messages, "messages", i)
-                else:
-                    batch = decoder.messages([el], "messages", i)
-                # over the key's rate: this element and what follows are not sent
-                ops.admit(self.d, k, len(batch), el.ByteSize() if k else 0)
-                i += len(batch)
-                yield batch
-
-        return pb.PublishBatchReply(ids=await ops.publish_stream(self.d, batches(), k))
+        return await grpc_publish.publish_stream(self.d, request_iterator, context, Undecodable)
 
     @unary
     async def Poll(self, request: pb.PollRequest,
@@ -303,11 +268,7 @@ class PubSubServicer(pb_grpc.PubSubServicer):
     async def SubscribeBatch(self, request: pb.SubscribeBatchRequest,
                              context: ServicerContext[pb.SubscribeBatchRequest, pb.SubscribeBatchReply]
                              ) -> pb.SubscribeBatchReply:
-        tok = await managing(self.d, context)
-        body = {"subscriptions": [subscription_json(r, f"subscriptions[{i}].")
-                                  for i, r in enumerate(request.subscriptions)]}
-        out = await ops.subscribe_batch(self.d, body, tok)
-        return pb.SubscribeBatchReply(subscriptions=[pb.SubscribeReply(**o) for o in out])
+        return await grpc_publish.subscribe_batch(self.d, request, context)
 
     async def Listen(self, request: pb.ListenRequest | Undecodable,
                      context: ServicerContext[pb.ListenRequest, pb.Delivery]) -> AsyncIterator[pb.Delivery]:

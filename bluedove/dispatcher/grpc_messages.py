@@ -9,6 +9,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from grpc.aio import ServicerContext
+
 from bluedove.core.errors import ApiError
 from bluedove.core.model import Subscription, only_ranges
 from bluedove.core.space import Space
@@ -21,7 +23,7 @@ def delivery_pb(m: dict[str, Any]) -> pb.Delivery:
     payload = m.get("payload")
     d = pb.Delivery(id=m["id"], subscriptions=m["subscriptions"],
                     payload="" if payload is None else json.dumps(payload, separators=(",", ":")),
-                    receipt=m["receipt"], published_at=m.get("published_at", ""))
+                    receipt=m["receipt"], published_at=m.get("published_at", ""), space=m.get("space", ""))
     numbers, values = d.attributes, d.values
     for name, v in m["attributes"].items():
         if isinstance(v, bool):
@@ -80,3 +82,9 @@ def subscription_info(sub: dict[str, Any], space: Space) -> pb.SubscriptionInfo:
     return pb.SubscriptionInfo(id=sub["id"], queue=sub["queue"],
                                predicates={name: pb.Range(low=lo, high=hi) for name, (lo, hi) in ranges.items()},
                                filter_json=json.dumps(sub["predicates"], separators=(",", ":"), ensure_ascii=False))
+
+
+def metadata(context: ServicerContext[Any, Any], name: str) -> str | None:
+    """A call's metadata value `name` (a text key's value is a str; only a `-bin` key's is bytes)."""
+    return next((value for key, value in context.invocation_metadata() or () if key == name and isinstance(value, str)),
+                None)

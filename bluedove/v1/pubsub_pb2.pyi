@@ -274,7 +274,7 @@ class PollRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., max: _Optional[int] = ..., wait: _Optional[float] = ...) -> None: ...
 
 class Delivery(_message.Message):
-    __slots__ = ("id", "attributes", "payload", "subscriptions", "receipt", "published_at", "values")
+    __slots__ = ("id", "attributes", "payload", "subscriptions", "receipt", "published_at", "values", "space")
     class AttributesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -296,6 +296,7 @@ class Delivery(_message.Message):
     RECEIPT_FIELD_NUMBER: _ClassVar[int]
     PUBLISHED_AT_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
+    SPACE_FIELD_NUMBER: _ClassVar[int]
     id: str
     attributes: _containers.ScalarMap[str, float]
     payload: str
@@ -303,7 +304,8 @@ class Delivery(_message.Message):
     receipt: str
     published_at: str
     values: _containers.MessageMap[str, Value]
-    def __init__(self, id: _Optional[str] = ..., attributes: _Optional[_Mapping[str, float]] = ..., payload: _Optional[str] = ..., subscriptions: _Optional[_Iterable[str]] = ..., receipt: _Optional[str] = ..., published_at: _Optional[str] = ..., values: _Optional[_Mapping[str, Value]] = ...) -> None: ...
+    space: str
+    def __init__(self, id: _Optional[str] = ..., attributes: _Optional[_Mapping[str, float]] = ..., payload: _Optional[str] = ..., subscriptions: _Optional[_Iterable[str]] = ..., receipt: _Optional[str] = ..., published_at: _Optional[str] = ..., values: _Optional[_Mapping[str, Value]] = ..., space: _Optional[str] = ...) -> None: ...
 
 class PollReply(_message.Message):
     __slots__ = ("messages",)

@@ -117,7 +117,8 @@ async def publish_rest_batch(d: Dispatcher, raw: bytes, key: KeyRecord | None = 
     return await publish(d, lambda: p.decoder.batch(raw), len(raw), key, p)
 
 
-async def publish_stream(d: Dispatcher, batches: AsyncIterator[Batch], key: KeyRecord | None = None) -> list[str]:
+async def publish_stream(d: Dispatcher, batches: AsyncIterator[Batch], key: KeyRecord | None = None,
+                         path: SpacePath | None = None) -> list[str]:
     """Publish a stream of validated batches as they arrive; returns every id in order.
 
     One batch is in flight at a time; what arrives meanwhile is sent as one next batch (up to
@@ -127,12 +128,13 @@ async def publish_stream(d: Dispatcher, batches: AsyncIterator[Batch], key: KeyR
     sent: list[asyncio.Task[list[str]]] = []
     waiting: list[Batch] = []
     held = 0
-    k = d.space.k
+    p = path or d.paths.default
+    k = p.space.k
 
     def flush() -> None:
         nonlocal waiting, held
         if waiting:
-            sent.append(asyncio.ensure_future(publish_parsed(d, Batch.concat(waiting, k), key)))
+            sent.append(asyncio.ensure_future(publish_parsed(d, Batch.concat(waiting, k), key, p)))
             waiting, held = [], 0
 
     try:

@@ -26,7 +26,7 @@ class Flaky:
     def space(self):
         return self._answer({"dimensions": []})
 
-    def publish(self, body):
+    def publish(self, body, space=None):
         return self._answer("id-1")
 
     def poll(self, queue, token, max_n, wait):
@@ -40,7 +40,7 @@ class AsyncFlaky(Flaky):
     async def space(self):
         return self._answer({"dimensions": []})
 
-    async def publish(self, body):
+    async def publish(self, body, space=None):
         return self._answer("id-1")
 
 

@@ -1,0 +1,100 @@
+"""The gRPC calls that publish or subscribe in a space: Publish, PublishBatch, PublishStream,
+Subscribe and SubscribeBatch, for bluedove/dispatcher/grpc_api.py's servicer.
+
+A call names its space in the metadata `bluedove-space` (none: `default`), as the REST routes
+do in their path: the same check of the name (422, 404, 503 while its table is laid out), and
+then the same operations in that space's path (bluedove/dispatcher/space_paths.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from grpc.aio import ServicerContext
+
+from bluedove.core.apikeys import PUBLISH, SUBSCRIBE, KeyRecord
+from bluedove.core.errors import ApiError
+from bluedove.core.spaces import DEFAULT_SPACE
+from bluedove.dispatcher import operations as ops
+from bluedove.dispatcher.auth import caller, queue_token
+from bluedove.dispatcher.dispatcher import Dispatcher
+from bluedove.dispatcher.grpc_messages import metadata, subscription_json
+from bluedove.dispatcher.publish.decode import Batch
+from bluedove.dispatcher.space_paths import SpacePath
+from bluedove.v1 import pubsub_pb2 as pb
+
+Context = ServicerContext[Any, Any]
+SPACE_HEADER = "bluedove-space"
+
+
+async def path_of(d: Dispatcher, context: Context) -> SpacePath:
+    """The path of the call's space (`bluedove-space`, `default` without one)."""
+    return await d.paths.get(metadata(context, SPACE_HEADER) or DEFAULT_SPACE)
+
+
+async def _key(d: Dispatcher, context: Context, scope: str, p: SpacePath) -> KeyRecord | None:
+    return await caller(d.auth, metadata(context, "authorization"), scope, p.name)
+
+
+async def _managing(d: Dispatcher, context: Context, p: SpacePath) -> str | None:
+    await _key(d, context, SUBSCRIBE, p)
+    return queue_token(d.auth, metadata(context, "authorization"), metadata(context, "x-queue-token"))
+
+
+async def publish(d: Dispatcher, request: pb.Message, context: Context) -> pb.PublishReply:
+    p = await path_of(d, context)
+    k = await _key(d, context, PUBLISH, p)
+    ids = await ops.publish(d, lambda: p.decoder.messages([request], None), request.ByteSize() if k else 0, k, p)
+    return pb.PublishReply(id=ids[0])
+
+
+async def publish_batch(d: Dispatcher, request: pb.PublishBatchRequest, context: Context) -> pb.PublishBatchReply:
+    p = await path_of(d, context)
+    k = await _key(d, context, PUBLISH, p)
+    ids = await ops.publish(d, lambda: p.decoder.pb_batch(request.messages), request.ByteSize() if k else 0, k, p)
+    return pb.PublishBatchReply(ids=ids)
+
+
+async def publish_stream(d: Dispatcher, elements: AsyncIterator[Any], context: Context,
+                         undecodable: type[Any]) -> pb.PublishBatchReply:
+    """PublishStream: each element a message or a batch, decoded as it comes; an element that
+    did not decode (an `undecodable`) ends the call naming its index."""
+    p = await path_of(d, context)
+    k = await _key(d, context, PUBLISH, p)
+
+    async def batches() -> AsyncIterator[Batch]:
+        i = 0  # messages so far: an error names messages[i] counted over the whole stream
+        async for el in elements:
+            if isinstance(el, undecodable):
+                raise el.error(f"messages[{i}]")
+            ops.gate(d, p)  # a full dispatcher refuses before decoding, as for every publish
+            if el.messages:
+                if el.attributes or el.values or el.payload or el.id:
+                    raise ApiError(422, "invalid_message", "a stream element carries one message or a batch "
+                                   "in `messages`, not both", f"messages[{i}]")
+                batch = p.decoder.messages(el.messages, "messages", i)
+            else:
+                batch = p.decoder.messages([el], "messages", i)
+            # over the key's rate: this element and what follows are not sent
+            ops.admit(d, k, len(batch), el.ByteSize() if k else 0)
+            i += len(batch)
+            yield batch
+
+    return pb.PublishBatchReply(ids=await ops.publish_stream(d, batches(), k, p))
+
+
+async def subscribe(d: Dispatcher, request: pb.SubscribeRequest, context: Context) -> pb.SubscribeReply:
+    p = await path_of(d, context)
+    tok = await _managing(d, context, p)
+    return pb.SubscribeReply(**await ops.subscribe(d, subscription_json(request), tok, p))
+
+
+async def subscribe_batch(d: Dispatcher, request: pb.SubscribeBatchRequest,
+                          context: Context) -> pb.SubscribeBatchReply:
+    p = await path_of(d, context)
+    tok = await _managing(d, context, p)
+    items = request.subscriptions
+    body = {"subscriptions": [subscription_json(r, f"subscriptions[{i}].") for i, r in enumerate(items)]}
+    return pb.SubscribeBatchReply(subscriptions=[pb.SubscribeReply(**s) for s in
+                                                 await ops.subscribe_batch(d, body, tok, p)])
