@@ -60,6 +60,8 @@ class Dispatcher:
         self.series = DispatcherSeries(self.store, space, settings.id, self.cluster)
         # API keys (bluedove/dispatcher/auth.py); None: auth off, anyone may publish and create queues.
         self.auth = KeyAuth(self.store, settings.auth_refresh_s) if settings.auth == "keys" else None
+        # its share of the cluster's rates (1/N, N the dispatchers registered): the spaces' quotas
+        self.share = 1.0
         # its copy of the registry of spaces, and the purges of those deleted
         self.registry = SpaceRegistry(self.store.r, settings.spaces_refresh_s)
         # each space's publish and subscribe path: the default's over the cluster view, and
@@ -107,6 +109,7 @@ class Dispatcher:
                 table = self.cluster.table
                 await self.store.register_dispatcher(self.s.id, address, epoch=table.epoch if table else 0,
                                                      adopted_at=self.cluster.adopted_at, cpu=cpu.read())
+                self.share = 1.0 / max(1, len(await self.store.dispatchers()))
             except Exception:  # noqa: BLE001 - the store may be briefly away
                 log.warning("could not register in the store")
             await asyncio.sleep(3)

@@ -32,6 +32,7 @@ ERRORS: dict[str, tuple[int, grpc.StatusCode]] = {
     "invalid_space": (422, _ARG),  # a space's definition (bluedove/core/spaces.py)
     "limit_exceeded": (429, grpc.StatusCode.RESOURCE_EXHAUSTED),
     "rate_limited": (429, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    "quota_exceeded": (429, grpc.StatusCode.RESOURCE_EXHAUSTED),  # a space's (bluedove/dispatcher/space_quotas.py)
     "internal": (500, grpc.StatusCode.INTERNAL),
     "unavailable": (503, grpc.StatusCode.UNAVAILABLE),
 }

@@ -45,14 +45,16 @@ async def _managing(d: Dispatcher, context: Context, p: SpacePath) -> str | None
 async def publish(d: Dispatcher, request: pb.Message, context: Context) -> pb.PublishReply:
     p = await path_of(d, context)
     k = await _key(d, context, PUBLISH, p)
-    ids = await ops.publish(d, lambda: p.decoder.messages([request], None), request.ByteSize() if k else 0, k, p)
+    size = request.ByteSize() if k or p.quotas else 0
+    ids = await ops.publish(d, lambda: p.decoder.messages([request], None), size, k, p)
     return pb.PublishReply(id=ids[0])
 
 
 async def publish_batch(d: Dispatcher, request: pb.PublishBatchRequest, context: Context) -> pb.PublishBatchReply:
     p = await path_of(d, context)
     k = await _key(d, context, PUBLISH, p)
-    ids = await ops.publish(d, lambda: p.decoder.pb_batch(request.messages), request.ByteSize() if k else 0, k, p)
+    size = request.ByteSize() if k or p.quotas else 0
+    ids = await ops.publish(d, lambda: p.decoder.pb_batch(request.messages), size, k, p)
     return pb.PublishBatchReply(ids=ids)
 
 
@@ -76,8 +78,8 @@ async def publish_stream(d: Dispatcher, elements: AsyncIterator[Any], context: C
                 batch = p.decoder.messages(el.messages, "messages", i)
             else:
                 batch = p.decoder.messages([el], "messages", i)
-            # over the key's rate: this element and what follows are not sent
-            ops.admit(d, k, len(batch), el.ByteSize() if k else 0)
+            # over the space's quota or the key's rate: this element and what follows are not sent
+            ops.admit(d, k, len(batch), el.ByteSize() if k or p.quotas else 0, p)
             i += len(batch)
             yield batch
 

@@ -1,4 +1,5 @@
-"""Per-key rate limits: token buckets for messages and bytes per second (docs/api.md, "API keys").
+"""Rate limits per key and per space: token buckets for messages and bytes per second
+(docs/api.md, "API keys" and "Spaces").
 
 Pure: time is an argument. A bucket holds up to `burst` tokens and gains `rate` per second.
 A request of n is admitted when the bucket holds min(n, burst) tokens, and then takes n, which
@@ -49,8 +50,8 @@ class Bucket:
 
 
 class KeyLimit:
-    """A key's limits on one dispatcher: `share` of its rates and bursts (1/N with N
-    dispatchers). A rate of 0 is no limit."""
+    """A key's (or a space's) limits on one dispatcher: `share` of its rates and bursts (1/N
+    with N dispatchers). A rate of 0 is no limit."""
 
     __slots__ = ("share", "msgs", "bytes")
 
@@ -71,17 +72,25 @@ class KeyLimit:
     def admit(self, n_msgs: int, n_bytes: int, now: float) -> float:
         """0 when admitted (both buckets take their share); else the seconds to wait, and
         nothing is taken."""
+        wait = self.wait(n_msgs, n_bytes, now)
+        if wait > 0:
+            return wait
+        self.take(n_msgs, n_bytes, now)
+        return 0.0
+
+    def wait(self, n_msgs: int, n_bytes: int, now: float) -> float:
+        """The seconds until both buckets would admit the request (0: now); takes nothing."""
         msgs, bytes_ = self.msgs, self.bytes
         wait = msgs.wait(n_msgs, now) if msgs is not None else 0.0
         if bytes_ is not None:
             wait = max(wait, bytes_.wait(n_bytes, now))
-        if wait > 0:
-            return wait
-        if msgs is not None:
-            msgs.take(n_msgs, now)
-        if bytes_ is not None:
-            bytes_.take(n_bytes, now)
-        return 0.0
+        return wait
+
+    def take(self, n_msgs: int, n_bytes: int, now: float) -> None:
+        if self.msgs is not None:
+            self.msgs.take(n_msgs, now)
+        if self.bytes is not None:
+            self.bytes.take(n_bytes, now)
 
 
 def retry_after(wait_s: float) -> int:

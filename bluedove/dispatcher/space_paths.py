@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from bluedove.core.errors import ApiError, unavailable
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space
-from bluedove.core.spaces import DEFAULT_SPACE, check_space_name
+from bluedove.core.spaces import DEFAULT_SPACE, SpaceSpec, check_space_name
 from bluedove.core.wire import body_template
 from bluedove.dispatcher.publish.decode import Decoder
 from bluedove.dispatcher.publish.forwarder import Forwarder
+from bluedove.dispatcher.space_quotas import SpaceQuotas
 from bluedove.dispatcher.space_registry import SpaceRegistry
 from bluedove.dispatcher.space_view import SpaceView
 from bluedove.dispatcher.subscriber import Subscriber
@@ -48,6 +49,7 @@ class SpacePath:
     at: SpaceAt | None = None  # a named space's name and `created`; None: the default space
     # put in front of each stored body's fields: a named space's deliveries say their space
     stamp: bytes = b""
+    quotas: SpaceQuotas | None = None  # a named space's, when it has any
 
     @property
     def named(self) -> bool:
@@ -84,15 +86,18 @@ class SpacePaths:
         raw = await self.store.get_table(name)
         if raw is None:
             raise unavailable(f"space {name!r} is being made: its table is not laid out yet; retry")
-        self.named[name] = path = self._make(SpaceAt(name, rec.created), rec.spec.space, SegmentTable.from_json(raw))
+        self.named[name] = path = self._make(SpaceAt(name, rec.created), rec.spec, SegmentTable.from_json(raw))
         return path
 
-    def _make(self, at: SpaceAt, space: Space, table: SegmentTable) -> SpacePath:
-        view = SpaceView(at.name, self.cluster, self.store, table)
+    def _make(self, at: SpaceAt, spec: SpaceSpec, table: SegmentTable) -> SpacePath:
+        view, space = SpaceView(at.name, self.cluster, self.store, table), spec.space
+        q = spec.quotas
+        quotas = SpaceQuotas(at.name, q, lambda: self.registry.spaces.subscriptions(at.name)) \
+            if (q.messages_per_s or q.bytes_per_s or q.subscriptions) else None
         return SpacePath(at.name, space, Decoder(space, self.s.max_batch, self.s.max_payload_bytes),
                          body_template(space.names), Forwarder(self.s, view, at.name),
                          Subscriber(self.s, view, self.store, at), at,
-                         b'{"space":' + json.dumps(at.name).encode() + b",")
+                         b'{"space":' + json.dumps(at.name).encode() + b",", quotas)
 
     async def _drop(self, name: str) -> None:
         path = self.named.pop(name, None)

@@ -200,24 +200,24 @@ class Matcher:
     def load_summary(self) -> tuple[tuple[int, ...], float, float]:
         return self.default.load_summary()
 
-    def state(self, space: str) -> SpaceState:
+    async def state(self, space: str) -> SpaceState:
         """The state of `space` ("": the default space); NotReady for a space not served here."""
-        return self.default if space in ("", DEFAULT_SPACE) else self.named.state(space)
+        return self.default if space in ("", DEFAULT_SPACE) else await self.named.state(space)
 
     async def forward(self, req: pb.ForwardRequest) -> pb.ForwardReply:
-        return await self.state(req.space).forward(req)
+        return await (await self.state(req.space)).forward(req)
 
     async def match(self, req: pb.ForwardRequest) -> pb.MatchReply:
-        return await self.state(req.space).match(req)
+        return await (await self.state(req.space)).match(req)
 
     async def add_subscriptions(self, req: pb.SubscriptionBatch) -> pb.SubscriptionAck:
-        return await self.state(req.space).add_subscriptions(req)
+        return await (await self.state(req.space)).add_subscriptions(req)
 
     async def replace_subscriptions(self, req: pb.SubscriptionBatch) -> pb.SubscriptionAck:
-        return await self.state(req.space).replace_subscriptions(req)
+        return await (await self.state(req.space)).replace_subscriptions(req)
 
     async def remove_subscriptions(self, req: pb.RemoveRequest) -> pb.SubscriptionAck:
-        return await self.state(req.space).remove_subscriptions(req)
+        return await (await self.state(req.space)).remove_subscriptions(req)
 
     async def export(self, req: pb.ExportRequest) -> pb.ExportReply:
         return await self.default.export(req)

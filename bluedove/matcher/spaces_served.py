@@ -25,6 +25,8 @@ from bluedove.store.spaces import ACTIVE, SpaceRecord, SpaceStore
 
 log = logging.getLogger("bluedove.matcher")
 
+FORCED_EVERY_S = 0.2  # the most often calls for one space not served make the registry be read
+
 
 class Served:
     """One named space served: its state, the record it was made for, and its tasks."""
@@ -44,11 +46,24 @@ class ServedSpaces:
         self.served: dict[str, Served] = {}
         self._generation: int | None = None
         self._listed_at = 0.0
+        self._lock = asyncio.Lock()  # one refresh at a time
+        self._forced: dict[str, float] = {}  # when a call for a space not served last read the registry
 
-    def state(self, name: str) -> SpaceState:
-        """The state of named space `name`: NotReady (UNAVAILABLE: the dispatcher tries another
-        candidate, or answers 503) while this matcher does not serve it yet."""
+    async def state(self, name: str) -> SpaceState:
+        """The state of named space `name`. A space not served yet is looked for in the registry
+        at once (a call for it comes from a dispatcher that knows it: one just made is served
+        from its first message, not a refresh later), at most once per FORCED_EVERY_S a name; still
+        none: NotReady (UNAVAILABLE: the dispatcher tries another candidate, or answers 503)."""
         served = self.served.get(name)
+        if served is None:
+            async with self._lock:
+                now = time.monotonic()
+                if name not in self.served and now - self._forced.get(name, 0.0) >= FORCED_EVERY_S:
+                    if len(self._forced) >= 1000:
+                        self._forced.clear()
+                    self._forced[name] = now
+                    await self.refresh(force=True)
+            served = self.served.get(name)
         if served is None:
             raise NotReady(f"space {name!r} is not served here (yet)")
         return served.state
@@ -57,19 +72,20 @@ class ServedSpaces:
         """Follow the registry, forever."""
         while True:
             try:
-                await self.refresh()
+                async with self._lock:
+                    await self.refresh()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("reading the registry of spaces failed; retrying")
             await asyncio.sleep(self.refresh_s)
 
-    async def refresh(self) -> None:
-        """Read the registry's generation; when it moved (or `full_s` passed), serve every
-        active named space not served yet and drop those no longer active."""
+    async def refresh(self, force: bool = False) -> None:
+        """Read the registry's generation; when it moved (or `full_s` passed, or `force`), serve
+        every active named space not served yet and drop those no longer active."""
         gen = await self.spaces.generation()
         now = time.monotonic()
-        if gen == self._generation and now - self._listed_at < self.full_s:
+        if not force and gen == self._generation and now - self._listed_at < self.full_s:
             return
         recs = {r.spec.name: r for r in await self.spaces.list() if r.spec.name != DEFAULT_SPACE}
         for name in [n for n, s in self.served.items() if _gone(recs.get(n), s.rec)]:

@@ -33,11 +33,12 @@ def gate(d: Dispatcher, path: SpacePath | None = None) -> None:
 
 async def publish(d: Dispatcher, decode: Callable[[], Batch], size: int, key: KeyRecord | None = None,
                   path: SpacePath | None = None) -> list[str]:
-    """Gate, decode (the transport's `decode`), admit `size` bytes under the key, forward in
-    the space of `path` (None: the default space); the ids once every message is stored."""
+    """Gate, decode (the transport's `decode`), admit `size` bytes under the space's quotas and
+    the key's rates, forward in the space of `path` (None: the default space); the ids once
+    every message is stored."""
     gate(d, path)
     batch = decode()
-    admit(d, key, len(batch), size)
+    admit(d, key, len(batch), size, path)
     return await publish_parsed(d, batch, key, path)
 
 
@@ -96,11 +97,16 @@ async def publish_parsed(d: Dispatcher, batch: Batch, key: KeyRecord | None = No
     return out.ids
 
 
-def admit(d: Dispatcher, key: KeyRecord | None, n_msgs: int, n_bytes: int) -> None:
-    """The key's rate limits (429 taking nothing when over); nothing without a key."""
+def admit(d: Dispatcher, key: KeyRecord | None, n_msgs: int, n_bytes: int, path: SpacePath | None = None) -> None:
+    """The space's quotas, then the key's rates: a 429 from either takes nothing from both."""
+    quotas = path.quotas if path is not None else None
+    if quotas is not None:
+        quotas.check(n_msgs, n_bytes, d.share)
     if key is not None:
         assert d.auth is not None  # a key comes only from d.auth: auth is on
         d.auth.admit(key, n_msgs, n_bytes)
+    if quotas is not None:
+        quotas.take(n_msgs, n_bytes)
 
 
 async def publish_rest(d: Dispatcher, raw: bytes, key: KeyRecord | None = None,

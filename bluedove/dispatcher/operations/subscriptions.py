@@ -37,6 +37,8 @@ async def subscribe(d: Dispatcher, body: Any, token: str | None, path: SpacePath
     else:
         queue, created = await d.store.create_queue()
     sub = replace(sub, queue=queue)
+    if p.quotas is not None:
+        await p.quotas.check_subscriptions(1)
     try:
         await p.subscriber.write(sub)
     except QueueMissing:  # deleted between the token check and now
@@ -84,8 +86,11 @@ async def subscribe_batch(d: Dispatcher, body: Any, token: str | None,
     tokens: dict[int, str] = {}
     named = [i for i, (q, _) in enumerate(items) if q is not None]
     unnamed = [i for i, (q, _) in enumerate(items) if q is None]
-    if queue is not None:  # the items in `named` all name it
+    if queue is not None:
         await require_queue_token(d, queue, token)
+    if p.quotas is not None:
+        await p.quotas.check_subscriptions(len(items))
+    if queue is not None:  # the items in `named` all name it
         for i in named:
             subs[i] = replace(items[i][1], id=new_id(), queue=queue)
         try:
