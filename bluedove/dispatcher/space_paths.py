@@ -50,6 +50,7 @@ class SpacePath:
     # put in front of each stored body's fields: a named space's deliveries say their space
     stamp: bytes = b""
     quotas: SpaceQuotas | None = None  # a named space's, when it has any
+    view: SpaceView | None = None  # a named space's routing (the default's is the cluster view)
 
     @property
     def named(self) -> bool:
@@ -81,6 +82,8 @@ class SpacePaths:
             raise no_space(name)
         path = self.named.get(name)
         if path is not None and path.at == SpaceAt(name, rec.created):
+            if path.view is not None:
+                path.view.refresh_soon(self.s.store_fallback_s)
             return path
         await self._drop(name)
         raw = await self.store.get_table(name)
@@ -97,7 +100,7 @@ class SpacePaths:
         return SpacePath(at.name, space, Decoder(space, self.s.max_batch, self.s.max_payload_bytes),
                          body_template(space.names), Forwarder(self.s, view, at.name),
                          Subscriber(self.s, view, self.store, at), at,
-                         b'{"space":' + json.dumps(at.name).encode() + b",", quotas)
+                         b'{"space":' + json.dumps(at.name).encode() + b",", quotas, view)
 
     async def _drop(self, name: str) -> None:
         path = self.named.pop(name, None)

@@ -6,7 +6,8 @@ The matchers are the cluster's: their addresses, channels, health and the work t
 dispatcher sent each (the adaptive estimate's charges) are the cluster view's, shared by
 every space, since a matcher's one index thread serves all its spaces. What is the space's
 own is its table, read from the store (a named space's table changes there, by epoch), read
-again when a matcher answers that it no longer owns a value (FAILED_PRECONDITION). The load
+again when a matcher answers that it no longer owns a value (FAILED_PRECONDITION), and in the
+background when a request finds it read over the store fallback period ago. The load
 reports the ranking extrapolates from are the default space's dimensions, so a named space's
 candidates are ranked by the messages this dispatcher sent each matcher (and by which is
 usable), each counted at the cold cost.
@@ -14,6 +15,8 @@ usable), each counted at the cold cost.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from typing import Any, Protocol
 
@@ -26,6 +29,8 @@ from bluedove.core.partition import modes
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.dispatcher.view import ClusterView
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
+
+log = logging.getLogger("bluedove.dispatcher")
 
 
 class TableSource(Protocol):
@@ -44,6 +49,8 @@ class SpaceView:
         self.source = source
         self.table: SegmentTable | None = table
         self.previous: tuple[SegmentTable, float] | None = None
+        self.read_at = time.monotonic()  # when the table was last read from the store
+        self._reading: asyncio.Task[None] | None = None
 
     def current(self) -> SegmentTable:
         assert self.table is not None, "a space's view is made with its table"
@@ -58,9 +65,23 @@ class SpaceView:
 
     async def pull_table(self, _member: str) -> None:
         """A matcher showed a newer table than ours: read the space's from the store."""
+        self.read_at = time.monotonic()
         raw = await self.source.get_table(self.name)
         if raw:
             self.set_table(SegmentTable.from_json(raw))
+
+    def refresh_soon(self, every_s: float) -> None:
+        """Read the table again in the background if it was last read over `every_s` ago (a
+        change in the store reaches a dispatcher that no matcher has refused yet)."""
+        if time.monotonic() - self.read_at < every_s or (self._reading is not None and not self._reading.done()):
+            return
+        self._reading = asyncio.get_running_loop().create_task(self._refresh())
+
+    async def _refresh(self) -> None:
+        try:
+            await self.pull_table("")
+        except Exception as exc:  # noqa: BLE001 - the store away: the next request tries again
+            log.warning("reading space %r's table failed: %r", self.name, exc)
 
     # -- the matchers, as the cluster view knows them -----------------------------------------
     def stub(self, member: str) -> pb_grpc.MatcherStub:

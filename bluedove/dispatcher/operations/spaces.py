@@ -28,11 +28,8 @@ from bluedove.core.spaces import (
 )
 from bluedove.dispatcher.auth import caller
 from bluedove.dispatcher.dispatcher import Dispatcher
+from bluedove.dispatcher.space_paths import no_space
 from bluedove.store.spaces import ACTIVE, SpaceConflict, SpaceRecord
-
-
-def no_space(space: str) -> ApiError:
-    return ApiError(404, "not_found", f"no space {space!r}", "space")
 
 
 def space_json(d: Dispatcher, rec: SpaceRecord, subs: int, table: SegmentTable | None = None) -> dict[str, Any]:
