@@ -22,11 +22,14 @@ between two leaves a state the same call, repeated, repairs:
   UNLINK frees a large value (a catalogue shard's hash) off Redis's main thread, so a step
   costs the main thread O(budget), never the size of the space.
 
-Writers of a space's keys to come (its table, its catalogue) check the record: a key whose
-name is not in `space_fixed_keys` goes into the `keys` set first, by a script on the record's
-slot that refuses unless the record is active; and a write that crosses slots reads the
-record again after it and undoes itself unless the record is still active with the same
-`created` (a space deleted and made again under one name is another space).
+Writers of a space's keys check the record. Its first table is laid out by a script on the
+record's slot (`lay_out`). A key whose name is not in `space_fixed_keys` (a queue's set of
+subscription ids in the space's catalogue) goes into the `keys` set first, by a script on the
+record's slot that refuses unless the record is active with the `created` the writer knows
+(bluedove/store/space_entry.py); and a write that crosses slots (a subscribe into the
+catalogue) reads the record again after it and undoes itself unless the record is still
+active with the same `created` (a space deleted and made again under one name is another
+space).
 """
 
 from __future__ import annotations
