@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from bluedove.store import keys as K
+from bluedove.store.client import sync_client
 from tests.integration.test_spaces_lifecycle import wait_gone
 
 pytestmark = pytest.mark.integration
@@ -35,7 +37,7 @@ def over(r, field: str, retry: bool) -> None:
     assert ("retry-after" in r.headers) == retry and (not retry or int(r.headers["retry-after"]) >= 1)
 
 
-def test_a_space_over_its_subscriptions_quota_stores_no_more(api, limited):
+def test_a_space_over_its_subscriptions_quota_stores_no_more(api, cluster, limited):
     name = limited("subs-q", {"subscriptions": 5})
     q = api.post("/v1/queues").json()
     auth = {"Authorization": f"Bearer {q['token']}"}
@@ -46,7 +48,13 @@ def test_a_space_over_its_subscriptions_quota_stores_no_more(api, limited):
     over(api.post(f"/v1/spaces/{name}/subscriptions:batch", json=batch, headers=auth), "quotas.subscriptions", False)
     assert api.post(f"/v1/spaces/{name}/subscriptions", json={"queue": q["queue"], "predicates": {}},
                     headers=auth).status_code == 201
-    over(api.post(f"/v1/spaces/{name}/subscriptions", json={"predicates": {}}), "quotas.subscriptions", False)
+    r = sync_client(cluster.store_url)
+    try:
+        queues = r.scard(K.QUEUES)
+        over(api.post(f"/v1/spaces/{name}/subscriptions", json={"predicates": {}}), "quotas.subscriptions", False)
+        assert r.scard(K.QUEUES) == queues  # no queue made for the refused subscription
+    finally:
+        r.close()
     assert api.get(f"/v1/spaces/{name}").json()["counts"]["subscriptions"] == 5
     assert api.post("/v1/subscriptions", json={"queue": q["queue"], "predicates": {}},
                     headers=auth).status_code == 201  # the default space has no such quota

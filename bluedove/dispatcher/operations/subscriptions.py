@@ -34,18 +34,20 @@ async def subscribe(d: Dispatcher, body: Any, token: str | None, path: SpacePath
     created = None
     if queue is not None:
         await require_queue_token(d, queue, token)
-    else:
+    if p.quotas is not None:  # before a queue is made: a refusal leaves nothing
+        await p.quotas.check_subscriptions(1)
+    if queue is None:
         queue, created = await d.store.create_queue()
     sub = replace(sub, queue=queue)
-    if p.quotas is not None:
-        await p.quotas.check_subscriptions(1)
     try:
         await p.subscriber.write(sub)
     except QueueMissing:  # deleted between the token check and now
         raise unauthorized() from None
     except LimitExceeded as exc:
         raise _limit_error(exc, "queue") from None
-    except SpaceGone:
+    except SpaceGone:  # deleted meanwhile: the queue made for it goes too
+        if created:
+            await d.store.delete_queue(queue)
         raise no_space(p.name) from None
     await p.subscriber.send([sub])
     d.metrics.subscriptions.inc()
