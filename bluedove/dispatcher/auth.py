@@ -10,8 +10,8 @@ No store call per request: verified keys are cached, and the store's key generat
 every create and revoke) is read every `auth_refresh_s`; when it moves, the cache is dropped.
 A cache whose last read is older than STALE_S is not trusted (each key is read again), so a
 dispatcher cut off from the store cannot go on accepting a revoked key. Rate limits: each key's
-buckets here hold 1/N of its rates, N the dispatchers registered in the store (re-read every
-SHARE_REFRESH_S).
+buckets here hold 1/N of its rates, N the dispatchers registered in the store (re-read with the
+dispatcher's heartbeat, every 3 s).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from bluedove.store.store import DispatcherStore
 log = logging.getLogger("bluedove.dispatcher.auth")
 
 STALE_S = 1.0
-SHARE_REFRESH_S = 3.0
 MAX_CACHED = 100_000  # keys (and unknown ids) remembered between two generations
 
 
@@ -71,7 +70,7 @@ class KeyAuth:
         self.limits: dict[str, KeyLimit] = {}
         self.gen: int | None = None
         self.fresh_at = 0.0  # monotonic time of the last generation read
-        self.share = 1.0
+        self.share = 1.0  # this dispatcher's share, 1/N: set by its heartbeat (bluedove/dispatcher/dispatcher.py)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -82,13 +81,9 @@ class KeyAuth:
             self._task.cancel()
 
     async def _watch(self) -> None:
-        last_share = 0.0
         while True:
             try:
                 await self.refresh()
-                if time.monotonic() - last_share >= SHARE_REFRESH_S:
-                    self.share = 1.0 / max(1, len(await self.store.dispatchers()))
-                    last_share = time.monotonic()
             except Exception as exc:  # noqa: BLE001 - the store may be briefly away: the cache goes stale
                 log.warning("could not read the API key generation: %r", exc)
             await asyncio.sleep(self.refresh_s)

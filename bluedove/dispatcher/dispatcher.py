@@ -110,6 +110,8 @@ class Dispatcher:
                 await self.store.register_dispatcher(self.s.id, address, epoch=table.epoch if table else 0,
                                                      adopted_at=self.cluster.adopted_at, cpu=cpu.read())
                 self.share = 1.0 / max(1, len(await self.store.dispatchers()))
+                if self.auth is not None:  # the keys' rates are shared out as the spaces' quotas are
+                    self.auth.share = self.share
             except Exception:  # noqa: BLE001 - the store may be briefly away
                 log.warning("could not register in the store")
             await asyncio.sleep(3)

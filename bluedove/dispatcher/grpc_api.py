@@ -13,16 +13,17 @@ from grpc.aio import ServicerContext
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from bluedove.core.apikeys import SUBSCRIBE, KeyRecord
+from bluedove.core.apikeys import SUBSCRIBE
 from bluedove.core.errors import MESSAGE_MAX, ApiError, printable
 from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.dispatcher import grpc_publish, grpc_spaces
 from bluedove.dispatcher import operations as ops
-from bluedove.dispatcher.auth import caller, parse_bearer, queue_token
+from bluedove.dispatcher.auth import parse_bearer
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.errors import as_api_error, grpc_code
 from bluedove.dispatcher.grpc_messages import delivery_pb, filter_of, metadata, subscription_info
 from bluedove.dispatcher.grpc_options import server_options
+from bluedove.dispatcher.grpc_publish import key, managing
 from bluedove.runtime import tls
 from bluedove.runtime.settings import DispatcherSettings
 from bluedove.v1 import pubsub_pb2 as pb
@@ -158,18 +159,6 @@ def unary(fn: Callable[[S, Req, ServicerContext[Any, Resp]], Awaitable[Resp]]
 
 def token(context: Context) -> str | None:
     return parse_bearer(metadata(context, "authorization"))
-
-
-async def key(d: Dispatcher, context: Context, scope: str, space: str | None = DEFAULT_SPACE) -> KeyRecord | None:
-    """The call's API key when keys are on (None when off): 401 / 403 as over REST. The gRPC
-    calls publish and subscribe in the default space; a queue's calls are in none (`space` None)."""
-    return await caller(d.auth, metadata(context, "authorization"), scope, space)
-
-
-async def managing(d: Dispatcher, context: Context, space: str | None = DEFAULT_SPACE) -> str | None:
-    """A managing call's queue token, once its API key (when keys are on) is checked."""
-    await key(d, context, SUBSCRIBE, space)
-    return queue_token(d.auth, metadata(context, "authorization"), metadata(context, "x-queue-token"))
 
 
 class PubSubServicer(pb_grpc.PubSubServicer):

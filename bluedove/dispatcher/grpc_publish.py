@@ -33,18 +33,21 @@ async def path_of(d: Dispatcher, context: Context) -> SpacePath:
     return await d.paths.get(metadata(context, SPACE_HEADER) or DEFAULT_SPACE)
 
 
-async def _key(d: Dispatcher, context: Context, scope: str, p: SpacePath) -> KeyRecord | None:
-    return await caller(d.auth, metadata(context, "authorization"), scope, p.name)
+async def key(d: Dispatcher, context: Context, scope: str, space: str | None = DEFAULT_SPACE) -> KeyRecord | None:
+    """The call's API key when keys are on (None when off): 401 / 403 as over REST. A queue's
+    calls are in no space (`space` None)."""
+    return await caller(d.auth, metadata(context, "authorization"), scope, space)
 
 
-async def _managing(d: Dispatcher, context: Context, p: SpacePath) -> str | None:
-    await _key(d, context, SUBSCRIBE, p)
+async def managing(d: Dispatcher, context: Context, space: str | None = DEFAULT_SPACE) -> str | None:
+    """A managing call's queue token, once its API key (when keys are on) is checked."""
+    await key(d, context, SUBSCRIBE, space)
     return queue_token(d.auth, metadata(context, "authorization"), metadata(context, "x-queue-token"))
 
 
 async def publish(d: Dispatcher, request: pb.Message, context: Context) -> pb.PublishReply:
     p = await path_of(d, context)
-    k = await _key(d, context, PUBLISH, p)
+    k = await key(d, context, PUBLISH, p.name)
     size = request.ByteSize() if k or p.quotas else 0
     ids = await ops.publish(d, lambda: p.decoder.messages([request], None), size, k, p)
     return pb.PublishReply(id=ids[0])
@@ -52,7 +55,7 @@ async def publish(d: Dispatcher, request: pb.Message, context: Context) -> pb.Pu
 
 async def publish_batch(d: Dispatcher, request: pb.PublishBatchRequest, context: Context) -> pb.PublishBatchReply:
     p = await path_of(d, context)
-    k = await _key(d, context, PUBLISH, p)
+    k = await key(d, context, PUBLISH, p.name)
     size = request.ByteSize() if k or p.quotas else 0
     ids = await ops.publish(d, lambda: p.decoder.pb_batch(request.messages), size, k, p)
     return pb.PublishBatchReply(ids=ids)
@@ -63,7 +66,7 @@ async def publish_stream(d: Dispatcher, elements: AsyncIterator[Any], context: C
     """PublishStream: each element a message or a batch, decoded as it comes; an element that
     did not decode (an `undecodable`) ends the call naming its index."""
     p = await path_of(d, context)
-    k = await _key(d, context, PUBLISH, p)
+    k = await key(d, context, PUBLISH, p.name)
 
     async def batches() -> AsyncIterator[Batch]:
         i = 0  # messages so far: an error names messages[i] counted over the whole stream
@@ -88,14 +91,14 @@ async def publish_stream(d: Dispatcher, elements: AsyncIterator[Any], context: C
 
 async def subscribe(d: Dispatcher, request: pb.SubscribeRequest, context: Context) -> pb.SubscribeReply:
     p = await path_of(d, context)
-    tok = await _managing(d, context, p)
+    tok = await managing(d, context, p.name)
     return pb.SubscribeReply(**await ops.subscribe(d, subscription_json(request), tok, p))
 
 
 async def subscribe_batch(d: Dispatcher, request: pb.SubscribeBatchRequest,
                           context: Context) -> pb.SubscribeBatchReply:
     p = await path_of(d, context)
-    tok = await _managing(d, context, p)
+    tok = await managing(d, context, p.name)
     items = request.subscriptions
     body = {"subscriptions": [subscription_json(r, f"subscriptions[{i}].") for i, r in enumerate(items)]}
     return pb.SubscribeBatchReply(subscriptions=[pb.SubscribeReply(**s) for s in

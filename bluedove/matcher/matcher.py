@@ -65,7 +65,7 @@ class Matcher:
         self.default = SpaceState(DEFAULT_SPACE, settings, store, self.run_index, self.executor, deliver,
                                   self.membership.offer)
         # The named spaces: their table changes go through the store alone so far (no offer to gossip).
-        self.named = ServedSpaces(SpaceStore(store.r), lambda name: SpaceState(
+        self.named = ServedSpaces(SpaceStore(store.r), store, lambda name: SpaceState(
             name, settings, store, self.run_index, self.executor, deliver, lambda _table: None),
             settings.spaces_refresh_s, settings.table_refresh_s)
         self._tasks: list[asyncio.Task[None]] = []

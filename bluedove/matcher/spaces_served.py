@@ -1,7 +1,7 @@
 """The named spaces one matcher serves, beside the default space: each a `SpaceState` of its own
 (its table, its sets loaded from its own catalogue, its input queue), made when the registry
-lists the space with a table that gives this matcher segments, and dropped when the space is
-deleted (bluedove/store/spaces.py; docs/design.md, "Spaces (in progress)").
+lists the space active with its table laid out, and dropped when the space is deleted
+(bluedove/store/spaces.py; docs/design.md, "Spaces (in progress)").
 
 The registry's generation (`bd:spaces:gen`) is read every `spaces_refresh_s`; a move, or
 every `table_refresh_s` in any case, reads the list of spaces again. A named space's table
@@ -22,6 +22,7 @@ from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.matcher.errors import NotReady
 from bluedove.matcher.space_state import SpaceState
 from bluedove.store.spaces import ACTIVE, SpaceRecord, SpaceStore
+from bluedove.store.store import MatcherStore
 
 log = logging.getLogger("bluedove.matcher")
 
@@ -38,9 +39,10 @@ class Served:
 class ServedSpaces:
     """The named spaces this matcher serves, kept in step with the registry."""
 
-    def __init__(self, spaces: SpaceStore, make: Callable[[str], SpaceState], refresh_s: float,
-                 full_s: float) -> None:
+    def __init__(self, spaces: SpaceStore, tables: MatcherStore, make: Callable[[str], SpaceState],
+                 refresh_s: float, full_s: float) -> None:
         self.spaces = spaces
+        self.spaces_tables = tables  # where each space's table is read
         self._make = make  # a SpaceState for a space's name, sharing the process's index thread
         self.refresh_s, self.full_s = refresh_s, full_s
         self.served: dict[str, Served] = {}
@@ -97,11 +99,11 @@ class ServedSpaces:
 
     async def _serve(self, rec: SpaceRecord) -> None:
         name = rec.spec.name
-        state = self._make(name)
-        raw = await state.store.get_table(name)
+        raw = await self.spaces_tables.get_table(name)
         if raw is None:
             return  # its table is laid out just after the record: the next refresh finds it
         table = SegmentTable.from_json(raw)
+        state = self._make(name)
         state.begin(table)
         try:
             await state.load()
