@@ -80,7 +80,15 @@ class Stuck:
     reason: str  # we are leaving but no other owner is alive to take our segments
 
 
-Change = Adopt | Takeover | Join | Refuse | Leave | Stuck
+@dataclass(frozen=True)
+class Rehome:
+    """The change that gives a named space's whole range to one live matcher outside its table:
+    every owner is gone, or the last live one leaves."""
+
+    taker: str
+
+
+Change = Adopt | Takeover | Join | Refuse | Leave | Stuck | Rehome
 
 
 def alive(members: Mapping[str, Member], member: str) -> bool:
@@ -156,6 +164,62 @@ def next_change(table: SegmentTable, members: Mapping[str, Member], me: str, now
         # The baselines are fixed-size: a split plans mPartition's segments.
         return Refuse(idle[0], partition)
     return Join(idle[0])
+
+
+def live_matchers(members: Mapping[str, Member]) -> list[str]:
+    """The matchers gossip says are alive and have started (dispatchers are not), by id."""
+    return sorted(i for i, e in members.items() if e.role == MATCHER and e.status == ALIVE and e.generation > 0)
+
+
+def lightest(ids: list[str], weights: Mapping[str, float]) -> str:
+    """The member of `ids` with the least weight (its subscriptions), the lowest id on a tie."""
+    return min(ids, key=lambda i: (weights.get(i, 0.0), i))
+
+
+def named_change(table: SegmentTable, members: Mapping[str, Member], me: str, now: float, *,
+                 spans: int | None, weights: Mapping[str, float], ready: bool = True, retry_at: float = 0.0,
+                 left_since: Mapping[str, float] | None = None,
+                 left_timeout_s: float = 30.0) -> Takeover | Join | Rehome | None:
+    """The change this matcher makes now to a named space's table, if any (one change per
+    space at a time: the caller skips a space with one under way).
+
+    Its lowest-id live owner coordinates it: it merges gone owners out, then joins the lightest
+    live matcher outside the table while the space spans fewer than `spans` matchers (None: all).
+    When every owner is gone the lowest-id live matcher of the cluster re-homes it on the
+    lightest live matcher (`weights`: subscriptions per member). No I/O, like `next_change`."""
+    if not ready or now < retry_at:
+        return None
+    out = gone(table, members, me, now, left_since or {}, left_timeout_s)
+    live = live_matchers(members)
+    owners = [o for o in table.members if o in live and o not in out]
+    if not owners:
+        if out != set(table.members) or not live or live[0] != me:
+            return None  # an owner is only suspected so far, or another matcher re-homes it
+        return Rehome(lightest(live, weights))
+    if min(owners) != me:
+        return None
+    if out:
+        return Takeover(out)
+    idle = [i for i in live if i not in table.members]
+    if not idle or (spans is not None and len(table.members) >= spans):
+        return None
+    return Join(lightest(idle, weights))
+
+
+def named_leave(table: SegmentTable, members: Mapping[str, Member], me: str,
+                weights: Mapping[str, float]) -> Leave | Rehome | Stuck | None:
+    """A leaving matcher's next step in a named space: merge out into the live owners, or, when
+    none is left, hand the whole range to the lightest live matcher outside the table; None once
+    it owns nothing there."""
+    if me not in table.members:
+        return None
+    others = [o for o in table.members if o != me and alive(members, o)]
+    if others:
+        return Leave(frozenset({me} | {o for o in table.members if o not in others}))
+    outside = [i for i in live_matchers(members) if i != me and i not in table.members]
+    if not outside:
+        return Stuck("no other live matcher to hand the space's segments to")
+    return Rehome(lightest(outside, weights))
 
 
 def serving_ready(loaded: bool, me: str, table: SegmentTable | None, newest_epoch: int) -> bool:

@@ -37,7 +37,7 @@ class Sets(Protocol):
 
 
 async def load_from_owners(sets: Sets, table: SegmentTable, sources: Sequence[pb.Source], timeout_s: float,
-                           tls_files: tls.TlsFiles | None = None) -> None:
+                           tls_files: tls.TlsFiles | None = None, space: str = "") -> None:
     """Build the sets of the dimensions that grow from our own rows plus the rows the old
     owners export (each current to its log position), keep the other sets as they are,
     then replay the catalogue log from the oldest of those positions and swap."""
@@ -47,7 +47,7 @@ async def load_from_owners(sets: Sets, table: SegmentTable, sources: Sequence[pb
     async def fetch(src: pb.Source) -> tuple[int, pb.ExportReply]:
         ch = channels.get(src.address) or channels.setdefault(src.address, tls.aio_channel(src.address, tls_files))
         r = await pb_grpc.MatcherStub(ch).Export(
-            pb.ExportRequest(dimension=src.dimension, low=src.low, high=src.high), timeout=timeout_s)
+            pb.ExportRequest(dimension=src.dimension, low=src.low, high=src.high, space=space), timeout=timeout_s)
         return src.dimension, r
 
     t0 = time.monotonic()

@@ -32,6 +32,7 @@ from bluedove.matcher.queues import MatcherQueue
 from bluedove.matcher.series import run_series
 from bluedove.matcher.sets import SubscriptionSets
 from bluedove.matcher.sets_owner import SetsOwner
+from bluedove.matcher.space_changes import NamedChanges
 from bluedove.matcher.space_state import SpaceState
 from bluedove.matcher.spaces_served import ServedSpaces
 from bluedove.runtime.cpu_limit import NONE_KNOWN
@@ -64,10 +65,11 @@ class Matcher:
                                      settings.peers_dns_retry_s)
         self.default = SpaceState(DEFAULT_SPACE, settings, store, self.run_index, self.executor, deliver,
                                   self.membership.offer)
-        # The named spaces: their table changes go through the store alone so far (no offer to gossip).
+        # The named spaces: their table changes spread by Prepare and the store, not gossip (no offer).
         self.named = ServedSpaces(SpaceStore(store.r), store, lambda name: SpaceState(
             name, settings, store, self.run_index, self.executor, deliver, lambda _table: None),
             settings.spaces_refresh_s, settings.table_refresh_s)
+        self.changes = NamedChanges(self.membership, self.named)  # their takeovers, joins and leaves
         self._tasks: list[asyncio.Task[None]] = []
         self.stopping = asyncio.Event()  # set when the process should exit
 
@@ -82,6 +84,8 @@ class Matcher:
         # Gossip next: liveness does not wait for a long catalogue load (Forward answers
         # UNAVAILABLE meanwhile, and dispatchers try another candidate).
         self.membership.start(self.advertise, table)
+        assert self.membership.agent is not None, "`start` makes the gossip agent"
+        self.membership.agent.on_round.append(self.changes.after_round)
         await self.default.load()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(run()) for run in self.default.tasks()]
@@ -126,6 +130,7 @@ class Matcher:
 
     async def stop(self) -> None:
         await self.membership.stop()
+        await self.changes.stop()
         for t in self._tasks:
             t.cancel()
         await self.named.stop()
@@ -220,7 +225,7 @@ class Matcher:
         return await (await self.state(req.space)).remove_subscriptions(req)
 
     async def export(self, req: pb.ExportRequest) -> pb.ExportReply:
-        return await self.default.export(req)
+        return await (await self.state(req.space)).export(req)
 
     def _started(self) -> SubscriptionSets:
         return self.default.started()
@@ -232,10 +237,12 @@ class Matcher:
         """The table as this matcher holds it, with the members gossip knows."""
         return pb.TableReply(table_json=json.dumps(self._table_now().to_json()), members=self.membership.members())
 
-    async def prepare_json(self, table_json: str, adopt: bool, sources: Sequence[pb.Source]) -> pb.PrepareReply:
-        """`prepare` for a table sent as JSON by a coordinator."""
-        self._started()
-        return await self.prepare(SegmentTable.from_json(json.loads(table_json)), adopt=adopt, sources=sources)
+    async def prepare_json(self, table_json: str, adopt: bool, sources: Sequence[pb.Source],
+                           space: str = "") -> pb.PrepareReply:
+        """`prepare` for a table of `space` sent as JSON by a coordinator."""
+        state = await self.state(space)
+        state.started()
+        return await state.prepare(SegmentTable.from_json(json.loads(table_json)), adopt=adopt, sources=sources)
 
     async def propose_json(self, table_json: str, reason: str) -> pb.ProposeReply:
         """A table proposed by an operator (`bluedove seed --apply`), as JSON: BadRequest if it
@@ -253,7 +260,13 @@ class Matcher:
         return await self.leave()
 
     async def leave(self) -> pb.LeaveReply:
-        """Hand our segments off, serve through the grace period, then stop the process."""
+        """Hand our segments off (the named spaces' first, then the default's), serve through the
+        grace period, then stop the process."""
+        self.membership.leaving = True
+        self.membership.announce_leave()  # nobody joins us back or takes us over meanwhile
+        why = await self.changes.leave(time.monotonic() + self.s.leave_timeout_s)
+        if why is not None:
+            return pb.LeaveReply(ok=False, reason=why, epoch=self._table_now().epoch)
         reply = await self.membership.leave()
         if reply.ok:
             loop = asyncio.get_running_loop()
@@ -262,9 +275,14 @@ class Matcher:
                         self.s.handoff_grace_s)
         return reply
 
-    def report(self) -> pb.ReportReply:
+    async def report_in(self, space: str) -> pb.ReportReply:
+        """`report` with `space`'s dimensions (NotReady for a space not served here)."""
+        return self.report(await self.state(space))
+
+    def report(self, state: SpaceState | None = None) -> pb.ReportReply:
+        """The process's load and gossip figures, with the dimensions of `state`'s space (the default's)."""
         now = time.monotonic()
-        dims = self.default.dims_report(now)
+        dims = (state or self.default).dims_report(now)
         queue = self.queue
         # the process's CPU against its cgroup's limit (a pod's), zeros where none is known
         cpu = queue.cpu.read(now) if queue is not None else NONE_KNOWN

@@ -29,6 +29,7 @@ import grpc
 from bluedove.core.load import LoadReport
 from bluedove.core.partition.seeds import Seed, parse_seed
 from bluedove.core.partition.segments import SegmentTable, gained, grown, merge_out, plan_split, split
+from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.gossip.agent import GossipAgent
 from bluedove.gossip.config import GossipConfig
 from bluedove.gossip.grpc_transport import GossipServicer, GrpcTransport
@@ -36,6 +37,7 @@ from bluedove.gossip.messages import ALIVE, DEAD, LEFT, STATUS_NAMES, Envelope
 from bluedove.gossip.peers import DnsSeeds
 from bluedove.gossip.state import Node
 from bluedove.matcher.decisions import Adopt, Join, Refuse, Stuck, Takeover, leave_change, next_change, note_left
+from bluedove.matcher.space_state import SpaceState
 from bluedove.runtime import tls
 from bluedove.runtime.settings import MatcherSettings
 from bluedove.store.store import MatcherStore
@@ -56,7 +58,9 @@ class Host(Protocol):
 
     def load_summary(self) -> tuple[tuple[int, ...], float, float]: ...
 
-    def report(self) -> pb.ReportReply: ...
+    def report(self, state: SpaceState | None = None) -> pb.ReportReply: ...
+
+    async def state(self, space: str) -> SpaceState: ...
 
     async def apply_table(self, new: SegmentTable) -> None: ...
 
@@ -176,17 +180,17 @@ class Membership:
     # -- table changes: takeover, join (split), leave (merge) --------------------------------
     async def _takeover(self, gone: set[str]) -> None:
         old = self._table()
-        new = merge_out(old, gone, self._weight)
-        await self._publish(old, new, "takeover",
+        new = merge_out(old, gone, self.weight)
+        await self.publish(old, new, "takeover",
                             f"{', '.join(sorted(gone))} declared dead; segments merged into "
                             f"{', '.join(sorted(grown(old, new)))}")
 
     async def _join(self, member: str) -> None:
         old = self._table()
-        loads = await self._loads(old)
+        loads = await self.loads(old)
         at, why = plan_split(old, loads, await self._stored_seed(old))
         new = split(old, member, self._node().members[member].addr, at)
-        await self._publish(old, new, "split", f"{member} joined and takes part of the busiest segments: {why}")
+        await self.publish(old, new, "split", f"{member} joined and takes part of the busiest segments: {why}")
 
     async def _stored_seed(self, table: SegmentTable) -> Seed | None:
         """The seed the cluster was last laid out by, for where a split cuts; None if there is
@@ -218,10 +222,10 @@ class Membership:
                 break
             if isinstance(change, Stuck):
                 return pb.LeaveReply(ok=False, reason=change.reason, epoch=old.epoch)
-            new = merge_out(old, set(change.gone), self._weight)
+            new = merge_out(old, set(change.gone), self.weight)
             self._busy = True
             try:
-                if await self._publish(old, new, "merge",
+                if await self.publish(old, new, "merge",
                                        f"{m.s.id} leaves; segments merged into {', '.join(sorted(grown(old, new)))}"):
                     break
                 # Another change got in first. A leaving member's rounds adopt nothing, so take
@@ -261,7 +265,7 @@ class Membership:
         try:
             # From the catalogue: every owner may both gain and lose ranges, so none is a
             # steady source, and a taker keeps its old range (`prepare`) until the grace ends.
-            if not await self._publish(old, new, "reseed", reason, from_owners=False):
+            if not await self.publish(old, new, "reseed", reason, from_owners=False):
                 return refuse("another table change got in first; try again on the new table")
         finally:
             self._busy = False
@@ -274,51 +278,56 @@ class Membership:
             node.leave(time.monotonic())
             agent.round()  # push it now
 
-    def _weight(self, member: str) -> float:
+    def weight(self, member: str) -> float:
         e = self._node().members.get(member)
         return float(sum(e.subs)) if e else 0.0
 
-    async def _publish(self, old: SegmentTable, new: SegmentTable, action: str, reason: str,
-                       from_owners: bool = True) -> bool:
-        """The hand-off of docs/design.md: takers load first; then the epoch is stored
-        (compare-and-set) and every owner adopts it; shrunk owners keep their old part for a
-        grace period. Returns False when another change got in first (we adopt that one)."""
+    async def publish(self, old: SegmentTable, new: SegmentTable, action: str, reason: str,
+                       from_owners: bool = True, space: str = DEFAULT_SPACE) -> bool:
+        """The hand-off of docs/design.md, for `space`'s table: takers load first; then the epoch
+        is stored (compare-and-set) and every owner adopts it; shrunk owners keep their old part
+        for a grace period. Returns False when another change got in first (we adopt that one)."""
         takers = grown(old, new)
-        log.warning("%s: epoch %d -> %d (%s)", action, old.epoch, new.epoch, reason)
+        named = space != DEFAULT_SPACE
+        log.warning("%s%s: epoch %d -> %d (%s)", action, f" in space {space!r}" if named else "",
+                    old.epoch, new.epoch, reason)
         t0 = time.monotonic()
-        await asyncio.gather(*(self._prepare(t, new, adopt=False,
+        await asyncio.gather(*(self._prepare(t, new, adopt=False, space=space,
                                              sources=self._sources(old, new, t) if from_owners else ())
                                for t in takers))
         prepared_s = time.monotonic() - t0
-        if not await self.m.store.put_table_if(old.epoch, new.to_json()):
-            raw = await self.m.store.get_table()  # someone else changed it first: take theirs
-            if raw:
+        if not await self.m.store.put_table_if(old.epoch, new.to_json(), space=space):
+            raw = await self.m.store.get_table(space)  # someone else changed it first: take theirs
+            if raw and named:
+                await (await self.m.state(space)).apply_table(SegmentTable.from_json(raw))
+            elif raw:
                 self.offer(SegmentTable.from_json(raw))
             return False
         # Every owner adopts before gossip spreads it, so a dispatcher that reaches a matcher
         # with the old table learns of the new one from its answer (SubscriptionAck.epoch).
         others = [o for o in new.members if o != self.m.s.id and new.members[o]]  # no address: it reads the store
-        results = await asyncio.gather(*(self._prepare(o, new, adopt=True) for o in others), return_exceptions=True)
+        results = await asyncio.gather(*(self._prepare(o, new, adopt=True, space=space) for o in others),
+                                       return_exceptions=True)
         for o, r in zip(others, results):
             if isinstance(r, BaseException):
-                log.warning("%s did not adopt epoch %d directly (%r); gossip will bring it", o, new.epoch, r)
+                log.warning("%s did not adopt epoch %d directly (%r); it reads it from the store", o, new.epoch, r)
         if self.m.s.id in new.members or self.m.s.id in old.members:
-            await self.m.apply_table(new)
-        self.offer(new)
-        await self.m.store.add_event({
-            "at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-            "action": action,
-            "reason": f"{reason} (epoch {new.epoch}; hand-off loaded in {prepared_s:.2f} s)",
-            "matchers": len(new.members),
-        })
+            await (await self.m.state(space)).apply_table(new)
+        if not named:
+            self.offer(new)
+        event = {"at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), "action": action,
+                 "reason": f"{reason} (epoch {new.epoch}; hand-off loaded in {prepared_s:.2f} s)",
+                 "matchers": len(new.members)}
+        await self.m.store.add_event({**event, "space": space} if named else event)
         return True
 
-    async def _loads(self, table: SegmentTable) -> dict[str, list[LoadReport]]:
+    async def loads(self, table: SegmentTable, space: str = DEFAULT_SPACE) -> dict[str, list[LoadReport]]:
+        """Each reachable owner's load per dimension of `space`."""
         async def one(member: str) -> tuple[str, pb.ReportReply]:
             if member == self.m.s.id:
-                return member, self.m.report()
-            return member, await self._stub(table.members[member]).Report(pb.ReportRequest(),
-                                                                         timeout=self.m.s.report_timeout_s)
+                return member, self.m.report(await self.m.state(space))
+            return member, await self._stub(table.members[member]).Report(
+                pb.ReportRequest(space="" if space == DEFAULT_SPACE else space), timeout=self.m.s.report_timeout_s)
 
         out: dict[str, list[LoadReport]] = {}
         reachable = [o for o, a in table.members.items() if a]  # an owner with no address yet has no report
@@ -352,10 +361,11 @@ class Membership:
         return out
 
     async def _prepare(self, member: str, table: SegmentTable, adopt: bool,
-                       sources: Sequence[pb.Source] = ()) -> None:
+                       sources: Sequence[pb.Source] = (), space: str = DEFAULT_SPACE) -> None:
         if member == self.m.s.id:
-            await self.m.prepare(table, adopt=adopt, sources=list(sources))
+            await (await self.m.state(space)).prepare(table, adopt=adopt, sources=list(sources))
             return
         await self._stub(table.members[member]).Prepare(
-            pb.PrepareRequest(table_json=json.dumps(table.to_json()), adopt=adopt, sources=list(sources)),
+            pb.PrepareRequest(table_json=json.dumps(table.to_json()), adopt=adopt, sources=list(sources),
+                              space="" if space == DEFAULT_SPACE else space),
             timeout=self.m.s.prepare_timeout_s)

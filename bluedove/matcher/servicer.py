@@ -75,7 +75,8 @@ class MatcherServicer(pb_grpc.MatcherServicer):
 
     async def Prepare(self, request: pb.PrepareRequest,
                       context: grpc.aio.ServicerContext[pb.PrepareRequest, pb.PrepareReply]) -> pb.PrepareReply:
-        return await answer(context, self.m.prepare_json(request.table_json, request.adopt, list(request.sources)))
+        return await answer(context, self.m.prepare_json(request.table_json, request.adopt,
+                                                              list(request.sources), request.space))
 
     async def Export(self, request: pb.ExportRequest,
                      context: grpc.aio.ServicerContext[pb.ExportRequest, pb.ExportReply]) -> pb.ExportReply:
@@ -95,4 +96,6 @@ class MatcherServicer(pb_grpc.MatcherServicer):
 
     async def Report(self, request: pb.ReportRequest,
                      context: grpc.aio.ServicerContext[pb.ReportRequest, pb.ReportReply]) -> pb.ReportReply:
+        if request.space:
+            return await answer(context, self.m.report_in(request.space))
         return self.m.report()

@@ -115,7 +115,8 @@ class SpaceState:
                 loaded = False
                 if sources:
                     try:
-                        await load_from_owners(self.owner, new, sources, self.s.export_timeout_s, self.s)
+                        await load_from_owners(self.owner, new, sources, self.s.export_timeout_s, self.s,
+                                               self.name)
                         loaded = True
                     except Exception as exc:  # noqa: BLE001 - an old owner failed: the catalogue has it all
                         log.warning("hand-off from the old owners failed (%r); loading from the catalogue", exc)

@@ -5,8 +5,9 @@ lists the space active with its table laid out, and dropped when the space is de
 
 The registry's generation (`bd:spaces:gen`) is read every `spaces_refresh_s`; a move, or
 every `table_refresh_s` in any case, reads the list of spaces again. A named space's table
-changes reach its state through the store (its watch, `SpaceState._watch_stored_table`);
-gossip carries the default space's alone so far.
+changes (bluedove/matcher/space_changes.py) reach its state from their coordinator (`Prepare`
+with adopt) or through the store (its watch, `SpaceState._watch_stored_table`); gossip carries
+the default space's alone so far.
 """
 
 from __future__ import annotations

@@ -145,14 +145,16 @@ class MemberInfo(_message.Message):
     def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., status: _Optional[str] = ..., generation: _Optional[int] = ..., subs: _Optional[_Iterable[int]] = ..., role: _Optional[str] = ...) -> None: ...
 
 class PrepareRequest(_message.Message):
-    __slots__ = ("table_json", "adopt", "sources")
+    __slots__ = ("table_json", "adopt", "sources", "space")
     TABLE_JSON_FIELD_NUMBER: _ClassVar[int]
     ADOPT_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
+    SPACE_FIELD_NUMBER: _ClassVar[int]
     table_json: str
     adopt: bool
     sources: _containers.RepeatedCompositeFieldContainer[Source]
-    def __init__(self, table_json: _Optional[str] = ..., adopt: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ...) -> None: ...
+    space: str
+    def __init__(self, table_json: _Optional[str] = ..., adopt: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., space: _Optional[str] = ...) -> None: ...
 
 class Source(_message.Message):
     __slots__ = ("dimension", "member", "address", "low", "high")
@@ -169,14 +171,16 @@ class Source(_message.Message):
     def __init__(self, dimension: _Optional[int] = ..., member: _Optional[str] = ..., address: _Optional[str] = ..., low: _Optional[float] = ..., high: _Optional[float] = ...) -> None: ...
 
 class ExportRequest(_message.Message):
-    __slots__ = ("dimension", "low", "high")
+    __slots__ = ("dimension", "low", "high", "space")
     DIMENSION_FIELD_NUMBER: _ClassVar[int]
     LOW_FIELD_NUMBER: _ClassVar[int]
     HIGH_FIELD_NUMBER: _ClassVar[int]
+    SPACE_FIELD_NUMBER: _ClassVar[int]
     dimension: int
     low: float
     high: float
-    def __init__(self, dimension: _Optional[int] = ..., low: _Optional[float] = ..., high: _Optional[float] = ...) -> None: ...
+    space: str
+    def __init__(self, dimension: _Optional[int] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., space: _Optional[str] = ...) -> None: ...
 
 class ExportReply(_message.Message):
     __slots__ = ("log_pos", "ids", "queues", "lows", "highs", "count", "filters")
@@ -248,8 +252,10 @@ class MatchReply(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[MatchReply.Matches, _Mapping]]] = ...) -> None: ...
 
 class ReportRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("space",)
+    SPACE_FIELD_NUMBER: _ClassVar[int]
+    space: str
+    def __init__(self, space: _Optional[str] = ...) -> None: ...
 
 class DimensionLoad(_message.Message):
     __slots__ = ("lam", "mu", "q", "subs", "matched_total", "split_at", "walk_cpu_s", "service_mu")

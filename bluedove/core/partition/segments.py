@@ -189,6 +189,14 @@ def merge_out(table: SegmentTable, gone: set[str],
     return SegmentTable(table.epoch + 1, table.space, members, tuple(cuts_out), tuple(owners_out))
 
 
+def hand_over(table: SegmentTable, taker: str, addr: str) -> SegmentTable:
+    """The next epoch's table with one owner, `taker`, of the whole range of every dimension: a
+    named space whose owners are all gone, or whose last live one leaves, lives on there."""
+    cuts = tuple((c[0],) for c in table.cuts)
+    owners = tuple((taker,) for _ in table.cuts)
+    return SegmentTable(table.epoch + 1, table.space, {taker: addr}, cuts, owners)
+
+
 def grown(old: SegmentTable, new: SegmentTable) -> dict[str, dict[int, tuple[float, float]]]:
     """Members whose range grew from `old` to `new`: member -> {dim: new range}, for a hand-off."""
     out: dict[str, dict[int, tuple[float, float]]] = {}

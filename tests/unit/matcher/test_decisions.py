@@ -1,10 +1,12 @@
 """The matcher's membership decisions as tables: who is gone, who coordinates, join or refuse,
-leave, retry timing, one change at a time."""
+leave, retry timing, one change at a time; and a named space's: its own coordinator, takeover,
+joins up to the matchers it spans (the lightest first), re-home when every owner is gone, and a
+leaving owner's hand-off."""
 
 import pytest
 
 from bluedove.core.partition.modes import FULL, MPARTITION, P2P
-from bluedove.core.partition.segments import equal_partition
+from bluedove.core.partition.segments import equal_partition, hand_over
 from bluedove.core.space import default_space
 from bluedove.gossip.messages import ALIVE, DEAD, DISPATCHER, LEFT, MATCHER, SUSPECT, MemberState
 from bluedove.matcher.decisions import (
@@ -12,10 +14,13 @@ from bluedove.matcher.decisions import (
     Join,
     Leave,
     Refuse,
+    Rehome,
     Stuck,
     Takeover,
     coordinator,
     leave_change,
+    named_change,
+    named_leave,
     next_change,
     note_left,
 )
@@ -136,3 +141,58 @@ def test_a_dispatcher_is_neither_coordinator_nor_left_owner():
     assert coordinator(TABLE, view("m1:Ad m2:A m3:A")) == "m2"
     assert note_left({}, TABLE, view("m1:A m2:Ld m3:A d1:L"), 10.0) == {}
     assert leave_change(TABLE, view("m1:Ad m2:L m3:Dd"), "m2") == Stuck("no other live owner to hand the segments to")
+
+
+# A named space over m2 and m3 of a cluster whose matchers are m1..m4.
+NAMED = equal_partition(default_space(), {"m2": "a2", "m3": "a3"}, epoch=7)
+LIGHT = {"m1": 50.0, "m2": 10.0, "m3": 10.0, "m4": 5.0}
+
+
+@pytest.mark.parametrize("me,spec,spans,expected", [
+    ("m2", "m1:A m2:A m3:A m4:A", 2, None),                               # spans its 2: no join
+    ("m2", "m1:A m2:A m3:A m4:A", None, Join("m4")),                      # spans all: the lightest joins
+    ("m2", "m1:A m2:A m3:A m4:A", 3, Join("m4")),
+    ("m1", "m1:A m2:A m3:A m4:A", None, None),                            # m1 is no owner: m2 decides
+    ("m3", "m1:A m2:A m3:A m4:A", None, None),                            # nor m3, a higher owner
+    ("m2", "m1:A m2:A m3:D m4:A", 2, Takeover(frozenset({"m3"}))),        # merge first, join later
+    ("m3", "m1:A m2:D m3:A m4:A", 2, Takeover(frozenset({"m2"}))),        # the next live owner decides
+    ("m2", "m1:A m2:A m3:S m4:A", 2, None),                               # suspected is not gone
+    ("m2", "m1:A m2:A m3:A m4:A0", None, Join("m1")),                     # m4 not started: not joined
+    ("m2", "m1:A m2:A m3:A d4:A", None, Join("m1")),                      # a dispatcher never joins
+    ("m1", "m1:A m2:D m3:D m4:A", 2, Rehome("m4")),                       # every owner gone: re-homed
+    ("m4", "m1:A m2:D m3:D m4:A", 2, None),                               # by the lowest-id live matcher
+    ("m1", "m1:A m2:D m3:S m4:A", 2, None),                               # one only suspected: wait
+])
+def test_a_named_spaces_next_change(me, spec, spans, expected):
+    assert named_change(NAMED, view(spec), me, 100.0, spans=spans, weights=LIGHT) == expected
+
+
+def test_nothing_while_loading_or_before_the_retry_time():
+    members = view("m1:A m2:A m3:D m4:A")
+    assert named_change(NAMED, members, "m2", 100.0, spans=2, weights=LIGHT, ready=False) is None
+    assert named_change(NAMED, members, "m2", 100.0, spans=2, weights=LIGHT, retry_at=101.0) is None
+
+
+def test_an_owner_that_left_long_ago_is_taken_over():
+    members = view("m1:A m2:A m3:L m4:A")
+    assert named_change(NAMED, members, "m2", 100.0, spans=2, weights=LIGHT, left_since={"m3": 60.0},
+                        left_timeout_s=30.0) == Takeover(frozenset({"m3"}))
+    assert named_change(NAMED, members, "m2", 100.0, spans=2, weights=LIGHT, left_since={"m3": 80.0},
+                        left_timeout_s=30.0) is None
+
+
+@pytest.mark.parametrize("me,spec,expected", [
+    ("m2", "m1:A m2:L m3:A m4:A", Leave(frozenset({"m2"}))),
+    ("m2", "m1:A m2:L m3:D m4:A", Rehome("m4")),             # no live owner left: the lightest outside
+    ("m2", "m2:L m3:D", Stuck("no other live matcher to hand the space's segments to")),
+    ("m1", "m1:L m2:A m3:A m4:A", None),                     # owns nothing in the space
+])
+def test_a_leaving_owners_hand_off(me, spec, expected):
+    assert named_leave(NAMED, view(spec), me, LIGHT) == expected
+
+
+def test_hand_over_gives_the_whole_range_to_one_owner():
+    new = hand_over(NAMED, "m4", "a4")
+    assert new.epoch == NAMED.epoch + 1 and new.members == {"m4": "a4"}
+    for i, d in enumerate(NAMED.space.dimensions):
+        assert new.segments_of("m4")[i] == (d.min, d.max)
