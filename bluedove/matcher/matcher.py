@@ -68,7 +68,7 @@ class Matcher:
         # The named spaces: their table changes spread by Prepare and the store, not gossip (no offer).
         self.named = ServedSpaces(SpaceStore(store.r), store, lambda name: SpaceState(
             name, settings, store, self.run_index, self.executor, deliver, lambda _table: None),
-            settings.spaces_refresh_s, settings.table_refresh_s)
+            settings)
         self.changes = NamedChanges(self.membership, self.named)  # their takeovers, joins and leaves
         self._tasks: list[asyncio.Task[None]] = []
         self.stopping = asyncio.Event()  # set when the process should exit

@@ -206,21 +206,28 @@ class SetsOwner:
                 # meanwhile waits for the next read, which returns at once, and so on: at most
                 # one index job per linger, each a batch.
                 await asyncio.sleep(linger_s)
-                async with self.log_lock:
-                    ids = parse_pos(self.log_pos)
-                    if any(ids[shard] != after[shard] for shard in shards):  # a reload swapped the sets meanwhile
-                        continue
-                    changes = [change(e, f) for shard in shards for e, f in got.get(shard, ())]
-                    sets = self._current()
-                    await apply_in_slices(self.run_index, sets, changes, sets.table)
-                    for shard, entries in got.items():
-                        ids[shard] = entries[-1][0]
-                    self.log_pos = join_pos(ids)
+                await self.apply_tail(after, got)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("catalogue tail of shards %s failed; retrying", shards)
                 await asyncio.sleep(self.s.catalog_retry_s)
+
+    async def apply_tail(self, after: Mapping[int, str], got: Mapping[int, Sequence[tuple[str, dict[str, str]]]]
+                         ) -> None:
+        """Apply log entries read after the positions `after` ({shard: entry id}) and advance
+        the position; nothing if a reload moved the position meanwhile (its replay has them)."""
+        async with self.log_lock:
+            ids = parse_pos(self.log_pos)
+            if any(ids[shard] != pos for shard, pos in after.items()):
+                return
+            changes = [change(e, f) for shard in after for e, f in got.get(shard, ())]
+            sets = self._current()
+            await apply_in_slices(self.run_index, sets, changes, sets.table)
+            for shard, entries in got.items():
+                if entries:
+                    ids[shard] = entries[-1][0]
+            self.log_pos = join_pos(ids)
 
 
 async def apply_in_slices(run_index: RunIndex, sets: SubscriptionSets, changes: Sequence[Mapping[str, str]],

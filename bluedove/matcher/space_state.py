@@ -80,9 +80,11 @@ class SpaceState:
             await self.owner.load_catalogue(self.table_now())
         self.ready = True
 
-    def tasks(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
-        """What runs beside the serving: the catalogue tail, the stored table's watch, the trim."""
-        return [self.owner.follow, self._watch_stored_table, self._trim]
+    def tasks(self, follow: bool = True) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        """What runs beside the serving: the catalogue tail (unless `follow` is False: a named
+        space's is the shared one of bluedove/matcher/named_tails.py), the stored table's
+        watch, the trim."""
+        return [*([self.owner.follow] if follow else []), self._watch_stored_table, self._trim]
 
     # -- the segment table -----------------------------------------------------------------
     async def apply_table(self, new: SegmentTable) -> None:

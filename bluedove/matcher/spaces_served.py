@@ -21,7 +21,9 @@ from typing import Any
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.matcher.errors import NotReady
+from bluedove.matcher.named_tails import NamedTails
 from bluedove.matcher.space_state import SpaceState
+from bluedove.runtime.settings import MatcherSettings
 from bluedove.store.spaces import ACTIVE, SpaceRecord, SpaceStore
 from bluedove.store.store import MatcherStore
 
@@ -41,9 +43,10 @@ class ServedSpaces:
     """The named spaces this matcher serves, kept in step with the registry."""
 
     def __init__(self, spaces: SpaceStore, tables: MatcherStore, make: Callable[[str], SpaceState],
-                 refresh_s: float, full_s: float) -> None:
+                 s: MatcherSettings) -> None:
         self.spaces = spaces
         self.spaces_tables = tables  # where each space's table is read
+        refresh_s, full_s = s.spaces_refresh_s, s.table_refresh_s
         self._make = make  # a SpaceState for a space's name, sharing the process's index thread
         self.refresh_s, self.full_s = refresh_s, full_s
         self.served: dict[str, Served] = {}
@@ -51,6 +54,9 @@ class ServedSpaces:
         self._listed_at = 0.0
         self._lock = asyncio.Lock()  # one refresh at a time
         self._forced: dict[str, float] = {}  # when a call for a space not served last read the registry
+        # Every served space's catalogue tail, in one task (their states run none of their own).
+        self.tails = NamedTails(tables, lambda: {n: sv.state.owner for n, sv in self.served.items()},
+                                s.spaces_tail_s, s.catalog_linger_ms / 1000, s.catalog_retry_s)
 
     async def state(self, name: str) -> SpaceState:
         """The state of named space `name`. A space not served yet is looked for in the registry
@@ -72,7 +78,15 @@ class ServedSpaces:
         return served.state
 
     async def run(self) -> None:
-        """Follow the registry, forever."""
+        """Follow the registry and the served spaces' catalogue logs, forever."""
+        tails = asyncio.get_running_loop().create_task(self.tails.run())
+        try:
+            await self._follow_registry()
+        finally:
+            tails.cancel()
+            await asyncio.gather(tails, return_exceptions=True)
+
+    async def _follow_registry(self) -> None:
         while True:
             try:
                 async with self._lock:
@@ -112,7 +126,7 @@ class ServedSpaces:
             await _stop(state, [])
             raise
         loop = asyncio.get_running_loop()
-        self.served[name] = Served(state, rec, [loop.create_task(run()) for run in state.tasks()])
+        self.served[name] = Served(state, rec, [loop.create_task(run()) for run in state.tasks(follow=False)])
         log.info("serving space %r at epoch %d: %s subscriptions per dimension", name, table.epoch,
                  state.started().counts())
 

@@ -51,6 +51,10 @@ class MatcherSettings:
     # How often the registry of spaces' generation is read: a named space made or deleted is
     # served or dropped within it (and the whole list is read every table_refresh_s).
     spaces_refresh_s: float = 1.0
+    # How often the named spaces' catalogue logs are read, all in one round trip (the default
+    # space's is followed by blocking reads): a change whose direct call failed, or a deleted
+    # queue's removal, reaches a named space's sets within it (bluedove/matcher/named_tails.py).
+    spaces_tail_s: float = 0.5
     # How long one blocking read of the catalogue log waits before looping.
     catalog_block_ms: int = 1000
     # The catalogue tail applies what one read found this long after the read: the dispatchers'

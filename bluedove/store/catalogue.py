@@ -9,6 +9,7 @@ the log position it was taken at, then the log's changes after that position, ta
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from redis.exceptions import ResponseError
@@ -19,6 +20,10 @@ from bluedove.store import scripts
 from bluedove.store.batch import Arg, Call
 from bluedove.store.connection import Connection, StoreLimits
 from bluedove.store.space_entry import SpaceAt, SpaceEntry, SpaceGone
+
+# Most streams one XREAD of `catalogue_tails` names on one server (a read of more is split:
+# one command's time in Redis grows with its streams).
+TAIL_STREAMS = 1024
 
 
 def change(entry_id: str, fields: dict[str, str]) -> dict[str, str]:
@@ -260,6 +265,30 @@ class CatalogueReads(Connection):
         """One shard's log entries after `after_id` [(entry id, {op, id, sub?})], waiting up
         to `block_ms` for the first (None: not at all)."""
         return (await self.catalogue_tail_many({shard: after_id}, block_ms, count, space)).get(shard, [])
+
+    async def catalogue_tails(self, after: Mapping[str, str], count: int = 1000
+                              ) -> dict[str, dict[int, list[tuple[str, dict[str, str]]]]]:
+        """Several spaces' log entries after each one's position in `after` ({space: position}),
+        without waiting: {space: {shard: [(entry id, fields)]}} for the shards with some, up to
+        `count` each, in one pipelined round trip: XREADs of up to TAIL_STREAMS streams each on
+        one server, one per stream on a cluster (every shard of a space is a slot of its own)."""
+        streams = [(space, shard, K.CatalogueKeys(space).log(shard), pos)
+                   for space, at in after.items() for shard, pos in enumerate(K.parse_pos(at))]
+        per = 1 if self.runner.cluster else TAIL_STREAMS
+        async with self.r.pipeline(transaction=False) as p:
+            for i in range(0, len(streams), per):
+                part = streams[i:i + per]
+                p.execute_command("XREAD", "COUNT", count, "STREAMS", *(x[2] for x in part),
+                                  *(x[3] for x in part), **self._at(part[0][2]))
+            res = await p.execute()
+        where = {x[2]: (x[0], x[1]) for x in streams}
+        out: dict[str, dict[int, list[tuple[str, dict[str, str]]]]] = {}
+        for got in res:
+            for key, entries in got or ():
+                if entries:
+                    space, shard = where[key]
+                    out.setdefault(space, {})[shard] = list(entries)
+        return out
 
     def catalogue_read_groups(self) -> list[list[int]]:
         """The catalogue shards one `catalogue_tail_many` may read together: all of them on one

@@ -2,7 +2,8 @@
 lays out its table over the cluster's matchers; each matcher loads the space's sets from the
 space's own catalogue and follows its log; a Match or Forward names its space, and finds only
 that space's subscriptions, exactly (a brute-force oracle on random filters and points), and a
-Forward's deliveries reach the queues. A deleted space stops being served. The dispatchers'
+Forward's deliveries reach the queues. Thirty more spaces hold no more store connections (their
+catalogue logs are read together, without blocking). A deleted space stops being served. The dispatchers'
 publish and subscribe routes for named spaces come next; here the catalogue is written as a
 dispatcher writes it."""
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import time
 
@@ -25,6 +27,7 @@ from bluedove.store.spaces import SpaceStore
 from bluedove.store.store import Store
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
+from tests.conftest import STORE_KIND_ENV
 from tests.integration.conftest import assert_no_children, start_cluster
 from tests.integration.helpers import new_queue, oracle
 
@@ -146,6 +149,14 @@ def test_matchers_serve_a_named_space_from_its_own_catalogue(tmp_path):
                            for m in got)
             assert delivered == reply.delivered
 
+            # Many more spaces hold no more connections: their catalogue tails are one polled read.
+            if os.environ.get(STORE_KIND_ENV) != "cluster":  # one server: one client list
+                blocked = asyncio.run(_blocked_clients(cluster.store_url))
+                for i in range(30):
+                    assert api.post("/v1/spaces", json={**ORDERS, "name": f"more-{i}"}).status_code == 201
+                time.sleep(2.5)  # every matcher serves them (its registry refresh is 1 s)
+                assert asyncio.run(_blocked_clients(cluster.store_url)) == blocked
+
             assert api.delete("/v1/spaces/orders").status_code == 204
             deadline = time.monotonic() + 15
             while True:  # each matcher drops it within its registry refresh
@@ -159,6 +170,15 @@ def test_matchers_serve_a_named_space_from_its_own_catalogue(tmp_path):
     finally:
         cluster.stop()
     assert_no_children(cluster)
+
+
+async def _blocked_clients(url: str) -> int:
+    """The store's clients waiting in a blocking command (XREAD BLOCK)."""
+    store = Store(url)
+    try:
+        return sum("b" in c["flags"] for c in await store.r.client_list())
+    finally:
+        await store.close()
 
 
 async def _table(url: str) -> dict:

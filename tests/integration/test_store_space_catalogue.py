@@ -134,3 +134,22 @@ async def test_the_limit_is_per_queue_and_space(make_store):
     assert all(isinstance(x, str) for x in await store.add_subscriptions_each([sub("d", q), sub("e", q)]))
     with pytest.raises(LimitExceeded):
         await store.add_queue_subscriptions(q, [sub("f", q)], orders)
+
+
+async def test_the_tails_of_many_spaces_are_read_in_one_call(store):
+    """`catalogue_tails`: each space's entries after its own position, by shard, from more
+    streams than one XREAD names (70 spaces of 16 shards); spaces without news are absent."""
+    spaces = [await make_space(store, f"s{i}") for i in range(70)]
+    start = {s.name: await store.catalogue_position(s.name) for s in spaces}
+    q = await queue(store)
+    for s in spaces[::7]:
+        assert all(isinstance(x, str) for x in await store.add_subscriptions_each([sub(f"{s.name}-a", q)], s))
+    got = await store.catalogue_tails(start)
+    assert set(got) == {s.name for s in spaces[::7]}
+    for name, shards in got.items():
+        assert [f["id"] for entries in shards.values() for _, f in entries] == [f"{name}-a"]
+        pos, _ = await store.catalogue_changes("0-0", space=name)
+        ids = K.parse_pos(pos)
+        assert all(entries[-1][0] == ids[shard] for shard, entries in shards.items())
+    later = {name: await store.catalogue_position(name) for name in start}
+    assert await store.catalogue_tails(later) == {}
