@@ -178,19 +178,20 @@ def lightest(ids: list[str], weights: Mapping[str, float]) -> str:
 
 def named_change(table: SegmentTable, members: Mapping[str, Member], me: str, now: float, *,
                  spans: int | None, weights: Mapping[str, float], ready: bool = True, retry_at: float = 0.0,
-                 left_since: Mapping[str, float] | None = None,
-                 left_timeout_s: float = 30.0) -> Takeover | Join | Rehome | None:
+                 left_since: Mapping[str, float] | None = None, left_timeout_s: float = 30.0,
+                 live: list[str] | None = None) -> Takeover | Join | Rehome | None:
     """The change this matcher makes now to a named space's table, if any (one change per
     space at a time: the caller skips a space with one under way).
 
     Its lowest-id live owner coordinates it: it merges gone owners out, then joins the lightest
     live matcher outside the table while the space spans fewer than `spans` matchers (None: all).
     When every owner is gone the lowest-id live matcher of the cluster re-homes it on the
-    lightest live matcher (`weights`: subscriptions per member). No I/O, like `next_change`."""
+    lightest live matcher (`weights`: subscriptions per member). `live`: `live_matchers(members)`,
+    if the caller has it (one list for every space of a round). No I/O, like `next_change`."""
     if not ready or now < retry_at:
         return None
     out = gone(table, members, me, now, left_since or {}, left_timeout_s)
-    live = live_matchers(members)
+    live = live_matchers(members) if live is None else live
     owners = [o for o in table.members if o in live and o not in out]
     if not owners:
         if out != set(table.members) or not live or live[0] != me:

@@ -81,7 +81,7 @@ class SubscriptionSet:
         self._order = np.arange(k, dtype=np.intp)  # tree dimension t -> caller's dimension order[t]
         self._packed: PackedTree | None = None  # the boxes at the last pack
         self._dead = 0  # removed boxes masked in the packed tree
-        self._recent = self._new_index()  # R*-tree of the boxes added since the last pack
+        self._recent_index: rtree_index.Index | None = None  # `_recent`, made at its first box
         self._n_recent = 0
         self._next = 0
         self._by_id: dict[str, int] = {}  # subscription id -> internal int id
@@ -286,6 +286,15 @@ class SubscriptionSet:
         prop.fill_factor = FILL_FACTOR
         return prop
 
+    @property
+    def _recent(self) -> rtree_index.Index:
+        """The R*-tree of the boxes added since the last pack, made at its first box: an empty
+        one costs ~15 KiB in libspatialindex, and a matcher holds a set per dimension of every
+        space it serves, idle ones too."""
+        if self._recent_index is None:
+            self._recent_index = self._new_index()
+        return self._recent_index
+
     def _new_index(self) -> rtree_index.Index:
         return rtree_index.Index(properties=self._props())
 
@@ -322,7 +331,7 @@ class SubscriptionSet:
         self._order = order
         self._packed = PackedTree(ids, boxes[:, :tk], boxes[:, tk:]) if n else None
         self._dead = 0
-        self._recent = self._new_index()
+        self._recent_index = None
         self._n_recent = 0
 
     def _remember(self, iid: int, sub_id: str, queue: str, box: bytes) -> None:

@@ -124,12 +124,16 @@ class ValueSample:
     (MESSAGE_WORK + matches): where this matcher's load lies inside its segment."""
 
     def __init__(self, capacity: int = 4096) -> None:
-        self.values = np.zeros(capacity)
-        self.weights = np.zeros(capacity)
+        # Made at the first value: a matcher holds one per dimension of every space it serves,
+        # and an idle space's would cost 64 KiB each for nothing.
+        self.capacity = capacity
+        self.values = self.weights = np.zeros(0)
         self._n = 0  # values seen; the ring holds the last `capacity`
 
     def add(self, values: np.ndarray, matches: np.ndarray) -> None:
-        cap = len(self.values)
+        cap = self.capacity
+        if not len(self.values):
+            self.values, self.weights = np.zeros(cap), np.zeros(cap)
         values, w = values[-cap:], MESSAGE_WORK + matches[-cap:]
         idx = (self._n + np.arange(len(values))) % cap
         self.values[idx], self.weights[idx] = values, w

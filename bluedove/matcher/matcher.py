@@ -216,13 +216,21 @@ class Matcher:
         return await (await self.state(req.space)).match(req)
 
     async def add_subscriptions(self, req: pb.SubscriptionBatch) -> pb.SubscriptionAck:
-        return await (await self.state(req.space)).add_subscriptions(req)
+        return await (await self._touched(req.space)).add_subscriptions(req)
 
     async def replace_subscriptions(self, req: pb.SubscriptionBatch) -> pb.SubscriptionAck:
-        return await (await self.state(req.space)).replace_subscriptions(req)
+        return await (await self._touched(req.space)).replace_subscriptions(req)
 
     async def remove_subscriptions(self, req: pb.RemoveRequest) -> pb.SubscriptionAck:
-        return await (await self.state(req.space)).remove_subscriptions(req)
+        return await (await self._touched(req.space)).remove_subscriptions(req)
+
+    async def _touched(self, space: str) -> SpaceState:
+        """`space`'s state, for a subscription change sent directly: a named space's catalogue
+        log is read often while they come (bluedove/matcher/named_tails.py)."""
+        state = await self.state(space)
+        if state is not self.default:
+            self.named.tails.touch(state.name, time.monotonic())
+        return state
 
     async def export(self, req: pb.ExportRequest) -> pb.ExportReply:
         return await (await self.state(req.space)).export(req)

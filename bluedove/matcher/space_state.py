@@ -56,6 +56,7 @@ class SpaceState:
         # Table changes (gossip, store, hand-off) one at a time.
         self._table_lock = asyncio.Lock()
         self._trim_at: float | None = None
+        self._trim_due = asyncio.Event()  # set with `_trim_at`: the trim task sleeps until then
 
     @property
     def sets(self) -> SubscriptionSets | None:
@@ -80,11 +81,23 @@ class SpaceState:
             await self.owner.load_catalogue(self.table_now())
         self.ready = True
 
-    def tasks(self, follow: bool = True) -> list[Callable[[], Coroutine[Any, Any, None]]]:
-        """What runs beside the serving: the catalogue tail (unless `follow` is False: a named
-        space's is the shared one of bluedove/matcher/named_tails.py), the stored table's
-        watch, the trim."""
-        return [*([self.owner.follow] if follow else []), self._watch_stored_table, self._trim]
+    def tasks(self, shared: bool = False) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        """What runs beside the serving: the catalogue tail and the stored table's watch (unless
+        `shared`: a named space's are the ones bluedove/matcher/spaces_served.py runs for all
+        of them), and the trim."""
+        return [self._trim] if shared else [self.owner.follow, self._watch_stored_table, self._trim]
+
+    def close(self) -> None:
+        """Let go of the sets, queue and load windows (a dropped space's state, its tasks and
+        queue stopped), breaking the reference cycles among them: the matcher keeps long-lived
+        objects frozen out of the collector's reach (`gc.freeze`), so a state left in a cycle
+        would never be freed. A call still holding the state finds it not ready."""
+        queue, owner = self.queue, self.owner
+        self.ready, self.table, self.queue, self.stats = False, None, None, []
+        self.owner = SetsOwner(self.s, self.store, self.run_index, self.name)
+        for o in (queue, owner):
+            if o is not None:
+                vars(o).clear()
 
     # -- the segment table -----------------------------------------------------------------
     async def apply_table(self, new: SegmentTable) -> None:
@@ -100,7 +113,7 @@ class SpaceState:
             if not _within(mine, segments):
                 await self.owner.load_catalogue(new)
             elif mine != segments:
-                self._trim_at = time.monotonic() + self.s.handoff_grace_s
+                self._trim_later(self.s.handoff_grace_s)
             self.table = new
             self.newest_epoch = max(self.newest_epoch, new.epoch)
             self.offer(new)
@@ -130,11 +143,19 @@ class SpaceState:
             await self.apply_table(new)
         return pb.PrepareReply(epoch=new.epoch, subs=self.started().counts())
 
+    def _trim_later(self, after_s: float) -> None:
+        self._trim_at = time.monotonic() + after_s
+        self._trim_due.set()
+
     async def _trim(self) -> None:
-        """After the hand-off grace, drop the parts of the sets the table no longer gives us."""
+        """After the hand-off grace, drop the parts of the sets the table no longer gives us
+        (asleep until a table change asks for it: a matcher runs one per space it serves)."""
         while True:
-            await asyncio.sleep(self.s.trim_check_s)
-            if self._trim_at is None or time.monotonic() < self._trim_at:
+            await self._trim_due.wait()
+            self._trim_due.clear()
+            while self._trim_at is not None and time.monotonic() < self._trim_at:
+                await asyncio.sleep(max(self._trim_at - time.monotonic(), self.s.trim_check_s))
+            if self._trim_at is None:
                 continue
             try:
                 async with self._table_lock:
@@ -148,7 +169,7 @@ class SpaceState:
                 raise
             except Exception:
                 log.exception("trimming the sets failed; retrying")
-                self._trim_at = time.monotonic() + self.s.trim_retry_s
+                self._trim_later(self.s.trim_retry_s)
 
     async def _watch_stored_table(self) -> None:
         """The store holds the latest table too (compare-and-set on each change): a matcher
@@ -156,15 +177,18 @@ class SpaceState:
         while True:
             await asyncio.sleep(self.s.table_refresh_s)
             try:
-                raw = await self.store.get_table(self.name)
-                if raw:
-                    self.newest_epoch = max(self.newest_epoch, int(raw["epoch"]))
-                if raw and int(raw["epoch"]) > self.table_now().epoch:
-                    await self.apply_table(SegmentTable.from_json(raw))
+                await self.stored_table(await self.store.get_table(self.name))
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("reading the stored table failed")
+
+    async def stored_table(self, raw: dict[str, Any] | None) -> None:
+        """The table the store holds (as read): adopted if newer than ours."""
+        if raw:
+            self.newest_epoch = max(self.newest_epoch, int(raw["epoch"]))
+        if raw and int(raw["epoch"]) > self.table_now().epoch:
+            await self.apply_table(SegmentTable.from_json(raw))
 
     def load_summary(self) -> tuple[tuple[int, ...], float, float]:
         """Subscriptions per dimension and summed λ, μ: what gossip carries about us."""

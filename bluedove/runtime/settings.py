@@ -55,6 +55,9 @@ class MatcherSettings:
     # space's is followed by blocking reads): a change whose direct call failed, or a deleted
     # queue's removal, reaches a named space's sets within it (bluedove/matcher/named_tails.py).
     spaces_tail_s: float = 0.5
+    # A named space without a direct subscription call in the last 10 s is read this often
+    # instead (a slice of the idle spaces each round).
+    spaces_idle_tail_s: float = 10.0
     # How long one blocking read of the catalogue log waits before looping.
     catalog_block_ms: int = 1000
     # The catalogue tail applies what one read found this long after the read: the dispatchers'

@@ -8,6 +8,7 @@ the log position it was taken at, then the log's changes after that position, ta
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +25,12 @@ from bluedove.store.space_entry import SpaceAt, SpaceEntry, SpaceGone
 # Most streams one XREAD of `catalogue_tails` names on one server (a read of more is split:
 # one command's time in Redis grows with its streams).
 TAIL_STREAMS = 1024
+
+
+@functools.lru_cache(maxsize=4096)
+def _log_keys(space: str) -> tuple[str, ...]:
+    """Space `space`'s catalogue log stream of every shard (`catalogue_tails` names them every round)."""
+    return tuple(K.CatalogueKeys(space).log(shard) for shard in range(K.CATALOG_SHARDS))
 
 
 def change(entry_id: str, fields: dict[str, str]) -> dict[str, str]:
@@ -272,8 +279,8 @@ class CatalogueReads(Connection):
         without waiting: {space: {shard: [(entry id, fields)]}} for the shards with some, up to
         `count` each, in one pipelined round trip: XREADs of up to TAIL_STREAMS streams each on
         one server, one per stream on a cluster (every shard of a space is a slot of its own)."""
-        streams = [(space, shard, K.CatalogueKeys(space).log(shard), pos)
-                   for space, at in after.items() for shard, pos in enumerate(K.parse_pos(at))]
+        streams = [(space, shard, key, pos) for space, at in after.items()
+                   for shard, (key, pos) in enumerate(zip(_log_keys(space), K.parse_pos(at)))]
         per = 1 if self.runner.cluster else TAIL_STREAMS
         async with self.r.pipeline(transaction=False) as p:
             for i in range(0, len(streams), per):

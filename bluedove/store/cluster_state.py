@@ -26,6 +26,14 @@ class ClusterState(Connection):
         raw = await self.r.get(_table_key(space))
         return json.loads(raw) if raw else None
 
+    async def get_tables_raw(self, spaces: list[str]) -> list[str | None]:
+        """The segment tables of `spaces` as stored (JSON text), in order, in one pipelined round
+        trip: a reader that compares the text with the last it saw parses only a changed one."""
+        async with self.r.pipeline(transaction=False) as p:
+            for space in spaces:
+                p.get(_table_key(space))
+            return list(await p.execute())
+
     async def put_table_if(self, expected_epoch: int, table: dict[str, Any], space: str = DEFAULT_SPACE) -> bool:
         """Store `table` only if the stored one is still at `expected_epoch` (0: none stored).
         A named space's first table is laid out by bluedove/store/spaces.py, which checks the
