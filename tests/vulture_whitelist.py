@@ -25,3 +25,5 @@ should_exit, capture_signals  # bluedove/runtime/telemetry.py
 pytest_configure  # tests/conftest.py (--store-kind for start_cluster, through the environment)
 # uvicorn's HTTP protocol calls them: its pipelined-request queue, its flow control's hooks
 appendleft, pause_writing, resume_writing  # bluedove/dispatcher/door.py _Pipeline, LeanFlow
+# asyncio's stream writer calls them: a fake of one over a torn-down transport
+writelines, wait_closed  # tests/unit/store/test_closed_writes.py TornDown

@@ -119,15 +119,24 @@ def async_client(url: str, connection_class: type | None = None, **kw: Any) -> R
     import redis.asyncio as aioredis
     from redis.asyncio.cluster import ClusterNode, RedisCluster
 
+    from bluedove.store.wire import ClusterConnection, ClusterSSLConnection
+
     kw.setdefault("decode_responses", True)
     kw.setdefault("encoding_errors", ENCODING_ERRORS)
     if not is_cluster_url(url):
         plain = {"connection_class": connection_class} if connection_class and url.startswith("redis://") else {}
         return aioredis.from_url(url, **_password_kw(url), **plain, **_once_more(), **kw)
     c = parse_cluster_url(url)
-    extra: dict[str, Any] = {"ssl": True} if c.tls else {}  # RedisCluster takes no connection_class
-    return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in c.nodes], username=c.username,
-                        password=c.password, **extra, **kw)
+    extra: dict[str, Any] = {"ssl": True} if c.tls else {}
+    rc = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in c.nodes], username=c.username,
+                      password=c.password, **extra, **kw)
+    # RedisCluster takes no connection_class: its nodes' connections are made from these
+    # (shared by the nodes it discovers later), before any is made.
+    conn = ClusterSSLConnection if c.tls else ClusterConnection
+    rc.nodes_manager.connection_kwargs["connection_class"] = conn
+    for node in (*rc.startup_nodes, *rc.nodes_manager.startup_nodes.values()):
+        node.connection_class = conn
+    return rc
 
 
 def node_client(url: str, attempt: int = 0, **kw: Any) -> RedisClient:
