@@ -184,7 +184,8 @@ def named_change(table: SegmentTable, members: Mapping[str, Member], me: str, no
     space at a time: the caller skips a space with one under way).
 
     Its lowest-id live owner coordinates it: it merges gone owners out, then joins the lightest
-    live matcher outside the table while the space spans fewer than `spans` matchers (None: all).
+    live matcher outside the table while the space spans fewer than `spans` matchers (None: all;
+    a matcher gives a named space the matchers its spec or its first table gave it).
     When every owner is gone the lowest-id live matcher of the cluster re-homes it on the
     lightest live matcher (`weights`: subscriptions per member). `live`: `live_matchers(members)`,
     if the caller has it (one list for every space of a round). No I/O, like `next_change`."""

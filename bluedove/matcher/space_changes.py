@@ -82,7 +82,7 @@ class NamedChanges:
                 continue
             self._epochs[name] = table.epoch
             left = self._left_seen[name] = note_left(self._left_seen.get(name, {}), table, members, now)
-            change = named_change(table, members, me, now, spans=served.rec.spec.matchers, weights=weights,
+            change = named_change(table, members, me, now, spans=served.spans, weights=weights,
                                   ready=served.state.ready, retry_at=self._retry_at.get(name, 0.0),
                                   left_since=left, left_timeout_s=s.left_owner_timeout_s, live=live)
             if change is not None:

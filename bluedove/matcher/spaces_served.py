@@ -46,10 +46,11 @@ TABLES_EVERY_S = 15.0
 
 
 class Served:
-    """One named space served: its state, the record it was made for, and its tasks."""
+    """One named space served: its state, the record it was made for, its tasks, and the matchers
+    it spans (its spec's `matchers`, else those its first table was laid out over)."""
 
-    def __init__(self, state: SpaceState, rec: SpaceRecord, tasks: list[asyncio.Task[None]]) -> None:
-        self.state, self.rec, self.tasks = state, rec, tasks
+    def __init__(self, state: SpaceState, rec: SpaceRecord, tasks: list[asyncio.Task[None]], spans: int) -> None:
+        self.state, self.rec, self.tasks, self.spans = state, rec, tasks, spans
 
 
 class ServedSpaces:
@@ -170,7 +171,8 @@ class ServedSpaces:
             await _stop(state, [])
             raise
         loop = asyncio.get_running_loop()
-        self.served[name] = Served(state, rec, [loop.create_task(run()) for run in state.tasks(shared=True)])
+        spans = rec.spec.matchers or rec.spans or len(table.members)  # (a record read before its lay-out: 0)
+        self.served[name] = Served(state, rec, [loop.create_task(run()) for run in state.tasks(shared=True)], spans)
         log.info("serving space %r at epoch %d: %s subscriptions per dimension", name, table.epoch,
                  state.started().counts())
 

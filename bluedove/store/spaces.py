@@ -77,12 +77,15 @@ if state == 'deleting' then return 2 end
 redis.call('HSET', KEYS[1], 'state', 'deleting', 'deleting_since', ARGV[1])
 return 1
 """
-# KEYS: the record, the space's table. ARGV: created, the table JSON. 1 written now, 0 one was
-# there, -1 the space is not the active one made at `created`.
+# KEYS: the record, the space's table. ARGV: created, the table JSON, its matchers. 1 written
+# now, 0 one was there, -1 the space is not the active one made at `created`.
 _LAY_OUT = """
 local had = redis.call('HMGET', KEYS[1], 'state', 'created')
 if had[1] ~= 'active' or had[2] ~= ARGV[1] then return -1 end
-if redis.call('SET', KEYS[2], ARGV[2], 'NX') then return 1 end
+if redis.call('SET', KEYS[2], ARGV[2], 'NX') then
+  redis.call('HSET', KEYS[1], 'spans', ARGV[3])
+  return 1
+end
 return 0
 """
 # KEYS: the record. 1 removed, 0 none there, -1 it is active (a create came first).
@@ -116,6 +119,9 @@ class SpaceRecord:
     spec: SpaceSpec
     created: int
     state: str
+    # The matchers its first table was laid out over (0: not laid out yet, or a record from
+    # before): the space keeps that many through takeovers unless its spec says `matchers`.
+    spans: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {**self.spec.to_json(), "created": self.created, "state": self.state}
@@ -133,8 +139,9 @@ def _text(v: str | bytes) -> str:
     return v.decode() if isinstance(v, bytes) else v
 
 
-def _record(spec: str | bytes, created: str | bytes, state: str | bytes) -> SpaceRecord:
-    return SpaceRecord(SpaceSpec.from_json(json.loads(_text(spec))), int(_text(created)), _text(state))
+def _record(spec: str | bytes, created: str | bytes, state: str | bytes, spans: str | bytes = "0") -> SpaceRecord:
+    return SpaceRecord(SpaceSpec.from_json(json.loads(_text(spec))), int(_text(created)), _text(state),
+                       int(_text(spans)))
 
 
 class SpaceStore:
@@ -185,7 +192,7 @@ class SpaceStore:
         slot with the check that the space is still `rec` (not deleted, not made again): True
         when written now, False when it had one (a repeated create), None when it is gone."""
         out = int(await self._lay_out(keys=[space_record(rec.spec.name), space_table(rec.spec.name)],
-                                      args=[rec.created, json.dumps(table)]))
+                                      args=[rec.created, json.dumps(table), len(table["members"])]))
         return None if out < 0 else bool(out)
 
     async def subscriptions(self, name: str) -> int:
@@ -201,7 +208,7 @@ class SpaceStore:
         raw: Mapping[str, str] = await self.r.hgetall(space_record(name))
         if not raw or "spec" not in raw:
             return None
-        return _record(raw["spec"], raw.get("created", "0"), raw.get("state", ACTIVE))
+        return _record(raw["spec"], raw.get("created", "0"), raw.get("state", ACTIVE), raw.get("spans", "0"))
 
     async def list(self) -> list[SpaceRecord]:
         """Every registered space with a record, by name (a name whose record is gone, a purge
@@ -211,7 +218,7 @@ class SpaceStore:
             for n in names:
                 p.hgetall(space_record(n))
             raws: list[Mapping[str, str]] = await p.execute()
-        return [_record(raw["spec"], raw.get("created", "0"), raw.get("state", ACTIVE))
+        return [_record(raw["spec"], raw.get("created", "0"), raw.get("state", ACTIVE), raw.get("spans", "0"))
                 for raw in raws if raw and "spec" in raw]
 
     async def delete(self, name: str) -> int:

@@ -28,9 +28,9 @@ def stats_since(stats: dict, since: float) -> dict:
             "events": [e for e in stats["events"] if e["t"] > since]}
 
 
-def serve(page, cluster: dict, stats: dict) -> list[float]:
-    """Route the page's origin to the static files and the recorded answers; returns the
-    `since` of every /v1/stats call, as they come."""
+def serve(page, cluster: dict, stats: dict, spaces: dict[str, dict] | None = None) -> list[float]:
+    """Route the page's origin to the static files and the recorded answers (`spaces`: the
+    answers to /v1/cluster?space=NAME); returns the `since` of every /v1/stats call, as they come."""
     sinces: list[float] = []
 
     def handle(route):
@@ -40,7 +40,9 @@ def serve(page, cluster: dict, stats: dict) -> list[float]:
             f = STATIC / name
             route.fulfill(status=200, body=f.read_text(), content_type=TYPES[f.suffix])
         elif path == "/v1/cluster":
-            route.fulfill(status=200, body=json.dumps(cluster), content_type="application/json")
+            space = parse_qs(urlparse(route.request.url).query).get("space", ["default"])[0]
+            body = cluster if space == "default" else (spaces or {})[space]
+            route.fulfill(status=200, body=json.dumps(body), content_type="application/json")
         elif path == "/v1/stats":
             since = float(parse_qs(urlparse(route.request.url).query)["since"][0])
             sinces.append(since)
@@ -52,8 +54,9 @@ def serve(page, cluster: dict, stats: dict) -> list[float]:
     return sinces
 
 
-def open_page(page, cluster: dict, stats: dict, renders: int = 2) -> list[float]:
-    sinces = serve(page, cluster, stats)
+def open_page(page, cluster: dict, stats: dict, renders: int = 2, spaces: dict[str, dict] | None = None
+              ) -> list[float]:
+    sinces = serve(page, cluster, stats, spaces)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{ORIGIN}/dashboard")
@@ -205,3 +208,39 @@ def test_a_string_dimension_s_segments_show_the_strings_they_run_between(page):
     assert page.locator(".strip-name").first.text_content() == 'x0 (strings, "" – end)'
     cell = page.locator('#members tr[data-matcher="m1"] [data-col="segments"]')
     assert cell.get_attribute("title").splitlines()[:2] == ['x0 "" – "eu"', "x1 [0, 270)"]
+
+
+def test_the_space_picker_shows_one_space_s_segments_and_events(page):
+    """GET /v1/cluster's `spaces` fill the picker; picking `fleet` asks for ?space=fleet, draws its
+    own dimensions' strips (the default's go), lists its owners' segments, shows only its events,
+    and puts ?space=fleet in the page's address; picking `default` again brings the default back."""
+    cluster = {**copy.deepcopy(recorded("cluster.json")), "spaces": ["default", "fleet"], "space_name": "default"}
+    fleet = copy.deepcopy(cluster)
+    fleet["space_name"] = "fleet"
+    fleet["space"] = {"dimensions": [{"name": "lat", "min": -90, "max": 90}, {"name": "lon", "min": -180, "max": 180}]}
+    for m in fleet["members"]:
+        owned = m["id"] in ("m1", "m3")
+        lo = {"m1": (-90, 0, -180, 0), "m3": (0, 90, 0, 180)}.get(m["id"])
+        m.update(segments={"lat": [lo[0], lo[1]], "lon": [lo[2], lo[3]]} if owned else {}, idle=not owned,
+                 labels={}, subscriptions={}, load={})
+    stats = copy.deepcopy(recorded("stats.json"))
+    stats["events"].append({**stats["events"][-1], "t": stats["events"][-1]["t"] + 0.5, "action": "split",
+                            "reason": "m3 joins the space: fleet's own", "space": "fleet"})
+    open_page(page, cluster, stats, spaces={"fleet": fleet})
+    pick = page.locator("#space")
+    assert pick.locator("option").all_text_contents() == ["default", "fleet"] and pick.input_value() == "default"
+    default_events = page.locator("#events tbody tr").count()
+
+    pick.select_option("fleet")
+    page.wait_for_function("document.querySelectorAll('.strip-name').length === 2", timeout=10_000)
+    assert page.locator(".strip-name").all_text_contents() == ["lat [-90, 90)", "lon [-180, 180)"]
+    assert page.locator('svg[data-strip="lat"] .segment').count() == 2
+    page.wait_for_function("document.getElementById('summary').textContent.startsWith('space fleet')")
+    rows = page.locator("#events tbody tr")
+    assert rows.count() == 1 and "fleet's own" in rows.first.text_content()
+    assert page.evaluate("location.search") == "?space=fleet"
+
+    pick.select_option("default")
+    page.wait_for_function("document.querySelectorAll('.strip-name').length === 4", timeout=10_000)
+    assert page.locator("#events tbody tr").count() == default_events
+    assert page.evaluate("location.search") == ""

@@ -135,6 +135,7 @@ def test_matchers_serve_a_named_space_from_its_own_catalogue(tmp_path):
             assert r.status_code == 201, r.text
             assert r.json()["epoch"] == 1 and r.json()["counts"]["matchers"] == 2
             assert api.post("/v1/spaces", json=ORDERS).json()["epoch"] == 1  # a retry: the same table
+            assert asyncio.run(_record("orders", cluster.store_url)).spans == 2  # the size it keeps
             queues = [new_queue(api) for _ in range(5)]
             asyncio.run(serve_and_match(cluster.store_url, [q for q, _ in queues]))
 
@@ -177,6 +178,14 @@ async def _blocked_clients(url: str) -> int:
     store = Store(url)
     try:
         return sum("b" in c["flags"] for c in await store.r.client_list())
+    finally:
+        await store.close()
+
+
+async def _record(name: str, url: str):
+    store = Store(url)
+    try:
+        return await SpaceStore(store.r).get(name)
     finally:
         await store.close()
 

@@ -2,9 +2,11 @@
 matcher killed (SIGKILL) is taken over in each space it owned segments in; a space spanning
 2 matchers gets its second back by a join of the lightest idle one; a matcher that leaves hands
 each space's segments off first; one that joins the cluster takes a share of the default
-space and of every space spanning all matchers, not of one that spans 2. Every message
+space and of a space below its size (orders, laid out over 4, down to 2), not of one at its
+size (fleet, 2). Every message
 reaches exactly the subscriptions of its space that match it (a brute-force oracle per
-space), publishers retrying a 503 with the same id; each change is an event naming its space."""
+space), publishers retrying a 503 with the same id; each change is an event naming its space.
+`GET /v1/cluster?space=` shows one space's table, owners, load and events."""
 
 from __future__ import annotations
 
@@ -74,6 +76,24 @@ async def until(url: str, check, what: str, within_s: float = 40) -> dict[str, S
         await asyncio.sleep(0.2)
 
 
+async def check_cluster_view(client: httpx.AsyncClient, now: dict[str, SegmentTable], fleet_subs: int) -> None:
+    """GET /v1/cluster?space=fleet: fleet's schema, epoch and owners, each owner's load in it
+    (every subscription on every dimension's owners), its own events; the spaces' names."""
+    view = (await client.get("/v1/cluster", params={"space": "fleet"})).json()
+    assert view["space_name"] == "fleet" and view["spaces"] == ["default", "fleet", "orders"]
+    assert view["epoch"] == now["fleet"].epoch and [a["name"] for a in view["space"]["dimensions"]] == ["lat", "lon"]
+    owners = {m["id"] for m in view["members"] if m["segments"]}
+    assert owners == set(now["fleet"].members)
+    assert all(m["idle"] for m in view["members"] if m["id"] not in owners and m["status"] == "alive")
+    for dim in ("lat", "lon"):
+        assert sum(m["subscriptions"].get(dim, 0) for m in view["members"]) >= fleet_subs
+    assert {e["space"] for e in view["autoscaler"]["events"]} == {"fleet"}
+    whole = (await client.get("/v1/cluster")).json()
+    assert whole["space_name"] == "default" and whole["epoch"] == now["default"].epoch
+    r = await client.get("/v1/cluster", params={"space": "nope"})
+    assert r.status_code == 404 and r.json()["error"]["field"] == "space", r.text
+
+
 def test_named_spaces_take_over_join_and_hand_off_on_their_own(tmp_path):
     rng = random.Random(17)
     cluster = start_cluster(tmp_path, matchers=4)
@@ -102,13 +122,14 @@ def test_named_spaces_take_over_join_and_hand_off_on_their_own(tmp_path):
                 after = await until(url, lambda t: all("m1" not in x.members for x in t.values())
                                     and len(t["fleet"].members) == 2, "m1 handed off in every space")
                 fleet_before = after["fleet"]
-                cluster.add_matcher()  # m5: default and orders span it; fleet spans its 2 already
+                cluster.add_matcher()  # m5: the default and orders (2 of its 4) take it; fleet has its 2
                 after = await until(url, lambda t: "m5" in t["default"].members and "m5" in t["orders"].members,
                                     "m5 joined the default space and orders")
                 assert after["fleet"] == fleet_before  # not disturbed
                 await pub
                 got = await drain(client, queues)
                 events = (await client.get("/v1/cluster")).json()["autoscaler"]["events"]
+                await check_cluster_view(client, await tables(url), len(subs["fleet"]))
             return refused, got, events
 
         refused, got, events = asyncio.run(run())

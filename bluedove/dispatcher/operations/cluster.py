@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from bluedove.core.attributes import STRING, label
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space
+from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.last_hour import member_stats
 from bluedove.dispatcher.view import ClusterView
 from bluedove.gossip.messages import DISPATCHER, MATCHER
+from bluedove.store.spaces import ACTIVE
+from bluedove.v1 import matcher_pb2 as pb
 
 # How long readiness waits for the store to answer a ping.
 READY_PING_S = 2.0
+# How long GET /v1/cluster?space= waits for a matcher's load in a named space.
+REPORT_TIMEOUT_S = 1.0
 
 
 async def readiness(d: Dispatcher) -> list[str]:
@@ -31,8 +37,31 @@ async def readiness(d: Dispatcher) -> list[str]:
     return problems
 
 
-def _member_view(view: ClusterView, table: SegmentTable, m: str, now: float, extra: dict[str, Any]) -> dict[str, Any]:
+class DimLoad(Protocol):
+    """One dimension's load as a matcher reported it (`LoadReport`, or a `Report` reply's dims)."""
+
+    @property
+    def lam(self) -> float: ...
+
+    @property
+    def mu(self) -> float: ...
+
+    @property
+    def q(self) -> int: ...
+
+    @property
+    def subs(self) -> int: ...
+
+    @property
+    def matched_total(self) -> int: ...
+
+
+def _member_view(view: ClusterView, table: SegmentTable, m: str, now: float, extra: dict[str, Any],
+                 reports: Mapping[tuple[str, int], DimLoad] | None = None) -> dict[str, Any]:
+    """Matcher `m` in `table`'s space, its load from `reports` (the cluster view's, the default
+    space's, unless given)."""
     names = table.space.names
+    loads: Mapping[tuple[str, int], DimLoad] = view.reports if reports is None else reports
     segs = table.segments_of(m)
     g = view.gossip.get(m)
     return {
@@ -46,11 +75,11 @@ def _member_view(view: ClusterView, table: SegmentTable, m: str, now: float, ext
         "idle": not segs,
         "segments": {names[i]: [lo, hi] for i, (lo, hi) in sorted(segs.items())},
         "labels": _labels(table.space, segs),
-        "subscriptions": {names[i]: view.reports[(m, i)].subs for i in range(len(names)) if (m, i) in view.reports},
+        "subscriptions": {names[i]: loads[(m, i)].subs for i in range(len(names)) if (m, i) in loads},
         "load": {
             names[i]: {"lambda": round(r.lam, 3), "mu": round(r.mu, 3), "q": r.q, "matched": r.matched_total,
                        "congestion": round(r.lam / r.mu, 6) if r.mu > 0 else None}
-            for i in range(len(names)) if (r := view.reports.get((m, i))) is not None
+            for i in range(len(names)) if (r := loads.get((m, i))) is not None
         },
         "cpu": extra.get("cpu"),  # from the matcher's stats entry in the store (bluedove/matcher/series.py)
         "cpu_limit": _cpu_limit(view.cpu_limits.get(m)),
@@ -89,23 +118,46 @@ async def _dispatchers(d: Dispatcher) -> list[dict[str, Any]]:
     return out
 
 
-async def cluster_view(d: Dispatcher) -> dict[str, Any]:
+async def cluster_view(d: Dispatcher, space: str = DEFAULT_SPACE) -> dict[str, Any]:
     """GET /v1/cluster: the table's epoch, each member as this dispatcher sees it, the
-    dispatchers, and the autoscaler with its events."""
+    dispatchers, the autoscaler with its events, and the spaces' names. With a named `space`:
+    that space's schema, table and epoch, each matcher's segments and load in it (asked of each
+    owner, `REPORT_TIMEOUT_S` at most), and its own events; 404 for no such space."""
     view = d.cluster
-    table = view.table
+    path = await d.paths.get(space)
+    table = view.table if path.view is None else path.view.current()
     now = time.monotonic()
     members = []
     if table is not None:
         extra = await member_stats(d)  # CPU and RSS, from the matchers' stats entries
-        members = [_member_view(view, table, m, now, extra.get(m, {})) for m in view.known()]
+        reports = None if path.view is None else await _space_reports(view, table, space)
+        members = [_member_view(view, table, m, now, extra.get(m, {}), reports) for m in view.known()]
+    events = await d.store.events()
+    if path.named:
+        events = [e for e in events if e.get("space") == space]
     return {
         "epoch": table.epoch if table else 0,
-        "space": d.space.to_json(),
+        "space": path.space.to_json(),
+        "space_name": space,
+        "spaces": [DEFAULT_SPACE, *sorted(n for n, r in d.registry.records.items()
+                                          if r.state == ACTIVE and n != DEFAULT_SPACE)],
         "policy": d.s.policy,
         "partition": d.s.partition,
         "members": members,
         "dispatchers": await _dispatchers(d),
         "autoscaler": {**(await d.store.get_autoscaler() or {"enabled": False, "min": None, "max": None}),
-                       "events": await d.store.events()},
+                       "events": events},
     }
+
+
+async def _space_reports(view: ClusterView, table: SegmentTable, space: str) -> dict[tuple[str, int], DimLoad]:
+    """Each owner's load per dimension of named space `space`, as it answers `Report` now (one
+    that does not answer in time has none)."""
+    async def one(m: str) -> tuple[str, pb.ReportReply]:
+        return m, await view.stub(m).Report(pb.ReportRequest(space=space), timeout=REPORT_TIMEOUT_S)
+
+    out: dict[tuple[str, int], DimLoad] = {}
+    for r in await asyncio.gather(*(one(m) for m in table.members), return_exceptions=True):
+        if not isinstance(r, BaseException):
+            out.update(((r[0], i), dim) for i, dim in enumerate(r[1].dims))
+    return out

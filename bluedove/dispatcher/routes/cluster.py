@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.deps import state
 
@@ -23,8 +24,9 @@ async def get_space(request: Request) -> dict[str, Any]:
 
 
 @router.get("/v1/cluster", response_model=None)
-async def get_cluster(request: Request) -> dict[str, Any]:
-    return await ops.cluster_view(state(request))
+async def get_cluster(request: Request, space: str = DEFAULT_SPACE) -> dict[str, Any]:
+    """The cluster as this dispatcher sees it; `?space=` shows a named space's table and load."""
+    return await ops.cluster_view(state(request), space)
 
 
 # The dashboard's files (dispatcher/static, shipped in the package): only these are served.

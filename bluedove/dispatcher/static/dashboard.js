@@ -1,5 +1,7 @@
 // BlueDove dashboard: reads GET v1/cluster and GET v1/stats?since=<last second> once a second,
 // keeps the last hour of the series here, and draws the charts, strips, matchers and events.
+// The space picked (?space= in the page's address; `default` unless given) chooses the
+// segments, matchers' load and events shown; the charts are the whole cluster's.
 // Text only into the DOM (textContent): ids and reasons are never parsed as markup.
 "use strict";
 (() => {  // one scope: only window.bdDashboard is global
@@ -43,6 +45,7 @@ const state = {
   eventKeys: new Set(),
   density: {},
   cluster: null,
+  space: new URLSearchParams(location.search).get("space") || "default",  // the space shown
   lastT: null,          // the newest second held
   serverNow: null,
   windowS: 300,         // the charts' span
@@ -239,7 +242,7 @@ function renderStrips(c) {
 const eventRows = new Map();  // key -> tr
 function renderEvents() {
   const body = document.querySelector("#events tbody");
-  const want = [...state.events].reverse();
+  const want = state.events.filter(e => (e.space || "default") === state.space).reverse();
   const keys = new Set();
   want.forEach((e, idx) => {
     const key = `${e.t}|${e.action}|${e.reason}`;
@@ -267,15 +270,41 @@ function renderSummary(c) {
   const a = c.autoscaler || {};
   const auto = a.enabled ? `autoscaler ${a.min}–${a.max} matchers${a.backend ? " (" + a.backend + ")" : ""}` : "autoscaler off";
   const s = document.getElementById("summary");
-  setText(s, `epoch ${c.epoch} · ${c.members.length} matchers (${alive} alive, ${owners} owning segments) · ` +
+  setText(s, `space ${c.space_name || "default"} · epoch ${c.epoch} · ${c.members.length} matchers (${alive} alive, ${owners} owning segments) · ` +
     `${(c.dispatchers || []).length} dispatcher(s) · ${auto} · policy ${c.policy || "?"} · ` +
     `updated ${new Date().toLocaleTimeString()}`);
   s.className = "muted";
 }
 
+// The space picker: the cluster's spaces (GET v1/cluster's `spaces`), the one shown chosen.
+function renderSpaces(c) {
+  const pick = document.getElementById("space");
+  const names = c.spaces || ["default"];
+  if (pick.dataset.names !== names.join("\n")) {
+    pick.dataset.names = names.join("\n");
+    pick.replaceChildren(...names.map(n => { const o = el("option", n); o.value = n; return o; }));
+  }
+  if (pick.value !== state.space) pick.value = state.space;
+}
+
+function showSpace(name) {
+  state.space = name;
+  state.cluster = null;  // another space's table and dimensions: the strips and rows start again
+  strips.clear();
+  document.getElementById("strips").replaceChildren();
+  for (const r of rows.values()) r.tr.remove();
+  rows.clear();
+  const url = new URL(location.href);
+  if (name === "default") url.searchParams.delete("space"); else url.searchParams.set("space", name);
+  history.replaceState(null, "", url);
+  render();
+  tick().catch(err => console.error(err));
+}
+
 function render() {
   const t0 = performance.now();
   if (state.cluster) {
+    renderSpaces(state.cluster);
     renderSummary(state.cluster);
     renderMembers(state.cluster);
     renderStrips(state.cluster);
@@ -303,8 +332,11 @@ function showError(err) {
 
 async function tick() {
   const since = state.lastT === null ? 0 : state.lastT - OVERLAP_S;  // 0: the server clamps to the last hour
-  const [c, s] = await Promise.allSettled([getJSON("v1/cluster"), getJSON(`v1/stats?since=${since}`)]);
-  if (c.status === "fulfilled") state.cluster = c.value;
+  const space = state.space;
+  const path = space === "default" ? "v1/cluster" : `v1/cluster?space=${encodeURIComponent(space)}`;
+  const [c, s] = await Promise.allSettled([getJSON(path), getJSON(`v1/stats?since=${since}`)]);
+  // (an answer for the space shown before a pick is dropped)
+  if (c.status === "fulfilled" && space === state.space) state.cluster = c.value;
   if (s.status === "fulfilled") mergeStats(s.value);
   try {
     render();
@@ -364,6 +396,7 @@ function setup() {
       render();
     });
   }
+  document.getElementById("space").addEventListener("change", e => showSpace(e.target.value));
   window.addEventListener("resize", render);
   window.bdDashboard = state;  // for tests and the curious: the series held, the render times
   loop();
