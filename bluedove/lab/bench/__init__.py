@@ -32,6 +32,7 @@ BENCHES = {
     "fleet": "many parked long polls: the dispatchers' Redis connections, fds and RSS; wake-up latency",
     "deletion": "publish latency while a queue of 10,000 subscriptions is deleted (or they are unsubscribed)",
     "spaces": "1,000 spaces on one cluster: memory, create time, idle cost, and a busy space's rate beside them",
+    "isolation": "a space pushed past its quota beside one publishing steadily: the steady one's p99 and rate",
 }
 
 
