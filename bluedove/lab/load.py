@@ -304,7 +304,9 @@ async def publish_due(send: Callable[[range], Awaitable[None]], total: int, rate
     """Items 0..total-1 in order at `rate`/s for `duration_s`: every TICK_S, `send(range)` of
     what is due by the end of the tick (at most BATCH_MAX); returns when every batch answered.
     A slow cluster holds batches back (at most `inflight` await an answer); what is due then
-    goes in the next, larger batch, and nothing is sent after `duration_s`."""
+    goes in the next, larger batch, and what was due by `duration_s` but held back past it goes
+    in one last batch, late: the `rate * duration_s` items are all sent (a demo's count holds
+    on a loaded machine), nothing beyond them."""
     sem = asyncio.Semaphore(inflight)
     tasks: set[asyncio.Task] = set()
     sent = 0
@@ -330,6 +332,12 @@ async def publish_due(send: Callable[[range], Awaitable[None]], total: int, rate
                 task.add_done_callback(tasks.discard)
                 sent = due
             await clock.sleep(max(0.0, t0 + (int(elapsed / TICK_S) + 1) * TICK_S - clock.now()))
+        due = min(total, int(rate * duration_s))
+        if sent < due:  # held back past the end by a slow cluster: what was due goes now, late
+            await sem.acquire()
+            task = asyncio.get_running_loop().create_task(one(range(sent, due)))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
         await asyncio.gather(*tasks)
     finally:  # interrupted: no batch outlives its caller
         for t in list(tasks):

@@ -43,7 +43,8 @@ def test_dashboard_is_the_live_cluster_page(api):
     for other in ("dashboard.html.bak", "..%2Fapp.py", "x.js"):
         assert api.get(f"/dashboard/{other}").status_code == 404, other
     # It reads the cluster view and the series, relative, every second, and only fields they have.
-    assert 'getJSON("v1/cluster")' in code and "getJSON(`v1/stats?since=${since}`)" in code
+    assert '"v1/cluster"' in code and "`v1/cluster?space=${encodeURIComponent(space)}`" in code
+    assert "getJSON(path)" in code and "getJSON(`v1/stats?since=${since}`)" in code
     assert "PERIOD_MS = 1000" in code
     member = api.get("/v1/cluster").json()["members"][0]
     for key in ("segments", "labels", "subscriptions", "load", "status", "idle", "cpu", "rss_bytes", "cpu_limit"):
