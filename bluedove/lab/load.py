@@ -299,6 +299,28 @@ TICK_S = 0.1
 BATCH_MAX = 1000
 
 
+async def open_loop(rate: float, send: Callable[[int], Awaitable[None]], stop: Stopping) -> None:
+    """`send(i)` for i = 0, 1, … every 1/`rate` s, never waiting for an answer, until `stop` is
+    set; returns when every call answered."""
+    tasks: set[asyncio.Task[None]] = set()
+    start, i = time.monotonic(), 0
+    while not stop.is_set():
+        delay = start + i / rate - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        t = asyncio.create_task(send(i))
+        tasks.add(t)
+        t.add_done_callback(tasks.discard)
+        i += 1
+    await asyncio.gather(*tasks)
+
+
+class Stopping(Protocol):
+    """What tells a load generator to stop (a multiprocessing or threading Event)."""
+
+    def is_set(self) -> bool: ...
+
+
 async def publish_due(send: Callable[[range], Awaitable[None]], total: int, rate: float, duration_s: float,
                       inflight: int = 4, clock: Clock = REAL) -> None:
     """Items 0..total-1 in order at `rate`/s for `duration_s`: every TICK_S, `send(range)` of

@@ -253,3 +253,21 @@ async def test_what_was_due_but_held_back_past_the_end_is_sent_late(clock):
 
     await clock.finish(asyncio.create_task(publish_due(send, 1000, 100.0, 1.0, inflight=1, clock=clock)))
     assert sent[-1].stop == 100 and all(r.start == p.stop for p, r in zip(sent, sent[1:]))
+
+
+async def test_open_loop_sends_at_its_rate_without_waiting_for_answers():
+    """`open_loop`: a call every 1/rate s whatever the answers take; every call answered before it returns."""
+    import threading
+
+    from bluedove.lab.load import open_loop
+
+    stop, started, answered = threading.Event(), [], []
+
+    async def send(i: int) -> None:
+        started.append(i)
+        await asyncio.sleep(0.2)  # slower than the rate: calls overlap
+        answered.append(i)
+
+    asyncio.get_running_loop().call_later(0.25, stop.set)
+    await open_loop(40.0, send, stop)
+    assert 8 <= len(started) <= 12 and sorted(answered) == started == list(range(len(started)))

@@ -37,6 +37,7 @@ from bluedove.client.objects import Queue, Subscription
 from bluedove.lab.bench import BENCHES
 from bluedove.lab.bench.base import add_output_flags, add_workload_flags, report, workload_or_none
 from bluedove.lab.bench.cpu import cpu_seconds, role
+from bluedove.lab.load import open_loop
 from bluedove.local.cluster import LocalCluster
 
 SETTLE_S = 2.0  # after subscribing: the matchers' catalogue tail catches up
@@ -72,17 +73,8 @@ async def _publish(url: str, rate: float, points: list[dict[str, float]], stop, 
             except Exception as exc:  # noqa: BLE001 - counted by the bench
                 calls.append((t0, None, type(exc).__name__))
 
-        tasks, start, i = set(), time.monotonic(), 0
         out.put("ready")
-        while not stop.is_set():
-            delay = start + i / rate - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            t = asyncio.create_task(one(i))
-            tasks.add(t)
-            t.add_done_callback(tasks.discard)
-            i += 1
-        await asyncio.gather(*tasks)
+        await open_loop(rate, one, stop)
     out.put(calls)
 
 

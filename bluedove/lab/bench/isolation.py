@@ -36,7 +36,7 @@ from bluedove.client.errors import BlueDoveError, LimitExceeded
 from bluedove.lab.bench import BENCHES
 from bluedove.lab.bench.base import add_output_flags, add_workload_flags, report, workload_or_none
 from bluedove.lab.bench.deletion import _cpu, _cpu_pct, window
-from bluedove.lab.load import pool
+from bluedove.lab.load import open_loop, pool
 from bluedove.local.cluster import LocalCluster
 
 STEADY, FLOOD = "steady", "flood"
@@ -61,21 +61,6 @@ def add_parser(sub) -> None:
 
 
 # -- the publisher processes ------------------------------------------------------------------
-async def _open_loop(rate: float, send, stop) -> None:
-    """`send(i)` every 1/rate s, never waiting for an answer, until `stop`."""
-    tasks: set[asyncio.Task[None]] = set()
-    start, i = time.monotonic(), 0
-    while not stop.is_set():
-        delay = start + i / rate - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        t = asyncio.create_task(send(i))
-        tasks.add(t)
-        t.add_done_callback(tasks.discard)
-        i += 1
-    await asyncio.gather(*tasks)
-
-
 async def _steady(url: str, rate: float, points: list[dict[str, float]], stop, out) -> None:
     calls: list[tuple[float, float | None, str | None]] = []
     async with AsyncClient(url, retries=0, timeout_s=30.0) as c:
@@ -90,7 +75,7 @@ async def _steady(url: str, rate: float, points: list[dict[str, float]], stop, o
                 calls.append((t0, None, type(exc).__name__))
 
         out.put("ready")
-        await _open_loop(rate, one, stop)
+        await open_loop(rate, one, stop)
     out.put(calls)
 
 
@@ -113,7 +98,7 @@ async def _flood(url: str, rate: float, batch: int, points: list[dict[str, float
 
     try:
         out.put("ready")
-        await _open_loop(rate / batch, one, stop)
+        await open_loop(rate / batch, one, stop)
     finally:
         await transport.close()
     out.put(calls)
