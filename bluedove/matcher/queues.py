@@ -22,12 +22,17 @@ import numpy as np
 import redis.exceptions
 
 from bluedove.core.wire import Part
+from bluedove.matcher.errors import NotReady
 from bluedove.matcher.filter_book import reader, refine
 from bluedove.matcher.index import SubscriptionSet
 from bluedove.matcher.load import Totals, ValueSample, WindowStats, apportion
 from bluedove.matcher.matches import Matches
 from bluedove.runtime.cpu_limit import CpuWatch
 from bluedove.store.store import MatcherStore
+
+
+def _stopping() -> NotReady:
+    return NotReady("this space's input queue is stopping (its space dropped, or the matcher stopping); try another")
 
 
 @dataclass
@@ -106,6 +111,8 @@ class MatcherQueue:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="match")
 
     async def stop(self) -> None:
+        """Stop matching: a request under way or still queued is refused NotReady (UNAVAILABLE,
+        so its dispatcher tries another candidate), never left waiting."""
         tasks = [t for t in (self._task, *self._finishing) if t is not None]
         for t in tasks:
             t.cancel()
@@ -114,6 +121,10 @@ class MatcherQueue:
                 await t
             except asyncio.CancelledError:
                 pass
+        while self._pending:
+            r = self._pending.popleft()
+            if not r.done.done():
+                r.done.set_exception(_stopping())
 
     async def submit(self, parts: list[Part], cpu_at: float | None = None) -> BatchResult:
         """Match and store one request's messages (all its parts in the same batch). `cpu_at`:
@@ -229,7 +240,7 @@ class MatcherQueue:
         """The batch leaves the queue: fail whoever still waits with `exc`, free its slot."""
         for r in batch:
             if exc is not None and not r.done.done():
-                r.done.set_exception(exc if isinstance(exc, Exception) else RuntimeError("matcher stopping"))
+                r.done.set_exception(exc if isinstance(exc, Exception) else _stopping())
             for p in r.parts:
                 self._queued[p.dim] -= p.n
         self._slots.release()
