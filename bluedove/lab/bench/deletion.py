@@ -60,7 +60,7 @@ def add_parser(sub) -> None:
 
 
 # -- the publisher process ----------------------------------------------------------------------
-async def _publish(url: str, rate: float, points: list[dict[str, float]], stop, out) -> None:
+async def _publish(url: str, rate: float, points: list[dict[str, float]], stop, out, space: str | None = None) -> None:
     """Open loop: one publish every 1/rate s (never waiting for an answer) until `stop`; each
     call's (sent at, seconds or None, error) goes to `out` at the end."""
     calls: list[tuple[float, float | None, str | None]] = []
@@ -68,7 +68,7 @@ async def _publish(url: str, rate: float, points: list[dict[str, float]], stop, 
         async def one(i: int) -> None:
             t0 = time.monotonic()
             try:
-                await c.publish(points[i % len(points)], {"i": i})
+                await c.publish(points[i % len(points)], {"i": i}, space=space)
                 calls.append((t0, time.monotonic() - t0, None))
             except Exception as exc:  # noqa: BLE001 - counted by the bench
                 calls.append((t0, None, type(exc).__name__))
@@ -78,8 +78,10 @@ async def _publish(url: str, rate: float, points: list[dict[str, float]], stop, 
     out.put(calls)
 
 
-def publisher_main(url: str, rate: float, points: list[dict[str, float]], stop, out) -> None:
-    asyncio.run(_publish(url, rate, points, stop, out))
+def publisher_main(url: str, rate: float, points: list[dict[str, float]], stop, out, space: str | None = None) -> None:
+    """Single publishes at `rate`/s, open loop, to `space` (None: the default), until `stop`;
+    each call's (sent at, seconds or None, error) to `out` at the end (after "ready" at the start)."""
+    asyncio.run(_publish(url, rate, points, stop, out, space))
 
 
 # -- the figures ---------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from bluedove.client import AsyncClient
 from bluedove.client.errors import BlueDoveError, LimitExceeded
 from bluedove.lab.bench import BENCHES
 from bluedove.lab.bench.base import add_output_flags, add_workload_flags, report, workload_or_none
-from bluedove.lab.bench.deletion import _cpu, _cpu_pct, window
+from bluedove.lab.bench.deletion import _cpu, _cpu_pct, publisher_main, window
 from bluedove.lab.load import open_loop, pool
 from bluedove.local.cluster import LocalCluster
 
@@ -61,24 +61,6 @@ def add_parser(sub) -> None:
 
 
 # -- the publisher processes ------------------------------------------------------------------
-async def _steady(url: str, rate: float, points: list[dict[str, float]], stop, out) -> None:
-    calls: list[tuple[float, float | None, str | None]] = []
-    async with AsyncClient(url, retries=0, timeout_s=30.0) as c:
-        space = c.in_space(STEADY)
-
-        async def one(i: int) -> None:
-            t0 = time.monotonic()
-            try:
-                await space.publish(points[i % len(points)])
-                calls.append((t0, time.monotonic() - t0, None))
-            except Exception as exc:  # noqa: BLE001 - counted by the bench
-                calls.append((t0, None, type(exc).__name__))
-
-        out.put("ready")
-        await open_loop(rate, one, stop)
-    out.put(calls)
-
-
 async def _flood(url: str, rate: float, batch: int, points: list[dict[str, float]], stop, out) -> None:
     """Batches at `rate` messages/s: [(sent at, messages accepted, refused 429)]."""
     calls: list[tuple[float, int, bool]] = []
@@ -102,10 +84,6 @@ async def _flood(url: str, rate: float, batch: int, points: list[dict[str, float
     finally:
         await transport.close()
     out.put(calls)
-
-
-def steady_main(url: str, rate: float, points: list, stop, out) -> None:
-    asyncio.run(_steady(url, rate, points, stop, out))
 
 
 def flood_main(url: str, rate: float, batch: int, points: list, stop, out) -> None:
@@ -164,7 +142,8 @@ def _rounds(args, cluster: LocalCluster, w) -> list[dict]:
         pids["redis"] = cluster.redis.proc.pid
     ctx = mp.get_context("spawn")
     stop, out = ctx.Event(), ctx.Queue()
-    steady = ctx.Process(target=steady_main, args=(cluster.url, args.rate, points, stop, out), daemon=True)
+    steady = ctx.Process(target=publisher_main, args=(cluster.url, args.rate, points, stop, out, STEADY),
+                         daemon=True)
     steady.start()
     out.get(timeout=120)  # "ready"
     time.sleep(2.0)  # its connection warm
