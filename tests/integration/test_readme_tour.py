@@ -34,12 +34,17 @@ def tour() -> str:
 
 
 def _closed(text: str) -> bool:
-    """True when no quote is left open (bash's rules for ' and ", enough for the tour)."""
+    """True when no quote is left open (bash's rules for ' and ", and for a comment: a # that
+    starts a word outside quotes runs to the end of its line; enough for the tour)."""
     quote = None
     i = 0
     while i < len(text):
         ch = text[i]
-        if quote is None and ch in "'\"":
+        if quote is None and ch == "#" and (i == 0 or text[i - 1] in " \t\n"):
+            i = text.find("\n", i)
+            if i < 0:
+                break
+        elif quote is None and ch in "'\"":
             quote = ch
         elif ch == quote:
             quote = None
