@@ -220,6 +220,17 @@ class ClusterView:
                 self.previous = None
         return out
 
+    def busy(self) -> dict[str, float]:
+        """Each reporting matcher's busy share: its CPU against its limit where it has one (all
+        its spaces' work), else Σλ/μ of the default space's dimensions."""
+        out: dict[str, float] = {}
+        for (m, _), r in self.reports.items():
+            out[m] = out.get(m, 0.0) + r.lam * cost(r)
+        for m, (cores, used, _) in self.cpu_limits.items():
+            if cores > 0:
+                out[m] = used
+        return out
+
     # -- forwarding decisions --------------------------------------------------------------
     def ranked_candidates(self, point: tuple[float, ...] | list[float], now: float) -> list[tuple[int, str]]:
         """Candidates best first: usable ones by the policy, then the rest as a last resort.

@@ -181,7 +181,7 @@ def test_the_sdk_and_the_cli_create_and_delete_a_space(api, cluster, tmp_path, c
     wait_gone(api, "cli-made")
 
 
-def test_a_space_asking_for_fewer_matchers_gets_a_table_over_the_first_of_them(api):
+def test_a_space_asking_for_fewer_matchers_gets_a_table_over_that_many_of_them(api):
     r = api.post("/v1/spaces", json={**ORDERS, "name": "two-lc", "matchers": 2})
     assert r.status_code == 201, r.text
     try:

@@ -13,6 +13,7 @@ its matcher starts (`with_address`, another compare-and-set, epoch + 1).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 from dataclasses import replace
@@ -114,6 +115,24 @@ def initial_table(space: Space, members: dict[str, str], seed: dict[str, Any] | 
         return seeded_table(space, members, seed, epoch=1)
     except SeedError as exc:
         raise BootError(str(exc)) from exc
+
+
+def spanned(members: dict[str, str], n: int | None, name: str, busy: dict[str, float] | None = None) -> dict[str, str]:
+    """The `n` of `members` (all when n is None or not fewer) a new space named `name` is laid out
+    over, in id order: the least busy first (`busy`: a fraction of what each can do, compared to
+    a tenth; unknown counts as idle), then by rendezvous hashing of the name, so that spaces of
+    one or a few matchers spread evenly over idle matchers whatever order they are created in,
+    instead of all landing on the first ids."""
+    if n is None or n >= len(members):
+        return dict(sorted(members.items()))
+    busy = busy or {}
+
+    def rank(member: str) -> tuple[int, bytes]:
+        h = hashlib.blake2b(f"{name}\0{member}".encode(), digest_size=8).digest()
+        return round(10 * busy.get(member, 0.0)), h
+
+    chosen = sorted(members, key=rank)[:max(1, n)]
+    return {m: members[m] for m in sorted(chosen)}
 
 
 async def ensure_table(store: TableStore, space: Space, members: dict[str, str], seed: dict[str, Any] | None = None,

@@ -6,7 +6,7 @@ The registry (bluedove/store/spaces.py) holds every space; each dispatcher keeps
 it: its definition, its table's epoch, its counts, when it was made and its state. The
 default space's schema, epoch and matchers are the dispatcher's (its segment table's); another
 space's are its own table's, laid out when the space is made: every dimension cut equally
-over the cluster's matchers (the first `matchers` of them by id when the space asks for fewer).
+over the cluster's matchers (over `matchers` of them, the least busy, when the space asks for fewer).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from bluedove.core.apikeys import ADMIN
 from bluedove.core.errors import ApiError
-from bluedove.core.partition.bootstrap import initial_table
+from bluedove.core.partition.bootstrap import initial_table, spanned
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.spaces import (
     DEFAULT_SPACE,
@@ -51,10 +51,9 @@ async def _described(d: Dispatcher, rec: SpaceRecord) -> dict[str, Any]:
 
 def first_table(d: Dispatcher, spec: SpaceSpec) -> SegmentTable:
     """A named space's first table: its dimensions cut equally over the cluster's matchers (the
-    default table's members), the first `spec.matchers` of them by id when it asks for fewer."""
-    members = dict(sorted(d.cluster.current().members.items()))
-    if spec.matchers is not None:
-        members = dict(list(members.items())[:spec.matchers])
+    default table's members), or over `spec.matchers` of them when it asks for fewer: the least
+    busy, spread by the space's name among equally busy ones (`spanned`)."""
+    members = spanned(d.cluster.current().members, spec.matchers, spec.name, d.cluster.busy())
     return initial_table(spec.space, members)
 
 

@@ -12,6 +12,7 @@ from bluedove.core.partition.bootstrap import (
     initial_table,
     numbered_members,
     parse_members,
+    spanned,
     with_address,
 )
 from bluedove.core.partition.segments import equal_partition
@@ -102,3 +103,32 @@ def test_readiness_rule(loaded, me, newest, ready):
 
 def test_not_ready_without_a_table():
     assert serving_ready(True, "m1", None, 0) is False
+
+
+# -- the matchers a new space spans -----------------------------------------------------------
+M4 = {f"m{i}": f"h:{i}" for i in range(1, 5)}
+
+
+def test_a_space_of_every_matcher_or_more_spans_them_all_in_id_order():
+    assert list(spanned({"m2": "b", "m1": "a"}, None, "s")) == ["m1", "m2"]
+    assert spanned(M4, 4, "s") == M4 and spanned(M4, 9, "s") == M4
+
+
+def test_small_spaces_spread_over_idle_matchers_by_name_not_onto_the_first_ids():
+    """100 one-matcher spaces on 4 idle matchers: each matcher gets some (rendezvous hashing
+    gives each ~25), and a space's place is the same whatever else exists."""
+    placed = [next(iter(spanned(M4, 1, f"space-{i}"))) for i in range(100)]
+    counts = {m: placed.count(m) for m in M4}
+    assert min(counts.values()) >= 10, counts
+    assert placed == [next(iter(spanned(M4, 1, f"space-{i}"))) for i in range(100)]
+
+
+def test_the_least_busy_matchers_come_first_and_small_differences_do_not_count():
+    busy = {"m1": 0.9, "m2": 0.8, "m3": 0.02, "m4": 0.04}
+    for i in range(20):
+        assert set(spanned(M4, 2, f"s{i}", busy)) == {"m3", "m4"}
+    # within a tenth, the name decides: both m3 and m4 are picked by some names
+    firsts = {next(iter(spanned(M4, 1, f"s{i}", busy))) for i in range(50)}
+    assert firsts == {"m3", "m4"}
+    # an unknown matcher counts as idle
+    assert set(spanned(M4, 3, "x", {"m1": 0.9})) == {"m2", "m3", "m4"}
