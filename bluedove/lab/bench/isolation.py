@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 
 from bluedove.client import AsyncClient
@@ -54,6 +55,11 @@ def add_parser(sub) -> None:
                    help="messages a second offered to the flooded space, in all (default 8000)")
     p.add_argument("--flooders", type=int, default=2, help="flooding processes (default 2)")
     p.add_argument("--batch", type=int, default=100, help="messages per flooding batch (default 100)")
+    p.add_argument("--spans", type=int, default=None,
+                   help="matchers each space spans (its `matchers`; default all): with fewer, each space is placed "
+                        "on its own")
+    p.add_argument("--matcher-cpu", type=float, default=None,
+                   help="each matcher's CPU limit in cores, a cgroup quota as a pod's (default none)")
     p.add_argument("--window", type=float, default=6.0, help="seconds of each window (default 6)")
     p.add_argument("--rounds", type=int, default=3, help="rounds of alone, then flood (default 3)")
     add_output_flags(p)
@@ -62,21 +68,21 @@ def add_parser(sub) -> None:
 
 # -- the publisher processes ------------------------------------------------------------------
 async def _flood(url: str, rate: float, batch: int, points: list[dict[str, float]], stop, out) -> None:
-    """Batches at `rate` messages/s: [(sent at, messages accepted, refused 429)]."""
+    """Batches at `rate` messages/s: [(answered at, messages accepted, refused 429)] (by the
+    answer's time: a batch sent in a window may be answered after it)."""
     calls: list[tuple[float, int, bool]] = []
     transport = pool(url, 32, timeout_s=30.0)
     bodies = [{"attributes": p} for p in points] * 2  # a batch may run past the end: it goes round
 
     async def one(i: int) -> None:
-        t0 = time.monotonic()
         at = (i * batch) % len(points)
         try:
             n = len(await transport.publish_batch(bodies[at:at + batch], space=FLOOD))
-            calls.append((t0, n, False))
+            calls.append((time.monotonic(), n, False))
         except LimitExceeded:
-            calls.append((t0, 0, True))
+            calls.append((time.monotonic(), 0, True))
         except BlueDoveError:
-            calls.append((t0, 0, False))
+            calls.append((time.monotonic(), 0, False))
 
     try:
         out.put("ready")
@@ -91,17 +97,21 @@ def flood_main(url: str, rate: float, batch: int, points: list, stop, out) -> No
 
 
 # -- the run ---------------------------------------------------------------------------------------
-async def _spaces(url: str, w, quota: float, n: int) -> None:
-    """The two spaces, `n` subscriptions each on 10 queues."""
+async def _spaces(url: str, w, quota: float, n: int, spans: int | None) -> list[list[str]]:
+    """The two spaces, `n` subscriptions each on 10 queues: the matchers each spans."""
     attrs = [{"name": d.name, "min": d.min, "max": d.max} for d in w.space.dimensions]
     preds = [{k: list(v) for k, v in w.predicates(j).items()} for j in range(n)]
     async with AsyncClient(url, timeout_s=120.0) as c:
-        await c.create_space({"name": STEADY, "attributes": attrs})
-        await c.create_space({"name": FLOOD, "attributes": attrs, "quotas": {"messages_per_s": quota}})
+        span = {"matchers": spans} if spans else {}
+        await c.create_space({"name": STEADY, "attributes": attrs, **span})
+        await c.create_space({"name": FLOOD, "attributes": attrs, "quotas": {"messages_per_s": quota}, **span})
         for name in (STEADY, FLOOD):
             per = max(1, n // 10)
             for i in range(0, n, per):
                 await c.in_space(name).subscribe_many(preds[i:i + per], await c.create_queue())
+    async with httpx.AsyncClient(base_url=url, timeout=30.0) as h:
+        views = [(await h.get("/v1/cluster", params={"space": name})).json() for name in (STEADY, FLOOD)]
+    return [sorted(m["id"] for m in v["members"] if not m["idle"]) for v in views]
 
 
 def _flood_window(args, url: str, points: list, pids: dict[str, int], rate: float) -> tuple[float, float, list, dict]:
@@ -192,17 +202,17 @@ def run_isolation(args: argparse.Namespace) -> int:
     w = workload_or_none(args)
     if w is None:
         return 2
-    if min(args.matchers, args.flooders, args.batch, args.rounds) < 1 or min(args.rate, args.quota, args.flood_rate,
-                                                                            args.window) <= 0:
+    counts = (args.matchers, args.flooders, args.batch, args.rounds, args.spans or 1)
+    if min(counts) < 1 or min(args.rate, args.quota, args.flood_rate, args.window) <= 0:
         print("bench isolation: every count, rate and --window must be positive", file=sys.stderr)
         return 2
     load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bluedove-isolation-") as tmp:
         cluster = LocalCluster(matchers=args.matchers, http_port=0, data_dir=Path(tmp), quiet=True, restart=False,
-                               deliver="store")
+                               deliver="store", matcher_cpu=args.matcher_cpu)
         cluster.start(timeout_s=120)
         try:
-            asyncio.run(_spaces(cluster.url, w, args.quota, args.n_subs))
+            spans = asyncio.run(_spaces(cluster.url, w, args.quota, args.n_subs, args.spans))
             time.sleep(2.0)  # the catalogue tails settle
             rounds = _rounds(args, cluster, w)
         finally:
@@ -210,6 +220,7 @@ def run_isolation(args: argparse.Namespace) -> int:
     alone, at_quota, flood = _pooled(rounds, "alone"), _pooled(rounds, "at_quota"), _pooled(rounds, "flood")
     med = lambda k: float(np.median([r[k] for r in rounds if r[k] is not None] or [float("nan")]))  # noqa: E731
     result = {"kind": "isolation", "workload": w.name, "subs": args.n_subs, "matchers": args.matchers,
+              "spans": dict(zip((STEADY, FLOOD), spans)), "matcher_cpu": args.matcher_cpu,
               "rate": args.rate, "quota": args.quota, "flood_rate": args.flood_rate, "flooders": args.flooders,
               "batch": args.batch, "window_s": args.window, "rounds": rounds, "alone": alone, "at_quota": at_quota,
               "flood": flood, **{f"{k}_median": med(k) for k in ("p99_vs_alone", "rate_vs_alone", "p99_vs_at_quota",
@@ -222,7 +233,8 @@ def run_isolation(args: argparse.Namespace) -> int:
 
 def _print(r: dict) -> None:
     print(f"steady space: {r['rate']:g} single publishes/s; flooded space: offered its quota ({r['quota']:g}/s), "
-          f"then {r['flood_rate']:g} msg/s; {r['matchers']} matchers; load {r['load_avg_start']} -> "
+          f"then {r['flood_rate']:g} msg/s; {r['matchers']} matchers (the spaces on {r['spans']}, CPU limit "
+          f"{r['matcher_cpu'] or 'none'}); load {r['load_avg_start']} -> "
           f"{r['load_avg_end']}")
     for i, x in enumerate(r["rounds"], 1):
         a, q, f, fl = x["alone"], x["at_quota"], x["flood"], x["flood_flooded"]

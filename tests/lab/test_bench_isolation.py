@@ -1,0 +1,37 @@
+"""`bluedove bench isolation` on a real small cluster, one short round: the steady space is
+served in every window, the flooded one is held to its quota (its refusals answered 429), each
+space spans the matchers asked for, placed apart, and the figures are shaped as documented. No
+timed thresholds: the latency ratios are the bench's to report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+TINY = ["--subs", "100", "--matchers", "2", "--spans", "1", "--rate", "50", "--quota", "500", "--flood-rate", "2000",
+        "--batch", "20", "--flooders", "1", "--window", "2", "--rounds", "1", "--json"]
+
+
+def test_a_round_holds_the_flooded_space_to_its_quota_and_serves_the_steady_one():
+    r = subprocess.run([sys.executable, "-m", "bluedove", "bench", "isolation", *TINY],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]  # 1 when a steady publish failed
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    # one matcher each, and two idle matchers at creation: apart, by the spaces' names
+    assert sorted(len(m) for m in out["spans"].values()) == [1, 1]
+    assert out["spans"]["steady"] != out["spans"]["flood"], out["spans"]
+    (rnd,) = out["rounds"]
+    for key in ("alone", "at_quota", "flood"):
+        w = rnd[key]
+        assert w["sent"] > 0 and not w["errors"] and w["p50_ms"] <= w["p99_ms"] <= w["max_ms"], w
+    past = rnd["flood_flooded"]
+    assert past["refused_429"] > 0 and past["other_errors"] == 0
+    # counted by answer time in the window: the quota, and at most its first second of burst more
+    assert 0 < past["accepted_per_s"] <= 500 * (1 + 1 / 2) * 1.05, past
+    assert rnd["at_quota_flooded"]["refused_429"] <= rnd["at_quota_flooded"]["batches"]
+    assert {"p99_vs_alone_median", "p99_vs_at_quota_median", "rate_vs_alone_median"} <= out.keys()
