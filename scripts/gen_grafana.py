@@ -21,12 +21,14 @@ from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard, prometheus, timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.common import LegendDisplayMode, LegendPlacement, SortOrder, TooltipDisplayMode
-from grafana_foundation_sdk.models.dashboard import DashboardCursorSync, DataSourceRef
+from grafana_foundation_sdk.models.dashboard import DashboardCursorSync, DataSourceRef, VariableRefresh, VariableSort
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "deploy" / "helm" / "bluedove" / "dashboards" / "bluedove.json"
 DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 RATE = "[$__rate_interval]"
+# The spaces picked in the dashboard's `space` variable (all by default).
+SPACE = 'space=~"$space"'
 # A process's role, joined from its build info: legends say which kind of process a line is.
 ROLE = "* on (job, instance) group_left (role) bluedove_build_info"
 
@@ -64,6 +66,18 @@ PANELS = [
      "The autoscaler reads a matcher throttled in over half its periods, or at 95 % of its limit, as saturated",
      [("max by (instance) (bluedove_matcher_cpu_limit_used_ratio)", "limit used {{instance}}"),
       ("max by (instance) (bluedove_matcher_cpu_throttled_ratio)", "throttled {{instance}}")]),
+    ("Published per space", "reqps", "Messages accepted per second in each space picked (`space` is bounded: "
+     "past BLUEDOVE_METRICS_SPACES named spaces a process sums the rest under _other)",
+     [(f"sum by (space) (rate(bluedove_messages_published_total{{{SPACE}}}{RATE}))", "{{space}}")]),
+    ("Publish latency p99 per space", "s", "Each picked space's publish p99, from the dispatchers' histogram",
+     [(f"histogram_quantile(0.99, sum by (le, space) (rate(bluedove_publish_duration_seconds_bucket{{{SPACE}}}"
+       f"{RATE})))", "{{space}}")]),
+    ("Quota refusals per space", "reqps", "Requests a space's quota refused (429 quota_exceeded) per second, by the "
+     "quota: a space pushing past its quota",
+     [(f"sum by (space, quota) (rate(bluedove_quota_refused_total{{{SPACE}}}{RATE}))", "{{space}} {{quota}}")]),
+    ("Matcher queues per space", "short", "Messages of each picked space waiting, being matched or stored, over "
+     "all matchers",
+     [(f"sum by (space) (bluedove_matcher_space_queue_messages{{{SPACE}}})", "{{space}}")]),
     ("CPU", "percentunit", "CPU of each process (100 % = one core)",
      [(f"rate(process_cpu_seconds_total{RATE}) {ROLE}", "{{role}} {{instance}}")]),
     ("Memory (RSS)", "bytes", "Resident memory of each process",
@@ -80,6 +94,10 @@ def build() -> dict:
          .time("now-1h", "now")
          .tooltip(DashboardCursorSync.CROSSHAIR)
          .with_variable(dashboard.DatasourceVariable("datasource").label("Prometheus").type("prometheus"))
+         .with_variable(dashboard.QueryVariable("space").label("Space").datasource(DS)
+                        .query("label_values(bluedove_messages_published_total, space)")
+                        .multi(True).include_all(True).all_value(".*").refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
+                        .sort(VariableSort.ALPHABETICAL_ASC))
          .annotation(dashboard.AnnotationQuery()
                      .name("Cluster events")
                      .datasource(DS)

@@ -48,7 +48,7 @@ class Dispatcher:
         self.decoder = Decoder(space, settings.max_batch, settings.max_payload_bytes)
         self.body_template = body_template(space.names)
         self.subscriber = Subscriber(settings, self.cluster, self.store)
-        self.metrics = Metrics()
+        self.metrics = Metrics(settings.metrics_spaces)
         self.sampler = None if settings.sample_rate <= 0 else Sampler(
             settings.sample_rate, settings.sample_dir, settings.id, space, settings.sample_rotate_s,
             settings.sample_rotate_mb, settings.sample_keep, self.metrics.sampled, self.metrics.sample_dropped)
@@ -67,7 +67,8 @@ class Dispatcher:
         # each space's publish and subscribe path: the default's over the cluster view, and
         # a named space's as it is first used
         self.paths = SpacePaths(settings, self.cluster, self.store, self.registry, SpacePath(
-            DEFAULT_SPACE, space, self.decoder, self.body_template, self.forwarder, self.subscriber))
+            DEFAULT_SPACE, space, self.decoder, self.body_template, self.forwarder, self.subscriber),
+            self.metrics.refused_by_quota)
 
     async def start(self, address: str) -> None:
         forwarding.warm_up()  # compiled (or loaded from its cache) before the first publish

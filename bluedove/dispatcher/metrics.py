@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, multiprocess
@@ -23,6 +24,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from bluedove.core.spaces import DEFAULT_SPACE
+from bluedove.runtime.space_labels import SpaceLabels
 from bluedove.runtime.telemetry import MULTIPROC_ENV, BuildInfo, exposition, process_registry
 
 if TYPE_CHECKING:
@@ -60,21 +63,40 @@ class _ClusterFacts(Collector):
                                     "dispatcher holds", value=self.matchers)
 
 
+@dataclass(frozen=True, slots=True)
+class SpaceMetrics:
+    """One `space` label's children of the labelled metrics, looked up once per space."""
+
+    published: Counter
+    publish_failures: Counter
+    publish_seconds: Histogram
+    subscriptions: Counter
+    label: str
+
+
+SPACE = ["space"]
+
+
 class Metrics:
     """The Prometheus counters, histograms and gauges one dispatcher process updates."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics_spaces: int = 50) -> None:
         self.multiprocess_dir = os.environ.get(MULTIPROC_ENV) or None
         # In multiprocess mode the values live in the shared files, and the objects sit in a
         # registry of their own that no scrape reads; the scrape registry reads the files.
         r = CollectorRegistry() if self.multiprocess_dir else process_registry("dispatcher")
-        self.published = Counter("bluedove_messages_published", "Messages accepted (202)", registry=r)
+        self.labels = SpaceLabels(metrics_spaces)
+        self._spaces: dict[str, SpaceMetrics] = {}
+        self.published = Counter("bluedove_messages_published", "Messages accepted (202)", SPACE, registry=r)
         self.publish_failures = Counter("bluedove_publish_failures", "Messages refused for lack of a matcher",
-                                        registry=r)
+                                        SPACE, registry=r)
         self.publish_seconds = Histogram(
             "bluedove_publish_duration_seconds", "Time from accepting a publish request to every delivery stored",
-            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5), registry=r)
-        self.subscriptions = Counter("bluedove_subscriptions_created", "Subscriptions created", registry=r)
+            SPACE, buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5), registry=r)
+        self.subscriptions = Counter("bluedove_subscriptions_created", "Subscriptions created", SPACE, registry=r)
+        self.quota_refused = Counter("bluedove_quota_refused", "Requests a space's quota refused (429 "
+                                     "quota_exceeded), by the quota", ["space", "quota"], registry=r)
+        self.space(DEFAULT_SPACE)  # the default space's series from the start, at 0
         self.polled = Counter("bluedove_deliveries_polled", "Deliveries handed to pollers", registry=r)
         self.acked = Counter("bluedove_deliveries_acked", "Deliveries acked", registry=r)
         self.undeliverable = Counter("bluedove_undeliverable", "Deliveries a poll set aside (moved to the queue's "
@@ -113,6 +135,23 @@ class Metrics:
         else:
             self.registry = r
         self.registry.register(self._facts)
+
+    def space(self, name: str) -> SpaceMetrics:
+        """The labelled metrics' children for space `name` (under `_other` past the bound)."""
+        m = self._spaces.get(name)
+        if m is None:
+            label = self.labels(name)
+            m = self._spaces.get(label)
+            if m is None:
+                m = SpaceMetrics(self.published.labels(label), self.publish_failures.labels(label),
+                                 self.publish_seconds.labels(label), self.subscriptions.labels(label), label)
+                self._spaces[label] = m
+            if label == name:
+                self._spaces[name] = m
+        return m
+
+    def refused_by_quota(self, space: str, quota: str) -> None:
+        self.quota_refused.labels(self.space(space).label, quota).inc()
 
     def _sync(self, name: str, counter: Counter, value: int) -> None:
         if value > self._seen[name]:

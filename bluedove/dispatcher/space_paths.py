@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bluedove.core.errors import ApiError, unavailable
@@ -65,8 +66,10 @@ class SpacePaths:
     """The dispatcher's paths: the default space's, and each named space's as it is used."""
 
     def __init__(self, settings: DispatcherSettings, cluster: ClusterView, store: DispatcherStore,
-                 registry: SpaceRegistry, default: SpacePath) -> None:
+                 registry: SpaceRegistry, default: SpacePath,
+                 quota_refused: Callable[[str, str], None] | None = None) -> None:
         self.s, self.cluster, self.store, self.registry = settings, cluster, store, registry
+        self.quota_refused = quota_refused  # (space, quota) of each request a quota refused
         self.default = default
         self.named: dict[str, SpacePath] = {}
 
@@ -95,7 +98,9 @@ class SpacePaths:
     def _make(self, at: SpaceAt, spec: SpaceSpec, table: SegmentTable) -> SpacePath:
         view, space = SpaceView(at.name, self.cluster, self.store, table), spec.space
         q = spec.quotas
-        quotas = SpaceQuotas(at.name, q, lambda: self.registry.spaces.subscriptions(at.name)) \
+        told = self.quota_refused
+        refused = None if told is None else lambda quota: told(at.name, quota)
+        quotas = SpaceQuotas(at.name, q, lambda: self.registry.spaces.subscriptions(at.name), refused) \
             if (q.messages_per_s or q.bytes_per_s or q.subscriptions) else None
         return SpacePath(at.name, space, Decoder(space, self.s.max_batch, self.s.max_payload_bytes),
                          body_template(space.names), Forwarder(self.s, view, at.name),

@@ -34,8 +34,10 @@ def over_quota(name: str, field: str, message: str, wait_s: float | None = None)
 class SpaceQuotas:
     """One space's quotas as this dispatcher enforces them."""
 
-    def __init__(self, name: str, quotas: Quotas, count: Callable[[], Awaitable[int]]) -> None:
+    def __init__(self, name: str, quotas: Quotas, count: Callable[[], Awaitable[int]],
+                 refused: Callable[[str], None] | None = None) -> None:
         self.name, self.quotas = name, quotas
+        self._refused = refused  # told the quota (`messages_per_s`, …) of each refusal: the metrics
         now = time.monotonic()
         rate_m, rate_b = quotas.messages_per_s or 0.0, quotas.bytes_per_s or 0.0
         self.rates = KeyLimit(rate_m, rate_b, rate_m, rate_b, now) if rate_m or rate_b else None
@@ -53,8 +55,14 @@ class SpaceQuotas:
             return
         msgs = self.rates.msgs
         if msgs is not None and msgs.wait(n_msgs, now) > 0:
+            self._count_refusal("messages_per_s")
             raise over_quota(self.name, "quotas.messages_per_s", f"{self.quotas.messages_per_s:g} messages/s", wait)
+        self._count_refusal("bytes_per_s")
         raise over_quota(self.name, "quotas.bytes_per_s", f"{self.quotas.bytes_per_s:g} bytes/s", wait)
+
+    def _count_refusal(self, quota: str) -> None:
+        if self._refused is not None:
+            self._refused(quota)
 
     def take(self, n_msgs: int, n_bytes: int) -> None:
         if self.rates is not None:
@@ -70,5 +78,6 @@ class SpaceQuotas:
             self._counted = (await self._count(), now)
         count = self._counted[0]
         if count + adding > most:
+            self._count_refusal("subscriptions")
             raise over_quota(self.name, "quotas.subscriptions", f"{most} subscriptions (it holds {count})")
         self._counted = (count + adding, self._counted[1])  # this dispatcher's own, counted at once

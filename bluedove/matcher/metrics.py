@@ -15,9 +15,20 @@ from prometheus_client.registry import Collector
 from bluedove.matcher.load import BATCH_BOUNDS
 from bluedove.matcher.matcher import Matcher
 from bluedove.matcher.queues import MatcherQueue
+from bluedove.matcher.space_state import SpaceState
+from bluedove.runtime.space_labels import SpaceLabels
 from bluedove.runtime.telemetry import process_registry
 
 DIM = ["dimension"]
+# A space's figures on this matcher, summed over its dimensions: (key, family, help, counter?)
+PER_SPACE = (
+    ("received", "bluedove_matcher_space_messages_received", "Messages of the space forwarded to this matcher", True),
+    ("processed", "bluedove_matcher_space_messages_processed", "Messages of the space matched and stored", True),
+    ("matches", "bluedove_matcher_space_matches", "Subscriptions of the space matched", True),
+    ("deliveries", "bluedove_matcher_space_deliveries", "Deliveries of the space handed to the store", True),
+    ("written", "bluedove_matcher_space_deliveries_written", "Deliveries of the space the store wrote", True),
+    ("q", "bluedove_matcher_space_queue_messages", "Messages of the space waiting, being matched or stored", False),
+)
 
 
 class MatcherCollector(Collector):
@@ -25,6 +36,7 @@ class MatcherCollector(Collector):
 
     def __init__(self, matcher: Matcher) -> None:
         self.m = matcher
+        self.labels = SpaceLabels(matcher.s.metrics_spaces)
 
     def collect(self) -> Iterator[Metric]:
         m = self.m
@@ -40,6 +52,7 @@ class MatcherCollector(Collector):
                                   value=transport.sent)
         if m.queue is None or len(m.stats) != len(names):
             return  # still booting: no table, no queues yet
+        yield from self._per_space([m.default, *(sv.state for sv in list(m.named.served.values()))])
         yield from self._per_dimension(m, m.queue, names)
         totals = m.queue.totals
         yield CounterMetricFamily("bluedove_matcher_deliveries_written", "Deliveries the store wrote (a message "
@@ -66,6 +79,27 @@ class MatcherCollector(Collector):
             buckets.append((f"{float(bound)}" if bound != "+Inf" else bound, cum))
         h.add_metric([], buckets, sum_value=totals.batch_messages)
         yield h
+
+    def _per_space(self, states: list[SpaceState]) -> Iterator[Metric]:
+        """The families labelled by space (bounded: bluedove/runtime/space_labels.py), each space's
+        dimensions summed: a space served here but not yet started counts 0."""
+        sums: dict[str, dict[str, float]] = {}
+        for st in states:
+            at = sums.setdefault(self.labels(st.name), dict.fromkeys((k for k, *_ in PER_SPACE), 0))
+            q = st.queue
+            if q is None:
+                continue
+            at["received"] += sum(w.total_arrived for w in st.stats)
+            at["processed"] += sum(w.total_processed for w in st.stats)
+            at["matches"] += sum(q.totals.matches)
+            at["deliveries"] += sum(q.totals.deliveries)
+            at["written"] += q.totals.written
+            at["q"] += sum(q.queued(i) for i in range(len(st.stats)))
+        for key, name, help_, counter in PER_SPACE:
+            fam = (CounterMetricFamily if counter else GaugeMetricFamily)(name, help_, labels=["space"])
+            for label, at in sums.items():
+                fam.add_metric([label], at[key])
+            yield fam
 
     @staticmethod
     def _per_dimension(m: Matcher, queue: MatcherQueue, names: list[str]) -> Iterator[Metric]:

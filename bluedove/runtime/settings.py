@@ -58,6 +58,9 @@ class MatcherSettings:
     # A named space without a direct subscription call in the last 10 s is read this often
     # instead (a slice of the idle spaces each round).
     spaces_idle_tail_s: float = 10.0
+    # Named spaces whose metrics carry their own `space` label (the first met); the rest are
+    # summed under `_other` (bluedove/runtime/space_labels.py).
+    metrics_spaces: int = 50
     # How long one blocking read of the catalogue log waits before looping.
     catalog_block_ms: int = 1000
     # The catalogue tail applies what one read found this long after the read: the dispatchers'
@@ -123,6 +126,8 @@ class MatcherSettings:
 
     def __post_init__(self) -> None:
         check_mode(self.partition, "partition (--partition, BLUEDOVE_PARTITION)")
+        if self.metrics_spaces < 0:
+            raise ValueError(f"metrics_spaces (BLUEDOVE_METRICS_SPACES) {self.metrics_spaces} must not be negative")
 
 
 @dataclass(frozen=True)
@@ -206,6 +211,8 @@ class DispatcherSettings:
     spaces_refresh_s: float = 1.0
     # A file of spaces the dispatcher makes at its start unless they exist as declared ("" = none).
     spaces_file: str = ""
+    # Named spaces whose metrics carry their own `space` label (as the matcher's).
+    metrics_spaces: int = 50
     # -- TLS (bluedove/runtime/tls.py, docs/security.md "TLS"): PEM files, "" = plain --
     tls_cert: str = ""
     tls_key: str = ""
@@ -217,6 +224,8 @@ class DispatcherSettings:
 
     def __post_init__(self) -> None:
         check_mode(self.partition, "partition (--partition, BLUEDOVE_PARTITION)")
+        if self.metrics_spaces < 0:
+            raise ValueError(f"metrics_spaces (BLUEDOVE_METRICS_SPACES) {self.metrics_spaces} must not be negative")
         if self.max_body_bytes <= self.max_payload_bytes:
             raise ValueError(f"max_body_bytes (BLUEDOVE_MAX_BODY_BYTES) {self.max_body_bytes} must be over "
                              f"max_payload_bytes {self.max_payload_bytes}: a message at the payload limit "

@@ -102,7 +102,11 @@ def test_the_chart_configmap_holds_the_dashboard_as_valid_json():
     dash = json.loads(cm["data"]["bluedove.json"])  # a truncated or re-indented file fails to parse
     assert dash == json.loads(DASHBOARD.read_text())
     assert dash["uid"] == "bluedove" and dash["title"] == "BlueDove"
-    assert [v["type"] for v in dash["templating"]["list"]] == ["datasource"]
+    assert [v["type"] for v in dash["templating"]["list"]] == ["datasource", "query"]
+    space = dash["templating"]["list"][1]  # the spaces picked, from the label's values; all by default
+    assert space["name"] == "space" and space["multi"] and space["includeAll"] and space["allValue"] == ".*"
+    assert space["query"] == "label_values(bluedove_messages_published_total, space)"
+    assert any('space=~"$space"' in t["expr"] for p in dash["panels"] for t in p["targets"])
     for p in dash["panels"]:
         assert p["type"] == "timeseries" and p["datasource"]["uid"] == "${datasource}" and p["targets"], p["title"]
         assert {"h", "w", "x", "y"} <= p["gridPos"].keys()

@@ -46,6 +46,8 @@ def families(text: str) -> dict[str, object]:
     """Parsed with prometheus_client's parser: a malformed line raises here."""
     return {f.name: f for f in text_string_to_metric_families(text)}
 
+METERED = {"name": "metered", "attributes": [{"name": "a", "min": 0, "max": 10}], "quotas": {"messages_per_s": 1}}
+
 
 def promtool(text: str, what: str) -> None:
     """`promtool check metrics` reads the exposition on stdin; it fails (exit 1) on a format
@@ -77,6 +79,11 @@ def test_every_documented_metric_is_exposed_parses_and_passes_promtool(cluster):
                      headers={"Authorization": f"Bearer {q['token']}"})
             for _ in range(5):
                 assert api.post("/v1/messages", json={"attributes": POINT}).status_code == 202
+            # A named space with a quota of 1 message/s: published into until its quota refuses.
+            assert api.post("/v1/spaces", json=METERED).status_code == 201
+            codes = [api.post("/v1/spaces/metered/messages", json={"attributes": {"a": 1}}).status_code
+                     for _ in range(6)]
+            assert 202 in codes and 429 in codes, codes
         urls = {"dispatcher": f"{cluster.url}/metrics",
                 "autoscaler": f"http://{cluster.host}:{scaler.metrics_port}/metrics"}
         urls |= {f"matcher {c.name}": cluster.metrics_url(c) for c in cluster.matchers()}
@@ -97,6 +104,18 @@ def test_every_documented_metric_is_exposed_parses_and_passes_promtool(cluster):
         received = sum(s.value for what, t in texts.items() if what.startswith("matcher")
                        for s in families(t)["bluedove_matcher_messages_received"].samples)
         assert received == 5
+        # The space label: the default's and the named space's figures apart, its refusals by quota.
+        disp = families(texts["dispatcher"])
+        published = {s.labels["space"]: s.value for s in disp["bluedove_messages_published"].samples
+                     if s.name.endswith("_total")}
+        assert published == {"default": 5, "metered": codes.count(202)}
+        assert [(s.labels, s.value) for s in disp["bluedove_quota_refused"].samples if s.name.endswith("_total")] == [
+            ({"space": "metered", "quota": "messages_per_s"}, codes.count(429))]
+        by_space: dict[str, float] = {}
+        for what, t in texts.items():
+            for x in families(t)["bluedove_matcher_space_messages_received"].samples if what.startswith("m") else ():
+                by_space[x.labels["space"]] = by_space.get(x.labels["space"], 0) + x.value
+        assert by_space == {"default": 5, "metered": codes.count(202)}
         # The matcher of x0 = 120.5's segment delivered into the one queue (1 subscription matched).
         written = sum(families(t)["bluedove_matcher_deliveries_written"].samples[0].value
                       for what, t in texts.items() if what.startswith("matcher"))
@@ -143,7 +162,8 @@ def test_a_counter_never_decreases_across_scrapes_of_three_dispatchers(cluster):
 
 
 def _published(text: str) -> float:
-    (s,) = [s for s in families(text)["bluedove_messages_published"].samples if s.name.endswith("_total")]
+    (s,) = [s for s in families(text)["bluedove_messages_published"].samples
+            if s.name.endswith("_total") and s.labels["space"] == "default"]
     return s.value
 
 

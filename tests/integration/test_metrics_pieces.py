@@ -35,13 +35,13 @@ def test_a_lone_dispatcher_exposes_every_documented_metric_and_counts_failovers_
     monkeypatch.delenv(MULTIPROC_ENV, raising=False)
     m = Metrics()
     assert m.multiprocess_dir is None
-    m.published.inc(3)
+    m.space("default").published.inc(3)
     m.tick(2)
     m.tick(2)  # the same forwarder count again: nothing more
     cluster = SimpleNamespace(table=SimpleNamespace(members={"m1": "a", "m2": "b"}))
     text = m.render(cluster, 5, {"split": 2}).decode()
     assert values(text, "bluedove_forward_failovers") == {(): 5}
-    assert values(text, "bluedove_messages_published") == {(): 3}
+    assert values(text, "bluedove_messages_published") == {(("space", "default"),): 3}
     assert values(text, "bluedove_cluster_events") == {(("action", "split"),): 2}
     assert values(text, "bluedove_cluster_matchers") == {(): 2}
     fams = {f.name for f in text_string_to_metric_families(text)}
@@ -49,6 +49,26 @@ def test_a_lone_dispatcher_exposes_every_documented_metric_and_counts_failovers_
     assert want <= fams, want - fams
     run = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_space_label_names_default_and_the_first_spaces_met_and_sums_the_rest_under_other(monkeypatch):
+    """At most `metrics_spaces` named spaces get a label value of their own, the first met, for
+    good; the others' figures add up under `_other`; quota refusals are counted by space and quota."""
+    monkeypatch.delenv(MULTIPROC_ENV, raising=False)
+    m = Metrics(metrics_spaces=2)
+    for space, n in (("orders", 1), ("fleet", 2), ("shop", 4), ("orders", 8), ("traffic", 16), ("default", 32)):
+        m.space(space).published.inc(n)
+    m.space("shop").subscriptions.inc(5)
+    m.refused_by_quota("traffic", "messages_per_s")
+    m.refused_by_quota("orders", "subscriptions")
+    text = m.render(SimpleNamespace(table=None), 0, {}).decode()
+    assert values(text, "bluedove_messages_published") == {
+        (("space", "default"),): 32, (("space", "orders"),): 9, (("space", "fleet"),): 2, (("space", "_other"),): 20}
+    assert values(text, "bluedove_subscriptions_created") == {
+        (("space", "default"),): 0, (("space", "orders"),): 0, (("space", "fleet"),): 0, (("space", "_other"),): 5}
+    assert values(text, "bluedove_quota_refused") == {(("quota", "messages_per_s"), ("space", "_other")): 1,
+                                                      (("quota", "subscriptions"), ("space", "orders")): 1}
+    assert len(m.labels) == 2 and m.space("shop") is m.space("traffic")  # one child set for `_other`
 
 
 def test_totals_file_each_batch_under_its_bucket():

@@ -84,11 +84,12 @@ async def publish_parsed(d: Dispatcher, batch: Batch, key: KeyRecord | None = No
     try:
         await p.forwarder.publish(out)
     except Exception:
-        d.metrics.publish_failures.inc(len(out))
+        d.metrics.space(p.name).publish_failures.inc(len(out))
         raise
     took = time.perf_counter() - t0
-    d.metrics.publish_seconds.observe(took)
-    d.metrics.published.inc(len(out))
+    m = d.metrics.space(p.name)
+    m.publish_seconds.observe(took)
+    m.published.inc(len(out))
     if p.named:
         return out.ids
     d.series.on_publish(batch.points, took)

@@ -50,7 +50,7 @@ async def subscribe(d: Dispatcher, body: Any, token: str | None, path: SpacePath
             await d.store.delete_queue(queue)
         raise no_space(p.name) from None
     await p.subscriber.send([sub])
-    d.metrics.subscriptions.inc()
+    d.metrics.space(p.name).subscriptions.inc()
     out = {"id": sub.id, "queue": queue}
     if created:
         out["token"] = created
@@ -121,7 +121,7 @@ async def subscribe_batch(d: Dispatcher, body: Any, token: str | None,
         await _undo_batch(d, [(subs[i].id, subs[i].queue) for i in named], [q for q, _ in made], p)
         raise
     await p.subscriber.send(subs)
-    d.metrics.subscriptions.inc(len(subs))
+    d.metrics.space(p.name).subscriptions.inc(len(subs))
     return [{"id": s.id, "queue": s.queue, **({"token": tokens[i]} if i in tokens else {})} for i, s in enumerate(subs)]
 
 
