@@ -15,9 +15,11 @@ from bluedove.autoscaler import relief
 from bluedove.autoscaler.backends import Backend
 from bluedove.autoscaler.policy import Decision, LoadSample, ScalingConfig, matcher_demand
 from bluedove.autoscaler.signals import SignalReader
+from bluedove.autoscaler.space_policy import SpaceLoad, SpacesSample, spaces_to_grow
 from bluedove.core.load import LoadReport
 from bluedove.runtime import tls
 from bluedove.store.series import put_gauges
+from bluedove.store.spaces import SpaceStore
 from bluedove.store.store import AutoscalerStore
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
@@ -36,6 +38,10 @@ class Autoscaler:
         self.config = config
         self.interval_s = interval_s
         self.history: list[LoadSample] = []
+        # The named spaces' loads at each sample, and when each last grew (space_policy.py).
+        self.space_history: list[SpacesSample] = []
+        self.grown_at: dict[str, float] = {}
+        self.spaces = SpaceStore(store.r)
         self.last_change_at: float | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
         # What the last step saw and chose, and decisions by action (bluedove/autoscaler/metrics.py).
@@ -88,7 +94,9 @@ class Autoscaler:
         c = self.config
         horizon = now - max(c.window_s, c.in_window_s, c.check_settle_s + c.window_s) - 5
         self.history = [s for s in self.history if s.at >= horizon]
+        self.space_history = [s for s in self.space_history if s.at >= horizon]
         members = await asyncio.to_thread(self.backend.current)
+        await self._grow_spaces(now, members)
         d, self.check, verdict = relief.step(self.check, self.history, members, now, self.last_change_at, c)
         if verdict is not None:
             await self._verdict(verdict, members)
@@ -103,6 +111,20 @@ class Autoscaler:
         done = await asyncio.to_thread(self.backend.scale_to, d.target)
         await self._event(d.action, f"{d.reason}; {self.backend.name}: {done}", d.target)
         return d
+
+    async def _grow_spaces(self, now: float, members: int) -> None:
+        """Give each hot named space more matchers (bluedove/autoscaler/space_policy.py): its
+        record's `spans`, which the matcher coordinating its changes joins matchers up to."""
+        for g in spaces_to_grow(self.space_history, members, now, self.grown_at, self.config):
+            self.grown_at[g.space] = now
+            try:
+                made = await self.spaces.set_spans(g.space, g.to)
+            except Exception as exc:  # noqa: BLE001 - the next step tries again after the cooldown
+                log.warning("could not grow space %r: %r", g.space, exc)
+                continue
+            if made:
+                log.warning("space %r to %d matchers: %s", g.space, g.to, g.reason)
+                await self._event("space_scale_out", g.reason, g.to, space=g.space)
 
     async def _verdict(self, v: relief.Verdict, members: int) -> None:
         self.checks[v.outcome] = self.checks.get(v.outcome, 0) + 1
@@ -142,6 +164,7 @@ class Autoscaler:
         owners: dict[str, str] = raw["members"]
         replies = await asyncio.gather(*(self._report(a) for a in owners.values()), return_exceptions=True)
         demand, queued, seen, capped = 0.0, 0, 0, 0
+        spaces: dict[str, SpaceLoad] = {}
         for r in replies:
             if isinstance(r, BaseException):
                 continue
@@ -152,11 +175,18 @@ class Autoscaler:
                 load = LoadReport(lam=d.lam, mu=d.service_mu or d.mu, q=d.q, subs=d.subs)
                 busy += load.busy if not math.isnan(load.busy) else 0.0
                 queued += d.q
+            for x in r.spaces:  # and its named spaces' work
+                busy += x.busy
+                queued += x.queued
+                was = spaces.get(x.name, SpaceLoad(0.0, 0, 0, x.fixed))
+                spaces[x.name] = SpaceLoad(was.busy + x.busy, was.queued + x.queued, max(was.matchers, x.matchers),
+                                           x.fixed)
             busy, at_limit = matcher_demand(busy, r.cpu_limit_cores, r.cpu_limit_used, r.cpu_throttled, self.config)
             demand += busy
             capped += at_limit
         if not seen:
             return None
+        self.space_history.append(SpacesSample(now, spaces))
         sig = await self.signals.read()
         return LoadSample(now, seen, demand, queued, accepted=sig.accepted, p50_s=sig.p50_s,
                           dispatcher_cpu=sig.dispatcher_cpu, store_cpu=sig.store_cpu,
@@ -166,7 +196,7 @@ class Autoscaler:
         ch = self._channels.get(addr)
         if ch is None:
             ch = self._channels[addr] = tls.aio_channel(addr, self.tls)
-        reply: pb.ReportReply = await pb_grpc.MatcherStub(ch).Report(pb.ReportRequest(), timeout=2.0)
+        reply: pb.ReportReply = await pb_grpc.MatcherStub(ch).Report(pb.ReportRequest(with_spaces=True), timeout=2.0)
         return reply
 
 

@@ -44,6 +44,7 @@ from bluedove.v1 import matcher_pb2 as pb
 log = logging.getLogger("bluedove.matcher")
 R = TypeVar("R")
 Ts = TypeVarTuple("Ts")
+SPACE_LOADS_MOST = 64  # named spaces' loads a report carries at most, the busiest
 
 
 class Matcher:
@@ -287,8 +288,9 @@ class Matcher:
         """`report` with `space`'s dimensions (NotReady for a space not served here)."""
         return self.report(await self.state(space))
 
-    def report(self, state: SpaceState | None = None) -> pb.ReportReply:
-        """The process's load and gossip figures, with the dimensions of `state`'s space (the default's)."""
+    def report(self, state: SpaceState | None = None, with_spaces: bool = False) -> pb.ReportReply:
+        """The process's load and gossip figures, with the dimensions of `state`'s space (the
+        default's), and with `with_spaces` each busy named space's load."""
         now = time.monotonic()
         dims = (state or self.default).dims_report(now)
         queue = self.queue
@@ -298,5 +300,20 @@ class Matcher:
                               epoch=self.table.epoch if self.table else 0, dims=dims,
                               window_s=self.s.stats_window_s, cpu_limit_cores=cpu.cores, cpu_limit_used=cpu.used,
                               cpu_throttled=cpu.throttled, gossip_bytes_sent=self.membership.transport.bytes_sent,
-                              gossip_messages_sent=self.membership.transport.sent)
+                              gossip_messages_sent=self.membership.transport.sent,
+                              spaces=self.space_loads(now) if with_spaces else ())
+
+    def space_loads(self, now: float) -> list[pb.SpaceLoad]:
+        """The named spaces with work here over the window, the busiest SPACE_LOADS_MOST."""
+        out = []
+        for name, sv in list(self.named.served.items()):
+            st = sv.state
+            if st.table is None:
+                continue
+            busy, queued = st.busy(now)
+            if busy > 0 or queued:
+                out.append(pb.SpaceLoad(name=name, busy=busy, queued=queued, matchers=len(st.table.members),
+                                        fixed=sv.rec.spec.matchers is not None))
+        out.sort(key=lambda x: -x.busy)
+        return out[:SPACE_LOADS_MOST]
 

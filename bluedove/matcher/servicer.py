@@ -98,4 +98,4 @@ class MatcherServicer(pb_grpc.MatcherServicer):
                      context: grpc.aio.ServicerContext[pb.ReportRequest, pb.ReportReply]) -> pb.ReportReply:
         if request.space:
             return await answer(context, self.m.report_in(request.space))
-        return self.m.report()
+        return self.m.report(with_spaces=request.with_spaces)

@@ -289,6 +289,20 @@ class SpaceState:
                                          service_mu=queue.service[i].rates(now)[1]))
         return dims
 
+    def busy(self, now: float) -> tuple[float, int]:
+        """(Σ λ/μ over the space's dimensions, μ of the whole work on them; its messages queued)."""
+        queue = self.queue
+        if queue is None:
+            return 0.0, 0
+        busy, queued = 0.0, 0
+        for i, st in enumerate(self.stats):
+            lam, mu = st.rates(now)
+            mu = queue.service[i].rates(now)[1] or mu
+            q = queue.queued(i)
+            busy += lam / mu if mu > 0 else (1.0 if q else 0.0)
+            queued += q
+        return busy, queued
+
     def started(self) -> SubscriptionSets:
         if self.sets is None:
             raise NotReady("matcher is starting")

@@ -146,6 +146,9 @@ class ServedSpaces:
         recs = {r.spec.name: r for r in await self.spaces.list() if r.spec.name != DEFAULT_SPACE}
         for name in [n for n, s in self.served.items() if _gone(recs.get(n), s.rec)]:
             await self._drop(name)
+        for name, sv in self.served.items():  # the size the autoscaler gave a space, if it grew
+            sv.rec = recs[name]
+            sv.spans = sv.rec.spec.matchers or sv.rec.spans or sv.spans
         fresh = [n for n, rec in recs.items() if rec.state == ACTIVE and n not in self.served]
         for name in fresh:
             await self._serve(recs[name])

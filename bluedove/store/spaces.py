@@ -88,6 +88,13 @@ if redis.call('SET', KEYS[2], ARGV[2], 'NX') then
 end
 return 0
 """
+# KEYS: the record. ARGV: its spans. 1 set now, 0 it had them, -1 the space is not active.
+_SPANS = """
+if redis.call('HGET', KEYS[1], 'state') ~= 'active' then return -1 end
+if redis.call('HGET', KEYS[1], 'spans') == ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'spans', ARGV[1])
+return 1
+"""
 # KEYS: the record. 1 removed, 0 none there, -1 it is active (a create came first).
 _DROP = """
 local state = redis.call('HGET', KEYS[1], 'state')
@@ -153,6 +160,7 @@ class SpaceStore:
         self._delete = r.register_script(_DELETE)
         self._drop = r.register_script(_DROP)
         self._lay_out = r.register_script(_LAY_OUT)
+        self._spans = r.register_script(_SPANS)
 
     async def create(self, spec: SpaceSpec) -> tuple[SpaceRecord, bool]:
         """(the record, True) when made now; (the existing one, False) when it has the same
@@ -220,6 +228,15 @@ class SpaceStore:
             raws: list[Mapping[str, str]] = await p.execute()
         return [_record(raw["spec"], raw.get("created", "0"), raw.get("state", ACTIVE), raw.get("spans", "0"))
                 for raw in raws if raw and "spec" in raw]
+
+    async def set_spans(self, name: str, spans: int) -> bool | None:
+        """Give active space `name` `spans` matchers (the autoscaler growing it; the owner that
+        coordinates its changes joins matchers up to it): True when set now, False when it had
+        them, None when it is not active. The registry's generation moves, so matchers re-read it."""
+        out = int(await self._spans(keys=[space_record(name)], args=[spans]))
+        if out == 1:
+            await self.r.incr(SPACES_GENERATION)
+        return None if out < 0 else bool(out)
 
     async def delete(self, name: str) -> int:
         """Mark space `name` deleting: 1 now, 2 it already was, 0 no such space. Its keys stay

@@ -252,10 +252,12 @@ class MatchReply(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[MatchReply.Matches, _Mapping]]] = ...) -> None: ...
 
 class ReportRequest(_message.Message):
-    __slots__ = ("space",)
+    __slots__ = ("space", "with_spaces")
     SPACE_FIELD_NUMBER: _ClassVar[int]
+    WITH_SPACES_FIELD_NUMBER: _ClassVar[int]
     space: str
-    def __init__(self, space: _Optional[str] = ...) -> None: ...
+    with_spaces: bool
+    def __init__(self, space: _Optional[str] = ..., with_spaces: _Optional[bool] = ...) -> None: ...
 
 class DimensionLoad(_message.Message):
     __slots__ = ("lam", "mu", "q", "subs", "matched_total", "split_at", "walk_cpu_s", "service_mu")
@@ -278,7 +280,7 @@ class DimensionLoad(_message.Message):
     def __init__(self, lam: _Optional[float] = ..., mu: _Optional[float] = ..., q: _Optional[int] = ..., subs: _Optional[int] = ..., matched_total: _Optional[int] = ..., split_at: _Optional[float] = ..., walk_cpu_s: _Optional[float] = ..., service_mu: _Optional[float] = ...) -> None: ...
 
 class ReportReply(_message.Message):
-    __slots__ = ("id", "generation", "ready", "epoch", "dims", "window_s", "gossip_bytes_sent", "gossip_messages_sent", "cpu_limit_cores", "cpu_limit_used", "cpu_throttled")
+    __slots__ = ("id", "generation", "ready", "epoch", "dims", "window_s", "gossip_bytes_sent", "gossip_messages_sent", "cpu_limit_cores", "cpu_limit_used", "cpu_throttled", "spaces")
     ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
@@ -290,6 +292,7 @@ class ReportReply(_message.Message):
     CPU_LIMIT_CORES_FIELD_NUMBER: _ClassVar[int]
     CPU_LIMIT_USED_FIELD_NUMBER: _ClassVar[int]
     CPU_THROTTLED_FIELD_NUMBER: _ClassVar[int]
+    SPACES_FIELD_NUMBER: _ClassVar[int]
     id: str
     generation: int
     ready: bool
@@ -301,4 +304,19 @@ class ReportReply(_message.Message):
     cpu_limit_cores: float
     cpu_limit_used: float
     cpu_throttled: float
-    def __init__(self, id: _Optional[str] = ..., generation: _Optional[int] = ..., ready: _Optional[bool] = ..., epoch: _Optional[int] = ..., dims: _Optional[_Iterable[_Union[DimensionLoad, _Mapping]]] = ..., window_s: _Optional[float] = ..., gossip_bytes_sent: _Optional[int] = ..., gossip_messages_sent: _Optional[int] = ..., cpu_limit_cores: _Optional[float] = ..., cpu_limit_used: _Optional[float] = ..., cpu_throttled: _Optional[float] = ...) -> None: ...
+    spaces: _containers.RepeatedCompositeFieldContainer[SpaceLoad]
+    def __init__(self, id: _Optional[str] = ..., generation: _Optional[int] = ..., ready: _Optional[bool] = ..., epoch: _Optional[int] = ..., dims: _Optional[_Iterable[_Union[DimensionLoad, _Mapping]]] = ..., window_s: _Optional[float] = ..., gossip_bytes_sent: _Optional[int] = ..., gossip_messages_sent: _Optional[int] = ..., cpu_limit_cores: _Optional[float] = ..., cpu_limit_used: _Optional[float] = ..., cpu_throttled: _Optional[float] = ..., spaces: _Optional[_Iterable[_Union[SpaceLoad, _Mapping]]] = ...) -> None: ...
+
+class SpaceLoad(_message.Message):
+    __slots__ = ("name", "busy", "queued", "matchers", "fixed")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    BUSY_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    MATCHERS_FIELD_NUMBER: _ClassVar[int]
+    FIXED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    busy: float
+    queued: int
+    matchers: int
+    fixed: bool
+    def __init__(self, name: _Optional[str] = ..., busy: _Optional[float] = ..., queued: _Optional[int] = ..., matchers: _Optional[int] = ..., fixed: _Optional[bool] = ...) -> None: ...

@@ -170,3 +170,19 @@ async def test_a_purge_cut_short_after_the_record_leaves_a_name_list_skips_and_a
     await store.r.delete(K.space_record("orders"))  # as if the purger died between the record and the name
     assert await store.r.sismember(K.SPACES, "orders") and await spaces.list() == []
     assert (await spaces.purge_step("orders")).done and not await store.r.sismember(K.SPACES, "orders")
+
+
+async def test_spans_are_set_on_an_active_space_only_and_move_the_generation_when_they_change(store):
+    """The autoscaler growing a space: its record's spans (what matchers join up to); the
+    registry's generation moves so that matchers re-read it; a space being deleted, or none, is left."""
+    spaces = SpaceStore(store.r)
+    rec, _ = await spaces.create(spec())
+    assert await spaces.lay_out(rec, {"members": {"m1": "", "m2": ""}}) is True
+    assert (await spaces.get("orders")).spans == 2
+    gen = await spaces.generation()
+    assert await spaces.set_spans("orders", 3) is True
+    assert (await spaces.get("orders")).spans == 3 and await spaces.generation() == gen + 1
+    assert await spaces.set_spans("orders", 3) is False and await spaces.generation() == gen + 1
+    await spaces.delete("orders")
+    assert await spaces.set_spans("orders", 4) is None and (await spaces.get("orders")).spans == 3
+    assert await spaces.set_spans("nope", 2) is None and await spaces.get("nope") is None
