@@ -69,6 +69,8 @@ class Dispatcher:
         self.paths = SpacePaths(settings, self.cluster, self.store, self.registry, SpacePath(
             DEFAULT_SPACE, space, self.decoder, self.body_template, self.forwarder, self.subscriber),
             self.metrics.refused_by_quota)
+        member = self.cluster.member
+        member.on_change.append(lambda: self.paths.heard(member.space_rises()))
 
     async def start(self, address: str) -> None:
         forwarding.warm_up()  # compiled (or loaded from its cache) before the first publish

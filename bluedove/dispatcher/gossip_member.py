@@ -104,6 +104,10 @@ class GossipMember:
         if self.node is not None and table.epoch > self.node.epoch:
             self.node.offer_table(table.epoch, json.dumps(table.to_json()))
 
+    def space_rises(self) -> dict[str, int]:
+        """Named spaces' epochs that rose since the last call (bluedove/gossip/space_epochs.py)."""
+        return self.node.spaces.take_rises() if self.node is not None else {}
+
     def reseed(self, table: SegmentTable | None = None) -> None:
         """Seeds from `table`'s members (else the last table's), the joins and the DNS name."""
         assert self.seeds is not None  # asked only once started

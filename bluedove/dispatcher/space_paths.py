@@ -95,6 +95,14 @@ class SpacePaths:
         self.named[name] = path = self._make(SpaceAt(name, rec.created), rec.spec, SegmentTable.from_json(raw))
         return path
 
+    def heard(self, rises: dict[str, int]) -> None:
+        """Named spaces' epochs the gossip brought (bluedove/gossip/space_epochs.py): a path
+        whose table is older reads the space's table now, before a matcher refuses it."""
+        for name, epoch in rises.items():
+            path = self.named.get(name)
+            if path is not None and path.view is not None and path.view.current().epoch < epoch:
+                path.view.refresh_soon(0.0)
+
     def _make(self, at: SpaceAt, spec: SpaceSpec, table: SegmentTable) -> SpacePath:
         view, space = SpaceView(at.name, self.cluster, self.store, table), spec.space
         q = spec.quotas

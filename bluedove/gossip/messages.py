@@ -42,10 +42,12 @@ class MemberState:
 # -- messages (one-way; see proto/bluedove/v1/gossip.proto) --------------------------------
 @dataclass(frozen=True)
 class Push:
-    """The sender's view of the members and its table's epoch, pushed to peers every round."""
+    """The sender's view of the members and its table's epoch, pushed to peers every round, with
+    the named spaces' table epochs that rose lately (`SpaceEpochs`)."""
 
     members: tuple[MemberState, ...]
     epoch: int
+    spaces: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class PushReply:
     members: tuple[MemberState, ...]
     epoch: int
     table_json: str = ""
+    spaces: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

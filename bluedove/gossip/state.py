@@ -46,6 +46,7 @@ from bluedove.gossip.messages import (
     PushReply,
     TableUpdate,
 )
+from bluedove.gossip.space_epochs import SpaceEpochs
 
 
 @dataclass
@@ -100,6 +101,8 @@ class Node:
         self.relays: dict[int, _Relay] = {}
         self.epoch = 0
         self.table_json = ""
+        self.spaces = SpaceEpochs()  # named spaces' table epochs (bluedove/gossip/space_epochs.py)
+        self._now = 0.0  # the last time the node was given
         self.rounds = 0
         self.events: deque[tuple[float, str, str]] = deque(maxlen=1000)  # (now, member, status)
         self._seq = 0
@@ -153,6 +156,7 @@ class Node:
     # -- one round -------------------------------------------------------------------------
     def tick(self, now: float) -> list[Out]:
         self.rounds += 1
+        self._now = now
         self._excuse_own_stall(now)
         me = self.me
         if not me.gone:
@@ -231,7 +235,7 @@ class Node:
         gone = [m for m in self.members.values() if m.gone and m.id != self.id and m.addr]
         if gone and self.rng.random() < self.config.dead_push_prob:
             addrs.append(self.rng.choice(gone).addr)
-        push = Push(tuple(self.members.values()), self.epoch)
+        push = Push(tuple(self.members.values()), self.epoch, self.spaces.news(self._now))
         return [self._out(a, push) for a in addrs]
 
     # -- receiving -------------------------------------------------------------------------
@@ -245,9 +249,12 @@ class Node:
             self._merge(body.members, now)
             newer = tuple(m for m in self.members.values() if m.id not in theirs or m.key > theirs[m.id])
             table = self.table_json if self.epoch > body.epoch else ""
-            return [self._out(env.sender_addr, PushReply(newer, self.epoch, table))]
+            news = self.spaces.news(now)
+            self.spaces.merge(body.spaces, now)
+            return [self._out(env.sender_addr, PushReply(newer, self.epoch, table, news))]
         if isinstance(body, PushReply):
             self._merge(body.members, now)
+            self.spaces.merge(body.spaces, now)
             if body.table_json:
                 self.offer_table(body.epoch, body.table_json)
             if body.epoch < self.epoch:

@@ -28,14 +28,18 @@ def _member(e: pb.MemberEntry) -> MemberState:
                        e.role or MATCHER)
 
 
+def _spaces(spaces: tuple[tuple[str, int], ...]) -> list[pb.SpaceEpoch]:
+    return [pb.SpaceEpoch(name=n, epoch=e) for n, e in spaces]
+
+
 def to_proto(env: Envelope) -> pb.Envelope:
     out = pb.Envelope(sender=env.sender, sender_addr=env.sender_addr)
     b = env.body
     if isinstance(b, Push):
-        out.push.CopyFrom(pb.Push(members=[_entry(m) for m in b.members], epoch=b.epoch))
+        out.push.CopyFrom(pb.Push(members=[_entry(m) for m in b.members], epoch=b.epoch, spaces=_spaces(b.spaces)))
     elif isinstance(b, PushReply):
         out.push_reply.CopyFrom(pb.PushReply(members=[_entry(m) for m in b.members], epoch=b.epoch,
-                                             table_json=b.table_json))
+                                             table_json=b.table_json, spaces=_spaces(b.spaces)))
     elif isinstance(b, TableUpdate):
         out.table_update.CopyFrom(pb.TableUpdate(epoch=b.epoch, table_json=b.table_json))
     elif isinstance(b, Ping):
@@ -53,10 +57,12 @@ def from_proto(msg: pb.Envelope) -> Envelope:
     kind = msg.WhichOneof("body")
     body: Body
     if kind == "push":
-        body = Push(tuple(_member(e) for e in msg.push.members), msg.push.epoch)
+        body = Push(tuple(_member(e) for e in msg.push.members), msg.push.epoch,
+                    tuple((x.name, x.epoch) for x in msg.push.spaces))
     elif kind == "push_reply":
         r = msg.push_reply
-        body = PushReply(tuple(_member(e) for e in r.members), r.epoch, r.table_json)
+        body = PushReply(tuple(_member(e) for e in r.members), r.epoch, r.table_json,
+                         tuple((x.name, x.epoch) for x in r.spaces))
     elif kind == "table_update":
         body = TableUpdate(msg.table_update.epoch, msg.table_update.table_json)
     elif kind == "ping":

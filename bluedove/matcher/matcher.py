@@ -66,10 +66,10 @@ class Matcher:
                                      settings.peers_dns_retry_s)
         self.default = SpaceState(DEFAULT_SPACE, settings, store, self.run_index, self.executor, deliver,
                                   self.membership.offer)
-        # The named spaces: their table changes spread by Prepare and the store, not gossip (no offer).
+        # The named spaces: their tables spread by Prepare and the store; gossip carries their epochs.
         self.named = ServedSpaces(SpaceStore(store.r), store, lambda name: SpaceState(
-            name, settings, store, self.run_index, self.executor, deliver, lambda _table: None),
-            settings)
+            name, settings, store, self.run_index, self.executor, deliver,
+            lambda table: self.membership.offer_space(name, table.epoch)), settings)
         self.changes = NamedChanges(self.membership, self.named)  # their takeovers, joins and leaves
         self._tasks: list[asyncio.Task[None]] = []
         self.stopping = asyncio.Event()  # set when the process should exit
@@ -87,6 +87,9 @@ class Matcher:
         self.membership.start(self.advertise, table)
         assert self.membership.agent is not None, "`start` makes the gossip agent"
         self.membership.agent.on_round.append(self.changes.after_round)
+        node = self.membership.node
+        assert node is not None, "`start` makes the node"
+        self.membership.agent.on_round.append(lambda: self.named.heard(node.spaces.take_rises()))
         await self.default.load()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(run()) for run in self.default.tasks()]

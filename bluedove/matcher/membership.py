@@ -144,6 +144,11 @@ class Membership:
         if self.node is not None:
             self.node.offer_table(table.epoch, json.dumps(table.to_json()))
 
+    def offer_space(self, space: str, epoch: int) -> None:
+        """A named space's table adopted at `epoch`: the next pushes carry it, if news."""
+        if self.node is not None:
+            self.node.spaces.offer(space, epoch, time.monotonic())
+
     # -- after every round -----------------------------------------------------------------
     def _after_round(self) -> None:
         m, node = self.m, self._node()
@@ -315,6 +320,8 @@ class Membership:
             await (await self.m.state(space)).apply_table(new)
         if not named:
             self.offer(new)
+        else:  # the next pushes carry its epoch (bluedove/gossip/space_epochs.py)
+            self.offer_space(space, new.epoch)
         event = {"at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), "action": action,
                  "reason": f"{reason} (epoch {new.epoch}; hand-off loaded in {prepared_s:.2f} s)",
                  "matchers": len(new.members)}

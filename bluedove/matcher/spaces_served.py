@@ -64,6 +64,7 @@ class ServedSpaces:
         self._make = make  # a SpaceState for a space's name, sharing the process's index thread
         self.refresh_s = s.spaces_refresh_s
         self.served: dict[str, Served] = {}
+        self._reads: set[asyncio.Task[None]] = set()  # tables read on the gossip's word (`heard`)
         self._generation: int | None = None
         self._listed_at = 0.0
         self._lock = asyncio.Lock()  # one refresh at a time
@@ -124,6 +125,25 @@ class ServedSpaces:
                 raise
             except Exception:
                 log.exception("reading the named spaces' tables failed; retrying")
+
+    def heard(self, rises: dict[str, int]) -> None:
+        """Named spaces' epochs the gossip brought (bluedove/gossip/space_epochs.py): a served
+        space whose table is older reads its table from the store now, not at the next
+        TABLES_EVERY_S read (an owner the change's coordinator could not reach)."""
+        stale = [n for n, e in rises.items() if n in self.served and _older(self.served[n].state.table, e)]
+        if stale:
+            task = asyncio.get_running_loop().create_task(self._read_tables(stale))
+            self._reads.add(task)
+            task.add_done_callback(self._reads.discard)
+
+    async def _read_tables(self, names: list[str]) -> None:
+        try:
+            for name, raw in zip(names, await self.spaces_tables.get_tables_raw(names)):
+                sv = self.served.get(name)
+                if raw is not None and sv is not None:
+                    await sv.state.stored_table(json.loads(raw))
+        except Exception as exc:  # noqa: BLE001 - the periodic read adopts it later
+            log.warning("reading the tables of %s failed: %r", ", ".join(names), exc)
 
     async def _follow_registry(self) -> None:
         while True:
@@ -187,6 +207,10 @@ class ServedSpaces:
     async def stop(self) -> None:
         for name in list(self.served):
             await self._drop(name)
+
+
+def _older(table: SegmentTable | None, epoch: int) -> bool:
+    return table is None or table.epoch < epoch
 
 
 def _gone(now: SpaceRecord | None, served: SpaceRecord) -> bool:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62luedove/v1/gossip.proto\x12\x0b\x62luedove.v1\"\x0b\n\tDelivered\"\xa8\x01\n\x0bMemberEntry\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\x12\x12\n\ngeneration\x18\x03 \x01(\x03\x12\x13\n\x0bincarnation\x18\x04 \x01(\x03\x12\x11\n\theartbeat\x18\x05 \x01(\x03\x12\x0e\n\x06status\x18\x06 \x01(\x05\x12\x0c\n\x04subs\x18\x07 \x03(\x03\x12\x0b\n\x03lam\x18\x08 \x01(\x02\x12\n\n\x02mu\x18\t \x01(\x02\x12\x0c\n\x04role\x18\n \x01(\t\"@\n\x04Push\x12)\n\x07members\x18\x01 \x03(\x0b\x32\x18.bluedove.v1.MemberEntry\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"Y\n\tPushReply\x12)\n\x07members\x18\x01 \x03(\x0b\x32\x18.bluedove.v1.MemberEntry\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x12\n\ntable_json\x18\x03 \x01(\t\"0\n\x0bTableUpdate\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\x12\n\ntable_json\x18\x02 \x01(\t\"\x13\n\x04Ping\x12\x0b\n\x03seq\x18\x01 \x01(\x03\"\"\n\x03\x41\x63k\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\x0e\n\x06target\x18\x02 \x01(\t\";\n\x07PingReq\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x13\n\x0btarget_addr\x18\x03 \x01(\t\"\xa8\x02\n\x08\x45nvelope\x12\x0e\n\x06sender\x18\x01 \x01(\t\x12\x13\n\x0bsender_addr\x18\x02 \x01(\t\x12!\n\x04push\x18\x03 \x01(\x0b\x32\x11.bluedove.v1.PushH\x00\x12,\n\npush_reply\x18\x04 \x01(\x0b\x32\x16.bluedove.v1.PushReplyH\x00\x12\x30\n\x0ctable_update\x18\x05 \x01(\x0b\x32\x18.bluedove.v1.TableUpdateH\x00\x12!\n\x04ping\x18\x06 \x01(\x0b\x32\x11.bluedove.v1.PingH\x00\x12\x1f\n\x03\x61\x63k\x18\x07 \x01(\x0b\x32\x10.bluedove.v1.AckH\x00\x12(\n\x08ping_req\x18\x08 \x01(\x0b\x32\x14.bluedove.v1.PingReqH\x00\x42\x06\n\x04\x62ody2}\n\x06Gossip\x12\x38\n\x07\x44\x65liver\x12\x15.bluedove.v1.Envelope\x1a\x16.bluedove.v1.Delivered\x12\x39\n\x06Stream\x12\x15.bluedove.v1.Envelope\x1a\x16.bluedove.v1.Delivered(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62luedove/v1/gossip.proto\x12\x0b\x62luedove.v1\"\x0b\n\tDelivered\"\xa8\x01\n\x0bMemberEntry\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\x12\x12\n\ngeneration\x18\x03 \x01(\x03\x12\x13\n\x0bincarnation\x18\x04 \x01(\x03\x12\x11\n\theartbeat\x18\x05 \x01(\x03\x12\x0e\n\x06status\x18\x06 \x01(\x05\x12\x0c\n\x04subs\x18\x07 \x03(\x03\x12\x0b\n\x03lam\x18\x08 \x01(\x02\x12\n\n\x02mu\x18\t \x01(\x02\x12\x0c\n\x04role\x18\n \x01(\t\"i\n\x04Push\x12)\n\x07members\x18\x01 \x03(\x0b\x32\x18.bluedove.v1.MemberEntry\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\'\n\x06spaces\x18\x03 \x03(\x0b\x32\x17.bluedove.v1.SpaceEpoch\")\n\nSpaceEpoch\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"\x82\x01\n\tPushReply\x12)\n\x07members\x18\x01 \x03(\x0b\x32\x18.bluedove.v1.MemberEntry\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x12\n\ntable_json\x18\x03 \x01(\t\x12\'\n\x06spaces\x18\x04 \x03(\x0b\x32\x17.bluedove.v1.SpaceEpoch\"0\n\x0bTableUpdate\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\x12\n\ntable_json\x18\x02 \x01(\t\"\x13\n\x04Ping\x12\x0b\n\x03seq\x18\x01 \x01(\x03\"\"\n\x03\x41\x63k\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\x0e\n\x06target\x18\x02 \x01(\t\";\n\x07PingReq\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x13\n\x0btarget_addr\x18\x03 \x01(\t\"\xa8\x02\n\x08\x45nvelope\x12\x0e\n\x06sender\x18\x01 \x01(\t\x12\x13\n\x0bsender_addr\x18\x02 \x01(\t\x12!\n\x04push\x18\x03 \x01(\x0b\x32\x11.bluedove.v1.PushH\x00\x12,\n\npush_reply\x18\x04 \x01(\x0b\x32\x16.bluedove.v1.PushReplyH\x00\x12\x30\n\x0ctable_update\x18\x05 \x01(\x0b\x32\x18.bluedove.v1.TableUpdateH\x00\x12!\n\x04ping\x18\x06 \x01(\x0b\x32\x11.bluedove.v1.PingH\x00\x12\x1f\n\x03\x61\x63k\x18\x07 \x01(\x0b\x32\x10.bluedove.v1.AckH\x00\x12(\n\x08ping_req\x18\x08 \x01(\x0b\x32\x14.bluedove.v1.PingReqH\x00\x42\x06\n\x04\x62ody2}\n\x06Gossip\x12\x38\n\x07\x44\x65liver\x12\x15.bluedove.v1.Envelope\x1a\x16.bluedove.v1.Delivered\x12\x39\n\x06Stream\x12\x15.bluedove.v1.Envelope\x1a\x16.bluedove.v1.Delivered(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,19 +36,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MEMBERENTRY']._serialized_start=55
   _globals['_MEMBERENTRY']._serialized_end=223
   _globals['_PUSH']._serialized_start=225
-  _globals['_PUSH']._serialized_end=289
-  _globals['_PUSHREPLY']._serialized_start=291
-  _globals['_PUSHREPLY']._serialized_end=380
-  _globals['_TABLEUPDATE']._serialized_start=382
-  _globals['_TABLEUPDATE']._serialized_end=430
-  _globals['_PING']._serialized_start=432
-  _globals['_PING']._serialized_end=451
-  _globals['_ACK']._serialized_start=453
-  _globals['_ACK']._serialized_end=487
-  _globals['_PINGREQ']._serialized_start=489
-  _globals['_PINGREQ']._serialized_end=548
-  _globals['_ENVELOPE']._serialized_start=551
-  _globals['_ENVELOPE']._serialized_end=847
-  _globals['_GOSSIP']._serialized_start=849
-  _globals['_GOSSIP']._serialized_end=974
+  _globals['_PUSH']._serialized_end=330
+  _globals['_SPACEEPOCH']._serialized_start=332
+  _globals['_SPACEEPOCH']._serialized_end=373
+  _globals['_PUSHREPLY']._serialized_start=376
+  _globals['_PUSHREPLY']._serialized_end=506
+  _globals['_TABLEUPDATE']._serialized_start=508
+  _globals['_TABLEUPDATE']._serialized_end=556
+  _globals['_PING']._serialized_start=558
+  _globals['_PING']._serialized_end=577
+  _globals['_ACK']._serialized_start=579
+  _globals['_ACK']._serialized_end=613
+  _globals['_PINGREQ']._serialized_start=615
+  _globals['_PINGREQ']._serialized_end=674
+  _globals['_ENVELOPE']._serialized_start=677
+  _globals['_ENVELOPE']._serialized_end=973
+  _globals['_GOSSIP']._serialized_start=975
+  _globals['_GOSSIP']._serialized_end=1100
 # @@protoc_insertion_point(module_scope)

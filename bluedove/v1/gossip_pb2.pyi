@@ -35,22 +35,34 @@ class MemberEntry(_message.Message):
     def __init__(self, id: _Optional[str] = ..., addr: _Optional[str] = ..., generation: _Optional[int] = ..., incarnation: _Optional[int] = ..., heartbeat: _Optional[int] = ..., status: _Optional[int] = ..., subs: _Optional[_Iterable[int]] = ..., lam: _Optional[float] = ..., mu: _Optional[float] = ..., role: _Optional[str] = ...) -> None: ...
 
 class Push(_message.Message):
-    __slots__ = ("members", "epoch")
+    __slots__ = ("members", "epoch", "spaces")
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SPACES_FIELD_NUMBER: _ClassVar[int]
     members: _containers.RepeatedCompositeFieldContainer[MemberEntry]
     epoch: int
-    def __init__(self, members: _Optional[_Iterable[_Union[MemberEntry, _Mapping]]] = ..., epoch: _Optional[int] = ...) -> None: ...
+    spaces: _containers.RepeatedCompositeFieldContainer[SpaceEpoch]
+    def __init__(self, members: _Optional[_Iterable[_Union[MemberEntry, _Mapping]]] = ..., epoch: _Optional[int] = ..., spaces: _Optional[_Iterable[_Union[SpaceEpoch, _Mapping]]] = ...) -> None: ...
+
+class SpaceEpoch(_message.Message):
+    __slots__ = ("name", "epoch")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    epoch: int
+    def __init__(self, name: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class PushReply(_message.Message):
-    __slots__ = ("members", "epoch", "table_json")
+    __slots__ = ("members", "epoch", "table_json", "spaces")
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     TABLE_JSON_FIELD_NUMBER: _ClassVar[int]
+    SPACES_FIELD_NUMBER: _ClassVar[int]
     members: _containers.RepeatedCompositeFieldContainer[MemberEntry]
     epoch: int
     table_json: str
-    def __init__(self, members: _Optional[_Iterable[_Union[MemberEntry, _Mapping]]] = ..., epoch: _Optional[int] = ..., table_json: _Optional[str] = ...) -> None: ...
+    spaces: _containers.RepeatedCompositeFieldContainer[SpaceEpoch]
+    def __init__(self, members: _Optional[_Iterable[_Union[MemberEntry, _Mapping]]] = ..., epoch: _Optional[int] = ..., table_json: _Optional[str] = ..., spaces: _Optional[_Iterable[_Union[SpaceEpoch, _Mapping]]] = ...) -> None: ...
 
 class TableUpdate(_message.Message):
     __slots__ = ("epoch", "table_json")
