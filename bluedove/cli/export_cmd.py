@@ -27,6 +27,7 @@ from bluedove.core.filters import merge_intervals, parse_filter
 from bluedove.core.model import build_subscription, only_ranges
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space
+from bluedove.core.spaces import DEFAULT_SPACE, check_space_name
 from bluedove.runtime.extras import require
 from bluedove.store import keys as K
 from bluedove.store.client import RedisClient, sync_client
@@ -58,6 +59,8 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     src.add_argument("--store", default=None, metavar="URL",
                      help="a store's URL, a running cluster's (redis://host:port/db or redis+cluster://host:port,...)")
     c.add_argument("--out", required=True, metavar="OUT", help="the folder to write")
+    c.add_argument("--space-name", default=DEFAULT_SPACE, metavar="NAME",
+                   help="the space whose subscriptions to write (default: the default space)")
     c.add_argument("--rows-per-file", type=int, default=FILE_ROWS, metavar="N",
                    help=f"rows per part file (default {FILE_ROWS:,})")
     c.add_argument("--row-group-rows", type=int, default=ROW_GROUP_ROWS, metavar="N",
@@ -73,16 +76,21 @@ def _cmd_export_catalogue(args: argparse.Namespace) -> int:
             raise ExportError(f"--rows-per-file {args.rows_per_file}: expected 1 or more")
         if not 1 <= args.row_group_rows <= ROW_GROUP_ROWS:
             raise ExportError(f"--row-group-rows {args.row_group_rows}: expected 1 to {ROW_GROUP_ROWS}")
+        try:
+            check_space_name(args.space_name, "--space-name")
+        except ApiError as exc:
+            raise ExportError(exc.message) from None
         out = _prepare_out(args.out)
+        shape = (args.rows_per_file, args.row_group_rows, args.space_name)
         if args.data_dir is not None:
-            rows, files = _export_data_dir(Path(args.data_dir), out, args.rows_per_file, args.row_group_rows)
+            rows, files = _export_data_dir(Path(args.data_dir), out, *shape)
         else:
-            rows, files = _export_store(args.store, "--store", out, args.rows_per_file, args.row_group_rows)
+            rows, files = _export_store(args.store, "--store", out, *shape)
     except ExportError as exc:
         print(f"bluedove export catalogue: {exc}", file=sys.stderr)
         return 2
-    print(f"exported {rows:,} subscriptions to {out / 'subscriptions'} in {files} file(s), "
-          f"{time.monotonic() - t0:.1f} s", flush=True)
+    print(f"exported {rows:,} subscriptions of space {args.space_name!r} to {out / 'subscriptions'} in "
+          f"{files} file(s), {time.monotonic() - t0:.1f} s", flush=True)
     return 0
 
 
@@ -114,7 +122,7 @@ def running_store_port(redis_dir: Path) -> int | None:
     return None
 
 
-def _export_data_dir(data_dir: Path, out: Path, file_rows: int, group_rows: int) -> tuple[int, int]:
+def _export_data_dir(data_dir: Path, out: Path, file_rows: int, group_rows: int, name: str) -> tuple[int, int]:
     from bluedove.store.server import RedisServer
 
     redis_dir = data_dir / "redis"
@@ -132,12 +140,12 @@ def _export_data_dir(data_dir: Path, out: Path, file_rows: int, group_rows: int)
     except RuntimeError as exc:
         raise ExportError(f"--data-dir {data_dir}: could not start its store: {exc}") from None
     try:
-        return _export_store(server.url, f"--data-dir {data_dir}", out, file_rows, group_rows)
+        return _export_store(server.url, f"--data-dir {data_dir}", out, file_rows, group_rows, name)
     finally:
         server.stop()
 
 
-def _export_store(url: str, flag: str, out: Path, file_rows: int, group_rows: int) -> tuple[int, int]:
+def _export_store(url: str, flag: str, out: Path, file_rows: int, group_rows: int, name: str) -> tuple[int, int]:
     import redis
 
     try:
@@ -145,14 +153,16 @@ def _export_store(url: str, flag: str, out: Path, file_rows: int, group_rows: in
     except ValueError as exc:  # not a redis URL
         raise ExportError(f"--store {url}: {exc}") from None
     try:
-        raw = r.get(K.TABLE)
+        raw = r.get(K.TABLE if name == DEFAULT_SPACE else K.space_table(name))
+        if raw is None and name != DEFAULT_SPACE:
+            raise ExportError(f"--space-name {name}: no such space in the store at {url}")
         if raw is None:
             raise ExportError(f"{flag}: no segment table in the store at {url} (no cluster has run on it)")
         space = SegmentTable.from_json(json.loads(raw)).space
         (out / "space.json").write_text(json.dumps(space.to_json()))
         for old in (out / "subscriptions").glob("part-*.parquet"):  # an earlier export's, replaced
             old.unlink()
-        return write_parquet(_rows(r, space), space, out / "subscriptions", file_rows, group_rows)
+        return write_parquet(_rows(r, space, name), space, out / "subscriptions", file_rows, group_rows)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise ExportError(f"{flag}: the store at {url} is unreachable: {exc}") from None
     except OSError as exc:
@@ -161,11 +171,12 @@ def _export_store(url: str, flag: str, out: Path, file_rows: int, group_rows: in
         r.close()
 
 
-def _rows(r: RedisClient, space: Space) -> Iterator[Row]:
-    """The row of every stored subscription, read in HSCAN pages."""
+def _rows(r: RedisClient, space: Space, name: str = DEFAULT_SPACE) -> Iterator[Row]:
+    """The row of every subscription stored in space `name`, read in HSCAN pages."""
     alone = attribute_spaces(space)
+    shard_key = K.catalog_hash if name == DEFAULT_SPACE else (lambda n: K.space_catalog_hash(name, n))
     for shard in range(K.CATALOG_SHARDS):
-        for _, text in r.hscan_iter(K.catalog_hash(shard), count=SCAN_COUNT):
+        for _, text in r.hscan_iter(shard_key(shard), count=SCAN_COUNT):
             data = json.loads(text)
             yield catalogue_row(data["id"], data["queue"], data["predicates"], space, alone)
 

@@ -10,6 +10,9 @@
   after. Without --apply it only prints what would change.
 - `--subscriptions … --apply --store URL` does both: the job (N defaults to the running
   cluster's matchers), then the apply of what it wrote.
+- `--space-name NAME` does any of these for a named space: its table (N defaults to the
+  matchers it spans), proposed to one of its owners; its subscriptions are those `bluedove
+  export catalogue --space-name NAME` writes.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from bluedove.core.errors import ApiError
 from bluedove.core.partition.bootstrap import BootError, load_seed
 from bluedove.core.partition.seeds import SeedError, reseeded
 from bluedove.core.partition.segments import SegmentTable
+from bluedove.core.spaces import DEFAULT_SPACE, check_space_name
 from bluedove.runtime import tls
 from bluedove.runtime.extras import require
 from bluedove.v1 import matcher_pb2 as pb
@@ -55,6 +60,9 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> arg
     p.add_argument("--apply", action="store_true",
                    help="apply it to the cluster of --store (without: print what would change)")
     p.add_argument("--store", default=None, help="the running cluster's store (redis://host:port/db or redis+cluster://host:port,...)")
+    p.add_argument("--space-name", default=DEFAULT_SPACE, metavar="NAME",
+                   help="the space whose table to lay out (default: the default space); its subscriptions are "
+                        "`bluedove export catalogue --space-name NAME`'s")
     p.add_argument("--apply-timeout", type=float, default=120.0, metavar="S",
                    help="give up applying after S seconds (default 120)")
     p.add_argument("--master", default=None, metavar="URL",
@@ -66,6 +74,10 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> arg
 
 
 def _cmd_seed(args: argparse.Namespace) -> int:
+    try:
+        check_space_name(args.space_name, "--space-name")
+    except ApiError as exc:
+        return _usage(exc.message)
     if args.subscriptions:
         if args.from_file:
             return _usage("--from and --subscriptions: give a seed file to apply, or the job's inputs, not both")
@@ -77,8 +89,8 @@ def _cmd_seed(args: argparse.Namespace) -> int:
     if not args.apply_timeout > 0:
         return _usage(f"--apply-timeout {args.apply_timeout}: must be above 0")
     if not args.apply:
-        return plan_seed_file(args.store, args.from_file)
-    return apply_seed_file(args.store, args.from_file, args.apply_timeout, tls_files=_tls(args))
+        return plan_seed_file(args.store, args.from_file, space=args.space_name)
+    return apply_seed_file(args.store, args.from_file, args.apply_timeout, tls_files=_tls(args), space=args.space_name)
 
 
 def _tls(args: argparse.Namespace) -> TlsSettings:
@@ -96,7 +108,7 @@ def _job(args: argparse.Namespace) -> int:
     if args.matchers is None:
         if not args.store:
             return _usage("--matchers N is required (or --store URL of a running cluster to take N from)")
-        planned = _stored_members(args.store)
+        planned = _stored_members(args.store, args.space_name)
         if isinstance(planned, str):
             return _usage(planned)
         args.matchers = planned
@@ -125,31 +137,31 @@ def _job(args: argparse.Namespace) -> int:
         spark.stop()
     if not args.apply:
         return 0
-    return apply_seed_file(args.store, args.out, args.apply_timeout, tls_files=_tls(args))
+    return apply_seed_file(args.store, args.out, args.apply_timeout, tls_files=_tls(args), space=args.space_name)
 
 
-def read_table(store_url: str) -> SegmentTable | None:
-    """The stored table of `store_url` (None if there is none); OSError if Redis is unreachable."""
+def read_table(store_url: str, space: str = DEFAULT_SPACE) -> SegmentTable | None:
+    """`space`'s stored table in `store_url` (None if there is none); OSError if Redis is unreachable."""
     from bluedove.store import Store
 
     async def read() -> SegmentTable | None:
         store = Store(store_url)
         try:
-            return await _stored(store)
+            return await _stored(store, space)
         finally:
             await store.close()
 
     return asyncio.run(read())
 
 
-def _stored_members(store_url: str) -> int | str:
-    """The running cluster's matcher count, or why it cannot be read."""
+def _stored_members(store_url: str, space: str = DEFAULT_SPACE) -> int | str:
+    """The matchers `space`'s table spans in the running cluster, or why it cannot be read."""
     try:
-        table = read_table(store_url)
+        table = read_table(store_url, space)
     except OSError as exc:
         return f"--store {store_url}: {exc}"
     if table is None:
-        return f"--store {store_url}: no segment table there to take --matchers from"
+        return f"--store {store_url}: no segment table {_of(space)}there to take --matchers from"
     return len(table.members)
 
 
@@ -184,12 +196,16 @@ def describe_change(old: SegmentTable, new: SegmentTable) -> list[str]:
     return out
 
 
-async def _stored(store: Store) -> SegmentTable | None:
-    raw = await store.get_table()
+def _of(space: str) -> str:
+    return "" if space == DEFAULT_SPACE else f"of space {space!r} "
+
+
+async def _stored(store: Store, space: str = DEFAULT_SPACE) -> SegmentTable | None:
+    raw = await store.get_table(space)
     return SegmentTable.from_json(raw) if raw else None
 
 
-def _plan(store_url: str, seed_path: str, err: Callable[[str], None]) -> Planned | int:
+def _plan(store_url: str, seed_path: str, err: Callable[[str], None], space: str = DEFAULT_SPACE) -> Planned | int:
     """(seed, stored table, its re-seed) or an exit code."""
     try:
         seed = load_seed(seed_path, "--from")
@@ -198,9 +214,12 @@ def _plan(store_url: str, seed_path: str, err: Callable[[str], None]) -> Planned
         return 2
 
     try:
-        old = read_table(store_url)
+        old = read_table(store_url, space)
     except OSError as exc:  # redis unreachable (redis' ConnectionError is one)
         err(f"--store {store_url}: {exc}")
+        return 2
+    if old is None and space != DEFAULT_SPACE:
+        err(f"--space-name {space}: no such space in the store at {store_url}")
         return 2
     if old is None:
         err(f"--store {store_url}: no segment table there (is a cluster running on it?)")
@@ -212,9 +231,10 @@ def _plan(store_url: str, seed_path: str, err: Callable[[str], None]) -> Planned
         return 2
 
 
-def plan_seed_file(store_url: str, seed_path: str, say: Callable[[str], None] = print) -> int:
-    """Print what applying the seed would change; change nothing."""
-    planned = _plan(store_url, seed_path, _err)
+def plan_seed_file(store_url: str, seed_path: str, say: Callable[[str], None] = print,
+                   space: str = DEFAULT_SPACE) -> int:
+    """Print what applying the seed to `space`'s table would change; change nothing."""
+    planned = _plan(store_url, seed_path, _err, space)
     if isinstance(planned, int):
         return planned
     _, old, new = planned
@@ -225,22 +245,23 @@ def plan_seed_file(store_url: str, seed_path: str, say: Callable[[str], None] = 
 
 
 def apply_seed_file(store_url: str, seed_path: str, timeout_s: float, say: Callable[[str], None] = print,
-                    err: Callable[[str], None] = _err, tls_files: tls.TlsFiles | None = None) -> int:
-    """Re-seed the cluster of `store_url` by the seed file: 0 once the store holds the new
-    table (and the seed), 2 for bad input (the seed, the store, no table), 1 when no owner
-    took the table within `timeout_s` (each refusal is said)."""
-    planned = _plan(store_url, seed_path, err)
+                    err: Callable[[str], None] = _err, tls_files: tls.TlsFiles | None = None,
+                    space: str = DEFAULT_SPACE) -> int:
+    """Re-seed `space`'s table in the cluster of `store_url` by the seed file: 0 once the store
+    holds the new table (and, for the default space, the seed), 2 for bad input (the seed, the
+    store, no table), 1 when no owner took the table within `timeout_s` (each refusal is said)."""
+    planned = _plan(store_url, seed_path, err, space)
     if isinstance(planned, int):
         return planned
     seed, old, new = planned
-    return asyncio.run(_apply(store_url, seed_path, seed, old, new, timeout_s, say, err, tls_files))
+    return asyncio.run(_apply(store_url, seed_path, (seed, old, new), timeout_s, say, err, tls_files, space))
 
 
-async def _apply(store_url: str, seed_path: str, seed: dict[str, Any], old: SegmentTable, new: SegmentTable,
-                 timeout_s: float, say: Callable[[str], None], err: Callable[[str], None],
-                 tls_files: tls.TlsFiles | None = None) -> int:
+async def _apply(store_url: str, seed_path: str, planned: Planned, timeout_s: float, say: Callable[[str], None],
+                 err: Callable[[str], None], tls_files: tls.TlsFiles | None = None, space: str = DEFAULT_SPACE) -> int:
     from bluedove.store import Store
 
+    seed, old, new = planned
     store = Store(store_url)
     deadline = time.monotonic() + timeout_s
     reason = f"re-seeded from {seed_path}"
@@ -251,7 +272,7 @@ async def _apply(store_url: str, seed_path: str, seed: dict[str, Any], old: Segm
             if left <= 0:
                 err(f"not applied within --apply-timeout {timeout_s:g} s")
                 return 1
-            applied, why = await _propose(new, reason, left, tls_files)
+            applied, why = await _propose(new, reason, left, tls_files, space)
             if applied:
                 break
             if why not in said:
@@ -259,19 +280,20 @@ async def _apply(store_url: str, seed_path: str, seed: dict[str, Any], old: Segm
                 said.add(why)
             await asyncio.sleep(RETRY_S)
             # Another change may have got in first: re-seed the table as it is now.
-            current = await _stored(store)
+            current = await _stored(store, space)
             if current is not None and current.epoch >= new.epoch:
                 if current.members != old.members:
                     err(f"the cluster's members changed meanwhile ({', '.join(current.members)}): "
                         "the seed places the old ones; make a seed for the new members")
                     return 1
                 old, new = current, reseeded(current, seed)
-        while (current := await _stored(store)) is None or current.epoch < new.epoch:
+        while (current := await _stored(store, space)) is None or current.epoch < new.epoch:
             if time.monotonic() > deadline:
                 err(f"epoch {new.epoch} not in the store within --apply-timeout {timeout_s:g} s")
                 return 1
             await asyncio.sleep(0.1)
-        await store.put_seed(seed)
+        if space == DEFAULT_SPACE:  # the split planner's histograms (a named space's splits halve ranges)
+            await store.put_seed(seed)
     finally:
         await store.close()
     for line in describe_change(old, current):
@@ -280,11 +302,12 @@ async def _apply(store_url: str, seed_path: str, seed: dict[str, Any], old: Segm
     return 0
 
 
-async def _propose(new: SegmentTable, reason: str, timeout_s: float,
-                   tls_files: tls.TlsFiles | None = None) -> tuple[bool, str]:
-    """Hand the table to the first owner that answers: (applied, why not)."""
+async def _propose(new: SegmentTable, reason: str, timeout_s: float, tls_files: tls.TlsFiles | None = None,
+                   space: str = DEFAULT_SPACE) -> tuple[bool, str]:
+    """Hand `space`'s table to the first owner that answers: (applied, why not)."""
     why = "no owner has an address"
-    req = pb.ProposeRequest(table_json=json.dumps(new.to_json()), reason=reason)
+    req = pb.ProposeRequest(table_json=json.dumps(new.to_json()), reason=reason,
+                            space="" if space == DEFAULT_SPACE else space)
     for m, addr in new.members.items():
         if not addr:
             continue

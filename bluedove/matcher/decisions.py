@@ -229,3 +229,19 @@ def serving_ready(loaded: bool, me: str, table: SegmentTable | None, newest_epoc
     own segments, and our table is the newest epoch we have seen (in the store or through
     gossip). An idle member, or one about to adopt a newer table, takes no traffic."""
     return loaded and table is not None and me in table.members and table.epoch >= newest_epoch
+
+
+def proposal_refused(old: SegmentTable | None, new: SegmentTable, ready: bool, busy: bool) -> str | None:
+    """Why an operator's proposed table (a re-seed: the next epoch of `old`, the same members and
+    space, another layout) is refused now, or None to publish it."""
+    if old is None or not ready:
+        return "this matcher is still loading its subscriptions"
+    if busy:
+        return "another table change is under way; try again"
+    if new.epoch != old.epoch + 1:
+        return f"the table is epoch {new.epoch}, not the next of this matcher's epoch {old.epoch}"
+    if new.space != old.space:
+        return "the table is over another space"
+    if new.members != old.members:
+        return f"the table's members {dict(new.members)} are not the current ones {dict(old.members)}"
+    return None

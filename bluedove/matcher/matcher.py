@@ -256,14 +256,19 @@ class Matcher:
         state.started()
         return await state.prepare(SegmentTable.from_json(json.loads(table_json)), adopt=adopt, sources=sources)
 
-    async def propose_json(self, table_json: str, reason: str) -> pb.ProposeReply:
-        """A table proposed by an operator (`bluedove seed --apply`), as JSON: BadRequest if it
-        does not parse; otherwise membership decides."""
+    async def propose_json(self, table_json: str, reason: str, space: str = DEFAULT_SPACE) -> pb.ProposeReply:
+        """A table proposed by an operator (`bluedove seed --apply`), as JSON, for `space`:
+        BadRequest if it does not parse; otherwise membership (a named space's changes) decides."""
         try:
             table = SegmentTable.from_json(json.loads(table_json))
         except (ValueError, KeyError, TypeError) as exc:
             raise BadRequest(f"table_json: {exc}") from None
-        return await self.membership.propose(table, reason or "a table proposed")
+        if space == DEFAULT_SPACE:
+            return await self.membership.propose(table, reason or "a table proposed")
+        why, epoch = await self.changes.propose(space, table, reason or "a table proposed")
+        if why is not None:
+            log.warning("proposed table of space %r (epoch %d) refused: %s", space, table.epoch, why)
+        return pb.ProposeReply(ok=why is None, reason=why or "", epoch=epoch)
 
     async def leave_now(self) -> pb.LeaveReply:
         """`leave`, asked over gRPC: NotReady while starting."""

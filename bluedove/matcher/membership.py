@@ -36,7 +36,17 @@ from bluedove.gossip.grpc_transport import GossipServicer, GrpcTransport
 from bluedove.gossip.messages import ALIVE, DEAD, LEFT, STATUS_NAMES, Envelope
 from bluedove.gossip.peers import DnsSeeds
 from bluedove.gossip.state import Node
-from bluedove.matcher.decisions import Adopt, Join, Refuse, Stuck, Takeover, leave_change, next_change, note_left
+from bluedove.matcher.decisions import (
+    Adopt,
+    Join,
+    Refuse,
+    Stuck,
+    Takeover,
+    leave_change,
+    next_change,
+    note_left,
+    proposal_refused,
+)
 from bluedove.matcher.space_state import SpaceState
 from bluedove.runtime import tls
 from bluedove.runtime.settings import MatcherSettings
@@ -256,16 +266,10 @@ class Membership:
             log.warning("proposed table (epoch %d) refused: %s", new.epoch, why)
             return pb.ProposeReply(ok=False, reason=why, epoch=old.epoch if old else 0)
 
-        if old is None or not m.ready:
-            return refuse("this matcher is still loading its subscriptions")
-        if self._busy or self.leaving:
-            return refuse("another table change is under way; try again")
-        if new.epoch != old.epoch + 1:
-            return refuse(f"the table is epoch {new.epoch}, not the next of this matcher's epoch {old.epoch}")
-        if new.space != old.space:
-            return refuse("the table is over another space")
-        if new.members != old.members:
-            return refuse(f"the table's members {dict(new.members)} are not the current ones {dict(old.members)}")
+        why = proposal_refused(old, new, m.ready, self._busy or self.leaving)
+        if why is not None:
+            return refuse(why)
+        assert old is not None  # refused otherwise
         self._busy = True
         try:
             # From the catalogue: every owner may both gain and lose ranges, so none is a

@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import grpc
 
+from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.matcher.errors import MatcherError
 from bluedove.matcher.matcher import Matcher
 from bluedove.runtime.open_streams import OpenStreams
@@ -88,7 +89,8 @@ class MatcherServicer(pb_grpc.MatcherServicer):
 
     async def ProposeTable(self, request: pb.ProposeRequest,
                            context: grpc.aio.ServicerContext[pb.ProposeRequest, pb.ProposeReply]) -> pb.ProposeReply:
-        return await answer(context, self.m.propose_json(request.table_json, request.reason))
+        return await answer(context, self.m.propose_json(request.table_json, request.reason,
+                                                         request.space or DEFAULT_SPACE))
 
     async def Match(self, request: pb.ForwardRequest,
                     context: grpc.aio.ServicerContext[pb.ForwardRequest, pb.MatchReply]) -> pb.MatchReply:

@@ -29,6 +29,7 @@ from bluedove.matcher.decisions import (
     named_change,
     named_leave,
     note_left,
+    proposal_refused,
 )
 from bluedove.matcher.membership import Membership
 from bluedove.matcher.spaces_served import ServedSpaces
@@ -120,6 +121,24 @@ class NamedChanges:
                 self._retry_at[name] = time.monotonic() + self.mb.m.s.change_retry_s
 
         task.add_done_callback(done)
+
+    async def propose(self, name: str, new: SegmentTable, reason: str) -> tuple[str | None, int]:
+        """An operator's re-seed of named space `name` (`bluedove seed --space-name`), published
+        with the hand-off unless refused: (why refused or None, the space's epoch now)."""
+        served = self.served.served.get(name)
+        if served is None:
+            return f"this matcher does not serve space {name!r}", 0
+        old = served.state.table
+        why = proposal_refused(old, new, served.state.ready, name in self._busy or self.mb.leaving)
+        if why is not None or old is None:
+            return why, old.epoch if old else 0
+        self._busy.add(name)
+        try:
+            if not await self.mb.publish(old, new, "reseed", reason, from_owners=False, space=name):
+                return "another table change got in first; try again on the new table", old.epoch
+        finally:
+            self._busy.discard(name)
+        return None, new.epoch
 
     async def leave(self, deadline: float) -> str | None:
         """Hand every named space's segments of ours to other matchers (the caller has said we

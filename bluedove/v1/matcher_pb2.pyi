@@ -215,12 +215,14 @@ class LeaveReply(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ProposeRequest(_message.Message):
-    __slots__ = ("table_json", "reason")
+    __slots__ = ("table_json", "reason", "space")
     TABLE_JSON_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    SPACE_FIELD_NUMBER: _ClassVar[int]
     table_json: str
     reason: str
-    def __init__(self, table_json: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    space: str
+    def __init__(self, table_json: _Optional[str] = ..., reason: _Optional[str] = ..., space: _Optional[str] = ...) -> None: ...
 
 class ProposeReply(_message.Message):
     __slots__ = ("ok", "reason", "epoch")

@@ -24,6 +24,9 @@ from bluedove.store.store import Store, StoreLimits
 
 pytestmark = pytest.mark.integration
 
+FLEET = {"name": "fleet", "attributes": [{"name": "lat", "min": -90, "max": 90}, {"name": "lon", "min": -180,
+                                                                                "max": 180}]}
+
 BLUEDOVE = [sys.executable, "-m", "bluedove"]
 SPACE = Space.from_json({"dimensions": [{"name": "lon", "min": -180, "max": 180},
                                         {"name": "lat", "min": -90, "max": 90},
@@ -128,6 +131,7 @@ def test_export_from_a_stopped_clusters_data_dir(tmp_path):
     store, exports every subscription, and stops the store again."""
     data = tmp_path / "data"
     made: dict[str, dict] = {}
+    fleet: dict[str, dict] = {}
     cluster = LocalCluster(matchers=2, http_port=0, data_dir=data, quiet=True, restart=False).start()
     try:
         with httpx.Client(base_url=cluster.url, timeout=30) as api:
@@ -136,6 +140,12 @@ def test_export_from_a_stopped_clusters_data_dir(tmp_path):
                 body = api.post("/v1/subscriptions", json={"predicates": preds})
                 assert body.status_code == 201, body.text
                 made[body.json()["id"]] = {"queue": body.json()["queue"], "predicates": preds}
+            assert api.post("/v1/spaces", json=FLEET).status_code == 201  # a named space's own catalogue
+            for j in range(30):
+                preds = {"lat": [j - 80, j - 40]} if j % 3 else {"lon": [-170 + j, 20.5]}
+                body = api.post("/v1/spaces/fleet/subscriptions", json={"predicates": preds})
+                assert body.status_code == 201, body.text
+                fleet[body.json()["id"]] = {"queue": body.json()["queue"], "predicates": preds}
         r = export("--data-dir", str(data), "--out", str(tmp_path / "live"))
         assert r.returncode == 2, r.stdout
         assert f"--data-dir {data}" in r.stderr and f"--store {cluster.store_url}" in r.stderr, r.stderr
@@ -148,6 +158,12 @@ def test_export_from_a_stopped_clusters_data_dir(tmp_path):
     rows, _ = read_export(out)
     assert rows == {sid: expected_row(cluster.space, s) for sid, s in made.items()}
     assert json.loads((out / "space.json").read_text()) == cluster.space.to_json()
+    # --space-name: that space's subscriptions alone, over its own schema
+    r = export("--data-dir", str(data), "--out", str(tmp_path / "fleet"), "--space-name", "fleet")
+    assert r.returncode == 0 and "of space 'fleet'" in r.stdout, r.stderr
+    fleet_space = Space.from_json(json.loads((tmp_path / "fleet" / "space.json").read_text()))
+    assert fleet_space.names == ("lat", "lon")
+    assert read_export(tmp_path / "fleet")[0] == {sid: expected_row(fleet_space, s) for sid, s in fleet.items()}
     assert running_store_port(data / "redis") is None, "the export left its store running"
 
 
@@ -172,6 +188,10 @@ def test_bad_input_exits_2_naming_the_flag(redis_clean_url, tmp_path):
     (tmp_path / "a-file").write_text("")
     r = export("--store", redis_clean_url, "--out", str(tmp_path / "a-file" / "out"))
     assert r.returncode == 2 and f"--out {tmp_path / 'a-file' / 'out'}: not writable" in r.stderr, r.stderr
+    r = export("--store", redis_clean_url, "--out", out, "--space-name", "nope")
+    assert r.returncode == 2 and "--space-name nope: no such space" in r.stderr, r.stderr
+    r = export("--store", redis_clean_url, "--out", out, "--space-name", "Bad!")
+    assert r.returncode == 2 and "--space-name must be 1 to 63 characters" in r.stderr, r.stderr
     r = export("--store", redis_clean_url, "--out", out, "--row-group-rows", "100001")
     assert r.returncode == 2 and "--row-group-rows 100001" in r.stderr, r.stderr
     r = export("--store", redis_clean_url, "--out", out, "--rows-per-file", "0")
