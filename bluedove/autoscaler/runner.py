@@ -15,7 +15,7 @@ from bluedove.autoscaler import relief
 from bluedove.autoscaler.backends import Backend
 from bluedove.autoscaler.policy import Decision, LoadSample, ScalingConfig, matcher_demand
 from bluedove.autoscaler.signals import SignalReader
-from bluedove.autoscaler.space_policy import SpaceLoad, SpacesSample, spaces_to_grow
+from bluedove.autoscaler.space_policy import SpaceLoad, SpacesSample, spaces_to_grow, spaces_to_shrink
 from bluedove.core.load import LoadReport
 from bluedove.runtime import tls
 from bluedove.store.series import put_gauges
@@ -38,9 +38,9 @@ class Autoscaler:
         self.config = config
         self.interval_s = interval_s
         self.history: list[LoadSample] = []
-        # The named spaces' loads at each sample, and when each last grew (space_policy.py).
+        # The named spaces' loads at each sample, and when each last grew or shrank (space_policy.py).
         self.space_history: list[SpacesSample] = []
-        self.grown_at: dict[str, float] = {}
+        self.resized_at: dict[str, float] = {}
         self.spaces = SpaceStore(store.r)
         self.last_change_at: float | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
@@ -96,7 +96,7 @@ class Autoscaler:
         self.history = [s for s in self.history if s.at >= horizon]
         self.space_history = [s for s in self.space_history if s.at >= horizon]
         members = await asyncio.to_thread(self.backend.current)
-        await self._grow_spaces(now, members)
+        await self._resize_spaces(now, members)
         d, self.check, verdict = relief.step(self.check, self.history, members, now, self.last_change_at, c)
         if verdict is not None:
             await self._verdict(verdict, members)
@@ -112,19 +112,22 @@ class Autoscaler:
         await self._event(d.action, f"{d.reason}; {self.backend.name}: {done}", d.target)
         return d
 
-    async def _grow_spaces(self, now: float, members: int) -> None:
-        """Give each hot named space more matchers (bluedove/autoscaler/space_policy.py): its
-        record's `spans`, which the matcher coordinating its changes joins matchers up to."""
-        for g in spaces_to_grow(self.space_history, members, now, self.grown_at, self.config):
-            self.grown_at[g.space] = now
+    async def _resize_spaces(self, now: float, members: int) -> None:
+        """Give each hot named space more matchers, and a grown one gone idle one fewer
+        (bluedove/autoscaler/space_policy.py): its record's `spans`, which the matcher coordinating
+        its changes joins matchers up to, or merges owners out down to."""
+        grow = spaces_to_grow(self.space_history, members, now, self.resized_at, self.config)
+        shrink = spaces_to_shrink(self.space_history, now, self.resized_at, self.config)
+        for action, r in [*(("space_scale_out", g) for g in grow), *(("space_scale_in", x) for x in shrink)]:
+            self.resized_at[r.space] = now
             try:
-                made = await self.spaces.set_spans(g.space, g.to)
+                made = await self.spaces.set_spans(r.space, r.to)
             except Exception as exc:  # noqa: BLE001 - the next step tries again after the cooldown
-                log.warning("could not grow space %r: %r", g.space, exc)
+                log.warning("could not resize space %r: %r", r.space, exc)
                 continue
             if made:
-                log.warning("space %r to %d matchers: %s", g.space, g.to, g.reason)
-                await self._event("space_scale_out", g.reason, g.to, space=g.space)
+                log.warning("space %r to %d matchers: %s", r.space, r.to, r.reason)
+                await self._event(action, r.reason, r.to, space=r.space)
 
     async def _verdict(self, v: relief.Verdict, members: int) -> None:
         self.checks[v.outcome] = self.checks.get(v.outcome, 0) + 1
@@ -180,7 +183,7 @@ class Autoscaler:
                 queued += x.queued
                 was = spaces.get(x.name, SpaceLoad(0.0, 0, 0, x.fixed))
                 spaces[x.name] = SpaceLoad(was.busy + x.busy, was.queued + x.queued, max(was.matchers, x.matchers),
-                                           x.fixed)
+                                           x.fixed, max(was.spans, x.spans), max(was.base, x.base))
             busy, at_limit = matcher_demand(busy, r.cpu_limit_cores, r.cpu_limit_used, r.cpu_throttled, self.config)
             demand += busy
             capped += at_limit

@@ -54,7 +54,8 @@ class _ClusterFacts(Collector):
 
     def collect(self) -> Iterator[Metric]:
         ev = CounterMetricFamily("bluedove_cluster_events", "Cluster events stored since the store was created, "
-                                 "by action (takeover, split, merge, scale_out, scale_in, space_scale_out, reseed)",
+                                 "by action (takeover, split, merge, scale_out, scale_in, space_scale_out, "
+                                 "space_scale_in, reseed)",
                                  labels=["action"])
         for action, n in sorted(self.events.items()):
             ev.add_metric([action], n)

@@ -81,6 +81,14 @@ class Stuck:
 
 
 @dataclass(frozen=True)
+class Shrink:
+    """The change that merges one owner of a named space out into the others: the space spans
+    more matchers than its size (the autoscaler lowered it)."""
+
+    gone: str
+
+
+@dataclass(frozen=True)
 class Rehome:
     """The change that gives a named space's whole range to one live matcher outside its table:
     every owner is gone, or the last live one leaves."""
@@ -179,13 +187,14 @@ def lightest(ids: list[str], weights: Mapping[str, float]) -> str:
 def named_change(table: SegmentTable, members: Mapping[str, Member], me: str, now: float, *,
                  spans: int | None, weights: Mapping[str, float], ready: bool = True, retry_at: float = 0.0,
                  left_since: Mapping[str, float] | None = None, left_timeout_s: float = 30.0,
-                 live: list[str] | None = None) -> Takeover | Join | Rehome | None:
+                 live: list[str] | None = None) -> Takeover | Join | Shrink | Rehome | None:
     """The change this matcher makes now to a named space's table, if any (one change per
     space at a time: the caller skips a space with one under way).
 
     Its lowest-id live owner coordinates it: it merges gone owners out, then joins the lightest
     live matcher outside the table while the space spans fewer than `spans` matchers (None: all;
-    a matcher gives a named space the matchers its spec or its first table gave it).
+    a matcher gives a named space the matchers its spec or its first table gave it, or the
+    autoscaler's), or merges its heaviest owner out while it spans more.
     When every owner is gone the lowest-id live matcher of the cluster re-homes it on the
     lightest live matcher (`weights`: subscriptions per member). `live`: `live_matchers(members)`,
     if the caller has it (one list for every space of a round). No I/O, like `next_change`."""
@@ -202,6 +211,9 @@ def named_change(table: SegmentTable, members: Mapping[str, Member], me: str, no
         return None
     if out:
         return Takeover(out)
+    if spans is not None and len(table.members) > spans and len(owners) > 1:
+        # the heaviest owner gives its part back: the space gathers on the lighter matchers
+        return Shrink(max(owners, key=lambda i: (weights.get(i, 0.0), i)))
     idle = [i for i in live if i not in table.members]
     if not idle or (spans is not None and len(table.members) >= spans):
         return None

@@ -312,16 +312,18 @@ class Matcher:
                               spaces=self.space_loads(now) if with_spaces else ())
 
     def space_loads(self, now: float) -> list[pb.SpaceLoad]:
-        """The named spaces with work here over the window, the busiest SPACE_LOADS_MOST."""
+        """The named spaces with work here over the window or grown by the autoscaler, the
+        busiest SPACE_LOADS_MOST."""
         out = []
         for name, sv in list(self.named.served.items()):
             st = sv.state
             if st.table is None:
                 continue
             busy, queued = st.busy(now)
-            if busy > 0 or queued:
+            base = sv.rec.base or sv.spans
+            if busy > 0 or queued or sv.spans > base:
                 out.append(pb.SpaceLoad(name=name, busy=busy, queued=queued, matchers=len(st.table.members),
-                                        fixed=sv.rec.spec.matchers is not None))
+                                        fixed=sv.rec.spec.matchers is not None, spans=sv.spans, base=base))
         out.sort(key=lambda x: -x.busy)
         return out[:SPACE_LOADS_MOST]
 

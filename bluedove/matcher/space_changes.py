@@ -23,6 +23,7 @@ from bluedove.matcher.decisions import (
     Join,
     Leave,
     Rehome,
+    Shrink,
     Stuck,
     Takeover,
     live_matchers,
@@ -89,7 +90,7 @@ class NamedChanges:
             if change is not None:
                 self._spawn(name, self._make(name, table, change, members))
 
-    async def _make(self, name: str, old: SegmentTable, change: Takeover | Join | Rehome,
+    async def _make(self, name: str, old: SegmentTable, change: Takeover | Join | Shrink | Rehome,
                     members: Mapping[str, MemberState]) -> None:
         if isinstance(change, Takeover):
             new = merge_out(old, set(change.gone), self.mb.weight)
@@ -100,6 +101,11 @@ class NamedChanges:
             at, how = plan_split(old, await self.mb.loads(old, name), None)
             new = split(old, change.member, members[change.member].addr, at)
             await self.mb.publish(old, new, "split", f"{change.member} joins the space: {how}", space=name)
+        elif isinstance(change, Shrink):
+            new = merge_out(old, {change.gone}, self.mb.weight)
+            await self.mb.publish(old, new, "merge", f"the space shrinks to {len(new.members)} matchers: "
+                                  f"{change.gone}'s segments merged into {', '.join(sorted(grown(old, new)))}",
+                                  space=name)
         else:
             await self._rehome(name, old, change.taker, members, "its owners are gone")
 

@@ -89,9 +89,12 @@ end
 return 0
 """
 # KEYS: the record. ARGV: its spans. 1 set now, 0 it had them, -1 the space is not active.
+# The spans it had before the first change are kept as its `base` (what it shrinks back to).
 _SPANS = """
 if redis.call('HGET', KEYS[1], 'state') ~= 'active' then return -1 end
-if redis.call('HGET', KEYS[1], 'spans') == ARGV[1] then return 0 end
+local had = redis.call('HGET', KEYS[1], 'spans')
+if had == ARGV[1] then return 0 end
+if had then redis.call('HSETNX', KEYS[1], 'base', had) end
 redis.call('HSET', KEYS[1], 'spans', ARGV[1])
 return 1
 """
@@ -128,7 +131,9 @@ class SpaceRecord:
     state: str
     # The matchers its first table was laid out over (0: not laid out yet, or a record from
     # before): the space keeps that many through takeovers unless its spec says `matchers`.
+    # The autoscaler grows it by raising them; `base` keeps what they were before (0: never changed).
     spans: int = 0
+    base: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {**self.spec.to_json(), "created": self.created, "state": self.state}
@@ -146,9 +151,11 @@ def _text(v: str | bytes) -> str:
     return v.decode() if isinstance(v, bytes) else v
 
 
-def _record(spec: str | bytes, created: str | bytes, state: str | bytes, spans: str | bytes = "0") -> SpaceRecord:
-    return SpaceRecord(SpaceSpec.from_json(json.loads(_text(spec))), int(_text(created)), _text(state),
-                       int(_text(spans)))
+def _record(raw: Mapping[str, Any]) -> SpaceRecord:
+    """A record from its hash's fields (a record from before a field has its default)."""
+    return SpaceRecord(SpaceSpec.from_json(json.loads(_text(raw["spec"]))), int(_text(raw.get("created", "0"))),
+                       _text(raw.get("state", ACTIVE)), int(_text(raw.get("spans", "0"))),
+                       int(_text(raw.get("base", "0"))))
 
 
 class SpaceStore:
@@ -167,7 +174,7 @@ class SpaceStore:
         canonical spec; SpaceConflict otherwise."""
         now = int(time.time() * 1000)
         made, *fields = await self._create(keys=[space_record(spec.name)], args=[spec.canonical(), now])
-        rec = _record(*fields)
+        rec = _record(dict(zip(("spec", "created", "state"), fields)))
         if rec.state == ACTIVE:
             await self.r.sadd(SPACES, spec.name)  # step 2; repeated by every create, it repairs a crash
         if int(made):
@@ -216,7 +223,7 @@ class SpaceStore:
         raw: Mapping[str, str] = await self.r.hgetall(space_record(name))
         if not raw or "spec" not in raw:
             return None
-        return _record(raw["spec"], raw.get("created", "0"), raw.get("state", ACTIVE), raw.get("spans", "0"))
+        return _record(raw)
 
     async def list(self) -> list[SpaceRecord]:
         """Every registered space with a record, by name (a name whose record is gone, a purge
@@ -226,7 +233,7 @@ class SpaceStore:
             for n in names:
                 p.hgetall(space_record(n))
             raws: list[Mapping[str, str]] = await p.execute()
-        return [_record(raw["spec"], raw.get("created", "0"), raw.get("state", ACTIVE), raw.get("spans", "0"))
+        return [_record(raw)
                 for raw in raws if raw and "spec" in raw]
 
     async def set_spans(self, name: str, spans: int) -> bool | None:

@@ -310,15 +310,19 @@ class ReportReply(_message.Message):
     def __init__(self, id: _Optional[str] = ..., generation: _Optional[int] = ..., ready: _Optional[bool] = ..., epoch: _Optional[int] = ..., dims: _Optional[_Iterable[_Union[DimensionLoad, _Mapping]]] = ..., window_s: _Optional[float] = ..., gossip_bytes_sent: _Optional[int] = ..., gossip_messages_sent: _Optional[int] = ..., cpu_limit_cores: _Optional[float] = ..., cpu_limit_used: _Optional[float] = ..., cpu_throttled: _Optional[float] = ..., spaces: _Optional[_Iterable[_Union[SpaceLoad, _Mapping]]] = ...) -> None: ...
 
 class SpaceLoad(_message.Message):
-    __slots__ = ("name", "busy", "queued", "matchers", "fixed")
+    __slots__ = ("name", "busy", "queued", "matchers", "fixed", "spans", "base")
     NAME_FIELD_NUMBER: _ClassVar[int]
     BUSY_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     MATCHERS_FIELD_NUMBER: _ClassVar[int]
     FIXED_FIELD_NUMBER: _ClassVar[int]
+    SPANS_FIELD_NUMBER: _ClassVar[int]
+    BASE_FIELD_NUMBER: _ClassVar[int]
     name: str
     busy: float
     queued: int
     matchers: int
     fixed: bool
-    def __init__(self, name: _Optional[str] = ..., busy: _Optional[float] = ..., queued: _Optional[int] = ..., matchers: _Optional[int] = ..., fixed: _Optional[bool] = ...) -> None: ...
+    spans: int
+    base: int
+    def __init__(self, name: _Optional[str] = ..., busy: _Optional[float] = ..., queued: _Optional[int] = ..., matchers: _Optional[int] = ..., fixed: _Optional[bool] = ..., spans: _Optional[int] = ..., base: _Optional[int] = ...) -> None: ...

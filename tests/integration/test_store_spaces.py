@@ -181,8 +181,11 @@ async def test_spans_are_set_on_an_active_space_only_and_move_the_generation_whe
     assert (await spaces.get("orders")).spans == 2
     gen = await spaces.generation()
     assert await spaces.set_spans("orders", 3) is True
-    assert (await spaces.get("orders")).spans == 3 and await spaces.generation() == gen + 1
+    grown = await spaces.get("orders")
+    assert (grown.spans, grown.base) == (3, 2) and await spaces.generation() == gen + 1  # base: before growing
     assert await spaces.set_spans("orders", 3) is False and await spaces.generation() == gen + 1
+    assert await spaces.set_spans("orders", 4) and await spaces.set_spans("orders", 2)
+    assert ((r := await spaces.get("orders")).spans, r.base) == (2, 2)  # the first base stays
     await spaces.delete("orders")
-    assert await spaces.set_spans("orders", 4) is None and (await spaces.get("orders")).spans == 3
+    assert await spaces.set_spans("orders", 4) is None and (await spaces.get("orders")).spans == 2
     assert await spaces.set_spans("nope", 2) is None and await spaces.get("nope") is None

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from bluedove.autoscaler.policy import ScalingConfig
-from bluedove.autoscaler.space_policy import SpaceLoad, SpacesSample, spaces_to_grow
+from bluedove.autoscaler.space_policy import SpaceLoad, SpacesSample, spaces_to_grow, spaces_to_shrink
 
-C = ScalingConfig(window_s=10.0, out_busy=0.8, target_busy=0.6, max_step=4, out_cooldown_s=15.0)
+C = ScalingConfig(window_s=10.0, out_busy=0.8, target_busy=0.6, max_step=4, out_cooldown_s=15.0, in_window_s=10.0,
+                  in_busy=0.25, in_cooldown_s=30.0)
 
 
 def samples(*loads: dict[str, SpaceLoad], every: float = 1.0, end: float = 100.0) -> list[SpacesSample]:
@@ -48,3 +49,33 @@ def test_a_space_missing_from_a_sample_was_idle_then_and_a_short_history_decides
     # only the hot one of two spaces grows
     two = samples({"hot": hot(3.0), "calm": hot(0.5)})
     assert [g.space for g in spaces_to_grow(two, 8, 100.0, {}, C)] == ["hot"]
+
+
+def grown(busy: float, matchers: int = 4, spans: int = 4, base: int = 2, queued: int = 0) -> SpaceLoad:
+    return SpaceLoad(busy, queued, matchers, False, spans, base)
+
+
+def test_a_grown_space_gone_idle_shrinks_one_matcher_at_a_time_towards_what_it_spanned():
+    (r,) = spaces_to_shrink(samples({"s": grown(0.2)}), now=100.0, changed_at={}, c=C)
+    assert (r.space, r.to) == ("s", 3) and "idle" in r.reason
+    assert spaces_to_shrink(samples({"s": grown(0.2, matchers=3, spans=3)}), 100.0, {}, C)[0].to == 2
+
+
+def test_no_shrink_below_its_base_while_busy_queued_changing_too_soon_or_never_grown():
+    assert spaces_to_shrink(samples({"s": grown(0.1, 2, 2, 2)}), 100.0, {}, C) == []  # at its base
+    assert spaces_to_shrink(samples({"s": grown(0.1, 3, 3, 0)}), 100.0, {}, C) == []  # never grown
+    assert spaces_to_shrink(samples({"s": grown(1.2)}), 100.0, {}, C) == []  # 0.3 per owner: not idle
+    assert spaces_to_shrink(samples({"s": grown(0.1, queued=5)}), 100.0, {}, C) == []
+    assert spaces_to_shrink(samples({"s": grown(0.1, matchers=3, spans=4)}), 100.0, {}, C) == []  # growing
+    assert spaces_to_shrink(samples({"s": grown(0.1)}), 100.0, {"s": 80.0}, C) == []  # changed 20 s ago
+    # under a higher in_busy, idle enough per owner (0.475) but one matcher fewer would be over the
+    # target (1.9 over 3 = 0.63): kept
+    loose = ScalingConfig(**{**C.__dict__, "in_busy": 0.5})
+    assert [r.space for r in spaces_to_shrink(samples({"s": grown(1.9), "t": grown(1.6)}), 100.0, {}, loose)] == ["t"]
+    gap = samples({"s": grown(0.1)})
+    gap[4] = SpacesSample(gap[4].at, {})
+    assert spaces_to_shrink(gap, 100.0, {}, C) == []  # not reported at every sample
+
+
+def test_a_space_growing_already_is_not_grown_again():
+    assert spaces_to_grow(samples({"s": SpaceLoad(3.0, 0, 2, False, 3, 2)}), 8, 100.0, {}, C) == []

@@ -15,6 +15,7 @@ from bluedove.matcher.decisions import (
     Leave,
     Refuse,
     Rehome,
+    Shrink,
     Stuck,
     Takeover,
     coordinator,
@@ -162,6 +163,9 @@ LIGHT = {"m1": 50.0, "m2": 10.0, "m3": 10.0, "m4": 5.0}
     ("m1", "m1:A m2:D m3:D m4:A", 2, Rehome("m4")),                       # every owner gone: re-homed
     ("m4", "m1:A m2:D m3:D m4:A", 2, None),                               # by the lowest-id live matcher
     ("m1", "m1:A m2:D m3:S m4:A", 2, None),                               # one only suspected: wait
+    ("m2", "m1:A m2:A m3:A m4:A", 1, Shrink("m3")),                       # over its size: the heaviest
+    ("m3", "m1:A m2:A m3:A m4:A", 1, None),                               # goes, by the coordinator m2
+    ("m2", "m1:A m2:A m3:D m4:A", 1, Takeover(frozenset({"m3"}))),        # a dead owner: merged first
 ])
 def test_a_named_spaces_next_change(me, spec, spans, expected):
     assert named_change(NAMED, view(spec), me, 100.0, spans=spans, weights=LIGHT) == expected
