@@ -22,8 +22,8 @@ import pytest
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.store.store import Store
 from tests.integration.conftest import assert_no_children, start_cluster
-from tests.integration.helpers import drain, new_queue
-from tests.integration.test_spaces_exact import FLEET, ORDERS, delivered, expected, messages_of, subscribe_all
+from tests.integration.helpers import drain
+from tests.integration.test_spaces_exact import FLEET, ORDERS, delivered, expected, make_spaces, messages_of
 
 pytestmark = pytest.mark.integration
 
@@ -98,11 +98,7 @@ def test_named_spaces_take_over_join_and_hand_off_on_their_own(tmp_path):
     rng = random.Random(17)
     cluster = start_cluster(tmp_path, matchers=4)
     try:
-        with httpx.Client(base_url=cluster.url, timeout=30) as api:
-            for spec in (ORDERS, FLEET_2):
-                assert api.post("/v1/spaces", json=spec).status_code == 201
-            queues = dict(new_queue(api) for _ in range(4))
-            subs = subscribe_all(api, rng, queues)
+        queues, subs = make_spaces(cluster.url, rng, (ORDERS, FLEET_2), 4)
         messages = messages_of(rng, 300)
         url = cluster.store_url
 

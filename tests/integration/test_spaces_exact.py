@@ -106,15 +106,22 @@ def delivered(got: list[tuple[str, dict]]) -> dict[tuple[str, str, str], set[str
     return out
 
 
+def make_spaces(url: str, rng: random.Random, specs: tuple[dict, ...], n_queues: int) -> tuple[dict, dict]:
+    """The named spaces of `specs` made on the cluster at `url`, `n_queues` queues, and
+    `subscribe_all`'s subscriptions in every space: (queues {id: auth header}, subscriptions)."""
+    with httpx.Client(base_url=url, timeout=30) as api:
+        for spec in specs:
+            assert api.post("/v1/spaces", json=spec).status_code == 201
+        queues = dict(new_queue(api) for _ in range(n_queues))
+        return queues, subscribe_all(api, rng, queues)
+
+
 def test_three_spaces_on_one_cluster_deliver_exactly_and_apart(tmp_path):
     rng = random.Random(5)
     cluster = start_cluster(tmp_path, matchers=3)
     try:
+        queues, subs = make_spaces(cluster.url, rng, (ORDERS, FLEET), 4)
         with httpx.Client(base_url=cluster.url, timeout=30) as api:
-            for spec in (ORDERS, FLEET):
-                assert api.post("/v1/spaces", json=spec).status_code == 201
-            queues = dict(new_queue(api) for _ in range(4))
-            subs = subscribe_all(api, rng, queues)
             messages = messages_of(rng, 200)
             publish_all(api, messages)
             got = asyncio.run(_drain(cluster.url, queues))

@@ -19,9 +19,9 @@ import pytest
 from bluedove.autoscaler.local import AutoscalerThread
 from bluedove.autoscaler.policy import ScalingConfig
 from tests.integration.conftest import assert_no_children, start_cluster
-from tests.integration.helpers import drain, new_queue
+from tests.integration.helpers import drain
 from tests.integration.test_spaces_changes import FLEET_2, publish_steadily, until
-from tests.integration.test_spaces_exact import ORDERS, delivered, expected, messages_of, subscribe_all
+from tests.integration.test_spaces_exact import ORDERS, delivered, expected, make_spaces, messages_of
 
 pytestmark = pytest.mark.integration
 
@@ -35,11 +35,7 @@ def test_a_hot_space_is_given_a_matcher_alone_and_gives_it_back_once_idle(tmp_pa
     cluster = start_cluster(tmp_path, matchers=2)
     scaler = None
     try:
-        with httpx.Client(base_url=cluster.url, timeout=30) as api:
-            for spec in (ORDERS, FLEET_2):
-                assert api.post("/v1/spaces", json=spec).status_code == 201
-            queues = dict(new_queue(api) for _ in range(3))
-            subs = subscribe_all(api, rng, queues)
+        queues, subs = make_spaces(cluster.url, rng, (ORDERS, FLEET_2), 3)
         messages, later = messages_of(rng, 250), messages_of(rng, 60)
         later = {space: {f"late-{mid}": a for mid, a in msgs.items()} for space, msgs in later.items()}
         url = cluster.store_url

@@ -17,11 +17,11 @@ import pytest
 from bluedove.core.partition.seeds import reseeded
 from bluedove.core.spaces import parse_space_spec
 from tests.integration.conftest import assert_no_children, start_cluster
-from tests.integration.helpers import drain, new_queue
+from tests.integration.helpers import drain
 from tests.integration.test_reseed import SEED as DEFAULT_SEED
 from tests.integration.test_reseed import seed_cli
 from tests.integration.test_spaces_changes import publish_steadily, tables
-from tests.integration.test_spaces_exact import FLEET, ORDERS, delivered, expected, messages_of, subscribe_all
+from tests.integration.test_spaces_exact import FLEET, ORDERS, delivered, expected, make_spaces, messages_of
 
 pytestmark = pytest.mark.integration
 
@@ -38,11 +38,7 @@ def test_a_named_space_is_reseeded_alone_while_every_space_publishes(tmp_path):
     seed_file.write_text(json.dumps(SEED))
     wrong.write_text(json.dumps({**DEFAULT_SEED, "matchers": 2, "placement": DEFAULT_SEED["placement"][:2]}))
     try:
-        with httpx.Client(base_url=cluster.url, timeout=30) as api:
-            for spec in (ORDERS, FLEET):
-                assert api.post("/v1/spaces", json=spec).status_code == 201
-            queues = dict(new_queue(api) for _ in range(3))
-            subs = subscribe_all(api, rng, queues)
+        queues, subs = make_spaces(cluster.url, rng, (ORDERS, FLEET), 3)
         messages = messages_of(rng, 200)
         url = cluster.store_url
         before = asyncio.run(tables(url))
