@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from bluedove.core.attributes import encode
+from bluedove.core.spaces import parse_space_spec
 from bluedove.lab.workloads import orders
 from tests.integration.cluster_checks import EXACT
 from tests.integration.conftest import assert_no_children, start_cluster
@@ -119,3 +120,67 @@ def test_seed_refuses_contradictory_or_missing_flags_before_spark_starts(tmp_pat
     assert apply_without_store.returncode == 2 and "--apply needs --store" in apply_without_store.stderr
     no_space = bluedove("seed", "--subscriptions", str(tmp_path / "subs"), "--matchers", "2", timeout=60)
     assert no_space.returncode == 2 and "--space" in no_space.stderr and "Traceback" not in no_space.stderr
+
+
+@pytest.mark.integration
+def test_a_named_space_is_exported_and_seeded_on_its_own(tmp_path):
+    """`export catalogue --space-name fleet` then `seed --space-name fleet --subscriptions … --apply`:
+    N is the matchers fleet spans (2 of the cluster's 3); its messages (the sample) and
+    subscriptions crowd the north, so the job cuts lat there; fleet's table is laid out by the
+    seed and the default space's is not touched; fleet's deliveries stay exact."""
+    cluster = start_cluster(tmp_path / "c", matchers=3)
+    fleet = {"name": "fleet", "attributes": [{"name": "lat", "min": -90, "max": 90},
+                                             {"name": "lon", "min": -180, "max": 180}], "matchers": 2}
+    space = parse_space_spec(fleet).space
+    try:
+        with httpx.Client(base_url=cluster.url, timeout=30) as api:
+            assert api.post("/v1/spaces", json=fleet).status_code == 201
+            default_epoch = api.get("/v1/cluster").json()["epoch"]
+            queues = dict(new_queue(api) for _ in range(4))
+            subs = {}
+            for j, q in enumerate(list(queues) * 50):
+                preds = {"lat": [60 + j % 25, 62 + j % 25], "lon": [-180 + j, -170 + j]}
+                r = api.post("/v1/spaces/fleet/subscriptions", json={"queue": q, "predicates": preds},
+                             headers=queues[q])
+                assert r.status_code == 201, r.text
+                subs[r.json()["id"]] = (q, preds)
+        store, out = cluster.store_url, tmp_path / "x"
+        assert bluedove("export", "catalogue", "--store", store, "--out", str(out), "--space-name",
+                        "fleet").returncode == 0
+        points = [{"lat": 55 + (i % 35), "lon": -180 + (i * 7) % 360} for i in range(400)]
+        (tmp_path / "samples").mkdir()
+        with open(tmp_path / "samples" / "messages-0.jsonl", "w") as f:
+            for t, p in enumerate(points * 5):
+                f.write(json.dumps({"ts": t * 0.01, "point": [p["lat"], p["lon"]]}) + "\n")
+        seed_file = tmp_path / "seed.json"
+        run = bluedove("seed", "--space-name", "fleet", "--subscriptions", str(out / "subscriptions"), "--out",
+                       str(seed_file), "--messages", str(tmp_path / "samples"), "--window-s", "5", "--store", store,
+                       "--apply")
+        assert run.returncode == 0 and "applied: epoch 2" in run.stdout, run.stderr[-3000:]
+        seed = json.loads(seed_file.read_text())
+        assert seed["matchers"] == 2 and seed["space"] == space.to_json()
+        lat = seed["dimensions"]["lat"]["boundaries"]
+        assert 55 <= lat[1] <= 90, lat  # the cut where the messages are, not at the equator
+        with httpx.Client(base_url=cluster.url, timeout=30) as api:
+            assert api.get("/v1/cluster").json()["epoch"] == default_epoch
+            view = api.get("/v1/cluster", params={"space": "fleet"}).json()
+            assert view["epoch"] == 2
+            cuts = sorted(m["segments"]["lat"][0] for m in view["members"] if m["segments"])
+            assert cuts == pytest.approx([-90, lat[1]])
+            messages = {}
+            for i in range(0, len(points), 200):
+                r = api.post("/v1/spaces/fleet/messages:batch",
+                             json={"messages": [{"attributes": p} for p in points[i:i + 200]]})
+                assert r.status_code == 202, r.text
+                messages.update(zip(r.json()["ids"], (tuple(p[d] for d in space.names) for p in points[i:i + 200])))
+
+        async def received():
+            async with httpx.AsyncClient(base_url=cluster.url, timeout=30) as client:
+                return await drain(client, queues)
+
+        expected = oracle(space, subs, messages)
+        assert len(expected) > 100
+        assert compare(expected, asyncio.run(received())) == EXACT
+    finally:
+        cluster.stop()
+    assert_no_children(cluster)
