@@ -248,8 +248,8 @@ def apply_seed_file(store_url: str, seed_path: str, timeout_s: float, say: Calla
                     err: Callable[[str], None] = _err, tls_files: tls.TlsFiles | None = None,
                     space: str = DEFAULT_SPACE) -> int:
     """Re-seed `space`'s table in the cluster of `store_url` by the seed file: 0 once the store
-    holds the new table (and, for the default space, the seed), 2 for bad input (the seed, the
-    store, no table), 1 when no owner took the table within `timeout_s` (each refusal is said)."""
+    holds the new table (and the seed), 2 for bad input (the seed, the store, no table), 1 when
+    no owner took the table within `timeout_s` (each refusal is said)."""
     planned = _plan(store_url, seed_path, err, space)
     if isinstance(planned, int):
         return planned
@@ -292,8 +292,7 @@ async def _apply(store_url: str, seed_path: str, planned: Planned, timeout_s: fl
                 err(f"epoch {new.epoch} not in the store within --apply-timeout {timeout_s:g} s")
                 return 1
             await asyncio.sleep(0.1)
-        if space == DEFAULT_SPACE:  # the split planner's histograms (a named space's splits halve ranges)
-            await store.put_seed(seed)
+        await store.put_seed(seed, space)  # the split planner's histograms
     finally:
         await store.close()
     for line in describe_change(old, current):

@@ -203,15 +203,15 @@ class Membership:
     async def _join(self, member: str) -> None:
         old = self._table()
         loads = await self.loads(old)
-        at, why = plan_split(old, loads, await self._stored_seed(old))
+        at, why = plan_split(old, loads, await self.stored_seed(old))
         new = split(old, member, self._node().members[member].addr, at)
         await self.publish(old, new, "split", f"{member} joined and takes part of the busiest segments: {why}")
 
-    async def _stored_seed(self, table: SegmentTable) -> Seed | None:
-        """The seed the cluster was last laid out by, for where a split cuts; None if there is
-        none or it does not fit the space (then the split does without)."""
+    async def stored_seed(self, table: SegmentTable, space: str = DEFAULT_SPACE) -> Seed | None:
+        """The seed `space`'s table was last laid out by, for where a split cuts; None if there
+        is none or it does not fit the space (then the split does without)."""
         try:
-            raw = await self.m.store.get_seed()
+            raw = await self.m.store.get_seed(space)
             return parse_seed(raw, table.space, None) if raw is not None else None
         except ValueError as exc:  # a SeedError, or a stored value that is not JSON
             log.warning("the stored seed is not used for the split: %s", exc)

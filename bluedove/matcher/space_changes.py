@@ -98,7 +98,7 @@ class NamedChanges:
                    f"{', '.join(sorted(grown(old, new)))}")
             await self.mb.publish(old, new, "takeover", why, space=name)
         elif isinstance(change, Join):
-            at, how = plan_split(old, await self.mb.loads(old, name), None)
+            at, how = plan_split(old, await self.mb.loads(old, name), await self.mb.stored_seed(old, name))
             new = split(old, change.member, members[change.member].addr, at)
             await self.mb.publish(old, new, "split", f"{change.member} joins the space: {how}", space=name)
         elif isinstance(change, Shrink):

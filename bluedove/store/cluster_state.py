@@ -42,13 +42,13 @@ class ClusterState(Connection):
             raise ValueError("a named space's first table is laid out with the space (SpaceStore.lay_out)")
         return bool(await self._put_table_if(keys=[_table_key(space)], args=[expected_epoch, json.dumps(table)]))
 
-    async def put_seed(self, seed: dict[str, Any]) -> None:
-        """The partition seed the table was last laid out by (bluedove/core/partition/seeds.py); the split
-        planner reads it for where a range's load halves."""
-        await self.r.set(K.SEED, json.dumps(seed))
+    async def put_seed(self, seed: dict[str, Any], space: str = DEFAULT_SPACE) -> None:
+        """The partition seed `space`'s table was last laid out by (bluedove/core/partition/seeds.py);
+        the split planner reads it for where a range's load halves (a named space's goes with it)."""
+        await self.r.set(_seed_key(space), json.dumps(seed))
 
-    async def get_seed(self) -> dict[str, Any] | None:
-        raw = await self.r.get(K.SEED)
+    async def get_seed(self, space: str = DEFAULT_SPACE) -> dict[str, Any] | None:
+        raw = await self.r.get(_seed_key(space))
         return json.loads(raw) if raw else None
 
     async def add_event(self, event: dict[str, Any], keep: int = 200) -> None:
@@ -103,3 +103,7 @@ class ClusterState(Connection):
 
 def _table_key(space: str) -> str:
     return K.TABLE if space == DEFAULT_SPACE else K.space_table(space)
+
+
+def _seed_key(space: str) -> str:
+    return K.SEED if space == DEFAULT_SPACE else K.space_seed(space)

@@ -16,6 +16,7 @@ import pytest
 
 from bluedove.core.partition.seeds import reseeded
 from bluedove.core.spaces import parse_space_spec
+from bluedove.store.store import Store
 from tests.integration.conftest import assert_no_children, start_cluster
 from tests.integration.helpers import drain
 from tests.integration.test_reseed import SEED as DEFAULT_SEED
@@ -29,6 +30,14 @@ SEED = {"version": 1, "matchers": 2, "space": parse_space_spec(FLEET).space.to_j
         "dimensions": {"lat": {"boundaries": [-90, 30, 90]}, "lon": {"boundaries": [-180, -100, 180]}},
         "placement": [{"matcher": 0, "segments": {"lat": 1, "lon": 0}}, {"matcher": 1, "segments": {"lat": 0,
                                                                                                     "lon": 1}}]}
+
+
+async def _seeds(url: str) -> tuple[dict | None, dict | None]:
+    store = Store(url)
+    try:
+        return await store.get_seed("fleet"), await store.get_seed()
+    finally:
+        await store.close()
 
 
 def test_a_named_space_is_reseeded_alone_while_every_space_publishes(tmp_path):
@@ -64,6 +73,7 @@ def test_a_named_space_is_reseeded_alone_while_every_space_publishes(tmp_path):
         want = reseeded(before["fleet"], SEED)
         assert (after["fleet"].epoch, after["fleet"].cuts, after["fleet"].owners) == (2, want.cuts, want.owners)
         assert [e["action"] for e in events] == ["reseed"] and "re-seeded from" in events[0]["reason"]
+        assert asyncio.run(_seeds(url)) == (SEED, None)  # fleet's, for its splits; none for the default
         assert delivered(got) == expected(subs, messages)
 
         r = seed_cli("--space-name", "fleet", "--from", str(wrong), "--store", url)
