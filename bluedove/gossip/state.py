@@ -102,7 +102,6 @@ class Node:
         self.epoch = 0
         self.table_json = ""
         self.spaces = SpaceEpochs()  # named spaces' table epochs (bluedove/gossip/space_epochs.py)
-        self._now = 0.0  # the last time the node was given
         self.rounds = 0
         self.events: deque[tuple[float, str, str]] = deque(maxlen=1000)  # (now, member, status)
         self._seq = 0
@@ -156,7 +155,6 @@ class Node:
     # -- one round -------------------------------------------------------------------------
     def tick(self, now: float) -> list[Out]:
         self.rounds += 1
-        self._now = now
         self._excuse_own_stall(now)
         me = self.me
         if not me.gone:
@@ -165,7 +163,7 @@ class Node:
         out: list[Out] = []
         self._expire(now)
         out += self._detect(now)
-        out += self._push_round()
+        out += self._push_round(now)
         return out
 
     def _excuse_own_stall(self, now: float) -> None:
@@ -224,7 +222,7 @@ class Node:
                 out.append(self._out(h.addr, PingReq(seq, m.id, m.addr)))
         return out
 
-    def _push_round(self) -> list[Out]:
+    def _push_round(self, now: float) -> list[Out]:
         live = self.live()
         peers = [m for m in live if m.id != self.id and m.addr]  # no address: expected, not reachable yet
         n = min(fanout(len(live), self.config.fanout_extra), len(peers))
@@ -235,7 +233,7 @@ class Node:
         gone = [m for m in self.members.values() if m.gone and m.id != self.id and m.addr]
         if gone and self.rng.random() < self.config.dead_push_prob:
             addrs.append(self.rng.choice(gone).addr)
-        push = Push(tuple(self.members.values()), self.epoch, self.spaces.news(self._now))
+        push = Push(tuple(self.members.values()), self.epoch, self.spaces.news(now))
         return [self._out(a, push) for a in addrs]
 
     # -- receiving -------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import redis.exceptions
 
+from bluedove.core.load import LoadReport
 from bluedove.core.partition.modes import held
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.wire import Part, WireError
@@ -297,10 +298,9 @@ class SpaceState:
         busy, queued = 0.0, 0
         for i, st in enumerate(self.stats):
             lam, mu = st.rates(now)
-            mu = queue.service[i].rates(now)[1] or mu
-            q = queue.queued(i)
-            busy += lam / mu if mu > 0 else (1.0 if q else 0.0)
-            queued += q
+            load = LoadReport(lam=lam, mu=queue.service[i].rates(now)[1] or mu, q=queue.queued(i))
+            busy += load.busy
+            queued += load.q
         return busy, queued
 
     def started(self) -> SubscriptionSets:
