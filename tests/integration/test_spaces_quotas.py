@@ -66,6 +66,8 @@ def test_a_space_over_its_message_or_byte_rate_is_refused_with_retry_after(api, 
     # a full bucket takes a batch over its burst, leaving a debt of 4 s: what follows waits it out
     assert api.post(f"/v1/spaces/{msgs}/messages:batch", json=batch).status_code == 202
     over(api.post(f"/v1/spaces/{msgs}/messages:batch", json=batch), "quotas.messages_per_s", True)
+    # over its quota, a space refuses before decoding: a body that would not decode is a 429 too
+    over(api.post(f"/v1/spaces/{msgs}/messages:batch", content=b'{"messages": [{'), "quotas.messages_per_s", True)
     over(api.post(f"/v1/spaces/{msgs}/messages", json={"attributes": {"kind": "b", "size": 1}}),
          "quotas.messages_per_s", True)
     assert api.post("/v1/messages", json={"attributes": {"x0": 1, "x1": 2, "x2": 3, "x3": 4}}).status_code == 202

@@ -1,10 +1,10 @@
 """The one publish path of every transport: REST single and batch, gRPC Publish, PublishBatch
 and PublishStream all go through `publish` (or, a stream, `publish_stream`).
 
-In order: backpressure before anything is decoded (`gate`: a full dispatcher refuses at the
-least cost), the transport's decode, the key's rate limits (`admit`), then the forwarder, which
-keeps its own bound on the messages under way. Ids and stored bodies are made once per batch
-(`outgoing`).
+In order: the cheapest refusals before anything is decoded (`gate`: a full dispatcher's 503, a
+space's quota that would not admit even one message of the request's bytes), the transport's
+decode, the key's rate limits (`admit`), then the forwarder, which keeps its own bound on the
+messages under way. Ids and stored bodies are made once per batch (`outgoing`).
 """
 
 from __future__ import annotations
@@ -24,11 +24,15 @@ from bluedove.dispatcher.publish.forwarder import Outgoing
 from bluedove.dispatcher.space_paths import SpacePath
 
 
-def gate(d: Dispatcher, path: SpacePath | None = None) -> None:
-    """503 before decoding when the space's forwarder already holds its bound of messages under way."""
-    forwarder = (path or d.paths.default).forwarder
-    if forwarder.full():
-        forwarder.refuse()
+def gate(d: Dispatcher, path: SpacePath | None = None, size: int | None = None) -> None:
+    """Before decoding: 503 when the space's forwarder already holds its bound of messages under
+    way; with the request's `size` in bytes, 429 when the space's quotas would not admit one
+    message of that size (a space flooding past its quota costs its dispatcher no decoding)."""
+    p = path or d.paths.default
+    if p.forwarder.full():
+        p.forwarder.refuse()
+    if size is not None and p.quotas is not None:
+        p.quotas.check(1, size, d.share)
 
 
 async def publish(d: Dispatcher, decode: Callable[[], Batch], size: int, key: KeyRecord | None = None,
@@ -36,7 +40,7 @@ async def publish(d: Dispatcher, decode: Callable[[], Batch], size: int, key: Ke
     """Gate, decode (the transport's `decode`), admit `size` bytes under the space's quotas and
     the key's rates, forward in the space of `path` (None: the default space); the ids once
     every message is stored."""
-    gate(d, path)
+    gate(d, path, size)
     batch = decode()
     admit(d, key, len(batch), size, path)
     return await publish_parsed(d, batch, key, path)
