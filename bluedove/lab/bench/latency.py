@@ -38,6 +38,7 @@ from bluedove.lab.bench.base import add_output_flags, add_workload_flags, report
 from bluedove.lab.bench.cpu import cpu_seconds
 from bluedove.lab.bench.e2e import batch_bodies, step
 from bluedove.lab.bench.latency_clients import Received, Subscribers, message_json, publisher
+from bluedove.lab.bench.latency_procs import SubscriberProcs
 from bluedove.lab.bench.systems import workload
 from bluedove.lab.load import pool
 from bluedove.lab.readers import subscribe_workload
@@ -63,6 +64,10 @@ def add_parser(sub) -> None:
                    help=f"messages a request at the --load levels (0, default: about {REQUESTS_PER_S} requests/s)")
     p.add_argument("--listen", choices=("poll", "grpc"), default="poll",
                    help="subscribers: REST long-polls (default) or gRPC Listen streams")
+    p.add_argument("--subscriber-procs", type=int, default=2,
+                   help="processes the subscribers run in, as phones are, each with its share of the queues "
+                        "(long-polls as raw HTTP/1.1; default 2); 0: in the bench's own process, on the SDK's "
+                        "transports")
     p.add_argument("--duration", type=float, default=10.0, help="seconds measured at each level (default 10)")
     p.add_argument("--warmup", type=float, default=1.0, help="seconds sent before each level's measurement")
     p.add_argument("--start-rate", type=float, default=1000.0, help="saturation search: first rate (msg/s)")
@@ -82,8 +87,9 @@ def _levels(args: argparse.Namespace) -> list[float]:
         raise ValueError(f"--load: expected fractions in (0, 2], got {args.load!r}")
     if args.rate is not None and not args.rate > 0:
         raise ValueError("--rate must be positive")
-    if args.duration <= 0 or args.warmup < 0 or args.single_rate < 0 or args.batch < 0:
-        raise ValueError("--duration must be positive; --warmup, --single-rate and --batch not negative")
+    if args.duration <= 0 or min(args.warmup, args.single_rate, args.batch, args.subscriber_procs) < 0:
+        raise ValueError("--duration must be positive; --warmup, --single-rate, --batch and --subscriber-procs "
+                         "not negative")
     return out
 
 
@@ -129,7 +135,10 @@ class Bench:
     async def settle(self, limit_s: float = SETTLE_S) -> None:
         """Until no delivery for a second (the queues are empty), at most `limit_s`."""
         end = time.monotonic() + limit_s
-        while time.monotonic() < end and time.monotonic() - self.subs.last_delivery < 1.0:
+        while time.monotonic() < end:
+            await self.subs.sync()
+            if time.monotonic() - self.subs.last_delivery >= 1.0:
+                break
             await asyncio.sleep(0.2)
 
     def _cpu(self) -> dict[str, float]:
@@ -137,10 +146,12 @@ class Bench:
         if self.cluster.redis:
             pids["redis"] = self.cluster.redis.proc.pid
         pids["bench"] = os.getpid()
+        pids.update({f"subscribers{j + 1}": pid for j, pid in enumerate(getattr(self.subs, "pids", []))})
         return {name: cpu_seconds(pid) for name, pid in pids.items()}
 
     async def level(self, name: str, rate: float, batch: int) -> dict:
         a = self.args
+        await self.subs.sync()
         self.subs.got, self.subs.gaps_ns = [], []
         k0 = self.next_k
         ctx = mp.get_context("spawn")
@@ -158,9 +169,13 @@ class Bench:
             if ok:
                 expected.update((qi, kk) for kk in range(k, k + n) for qi in self.reach[kk % N_POINTS])
         end = time.monotonic() + DRAIN_S
-        while time.monotonic() < end and not expected.keys() <= {(g.queue, g.k) for g in self.subs.got}:
+        while time.monotonic() < end:
+            await self.subs.sync()
+            if expected.keys() <= {(g.queue, g.k) for g in self.subs.got}:
+                break
             await asyncio.sleep(0.2)
         await asyncio.sleep(0.5)  # late duplicates
+        await self.subs.sync()
         got = [g for g in self.subs.got if g.k >= k0]
         out = figures(got, res["sends"], expected, grpc=bool(self.subs.grpc_url), gaps=self.subs.gaps_ns)
         cpu = {n: round(100 * (cpu1[n] - cpu0.get(n, 0.0)) / took, 1) for n in cpu1}
@@ -213,9 +228,13 @@ async def _measure(args: argparse.Namespace, w, cluster: LocalCluster, loads: li
         await setup.close()
     subscribe_s = round(time.monotonic() - t0, 1)
     grpc_url = f"grpc://{cluster.grpc_address}" if args.listen == "grpc" else None
-    b.subs = Subscribers(cluster.url, [queues[q] for q in sorted(queues)], grpc_url)
+    ordered = [queues[q] for q in sorted(queues)]
+    b.subs = (SubscriberProcs(cluster.url, ordered, grpc_url, args.subscriber_procs) if args.subscriber_procs
+              else Subscribers(cluster.url, ordered, grpc_url))
     listening = asyncio.create_task(b.subs.run())
     try:
+        if isinstance(b.subs, SubscriberProcs):
+            await b.subs.started.wait()
         await asyncio.sleep(1.0)  # every subscriber's first long-poll (or stream) open
         steps: list[dict] = []
         if args.rate is not None:
@@ -238,7 +257,8 @@ async def _measure(args: argparse.Namespace, w, cluster: LocalCluster, loads: li
     return {"saturation_msgs_per_s": round(saturation), "saturation_measured": args.rate is None,
             "saturation_steps": steps, "subscribe_s": subscribe_s, "levels": levels,
             "subscriber_errors": dict(b.subs.errors), "subscriber_error_samples": dict(b.subs.error_samples),
-            "listen_stream_ends": dict(b.subs.stream_ends) if grpc_url else None}
+            "listen_stream_ends": dict(b.subs.stream_ends) if grpc_url else None,
+            "subscriber_procs": args.subscriber_procs}
 
 
 def run_latency(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ import httpx
 
 from bluedove.client.errors import BlueDoveError
 from bluedove.client.http import AsyncHttpTransport, decode
+from bluedove.lab.bench.fleet_client import ProtocolError, read_response, request
 from bluedove.lab.load import Pacer, pool
 
 T_MARK = "@T@"  # where a message's send time goes in its prepared JSON
@@ -125,18 +126,53 @@ class Acks:
         self.task = None
 
 
+class RawAcker:
+    """One queue's acks on a keep-alive connection of their own (the raw HTTP/1.1 of
+    bluedove/lab/bench/fleet_client.py), opened at the first ack and again after a failure."""
+
+    def __init__(self, host: str, port: int, queue: str, token: str, failed) -> None:
+        self.host, self.port, self.token, self.failed = host, port, token, failed
+        self.path = f"/v1/queues/{queue}/ack"
+        self.conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def send(self, receipts: list[str]) -> None:
+        body = json.dumps({"receipts": receipts}).encode()
+        try:
+            if self.conn is None:
+                self.conn = await asyncio.open_connection(self.host, self.port)
+            reader, writer = self.conn
+            writer.write(request("POST", self.path, f"{self.host}:{self.port}", self.token, body))
+            status, answer, keep = await read_response(reader)
+            if status != 204:
+                raise ProtocolError(f"ack answered {status}: {answer[:200]!r}")
+            if not keep:
+                self.close()
+        except (OSError, asyncio.IncompleteReadError, ProtocolError) as exc:
+            self.failed("ack", exc)
+            self.close()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn[1].close()
+            self.conn = None
+
+
 @dataclass
 class Subscribers:
     """Every queue's subscriber while running: REST long-polls (a new one as soon as the last
     answered) or gRPC Listen streams; each answer acked by a task of its own (a stream's acks
     batched, `Acks`), so that the next read does not wait for the ack. `recording` off:
     deliveries are acked, not kept. `stream_ends`: Listen streams that ended though the bench
-    did not end them, by status (each is opened again)."""
+    did not end them, by status (each is opened again). `raw`: the long-polls written as raw
+    HTTP/1.1 on asyncio streams (a keep-alive connection for a queue's polls, one for its acks)
+    instead of the SDK's httpx transport, whose ~0.3 ms of CPU a call made the subscribers'
+    process the busiest on 2 cores (a phone's client costs the service nothing)."""
 
     url: str
     queues: list[tuple[str, str]]
     grpc_url: str | None = None  # Listen streams instead of long-polls
     recording: bool = False
+    raw: bool = False
     got: list[Received] = field(default_factory=list)
     gaps_ns: list[int] = field(default_factory=list)  # REST: answer read -> next poll sent
     errors: dict[str, int] = field(default_factory=dict)  # failed calls, by call and kind
@@ -144,13 +180,20 @@ class Subscribers:
     stream_ends: dict[str, int] = field(default_factory=dict)
     last_delivery: float = 0.0  # time.monotonic() of the newest delivery
 
+    async def sync(self) -> None:
+        """(In the bench's own process `got` is current: nothing to fetch.)"""
+
     async def run(self) -> None:
         """Until cancelled."""
         tasks: list[asyncio.Task] = []
         transports: list = []
         try:
             per = STREAMS_PER_CHANNEL if self.grpc_url else LISTENERS_PER_POOL
+            raw = self.raw and not self.grpc_url
             for i, (q, token) in enumerate(self.queues):
+                if raw:
+                    tasks.append(asyncio.create_task(self._raw_long_poll(i, q, token)))
+                    continue
                 if i % per == 0:
                     transports.append(self._transport(per))
                 read = self._stream if self.grpc_url else self._long_poll
@@ -217,6 +260,52 @@ class Subscribers:
             self._keep(i, msgs, before, issued, answered, time.time_ns())
             if msgs:
                 self._ack(t, q, token, msgs)
+
+    async def _raw_long_poll(self, i: int, q: str, token: str) -> None:
+        """Queue `q`'s long-polls, one after another on a keep-alive connection (a new one
+        after a failure), each answer's receipts acked on the queue's other connection."""
+        u = httpx.URL(self.url)
+        host, port = u.host, u.port or 80
+        get = request("GET", f"/v1/queues/{q}/messages?max={POLL_MAX}&wait={LISTEN_WAIT_S}", f"{host}:{port}", token)
+        acker = RawAcker(host, port, q, token, self._failed)
+        acks = Acks(acker.send)
+        answered = 0
+        try:
+            while True:
+                try:
+                    reader, writer = await asyncio.open_connection(host, port)
+                except OSError as exc:
+                    self._failed("connect", exc)
+                    await asyncio.sleep(0.2)
+                    continue
+                try:
+                    answered = await self._raw_polls(i, get, reader, writer, acks, answered)
+                except (OSError, asyncio.IncompleteReadError, ProtocolError, ValueError) as exc:
+                    self._failed("poll", exc)
+                    answered = 0
+                    await asyncio.sleep(0.2)
+                finally:
+                    writer.close()
+        finally:
+            acker.close()
+
+    async def _raw_polls(self, i: int, get: bytes, reader, writer, acks: Acks, answered: int) -> int:
+        """Polls on one connection until the server closes it: the last answer's time."""
+        while True:
+            issued, before = time.time_ns(), answered
+            if answered:
+                self.gaps_ns.append(issued - answered)
+            writer.write(get)
+            status, body, keep = await read_response(reader)
+            answered = time.time_ns()
+            if status != 200:
+                raise ProtocolError(f"poll answered {status}: {body[:200]!r}")
+            msgs = json.loads(body)["messages"]
+            self._keep(i, msgs, before, issued, answered, time.time_ns())
+            for m in msgs:
+                acks.add(m["receipt"])
+            if not keep:
+                return answered
 
     async def _stream(self, t, i: int, q: str, token: str) -> None:
         """Queue `q`'s Listen stream, read with the SDK's transport (its channel, its decoding)
