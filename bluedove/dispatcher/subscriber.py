@@ -3,7 +3,7 @@
 A subscribe costs a catalogue write and an AddSubscriptions call to every matcher mPartition
 names; both cost far more per call than per subscription. So, as the forwarder's lanes do for
 publishes (bluedove/dispatcher/publish/forwarder.py), both go through lanes that batch
-(`Batcher`, bluedove/dispatcher/batcher.py), each subscription an item of weight 1:
+(`Batcher`, bluedove/runtime/batcher.py), each subscription an item of weight 1:
 
 - the catalogue writes of concurrent single subscribes go to the store together: the writer
   takes whatever has queued up (up to WRITE_BATCH_MAX) into one round trip, each subscription
@@ -54,8 +54,8 @@ from typing import Any
 
 from bluedove.core.model import Subscription
 from bluedove.dispatcher.add_stream import AddStream
-from bluedove.dispatcher.batcher import Batcher
 from bluedove.dispatcher.routing import Routing
+from bluedove.runtime.batcher import Batcher
 from bluedove.runtime.settings import DispatcherSettings
 from bluedove.store.space_entry import SpaceAt
 from bluedove.store.store import DispatcherStore

@@ -1,10 +1,11 @@
 """A batching lane: items submitted one by one leave together in calls, each submitter awaiting its own result.
 
 A call to a matcher or to the store costs both ends far more than an item it carries, so the
-dispatcher's lanes gather what queues up while calls are under way into the next call. Every
-lane of the dispatcher is a `Batcher`: one per matcher for publishes (its items chunks of
-messages, bluedove/dispatcher/publish/forwarder.py), the catalogue writer and one per
-matcher for subscribes (its items subscriptions, bluedove/dispatcher/subscriber.py).
+lanes gather what queues up while calls are under way into the next call. Every lane of the
+dispatcher is a `Batcher`: one per matcher for publishes (its items chunks of messages,
+bluedove/dispatcher/publish/forwarder.py), the catalogue writer and one per matcher for
+subscribes (its items subscriptions, bluedove/dispatcher/subscriber.py); so is the store's lane
+of the polls' looks and acks (bluedove/store/queues.py).
 
 - A call carries what has queued up, oldest first, up to `max_weight`: an item counts for
   its weight (a subscription 1, a chunk its messages); the first item of a call always goes,

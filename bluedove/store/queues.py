@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from bluedove.core.queue_bounds import QueueBounds
+from bluedove.runtime.batcher import Batcher
 from bluedove.store import keys as K
 from bluedove.store import scripts
 from bluedove.store.batch import Call
@@ -36,9 +37,9 @@ from bluedove.store.wire import deliveries_json
 log = logging.getLogger("bluedove.store")
 
 GROUP = "g"
-# How many poll and ack calls a process has in flight at once: each holds a pooled connection
-# for one round trip, so the connections polls use stay this few however many are parked.
-POLL_CALLS = 8
+# Poll and ack calls in flight at once (each holds a pooled connection for a round trip, so polls
+# use this few however many are parked), and the looks and acks one call carries at most.
+POLL_CALLS, CALL_MOST = 8, 64
 CONSUMER = "c"
 # A constant digest to compare against when a queue does not exist, so that a missing queue
 # and a wrong token take the same path.
@@ -107,10 +108,10 @@ class Queues(Connection):
         self.redelivered = 0
         # Deliveries this process set aside because they cannot be rendered (the metrics).
         self.undeliverable = 0
-        # Parked polls wait for a wake-up, holding no connection (bluedove/store/wakeups.py);
-        # their store calls share at most POLL_CALLS of the pool's connections.
+        # Parked polls wait for a wake-up, holding no connection (bluedove/store/wakeups.py); their
+        # looks and acks go through one lane: POLL_CALLS calls at most, each up to CALL_MOST.
         self.wakeups = Wakeups(lambda attempt: node_client(url, attempt))
-        self._calls = asyncio.Semaphore(POLL_CALLS)
+        self._calls: Batcher[Call, Any] = Batcher(self.runner.run_each, CALL_MOST, POLL_CALLS)
 
     async def close(self) -> None:
         await self.wakeups.close()
@@ -276,11 +277,16 @@ class Queues(Connection):
         """(n, body, the entry ids handed out joined by ",") of a poll, as a coroutine."""
         return await waited(lambda done: self.start_poll(queue, max_n, wait_s, done, stop, token, gone))
 
+    async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """One script call through the polls' lane (pipelined with those queued beside it)."""
+        if isinstance(res := await self._calls.submit(Call(script, keys, args)), Exception):
+            raise res
+        return res
+
     async def _look(self, queue: str, args: tuple[object, ...]) -> Looked:
-        """One look at `queue`: one POLL call on one of the POLL_CALLS shared connections."""
-        async with self._calls:
-            res = await self._poll(keys=[K.queue_stream(queue), K.queue_hash(queue), K.dead_outbox(queue)],
-                                   args=args)
+        """One look at `queue`: one POLL call, through the polls' lane."""
+        res = await self._call(self._poll, [K.queue_stream(queue), K.queue_hash(queue), K.dead_outbox(queue)],
+                               list(args))
         if res is None:
             raise BadToken(queue)
         n, body, again, handed, pending, *dead = res
@@ -338,10 +344,8 @@ class Queues(Connection):
             return 0
         if token is not None and not valid_queue_id(queue):
             raise BadToken(queue)
-        async with self._calls:
-            acked = await self._ack(keys=[K.queue_stream(queue), K.queue_hash(queue)],
-                                    args=[GROUP, "" if token is None else hash_token(token),
-                                          *bound_entries(queue, receipts)])
+        acked = await self._call(self._ack, [K.queue_stream(queue), K.queue_hash(queue)],
+                                 [GROUP, "" if token is None else hash_token(token), *bound_entries(queue, receipts)])
         if acked is None:
             raise BadToken(queue)
         return int(acked)

@@ -7,7 +7,7 @@ and whichever publish call they come from: a lane takes whatever has queued up, 
 `forward_batch_max` messages, and sends each dimension's messages as one packed part
 (bluedove/core/wire.py). While a call is under way the next waits to gather what comes
 meanwhile; more calls go out alongside (at most `forward_inflight`) only once half a call's
-worth waits. A lane is a `Batcher` (bluedove/dispatcher/batcher.py, the subscribe path's
+worth waits. A lane is a `Batcher` (bluedove/runtime/batcher.py, the subscribe path's
 lanes are too) whose items are chunks weighing their messages (`Forwarder._submit`). A call
 costs both tiers far more than a message does, so one lane per matcher rather than per
 (matcher, dimension) makes k times fewer, bigger calls. A chunk whose call fails or times
@@ -31,8 +31,8 @@ import numpy.typing as npt
 from bluedove.core.errors import unavailable
 from bluedove.core.forwarding import Ranking
 from bluedove.core.wire import encode_part
-from bluedove.dispatcher.batcher import Batcher
 from bluedove.dispatcher.routing import Routing
+from bluedove.runtime.batcher import Batcher
 from bluedove.runtime.settings import DispatcherSettings
 from bluedove.v1 import matcher_pb2 as pb
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bluedove.dispatcher.batcher import Batcher
+from bluedove.runtime.batcher import Batcher
 
 
 class Held:
