@@ -55,6 +55,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("latency", help=BENCHES["latency"])
     add_workload_flags(p, "paper, sparse or traffic", subs=1000)
     p.add_argument("--matchers", type=int, default=4, help="matcher processes (default 4)")
+    p.add_argument("--dispatchers", type=int, default=1,
+                   help="dispatcher processes sharing the port (default 1)")
     p.add_argument("--load", default="0.1,0.5", help="load levels as fractions of saturation (default 0.1,0.5)")
     p.add_argument("--rate", type=float, default=None,
                    help="msg/s that counts as saturation (skips measuring it): --load 1 runs at this rate")
@@ -87,6 +89,8 @@ def _levels(args: argparse.Namespace) -> list[float]:
         raise ValueError(f"--load: expected fractions in (0, 2], got {args.load!r}")
     if args.rate is not None and not args.rate > 0:
         raise ValueError("--rate must be positive")
+    if args.dispatchers < 1:
+        raise ValueError("--dispatchers must be at least 1")
     if args.duration <= 0 or min(args.warmup, args.single_rate, args.batch, args.subscriber_procs) < 0:
         raise ValueError("--duration must be positive; --warmup, --single-rate, --batch and --subscriber-procs "
                          "not negative")
@@ -272,15 +276,17 @@ def run_latency(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="bluedove-latency-") as tmp:
         space = Path(tmp) / "space.json"  # the workload's space (traffic's, or k dims of paper's)
         space.write_text(json.dumps(w.space.to_json()))
-        cluster = LocalCluster(matchers=args.matchers, http_port=0, data_dir=Path(tmp) / "cluster",
-                               space_file=str(space), quiet=True, restart=False, deliver="store")
+        cluster = LocalCluster(matchers=args.matchers, dispatchers=args.dispatchers, http_port=0,
+                               data_dir=Path(tmp) / "cluster", space_file=str(space), quiet=True, restart=False,
+                               deliver="store")
         cluster.start(timeout_s=120)
         try:
             measured = asyncio.run(_measure(args, w, cluster, loads))
         finally:
             cluster.stop()
     result = {"kind": "latency", "workload": w.name, "subscriptions": w.n_subs, "queues": w.n_queues,
-              "matchers": args.matchers, "listen": args.listen, "duration_s": args.duration, **measured,
+              "matchers": args.matchers, "dispatchers": args.dispatchers, "listen": args.listen,
+              "duration_s": args.duration, **measured,
               "date": date, "seed": args.seed, "python": platform.python_version(), "cores": os.cpu_count()}
     report(result, args.json, _print)
     exact = all(lv["missing"] == lv["duplicates"] == lv["unexpected"] == 0 for lv in measured["levels"])
