@@ -11,6 +11,7 @@ import pytest
 
 from bluedove.store import keys as K
 from bluedove.store.client import sync_client
+from bluedove.store.queues import CALL_MOST, POLL_CALLS
 from bluedove.store.store import StoreLimits
 
 pytestmark = pytest.mark.integration
@@ -67,6 +68,34 @@ async def test_many_parked_polls_share_a_few_connections_and_give_them_back(stor
     answers = await asyncio.wait_for(asyncio.gather(*polls), 15)
     assert [len(a) for a in answers] == [1] * len(queues)  # each woken by its own delivery
     assert _clients(redis_clean_url) - idle <= 10
+
+
+async def test_polls_woken_together_look_in_a_few_pipelined_calls(store):
+    """Their looks go through one lane (bluedove/store/queues.py): at most POLL_CALLS calls in
+    flight, each carrying up to CALL_MOST looks that queued up meanwhile, not a call each."""
+    queues = [q for q, _ in await store.create_queues(300)]
+    lane, sizes, inflight = store._calls, [], [0, 0]  # (under way, most at once)
+    handle = lane.handle
+
+    async def counted(items):
+        sizes.append(len(items))
+        inflight[0] += 1
+        inflight[1] = max(inflight)
+        try:
+            return await handle(items)
+        finally:
+            inflight[0] -= 1
+
+    lane.handle = counted
+    polls = [asyncio.create_task(store.poll(q, 10, 20)) for q in queues]
+    await _until(lambda: store.wakeups.parked == len(queues))
+    sizes.clear()
+    await store.deliver([(f"m{i}", MESSAGE) for i in range(len(queues))],
+                        [(q, i, '["s"]') for i, q in enumerate(queues)])
+    answers = await asyncio.wait_for(asyncio.gather(*polls), 15)
+    assert [len(a) for a in answers] == [1] * len(queues)
+    assert inflight[1] <= POLL_CALLS and max(sizes) <= CALL_MOST, (inflight, sizes)
+    assert len(sizes) <= len(queues) // 4, sizes  # one call a look would be 300
 
 
 async def test_a_lost_subscription_is_made_again_and_no_delivery_is_missed(store, redis_clean_url):
