@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 import numpy as np
@@ -121,9 +122,19 @@ async def _spaces(url: str, w, quota: float, n: int, spans: int | None) -> list[
     return [sorted(m["id"] for m in v["members"] if not m["idle"]) for v in views]
 
 
-def _flood_window(args, url: str, points: list, pids: dict[str, int], rate: float) -> tuple:
-    """Flooders offering `rate` msg/s started, `--settle` s, a window of them, stopped: (window
-    start, end, CPU %, their calls, when they started)."""
+class Window(NamedTuple):
+    """One window of a round: its start and end, each role's CPU %, the flooders' calls (none
+    alone) and when they started (None alone)."""
+
+    t0: float
+    t1: float
+    cpu: dict
+    flood_calls: list
+    started: float | None
+
+
+def _flood_window(args, url: str, points: list, pids: dict[str, int], rate: float) -> Window:
+    """Flooders offering `rate` msg/s started, `--settle` s, a window of them, stopped."""
     ctx = mp.get_context("spawn")
     stop, out = ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=flood_main, daemon=True,
@@ -142,7 +153,7 @@ def _flood_window(args, url: str, points: list, pids: dict[str, int], rate: floa
     calls = [c for _ in procs for c in out.get(timeout=120)]
     for p in procs:
         p.join(timeout=30)
-    return f0, f1, _cpu_pct(cpu0, cpu1, f1 - f0), calls, s0
+    return Window(f0, f1, _cpu_pct(cpu0, cpu1, f1 - f0), calls, s0)
 
 
 def _flooded(calls: list, f0: float, f1: float, quota: float) -> dict:
@@ -173,7 +184,7 @@ def _rounds(args, cluster: LocalCluster, w) -> list[dict]:
         a1, cpu1 = time.monotonic(), _cpu(pids)
         at_quota = _flood_window(args, cluster.url, points, pids, args.quota)
         past = _flood_window(args, cluster.url, points, pids, args.flood_rate)
-        marks.append(((a0, a1, _cpu_pct(cpu0, cpu1, a1 - a0), [], None), at_quota, past))
+        marks.append((Window(a0, a1, _cpu_pct(cpu0, cpu1, a1 - a0), [], None), at_quota, past))
         print(f"isolation: round {r + 1} done", file=sys.stderr, flush=True)
     stop.set()
     calls = out.get(timeout=120)
@@ -181,7 +192,7 @@ def _rounds(args, cluster: LocalCluster, w) -> list[dict]:
     return [_round(calls, m, args.quota) for m in marks]
 
 
-def _round(calls: list, marks: tuple, quota: float) -> dict:
+def _round(calls: list, marks: tuple[Window, Window, Window], quota: float) -> dict:
     """One round's windows: the steady space's calls in each, the flooded space's answers."""
     out: dict = {}
     for key, (t0, t1, cpu, flood_calls, _) in zip(("alone", "at_quota", "flood"), marks):
@@ -190,8 +201,8 @@ def _round(calls: list, marks: tuple, quota: float) -> dict:
         out[key] = {**x, "cpu_pct": cpu}
         if flood_calls:
             out[f"{key}_flooded"] = _flooded(flood_calls, t0, t1, quota)
-    s0, f0 = marks[2][4], marks[2][0]
-    if f0 > s0:  # the flood's first moments: the quota's burst taken
+    s0, f0 = marks[2].started, marks[2].t0
+    if s0 is not None and f0 > s0:  # the flood's first moments: the quota's burst taken
         x = window(calls, s0, f0)
         x["accepted_per_s"] = round((x["sent"] - sum(x["errors"].values())) / (f0 - s0), 1)
         out["flood_burst"] = {**x, "seconds": round(f0 - s0, 2)}
