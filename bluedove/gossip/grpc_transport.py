@@ -154,9 +154,8 @@ class GossipServicer(pb_grpc.GossipServicer):
 
     async def Stream(self, request_iterator: AsyncIterator[pb.Envelope],
                      context: grpc.aio.ServicerContext[pb.Envelope, pb.Delivered]) -> pb.Delivered:
-        async with self._streams.held(context):
-            async for request in request_iterator:
-                self.on_envelope(wire.from_proto(request))
+        async for request in self._streams.requests(context, request_iterator):
+            self.on_envelope(wire.from_proto(request))
         return pb.Delivered()
 
     def close(self) -> None:

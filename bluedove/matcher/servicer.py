@@ -56,9 +56,8 @@ class MatcherServicer(pb_grpc.MatcherServicer):
                                      ) -> AsyncIterator[pb.SubscriptionAck]:
         """AddSubscriptions on one long-lived call: a batch at a time, each acked in order; an
         error (NotReady) ends the call with its status, as it would end a unary call."""
-        async with self._streams.held(context):
-            async for request in request_iterator:
-                yield await answer(context, self.m.add_subscriptions(request))
+        async for request in self._streams.requests(context, request_iterator):
+            yield await answer(context, self.m.add_subscriptions(request))
 
     async def ReplaceSubscriptions(self, request: pb.SubscriptionBatch,
                                    context: grpc.aio.ServicerContext[pb.SubscriptionBatch, pb.SubscriptionAck]

@@ -3,12 +3,13 @@ in this process (the matcher behind it a stand-in that records what it files): b
 in order on one call; a matcher that is not ready fails its batch and the next opens a new call;
 a batch not acked in time fails and ends the call; a restarted matcher is reached on a new call;
 a matcher serving only the unary call gets unary calls; closing the servicer ends open streams
-so the server stops at once."""
+so the server stops at once, even when it closes while a stream is answering a batch."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import grpc
 import pytest
@@ -29,6 +30,7 @@ class Filer:
         self.tasks: list[asyncio.Task] = []  # the handler task of each call (kept: ids are not reused)
         self.refuse: set[str] = set()
         self.stall: set[str] = set()
+        self.on_file: dict[str, Callable[[], None]] = {}  # called as the batch is filed, before its ack
 
     async def add_subscriptions(self, req: pb.SubscriptionBatch) -> pb.SubscriptionAck:
         task = asyncio.current_task()
@@ -40,6 +42,8 @@ class Filer:
         if first in self.stall:
             await asyncio.sleep(30)
         self.filed += [s.id for s in req.subscriptions]
+        if first in self.on_file:
+            self.on_file[first]()
         return pb.SubscriptionAck(changed=len(req.subscriptions), epoch=7)
 
 
@@ -163,6 +167,26 @@ async def test_closing_the_servicer_ends_open_streams_so_the_server_stops_at_onc
         assert time.monotonic() - t0 < 5  # not held for the grace period by the open stream
         with pytest.raises((grpc.aio.AioRpcError, ConnectionError)):
             await adds.add(batch("after"))
+    finally:
+        await adds.close()
+        await ch.close()
+
+
+async def test_closing_while_a_stream_answers_a_batch_ends_it_after_that_ack():
+    """The close lands while the handler is not waiting for the next batch (here: just before its
+    ack is written). That batch is acked; the stream then ends, and the stop is not held."""
+    port, filer = free_port(), Filer()
+    server, servicer = await serve(port, filer)
+    filer.on_file["closing.0"] = servicer.close
+    adds, ch = adds_to(port)
+    try:
+        assert (await adds.add(batch("closing"))).changed == 1
+        t0 = time.monotonic()
+        await server.stop(grace=10)
+        assert time.monotonic() - t0 < 5
+        with pytest.raises((grpc.aio.AioRpcError, ConnectionError)):
+            await adds.add(batch("after"))
+        assert filer.filed == ["closing.0"]
     finally:
         await adds.close()
         await ch.close()
