@@ -36,10 +36,12 @@ _INTEGRATION = ("api_errors", "autoscaler_heartbeat", "boot", "cli_pubsub", "cli
                 "concurrent_leave", "dispatcher_gossip", "exactness", "export_catalogue", "extras", "filter_bounds",
                 "grpc_fuzz", "hostile_clients", "kubernetes_backend", "lab_cli", "message_sample", "metrics",
                 "metrics_pieces",
-                "partition_baselines", "queue_bounds_api", "queue_hostile", "reseed", "rest_fuzz", "sdk", "seeded",
+                "partition_baselines", "queue_bounds_api", "queue_hostile", "queue_seek", "replay", "reseed",
+                "rest_fuzz", "sdk", "seeded",
                 "spaces_changes", "spaces_clients", "spaces_exact", "spaces_lifecycle", "spaces_quotas",
                 "spaces_routes", "store", "store_bounds", "store_bulk", "store_durability",
-                "store_kinds", "store_receipts", "store_undeliverable", "subscribe_batch", "tokens", "typed_grpc",
+                "store_kinds", "store_receipts", "store_replays", "store_undeliverable", "subscribe_batch", "tokens",
+                "typed_grpc",
                 "up_auth", "up_store_cluster")
 _DEPLOY = ("chart_contract", "chart_processes", "chart_render", "chart_store", "chart_tls", "chart_values",
            "dockerfile", "grafana")

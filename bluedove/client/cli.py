@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -56,6 +57,9 @@ def filter_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     space_flag(s)
     s.add_argument("--queue", help="an existing queue (needs --token)")
     s.add_argument("--token", help="the queue's token")
+    s.add_argument("--replay-from", dest="replay_from", metavar="WHEN",
+                   help="in a space with a log (--space-name), its messages since WHEN too: a time ago (30s, "
+                        "15m, 1h, 2d) or an RFC 3339 time")
 
     r = sub.add_parser("resubscribe", allow_abbrev=False, help="replace a subscription's predicates in place",
                        description=textwrap.fill("Its whole filter becomes the flags --NAME LOW:HIGH and --where COND "
@@ -99,6 +103,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     q.add_argument("--wait", type=float, default=10, help="seconds to wait for the first delivery (0-20)")
     q.add_argument("--follow", action="store_true", help="keep printing deliveries until interrupted")
     q.add_argument("--ack", action="store_true", help="ack each delivery once printed")
+    q.add_argument("--from", dest="since", metavar="WHEN",
+                   help="first seek the queue (one created with retain_acked_s) to WHEN: a time ago (30s, 15m, "
+                        "1h, 2d) or an RFC 3339 time (2026-11-27T09:00:00Z); what it keeps from then on is "
+                        "handed out again")
 
     u = sub.add_parser("unsubscribe", allow_abbrev=False, help="remove a subscription (its queue stays)")
     common(u)
@@ -114,7 +122,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     spaces_parser(sub, common)
 
 VALUE_FLAGS = frozenset({"--url", "--tls-ca", "--queue", "--token", "--payload", "--id", "--batch", "--max", "--wait",
-                         "--api-key", "--where", "--attr", "--space-name"})
+                         "--api-key", "--where", "--attr", "--space-name", "--from", "--replay-from"})
 # the --where syntax, from bluedove/client/where.py's docstring, under the commands that take it
 WHERE_HELP = "--where COND:\n" + textwrap.indent("\n\n".join((where_doc or "").split("\n\n")[1:]).strip(),
                                                  "  ") + "\n\n"
@@ -206,10 +214,13 @@ def cmd_subscribe(client: Client, args: argparse.Namespace, dims: dict[str, str]
     if bool(args.queue) != bool(args.token):
         raise UsageError("--queue and --token go together")
     queue = client.queue(args.queue, args.token) if args.queue else None
-    sub = client.subscribe_in(args.space_name, queue, preds)
-    out: dict[str, str] = {"id": sub.id, "queue": sub.queue.id}
+    start = None if args.replay_from is None else since(args.replay_from, int(time.time() * 1000), "--replay-from")
+    sub = client.subscribe_in(args.space_name, queue, preds, start)
+    out: dict[str, Any] = {"id": sub.id, "queue": sub.queue.id}
     if queue is None:
         out["token"] = sub.queue.token
+    if sub.replay is not None:
+        out["replay"] = sub.replay
     print_json(out)
     return 0
 
@@ -271,9 +282,26 @@ def _no_dimensions(command: str, dims: dict[str, str]) -> None:
         raise UsageError(f"{command} takes no dimension flags (got --{next(iter(dims))})")
 
 
+_AGO_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def since(text: str, now_ms: int, flag: str = "--from") -> int | str:
+    """`--from`'s (or `flag`'s) point: a time ago ("90s", "15m", "1h", "2d") as milliseconds
+    since the epoch, or RFC 3339 text as written (the server reads it)."""
+    if m := _AGO_RE.fullmatch(text.strip()):
+        return now_ms - int(float(m[1]) * _UNIT_MS[m[2]])
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}[Tt ].+", text.strip()):
+        return text.strip()
+    raise UsageError(f"{flag}: expected a time ago (30s, 15m, 1h, 2d) or an RFC 3339 time "
+                     f"(2026-11-27T09:00:00Z), got {text!r}")
+
+
 def cmd_poll(client: Client, args: argparse.Namespace, dims: dict[str, str]) -> int:
     _no_dimensions("poll", dims)
     q = client.queue(args.queue, args.token)
+    if args.since is not None:
+        q.seek(since(args.since, int(time.time() * 1000)))
 
     def show(d: Delivery) -> None:
         print_json({"id": d.id, **({"space": d.space} if d.space != DEFAULT_SPACE else {}), "attributes": d.attributes,

@@ -11,21 +11,25 @@ import os
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypedDict, TypeVar, Unpack, cast
 
 from bluedove.client.batches import all_have_ids, chunks, message
 from bluedove.client.errors import Unavailable
 from bluedove.client.in_space import AsyncInSpace, InSpace
 from bluedove.client.objects import (
-                                     Delivery,
-                                     MessageLike,
-                                     Predicates,
-                                     Queue,
-                                     Ranges,
-                                     Subscription,
-                                     message_body,
-                                     predicates_of,
-                                     receipts_of,
+    Delivery,
+    MessageLike,
+    Predicates,
+    Queue,
+    Ranges,
+    Subscription,
+    When,
+    message_body,
+    predicates_of,
+    receipts_of,
+    seek_body,
+    subscribe_body,
 )
 from bluedove.client.transport import AsyncTransport, Json, Transport
 
@@ -96,7 +100,7 @@ class _Base:
 
     def _subscription(self, out: Json, queue: Queue | None, predicates: Predicates) -> Subscription:
         q = queue if queue is not None else Queue(out["queue"], out["token"], self)
-        return Subscription(out["id"], q, predicates)
+        return Subscription(out["id"], q, predicates, out.get("replay"))
 
     @staticmethod
     def _batch_bodies(predicates: Iterable[Ranges], queue: Queue | None) -> tuple[list[Predicates], list[Json]]:
@@ -151,8 +155,9 @@ class Client(_Base):
         """DELETE /v1/spaces/{name}: its subscriptions go, queues stay (NotFound: no such space)."""
         self.t.delete_space(name)
 
-    def create_queue(self) -> Queue:
-        out = self.t.create_queue()
+    def create_queue(self, retain_acked_s: int = 0) -> Queue:
+        """A new queue; `retain_acked_s`: keep acked deliveries that long, for `seek`."""
+        out = self.t.create_queue(retain_acked_s)
         return Queue(out["queue"], out["token"], self)
 
     def delete_queue(self, queue: Queue) -> None:
@@ -162,16 +167,18 @@ class Client(_Base):
         """Publish and subscribe in the named space `name` (docs/api.md, "Spaces")."""
         return InSpace(self, name)
 
-    def subscribe(self, queue: Queue | None = None, predicates: Ranges | None = None,
-                  **conditions: Any) -> Subscription:
+    def subscribe(self, queue: Queue | None = None, predicates: Ranges | None = None, *,
+                  replay_from: When | None = None, **conditions: Any) -> Subscription:
         """Subscribe `queue` (a new one when None) to a filter, as a dict or keywords: per
         attribute a (low, high) range, a dict of the filter language ({"prefix": "AB"}), or a
-        value it equals; `predicates` may hold "any_of" (docs/api.md, "Python SDK")."""
-        return self.subscribe_in(None, queue, predicates_of(predicates, conditions))
+        value it equals; `predicates` may hold "any_of" (docs/api.md, "Python SDK").
+        `replay_from`: in a space with a log, its messages since then too (docs/api.md, "Replay")."""
+        return self.subscribe_in(None, queue, predicates_of(predicates, conditions), replay_from)
 
-    def subscribe_in(self, space: str | None, queue: Queue | None, preds: Predicates) -> Subscription:
+    def subscribe_in(self, space: str | None, queue: Queue | None, preds: Predicates,
+                     replay_from: When | None = None) -> Subscription:
         """`subscribe` in `space` (None: the default space), the filter given whole."""
-        body = {"predicates": preds, **({"queue": queue.id} if queue else {})}
+        body = subscribe_body(preds, queue, replay_from)
         out = self.t.subscribe(body, queue.token if queue else None, space)
         return self._subscription(out, queue, preds)
 
@@ -187,7 +194,7 @@ class Client(_Base):
 
     def get_subscription(self, sub_id: str, queue: Queue) -> Subscription:
         out = self._retry(True, self.t.get_subscription, sub_id, queue.token)
-        return Subscription(out["id"], queue, out["predicates"])
+        return Subscription(out["id"], queue, out["predicates"], out.get("replay"))
 
     def unsubscribe(self, sub: Subscription) -> None:
         self._retry(True, self.t.unsubscribe, sub.id, sub.queue.token)
@@ -222,6 +229,11 @@ class Client(_Base):
         receipts = receipts_of(deliveries)
         if receipts:
             self._retry(True, self.t.ack, queue.id, queue.token, receipts)
+
+    def seek(self, queue: Queue, to: datetime | int | str | None = None, *,
+             receipt: Delivery | str | None = None) -> int:
+        """`Queue.seek`: how many deliveries are deliverable after it. Safe to repeat, so retried."""
+        return self._retry(True, self.t.seek, queue.id, queue.token, seek_body(to, receipt))
 
     def listen(self, queue: Queue, max: int = 100) -> Iterator[Delivery]:  # noqa: A002
         """Every delivery, forever; reconnects (with backoff) when the stream ends or fails."""
@@ -283,8 +295,8 @@ class AsyncClient(_Base):
         """DELETE /v1/spaces/{name} (as `Client.delete_space`)."""
         await self.t.delete_space(name)
 
-    async def create_queue(self) -> Queue:
-        out = await self.t.create_queue()
+    async def create_queue(self, retain_acked_s: int = 0) -> Queue:
+        out = await self.t.create_queue(retain_acked_s)
         return Queue(out["queue"], out["token"], self)
 
     async def delete_queue(self, queue: Queue) -> None:
@@ -294,12 +306,13 @@ class AsyncClient(_Base):
         """Publish and subscribe in the named space `name` (docs/api.md, "Spaces")."""
         return AsyncInSpace(self, name)
 
-    async def subscribe(self, queue: Queue | None = None, predicates: Ranges | None = None,
-                        **conditions: Any) -> Subscription:
-        return await self.subscribe_in(None, queue, predicates_of(predicates, conditions))
+    async def subscribe(self, queue: Queue | None = None, predicates: Ranges | None = None, *,
+                        replay_from: When | None = None, **conditions: Any) -> Subscription:
+        return await self.subscribe_in(None, queue, predicates_of(predicates, conditions), replay_from)
 
-    async def subscribe_in(self, space: str | None, queue: Queue | None, preds: Predicates) -> Subscription:
-        body = {"predicates": preds, **({"queue": queue.id} if queue else {})}
+    async def subscribe_in(self, space: str | None, queue: Queue | None, preds: Predicates,
+                           replay_from: When | None = None) -> Subscription:
+        body = subscribe_body(preds, queue, replay_from)
         out = await self.t.subscribe(body, queue.token if queue else None, space)
         return self._subscription(out, queue, preds)
 
@@ -314,7 +327,7 @@ class AsyncClient(_Base):
 
     async def get_subscription(self, sub_id: str, queue: Queue) -> Subscription:
         out = await self._retry(True, self.t.get_subscription, sub_id, queue.token)
-        return Subscription(out["id"], queue, out["predicates"])
+        return Subscription(out["id"], queue, out["predicates"], out.get("replay"))
 
     async def unsubscribe(self, sub: Subscription) -> None:
         await self._retry(True, self.t.unsubscribe, sub.id, sub.queue.token)
@@ -346,6 +359,10 @@ class AsyncClient(_Base):
         receipts = receipts_of(deliveries)
         if receipts:
             await self._retry(True, self.t.ack, queue.id, queue.token, receipts)
+
+    async def seek(self, queue: Queue, to: datetime | int | str | None = None, *,
+                   receipt: Delivery | str | None = None) -> int:
+        return await self._retry(True, self.t.seek, queue.id, queue.token, seek_body(to, receipt))
 
     async def listen(self, queue: Queue, max: int = 100) -> AsyncIterator[Delivery]:  # noqa: A002
         attempt = 0

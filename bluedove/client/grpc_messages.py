@@ -63,7 +63,13 @@ def _filter(body: Json, where: str) -> tuple[dict[str, pb.Range], str]:
 
 def subscribe_pb(body: Json, where: str = "") -> pb.SubscribeRequest:
     ranges, text = _filter(body, where)
-    return pb.SubscribeRequest(queue=body.get("queue") or "", predicates=ranges, filter_json=text)
+    r = pb.SubscribeRequest(queue=body.get("queue") or "", predicates=ranges, filter_json=text)
+    at = body.get("replay_from")
+    if isinstance(at, int) and not isinstance(at, bool):
+        r.replay_from_ms = at
+    elif at is not None:
+        r.replay_from = at if isinstance(at, str) else json.dumps(at)  # the server names what is not a time
+    return r
 
 
 def update_pb(sub_id: str, body: Json) -> pb.UpdateSubscriptionRequest:
@@ -87,7 +93,7 @@ def delivery_json(m: pb.Delivery) -> Json:
     attrs = {k: value_json(v) for k, v in m.values.items()} if m.values else dict(m.attributes)
     return {"id": m.id, "attributes": attrs, "payload": json.loads(m.payload) if m.payload else None,
             "subscriptions": list(m.subscriptions), "receipt": m.receipt, "published_at": m.published_at,
-            **({"space": m.space} if m.space else {})}
+            **({"space": m.space} if m.space else {}), **({"replayed": True} if m.replayed else {})}
 
 
 def _num(v: float) -> int | float:
@@ -109,8 +115,24 @@ def subscription_json(s: pb.SubscriptionInfo) -> Json:
     """A SubscriptionInfo as REST's JSON: the filter as stored (`filter_json`; from a server
     that fills only `predicates`: the ranges)."""
     preds = json.loads(s.filter_json) if s.filter_json else {k: [r.low, r.high] for k, r in s.predicates.items()}
-    return {"id": s.id, "queue": s.queue, "predicates": preds}
+    out: Json = {"id": s.id, "queue": s.queue, "predicates": preds}
+    if s.HasField("replay"):
+        out["replay"] = replay_json(s.replay)
+    return out
+
+
+def replay_json(r: pb.Replay) -> Json:
+    """A Replay as REST shows it: {from, position (null before its first step), done, delivered}."""
+    return {"from": getattr(r, "from"), "position": r.position or None, "done": r.done, "delivered": r.delivered}
 
 
 def reply_json(r: pb.SubscribeReply | pb.CreateQueueReply) -> Json:
-    return {f.name: v for f, v in r.ListFields()}
+    return {f.name: replay_json(v) if isinstance(v, pb.Replay) else v for f, v in r.ListFields()}
+
+
+def seek_pb(queue: str, body: Json) -> pb.SeekRequest:
+    """A seek's body ({"time": RFC 3339 text or epoch ms} or {"receipt": …}) as a SeekRequest."""
+    if "receipt" in body:
+        return pb.SeekRequest(queue=queue, receipt=body["receipt"])
+    at = body.get("time")
+    return pb.SeekRequest(queue=queue, time_ms=at) if isinstance(at, int) else pb.SeekRequest(queue=queue, time=at)

@@ -15,6 +15,7 @@ from bluedove.client.grpc_messages import (
     delivery_json,
     message_pb,
     reply_json,
+    seek_pb,
     space_json,
     subscribe_batch_pb,
     subscribe_pb,
@@ -168,8 +169,8 @@ class GrpcTransport:
     def delete_space(self, name: str) -> None:
         self._manage("DeleteSpace", pb.SpaceRef(name=name))
 
-    def create_queue(self) -> Json:
-        return reply_json(self._manage("CreateQueue", pb.CreateQueueRequest()))
+    def create_queue(self, retain_acked_s: int = 0) -> Json:
+        return reply_json(self._manage("CreateQueue", pb.CreateQueueRequest(retain_acked_s=retain_acked_s)))
 
     def delete_queue(self, queue: str, token: str) -> None:
         self._manage("DeleteQueue", pb.DeleteQueueRequest(queue=queue), token)
@@ -209,6 +210,9 @@ class GrpcTransport:
 
     def ack(self, queue: str, token: str, receipts: list[str]) -> None:
         self._call("Ack", pb.AckRequest(queue=queue, receipts=receipts), token)
+
+    def seek(self, queue: str, token: str, body: Json) -> int:
+        return int(self._call("Seek", seek_pb(queue, body), token).redeliverable)
 
     def listen(self, queue: str, token: str, max_n: int) -> Iterator[Json]:
         """The push stream; ends when the dispatcher closes it (the caller reconnects)."""
@@ -273,8 +277,8 @@ class AsyncGrpcTransport:
     async def delete_space(self, name: str) -> None:
         await self._manage("DeleteSpace", pb.SpaceRef(name=name))
 
-    async def create_queue(self) -> Json:
-        return reply_json(await self._manage("CreateQueue", pb.CreateQueueRequest()))
+    async def create_queue(self, retain_acked_s: int = 0) -> Json:
+        return reply_json(await self._manage("CreateQueue", pb.CreateQueueRequest(retain_acked_s=retain_acked_s)))
 
     async def delete_queue(self, queue: str, token: str) -> None:
         await self._manage("DeleteQueue", pb.DeleteQueueRequest(queue=queue), token)
@@ -315,6 +319,9 @@ class AsyncGrpcTransport:
 
     async def ack(self, queue: str, token: str, receipts: list[str]) -> None:
         await self._call("Ack", pb.AckRequest(queue=queue, receipts=receipts), token)
+
+    async def seek(self, queue: str, token: str, body: Json) -> int:
+        return int((await self._call("Seek", seek_pb(queue, body), token)).redeliverable)
 
     async def listen(self, queue: str, token: str, max_n: int) -> AsyncIterator[Json]:
         call = self.stub.Listen(pb.ListenRequest(queue=queue, max=max_n), metadata=_md(token))

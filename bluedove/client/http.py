@@ -51,6 +51,11 @@ def _check(r: httpx.Response) -> Json:
         raise
 
 
+def _queue_body(retain_acked_s: int) -> dict[str, Any]:
+    """The request arguments of POST /v1/queues: no body for the default bounds."""
+    return {"json": {"retain_acked_s": retain_acked_s}} if retain_acked_s else {}
+
+
 def _base(space: str | None) -> str:
     """Where a space's publish and subscribe routes are: /v1, or /v1/spaces/{space}."""
     return "/v1" if space is None else f"/v1/spaces/{quote(space, safe='')}"
@@ -103,8 +108,8 @@ class HttpTransport:
     def delete_space(self, name: str) -> None:
         self._manage("DELETE", f"/v1/spaces/{quote(name, safe='')}")
 
-    def create_queue(self) -> Json:
-        return self._manage("POST", "/v1/queues")
+    def create_queue(self, retain_acked_s: int = 0) -> Json:
+        return self._manage("POST", "/v1/queues", **_queue_body(retain_acked_s))
 
     def delete_queue(self, queue: str, token: str) -> None:
         self._manage("DELETE", f"/v1/queues/{queue}", token)
@@ -137,6 +142,9 @@ class HttpTransport:
 
     def ack(self, queue: str, token: str, receipts: list[str]) -> None:
         self._do("POST", f"/v1/queues/{queue}/ack", token, json={"receipts": receipts})
+
+    def seek(self, queue: str, token: str, body: Json) -> int:
+        return int(self._do("POST", f"/v1/queues/{queue}/seek", token, json=body)["redeliverable"])
 
     def listen(self, queue: str, token: str, max_n: int) -> Iterator[Json]:
         """Deliveries as long-polls bring them; the caller reconnects on Unavailable."""
@@ -187,8 +195,8 @@ class AsyncHttpTransport:
     async def delete_space(self, name: str) -> None:
         await self._manage("DELETE", f"/v1/spaces/{quote(name, safe='')}")
 
-    async def create_queue(self) -> Json:
-        return await self._manage("POST", "/v1/queues")
+    async def create_queue(self, retain_acked_s: int = 0) -> Json:
+        return await self._manage("POST", "/v1/queues", **_queue_body(retain_acked_s))
 
     async def delete_queue(self, queue: str, token: str) -> None:
         await self._manage("DELETE", f"/v1/queues/{queue}", token)
@@ -234,6 +242,9 @@ class AsyncHttpTransport:
 
     async def ack(self, queue: str, token: str, receipts: list[str]) -> None:
         await self._do("POST", f"/v1/queues/{queue}/ack", token, json={"receipts": receipts})
+
+    async def seek(self, queue: str, token: str, body: Json) -> int:
+        return int((await self._do("POST", f"/v1/queues/{queue}/seek", token, json=body))["redeliverable"])
 
     async def listen(self, queue: str, token: str, max_n: int) -> AsyncIterator[Json]:
         while True:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from bluedove.client.objects import MessageLike, Predicates, Queue, Ranges, Subscription, predicates_of
+from bluedove.client.objects import MessageLike, Predicates, Queue, Ranges, Subscription, When, predicates_of
 
 
 class Client(Protocol):
@@ -18,7 +18,8 @@ class Client(Protocol):
 
     def publish_many(self, messages: Iterable[MessageLike], space: str | None = None) -> list[str]: ...
 
-    def subscribe_in(self, space: str | None, queue: Queue | None, preds: Predicates) -> Subscription: ...
+    def subscribe_in(self, space: str | None, queue: Queue | None, preds: Predicates,
+                     replay_from: When | None = None) -> Subscription: ...
 
     def subscribe_many(self, predicates: Iterable[Ranges], queue: Queue | None = None,
                        space: str | None = None) -> list[Subscription]: ...
@@ -34,7 +35,8 @@ class AsyncClient(Protocol):
 
     async def publish_many(self, messages: Iterable[MessageLike], space: str | None = None) -> list[str]: ...
 
-    async def subscribe_in(self, space: str | None, queue: Queue | None, preds: Predicates) -> Subscription: ...
+    async def subscribe_in(self, space: str | None, queue: Queue | None, preds: Predicates,
+                           replay_from: When | None = None) -> Subscription: ...
 
     async def subscribe_many(self, predicates: Iterable[Ranges], queue: Queue | None = None,
                              space: str | None = None) -> list[Subscription]: ...
@@ -54,10 +56,10 @@ class InSpace:
     def publish_many(self, messages: Iterable[MessageLike]) -> list[str]:
         return self.client.publish_many(messages, space=self.name)
 
-    def subscribe(self, queue: Queue | None = None, predicates: Ranges | None = None,
-                  **conditions: Any) -> Subscription:
-        """As `Client.subscribe`, by this space's attributes."""
-        return self.client.subscribe_in(self.name, queue, predicates_of(predicates, conditions))
+    def subscribe(self, queue: Queue | None = None, predicates: Ranges | None = None, *,
+                  replay_from: When | None = None, **conditions: Any) -> Subscription:
+        """As `Client.subscribe`, by this space's attributes (`replay_from`: docs/api.md, "Replay")."""
+        return self.client.subscribe_in(self.name, queue, predicates_of(predicates, conditions), replay_from)
 
     def subscribe_many(self, predicates: Iterable[Ranges], queue: Queue | None = None) -> list[Subscription]:
         return self.client.subscribe_many(predicates, queue, space=self.name)
@@ -80,9 +82,9 @@ class AsyncInSpace:
     async def publish_many(self, messages: Iterable[MessageLike]) -> list[str]:
         return await self.client.publish_many(messages, space=self.name)
 
-    async def subscribe(self, queue: Queue | None = None, predicates: Ranges | None = None,
-                        **conditions: Any) -> Subscription:
-        return await self.client.subscribe_in(self.name, queue, predicates_of(predicates, conditions))
+    async def subscribe(self, queue: Queue | None = None, predicates: Ranges | None = None, *,
+                        replay_from: When | None = None, **conditions: Any) -> Subscription:
+        return await self.client.subscribe_in(self.name, queue, predicates_of(predicates, conditions), replay_from)
 
     async def subscribe_many(self, predicates: Iterable[Ranges], queue: Queue | None = None) -> list[Subscription]:
         return await self.client.subscribe_many(predicates, queue, space=self.name)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from bluedove.client.transport import Json
@@ -18,6 +19,7 @@ DEFAULT_SPACE = "default"  # the cluster's own space: the one the routes without
 # {dimension: (low, high)}, which still reads the same.
 Ranges = Mapping[str, Any]
 Predicates = dict[str, Any]
+When = datetime | int | str  # a time: a datetime, ms since the epoch, or RFC 3339 text
 # a message as `publish_many` takes it: {"attributes": …, "payload": …, "id": …} or (attributes, payload)
 MessageLike = Json | tuple[Mapping[str, Any], Any]
 
@@ -43,6 +45,13 @@ class Queue:
     def ack(self, deliveries: Iterable[Delivery | str]) -> Any:
         return self.client.ack(self, deliveries)
 
+    def seek(self, to: datetime | int | str | None = None, *, receipt: Delivery | str | None = None) -> Any:
+        """Hand out again what the queue keeps from `to` on (a datetime, milliseconds since the
+        epoch, or RFC 3339 text), or from the delivery `receipt` names; what is before counts as
+        acked. Returns how many are deliverable now. The queue must keep acked deliveries
+        (`create_queue(retain_acked_s=…)`)."""
+        return self.client.seek(self, to, receipt=receipt)
+
     def subscribe(self, predicates: Ranges | None = None, **conditions: Any) -> Any:
         return self.client.subscribe(self, predicates, **conditions)
 
@@ -57,6 +66,7 @@ class Subscription:
     id: str
     queue: Queue
     predicates: Predicates = field(default_factory=dict)
+    replay: Json | None = None  # made with `replay_from`: {"from": its effective start} (docs/api.md, "Replay")
 
     def delete(self) -> Any:
         return self.queue.client.unsubscribe(self)
@@ -78,11 +88,12 @@ class Delivery:
     published_at: str
     queue: Queue = field(repr=False, compare=False)
     space: str = DEFAULT_SPACE  # the space the message was published in
+    replayed: bool = False  # delivered by a replay of the space's log
 
     @classmethod
     def from_json(cls, m: Json, queue: Queue) -> Delivery:
         return cls(m["id"], m["attributes"], m.get("payload"), list(m["subscriptions"]), m["receipt"],
-                   m.get("published_at", ""), queue, m.get("space", DEFAULT_SPACE))
+                   m.get("published_at", ""), queue, m.get("space", DEFAULT_SPACE), m.get("replayed") is True)
 
     def ack(self) -> Any:
         return self.queue.client.ack(self.queue, [self])
@@ -119,6 +130,37 @@ def predicates_of(predicates: Ranges | None, conditions: Ranges) -> Predicates:
         else:
             out[k] = condition_of(v)
     return out
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def seek_body(to: datetime | int | str | None, receipt: Delivery | str | None) -> Json:
+    """A seek's body: {"time": …} (a datetime as milliseconds since the epoch; one without a
+    zone is local time, as Python reads it) or {"receipt": …}. Exactly one of the two."""
+    if (to is None) == (receipt is None):
+        raise TypeError("seek to a time or from a receipt: give one of them")
+    if receipt is not None:
+        return {"receipt": receipt.receipt if isinstance(receipt, Delivery) else receipt}
+    assert to is not None
+    return {"time": time_value(to)}
+
+
+def subscribe_body(preds: Predicates, queue: Queue | None, replay_from: When | None) -> Json:
+    """A subscribe's body: the filter, the queue (none: a new one), the replay's start if any."""
+    body: Json = {"predicates": preds, **({"queue": queue.id} if queue else {})}
+    if replay_from is not None:
+        body["replay_from"] = time_value(replay_from)
+    return body
+
+
+def time_value(to: When) -> int | str:
+    """A time as the API takes it: a datetime as milliseconds since the epoch (one without a
+    zone is local time, as Python reads it); an int (ms) or an RFC 3339 text as given."""
+    if isinstance(to, datetime):
+        aware = to if to.tzinfo is not None else to.astimezone()
+        return (aware - _EPOCH) // timedelta(milliseconds=1)
+    return to
 
 
 def receipts_of(deliveries: Iterable[Delivery | str]) -> list[str]:

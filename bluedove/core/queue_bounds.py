@@ -1,5 +1,6 @@
-"""A queue's bounds: the cap on its undelivered deliveries, its retention, its dead-letter queue;
-and the optional body of `POST /v1/queues` that sets them (docs/api.md, "Queues")."""
+"""A queue's bounds: the cap on its undelivered deliveries, its retention, its dead-letter queue,
+how long it keeps acked deliveries; the optional body of `POST /v1/queues` that sets them, and
+the body of `POST /v1/queues/{queue}/seek` (docs/api.md, "Queues")."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bluedove.core.errors import ApiError
+from bluedove.core.times import epoch_ms
 
 # What a client may ask of one queue (the operator's default may be larger, or none).
 MAX_UNDELIVERED = 1_000_000
@@ -22,12 +24,15 @@ class QueueBounds:
     retention_s: int = 0  # 0 = none
     dead_letter_queue: str | None = None
     max_deliveries: int = 0  # with dead_letter_queue: how many times a delivery is handed out
+    retain_acked_s: int = 0  # how long acked deliveries are kept, for a seek (0 = not kept)
 
     def fields(self) -> dict[str, Any]:
         """The queue hash's fields (bluedove/store/keys.py)."""
         out: dict[str, Any] = {"max_undelivered": self.max_undelivered, "retention_s": self.retention_s}
         if self.dead_letter_queue:
             out |= {"dl_queue": self.dead_letter_queue, "dl_max": self.max_deliveries}
+        if self.retain_acked_s:
+            out["retain_acked_s"] = self.retain_acked_s
         return out
 
 
@@ -58,9 +63,10 @@ def parse_queue_request(body: Any, default: QueueBounds) -> QueueBounds:
         return default
     if not isinstance(body, dict):
         raise _bad("body", "the body must be a JSON object (or absent)")
-    _unknown(body, {"max_undelivered", "retention_s", "dead_letter"})
+    _unknown(body, {"max_undelivered", "retention_s", "dead_letter", "retain_acked_s"})
     cap = _int(body, "max_undelivered", "max_undelivered", 1, MAX_UNDELIVERED)
     retention = _int(body, "retention_s", "retention_s", 0, MAX_RETENTION_S)
+    kept = _int(body, "retain_acked_s", "retain_acked_s", 0, MAX_RETENTION_S) or 0
     dl, most = None, 0
     raw = body.get("dead_letter")
     if raw is not None:
@@ -75,4 +81,29 @@ def parse_queue_request(body: Any, default: QueueBounds) -> QueueBounds:
             raise _bad("dead_letter.max_deliveries", "dead_letter.max_deliveries is required")
         most = got
     return QueueBounds(default.max_undelivered if cap is None else cap,
-                       default.retention_s if retention is None else retention, dl, most)
+                       default.retention_s if retention is None else retention, dl, most, kept)
+
+
+def time_ms(v: Any) -> int:
+    """A seek's `time` as milliseconds since the epoch (one before it: 0), rounded down: an RFC
+    3339 string or an integer of milliseconds. 422 naming `time` for anything else."""
+    return max(epoch_ms(v, "time"), 0)
+
+
+def parse_seek_request(body: Any) -> tuple[str, Any]:
+    """The point a `POST /v1/queues/{queue}/seek` body names, with the field it is in: ("time",
+    milliseconds since the epoch) or ("receipt", the receipt as sent, for the caller to check
+    against the queue). 422 invalid_request naming the field for anything else."""
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise _bad("body", 'the body must be {"time": …} or {"receipt": …}')
+    _unknown(body, {"time", "receipt"})
+    if "time" in body and "receipt" in body:
+        raise _bad("receipt", "give time or receipt, not both")
+    if "receipt" in body:
+        return "receipt", body["receipt"]
+    if "time" not in body:
+        raise _bad("time", 'the body must be {"time": …} (RFC 3339, or milliseconds since the epoch) '
+                   'or {"receipt": …}')
+    return "time", time_ms(body["time"])

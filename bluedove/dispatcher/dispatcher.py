@@ -11,6 +11,7 @@ import gc
 import logging
 
 from bluedove.core import forwarding
+from bluedove.core.errors import ApiError
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space
 from bluedove.core.spaces import DEFAULT_SPACE
@@ -19,6 +20,7 @@ from bluedove.dispatcher.auth import KeyAuth
 from bluedove.dispatcher.metrics import Metrics
 from bluedove.dispatcher.publish.decode import Decoder
 from bluedove.dispatcher.publish.forwarder import Forwarder
+from bluedove.dispatcher.replay import Replayer
 from bluedove.dispatcher.sampler import Sampler
 from bluedove.dispatcher.series import DispatcherSeries
 from bluedove.dispatcher.space_paths import SpacePath, SpacePaths
@@ -27,6 +29,7 @@ from bluedove.dispatcher.subscriber import Subscriber
 from bluedove.dispatcher.view import ClusterView
 from bluedove.runtime.settings import DispatcherSettings
 from bluedove.runtime.telemetry import CpuMeter
+from bluedove.store.space_entry import SpaceAt
 from bluedove.store.store import DispatcherStore, StoreLimits
 
 log = logging.getLogger("bluedove.dispatcher")
@@ -71,6 +74,16 @@ class Dispatcher:
             self.metrics.refused_by_quota)
         member = self.cluster.member
         member.on_change.append(lambda: self.paths.heard(member.space_rises()))
+        # the replays this dispatcher works on, and those it takes over (bluedove/dispatcher/replay.py)
+        self.replayer = Replayer(self.store, self._logged_space, settings.replay_rate, settings.replay_lease_s)
+
+    async def _logged_space(self, name: str) -> tuple[Space, SpaceAt | None] | None:
+        """A space's schema and identity, if it keeps a log (else None)."""
+        try:
+            p = await self.paths.get(name)
+        except ApiError:
+            return None
+        return (p.space, p.at) if p.retention_s else None
 
     async def start(self, address: str) -> None:
         forwarding.warm_up()  # compiled (or loaded from its cache) before the first publish
@@ -81,8 +94,10 @@ class Dispatcher:
             self.auth.start()
         self.registry.start()
         self.series.start()
+        self.replayer.start(lambda: [n for n, r in self.registry.records.items() if r.spec.retention_s])
         self._heartbeat = asyncio.get_running_loop().create_task(self._register(address))
         self.metrics.parked_now = lambda: self.store.wakeups.parked
+        self.metrics.replays_now = lambda: (len(self.replayer.running), self.replayer.delivered)
         self._metrics_tick = asyncio.get_running_loop().create_task(self.metrics.run(self.forwarder.counts))
         # Start-up's objects (imports, the compiled kernels) out of the collector's reach: full
         # collections, which a publish waits through, no longer walk them.
@@ -94,6 +109,7 @@ class Dispatcher:
             if task:
                 task.cancel()
         await self.series.stop()
+        await self.replayer.stop()
         await self.registry.stop()
         if self.auth is not None:
             await self.auth.stop()

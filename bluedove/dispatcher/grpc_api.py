@@ -24,6 +24,7 @@ from bluedove.dispatcher.errors import as_api_error, grpc_code
 from bluedove.dispatcher.grpc_messages import delivery_pb, filter_of, metadata, subscription_info
 from bluedove.dispatcher.grpc_options import server_options
 from bluedove.dispatcher.grpc_publish import key, managing
+from bluedove.dispatcher.operations.queues import seek as seek_queue
 from bluedove.runtime import tls
 from bluedove.runtime.settings import DispatcherSettings
 from bluedove.v1 import pubsub_pb2 as pb
@@ -161,6 +162,14 @@ def token(context: Context) -> str | None:
     return parse_bearer(metadata(context, "authorization"))
 
 
+def seek_body(request: pb.SeekRequest) -> dict[str, Any]:
+    """A Seek's point as the REST body: {"time": text or ms} or {"receipt": …} ({} for none)."""
+    kind = request.WhichOneof("to")
+    if kind is None:
+        return {}
+    return {"receipt" if kind == "receipt" else "time": getattr(request, kind)}
+
+
 class PubSubServicer(pb_grpc.PubSubServicer):
     """The public bluedove.v1.PubSub service: each call handed to bluedove/dispatcher/operations.py."""
 
@@ -192,7 +201,8 @@ class PubSubServicer(pb_grpc.PubSubServicer):
     async def CreateQueue(self, request: pb.CreateQueueRequest,
                           context: ServicerContext[pb.CreateQueueRequest, pb.CreateQueueReply]) -> pb.CreateQueueReply:
         await key(self.d, context, SUBSCRIBE, None)  # a queue is in no space
-        return pb.CreateQueueReply(**await ops.create_queue(self.d))
+        body = {"retain_acked_s": request.retain_acked_s} if request.retain_acked_s else None
+        return pb.CreateQueueReply(**await ops.create_queue(self.d, body))
 
     @unary
     async def DeleteQueue(self, request: pb.DeleteQueueRequest,
@@ -252,6 +262,11 @@ class PubSubServicer(pb_grpc.PubSubServicer):
     async def Ack(self, request: pb.AckRequest, context: ServicerContext[pb.AckRequest, pb.Empty]) -> pb.Empty:
         await ops.ack(self.d, request.queue, token(context), list(request.receipts))
         return pb.Empty()
+
+    @unary
+    async def Seek(self, request: pb.SeekRequest, context: ServicerContext[pb.SeekRequest, pb.SeekReply]
+                   ) -> pb.SeekReply:
+        return pb.SeekReply(**await seek_queue(self.d, request.queue, token(context), seek_body(request)))
 
     @unary
     async def SubscribeBatch(self, request: pb.SubscribeBatchRequest,

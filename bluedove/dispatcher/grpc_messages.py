@@ -23,7 +23,8 @@ def delivery_pb(m: dict[str, Any]) -> pb.Delivery:
     payload = m.get("payload")
     d = pb.Delivery(id=m["id"], subscriptions=m["subscriptions"],
                     payload="" if payload is None else json.dumps(payload, separators=(",", ":")),
-                    receipt=m["receipt"], published_at=m.get("published_at", ""), space=m.get("space", ""))
+                    receipt=m["receipt"], published_at=m.get("published_at", ""), space=m.get("space", ""),
+                    replayed=m.get("replayed") is True)
     numbers, values = d.attributes, d.values
     for name, v in m["attributes"].items():
         if isinstance(v, bool):
@@ -60,7 +61,18 @@ def subscription_json(r: pb.SubscribeRequest, where: str = "") -> dict[str, Any]
     body: dict[str, Any] = {"predicates": filter_of(r.predicates, r.filter_json, where)}
     if r.queue:
         body["queue"] = r.queue
+    which = r.WhichOneof("replay")
+    if which is not None:
+        body["replay_from"] = getattr(r, which)
     return body
+
+
+def replay_pb(replay: dict[str, Any] | None) -> pb.Replay | None:
+    """A subscription's replay as the REST answer shows it, as gRPC's Replay (None: it has none)."""
+    if replay is None:
+        return None
+    return pb.Replay(**{"from": replay["from"]}, position=replay.get("position") or "",
+                     done=bool(replay.get("done")), delivered=int(replay.get("delivered", 0)))
 
 
 def one_box(sub: dict[str, Any], space: Space) -> dict[str, Any] | None:
@@ -81,7 +93,8 @@ def subscription_info(sub: dict[str, Any], space: Space) -> pb.SubscriptionInfo:
     ranges = one_box(sub, space) or {}
     return pb.SubscriptionInfo(id=sub["id"], queue=sub["queue"],
                                predicates={name: pb.Range(low=lo, high=hi) for name, (lo, hi) in ranges.items()},
-                               filter_json=json.dumps(sub["predicates"], separators=(",", ":"), ensure_ascii=False))
+                               filter_json=json.dumps(sub["predicates"], separators=(",", ":"), ensure_ascii=False),
+                               replay=replay_pb(sub.get("replay")))
 
 
 def metadata(context: ServicerContext[Any, Any], name: str) -> str | None:

@@ -19,7 +19,7 @@ from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller, queue_token
 from bluedove.dispatcher.dispatcher import Dispatcher
-from bluedove.dispatcher.grpc_messages import metadata, subscription_json
+from bluedove.dispatcher.grpc_messages import metadata, replay_pb, subscription_json
 from bluedove.dispatcher.publish.decode import Batch
 from bluedove.dispatcher.space_paths import SpacePath
 from bluedove.v1 import pubsub_pb2 as pb
@@ -92,7 +92,9 @@ async def publish_stream(d: Dispatcher, elements: AsyncIterator[Any], context: C
 async def subscribe(d: Dispatcher, request: pb.SubscribeRequest, context: Context) -> pb.SubscribeReply:
     p = await path_of(d, context)
     tok = await managing(d, context, p.name)
-    return pb.SubscribeReply(**await ops.subscribe(d, subscription_json(request), tok, p))
+    out = await ops.subscribe(d, subscription_json(request), tok, p)
+    return pb.SubscribeReply(id=out["id"], queue=out["queue"], token=out.get("token", ""),
+                             replay=replay_pb(out.get("replay")))
 
 
 async def subscribe_batch(d: Dispatcher, request: pb.SubscribeBatchRequest,
@@ -101,5 +103,6 @@ async def subscribe_batch(d: Dispatcher, request: pb.SubscribeBatchRequest,
     tok = await managing(d, context, p.name)
     items = request.subscriptions
     body = {"subscriptions": [subscription_json(r, f"subscriptions[{i}].") for i, r in enumerate(items)]}
-    return pb.SubscribeBatchReply(subscriptions=[pb.SubscribeReply(**s) for s in
-                                                 await ops.subscribe_batch(d, body, tok, p)])
+    return pb.SubscribeBatchReply(subscriptions=[pb.SubscribeReply(id=s["id"], queue=s["queue"],
+                                                                   token=s.get("token", ""))
+                                                 for s in await ops.subscribe_batch(d, body, tok, p)])

@@ -121,8 +121,13 @@ class Metrics:
                             "to their queue", registry=r, multiprocess_mode="livesum")
         # How many polls are parked now (the store's count), read at each tick.
         self.parked_now: Callable[[], int] | None = None
+        self.replaying = Gauge("bluedove_replays_running", "Replays this dispatcher works on now",
+                               registry=r, multiprocess_mode="livesum")
+        self.replayed = Counter("bluedove_replayed_deliveries", "Deliveries written by replays of a space's log",
+                                registry=r)
+        self.replays_now: Callable[[], tuple[int, int]] | None = None  # (running, replayed so far), at each tick
         self._facts = _ClusterFacts()
-        self._seen = {"failovers": 0, "calls": 0, "forwarded": 0, "refused": 0, "undeliverable": 0}
+        self._seen = {"failovers": 0, "calls": 0, "forwarded": 0, "refused": 0, "undeliverable": 0, "replayed": 0}
         if self.multiprocess_dir:
             self._cpu = Counter("process_cpu_seconds", "Total user and system CPU time spent in seconds",
                                 registry=r)
@@ -172,6 +177,10 @@ class Metrics:
         self._sync("refused", self.refused, refused)
         if self.parked_now is not None:
             self.parked.set(self.parked_now())
+        if self.replays_now is not None:
+            running, replayed = self.replays_now()
+            self.replaying.set(running)
+            self._sync("replayed", self.replayed, replayed)
         if not self.multiprocess_dir:
             return
         for fam in self._process.collect():

@@ -52,6 +52,7 @@ class SpacePath:
     stamp: bytes = b""
     quotas: SpaceQuotas | None = None  # a named space's, when it has any
     view: SpaceView | None = None  # a named space's routing (the default's is the cluster view)
+    retention_s: int = 0  # a named space's log keeps this long (0: it has none)
 
     @property
     def named(self) -> bool:
@@ -113,7 +114,7 @@ class SpacePaths:
         return SpacePath(at.name, space, Decoder(space, self.s.max_batch, self.s.max_payload_bytes),
                          body_template(space.names), Forwarder(self.s, view, at.name),
                          Subscriber(self.s, view, self.store, at), at,
-                         b'{"space":' + json.dumps(at.name).encode() + b",", quotas, view)
+                         b'{"space":' + json.dumps(at.name).encode() + b",", quotas, view, spec.retention_s)
 
     async def _drop(self, name: str) -> None:
         path = self.named.pop(name, None)

@@ -169,28 +169,35 @@ class Subscriber:
 
         await self._send_to_owners([msg], [owners], replaces=True)
 
-    async def send(self, subs: list[Subscription]) -> None:
+    async def send(self, subs: list[Subscription], replay_from_ms: int = 0) -> set[str]:
         """Send stored subscriptions to every matcher mPartition names for each (read-your-writes).
 
         During a table change (docs/design.md, "Elasticity") each goes to the owners under both the new and
         the previous table; and a matcher whose answer shows a newer epoch than ours makes us
         pull that table and send to its owners too, before the API answers. A matcher that does
         not answer in time gets them from the catalogue log instead, and is passed over for
-        forwarding meanwhile."""
+        forwarding meanwhile. `replay_from_ms`: the subscriptions replay the space's log from
+        then (each matcher writes their first live deliveries with replay marks). Returns the
+        matchers that did not take them (left to the catalogue log)."""
         live = [s for s in subs if not s.void]
         if self.cluster.table is None or not live:
-            return
-        await self._send_to_owners([_message(s) for s in live], [self._owners(s) for s in live])
+            return set()
+        msgs = [_message(s) for s in live]
+        for m in msgs:
+            m.replay_from_ms = replay_from_ms
+        return await self._send_to_owners(msgs, [self._owners(s) for s in live])
 
     def _owners(self, sub: Subscription) -> Callable[[], set[str]]:
         return lambda: self._placement(sub)
 
     async def _send_to_owners(self, msgs: list[pb.Subscription], owners: list[Callable[[], set[str]]],
-                              replaces: bool = False) -> None:
+                              replaces: bool = False) -> set[str]:
         """`send`'s rounds: each message to the matchers its `owners()` names (asked again in each
-        round, as the table may change), through their lanes of adds (or of `replaces`)."""
+        round, as the table may change), through their lanes of adds (or of `replaces`); the
+        matchers that failed or did not answer in time."""
         assert self.cluster.table is not None, "the callers return first while there is no table"
         sent: list[set[str]] = [set() for _ in msgs]
+        missed: set[str] = set()
         for _ in range(3):  # a table change while we send: at most a couple of rounds
             calls: list[tuple[str, asyncio.Future[pb.SubscriptionAck | Exception]]] = []
             for i, msg in enumerate(msgs):
@@ -198,7 +205,7 @@ class Subscriber:
                 sent[i].update(members)
                 calls += [(m, self._lane(m, replaces).submit(msg)) for m in members]
             if not calls:
-                return
+                return missed
             # A subscription waits for a matcher no longer than a call of its own would, however
             # many calls are ahead of it in the lane: after that it is left to the catalogue log.
             futs = [f for _, f in calls]
@@ -218,9 +225,11 @@ class Subscriber:
                 self.cluster.mark_up(m)
             for m in failed:
                 self.cluster.mark_down(m)
+            missed |= failed
             if newer is None:
-                return
+                return missed
             await self.cluster.pull_table(newer)
+        return missed
 
 
 def _message(sub: Subscription) -> pb.Subscription:

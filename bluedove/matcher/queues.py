@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Callable
@@ -21,6 +22,7 @@ from typing import Callable
 import numpy as np
 import redis.exceptions
 
+from bluedove.core.log_chunk import chunk_fields
 from bluedove.core.wire import Part
 from bluedove.matcher.errors import NotReady
 from bluedove.matcher.filter_book import reader, refine
@@ -28,6 +30,7 @@ from bluedove.matcher.index import SubscriptionSet
 from bluedove.matcher.load import Totals, ValueSample, WindowStats, apportion
 from bluedove.matcher.matches import Matches
 from bluedove.runtime.cpu_limit import CpuWatch
+from bluedove.store.replays import SEAM_S, SeamRow
 from bluedove.store.store import MatcherStore
 
 
@@ -35,13 +38,23 @@ def _stopping() -> NotReady:
     return NotReady("this space's input queue is stopping (its space dropped, or the matcher stopping); try another")
 
 
-@dataclass
+@dataclass(eq=False)
 class _Request:
     """One Forward call's parts waiting to be batched, and the future its answer goes to."""
 
     parts: list[Part]
     n: int
     done: asyncio.Future[BatchResult] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+@dataclass(frozen=True)
+class LogTarget:
+    """Where a space with a retention logs its batches: the space, this matcher's shard, the
+    retention (bluedove/store/message_log.py)."""
+
+    space: str
+    shard: int
+    retention_s: int
 
 
 @dataclass
@@ -99,6 +112,27 @@ class MatcherQueue:
         self.service = [WindowStats(st.window_s, st.bucket_s) for st in stats]
         self.cpu = CpuWatch(stats[0].window_s if stats else 5.0)
         self._cpu_mark = time.process_time()
+        self.log: LogTarget | None = None  # a space with a retention: each batch's chunk goes to its log
+        self._seam: dict[str, float] = {}  # replaying subscription -> when its seam closes (monotonic)
+        self._taken: set[_Request] = set()  # requests in a batch being matched or stored
+
+    def open_seam(self, sub_ids: list[str], now: float) -> None:
+        """Write these new replaying subscriptions' live deliveries with replay marks for SEAM_S."""
+        for s in sub_ids:
+            self._seam[s] = now + SEAM_S
+
+    async def barrier(self) -> None:
+        """Until every batch taken so far is stored or failed (a subscription filed before this
+        call is then in every later batch: whatever was matched without it is in the log)."""
+        waiting = [r.done for r in self._taken if not r.done.done()]
+        if waiting:
+            await asyncio.wait(waiting)
+
+    def _replaying(self) -> list[str]:
+        now = time.monotonic()
+        for s in [s for s, until in self._seam.items() if until <= now]:
+            del self._seam[s]
+        return list(self._seam)
 
     def __len__(self) -> int:
         return sum(self._queued)
@@ -147,6 +181,7 @@ class MatcherQueue:
             req = self._pending.popleft()
             taken.append(req)
             n += req.n
+        self._taken.update(taken)
         return taken
 
     async def _run(self) -> None:
@@ -239,6 +274,7 @@ class MatcherQueue:
     def _answer(self, batch: list[_Request], exc: BaseException | None) -> None:
         """The batch leaves the queue: fail whoever still waits with `exc`, free its slot."""
         for r in batch:
+            self._taken.discard(r)
             if exc is not None and not r.done.done():
                 r.done.set_exception(exc if isinstance(exc, Exception) else _stopping())
             for p in r.parts:
@@ -250,6 +286,8 @@ class MatcherQueue:
             return BatchResult()
         messages: list[tuple[str, bytes, int]] = []
         deliveries: list[tuple[str, int, str]] = []
+        seam: list[SeamRow] = []
+        replaying = self._replaying()
         marks: list[bool] = []
         for p, m in zip(parts, found):
             client = p.client.tolist()
@@ -261,14 +299,33 @@ class MatcherQueue:
                 messages.append((p.id(j), p.body(j), self.client_ttl if client[j] else self.own_ttl))
                 marks.append(client[j])
             at, queues, texts = m.delivery_rows()
-            deliveries.extend(zip(queues, map(index.__getitem__, at), texts))
-        if not messages:
+            rows = zip(queues, map(index.__getitem__, at), texts)
+            if replaying:
+                _split(rows, replaying, deliveries, seam)
+            else:
+                deliveries.extend(rows)
+        log = self.log
+        call = None if log is None or not parts else self.store.log_call(
+            log.space, log.shard, log.retention_s, chunk_fields(parts, self.k))
+        if not messages and call is None:
             return BatchResult()
         try:
-            fresh, written_n = await self.store.deliver(messages, deliveries, marks)
+            fresh, written_n = await self.store.deliver(messages, deliveries, marks, seam, call)
         except AttributeError as exc:
             # redis-py's asyncio cluster client, connecting to a node that has just died, can
             # fail with an AttributeError (its socket writer gone) instead of a ConnectionError.
             # The store failed, not this matcher: the caller answers ABORTED, as for any RedisError.
             raise redis.exceptions.ConnectionError(f"the store connection was lost: {exc!r}") from exc
         return BatchResult(delivered=written_n, fresh=fresh)
+
+
+def _split(rows: Iterable[tuple[str, int, str]], replaying: list[str], plain: list[tuple[str, int, str]],
+           seam: list[SeamRow]) -> None:
+    """Deliveries into those of no replaying subscription and those of some (with which)."""
+    quoted = [(s, f'"{s}"') for s in replaying]
+    for queue, i, text in rows:
+        hit = [s for s, q in quoted if q in text]
+        if hit:
+            seam.append((queue, i, text, hit))
+        else:
+            plain.append((queue, i, text))

@@ -250,9 +250,19 @@ class SpaceState:
             pb.MatchReply.Matches(subscription_ids=sorted(i for ids in g.values() for i in ids)) for g in groups])
 
     async def add_subscriptions(self, req: pb.SubscriptionBatch) -> pb.SubscriptionAck:
-        """File subscriptions a dispatcher sent directly (NotReady before the sets exist)."""
+        """File subscriptions a dispatcher sent directly (NotReady before the sets exist). Those
+        that replay the space's log get their live deliveries written with replay marks for a
+        while, and the answer waits until every batch matched before they were filed is stored
+        (and so in the log): the replay's end, read after this answer, then covers every message
+        they were not matched against live (bluedove/dispatcher/replay.py)."""
         sets = self.started()
+        replaying = [s.id for s in req.subscriptions if s.replay_from_ms]
+        queue = self.queue
+        if replaying and queue is not None:  # before filing: no delivery to them goes unmarked
+            queue.open_seam(replaying, time.monotonic())
         changed = await self.run_index(sets.add_direct_batch, list(req.subscriptions))
+        if replaying and queue is not None:
+            await queue.barrier()
         return pb.SubscriptionAck(changed=changed, epoch=self.table_now().epoch)
 
     async def replace_subscriptions(self, req: pb.SubscriptionBatch) -> pb.SubscriptionAck:

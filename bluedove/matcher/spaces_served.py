@@ -28,8 +28,10 @@ from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.matcher.errors import NotReady
 from bluedove.matcher.named_tails import NamedTails
+from bluedove.matcher.queues import LogTarget
 from bluedove.matcher.space_state import SpaceState
 from bluedove.runtime.settings import MatcherSettings
+from bluedove.store.keys import log_shard
 from bluedove.store.spaces import ACTIVE, SpaceRecord, SpaceStore
 from bluedove.store.store import MatcherStore
 
@@ -187,7 +189,9 @@ class ServedSpaces:
             return  # its table is laid out just after the record: the next refresh finds it
         table = SegmentTable.from_json(raw)
         state = self._make(name)
-        state.begin(table)
+        queue = state.begin(table)
+        if rec.spec.retention_s:  # its batches go to its log too (bluedove/store/message_log.py)
+            queue.log = LogTarget(name, log_shard(state.s.id), rec.spec.retention_s)
         try:
             await state.load()
         except BaseException:

@@ -213,6 +213,11 @@ class DispatcherSettings:
     spaces_file: str = ""
     # Named spaces whose metrics carry their own `space` label (as the matcher's).
     metrics_spaces: int = 50
+    # Replays (docs/api.md, "Replay"): most logged messages one replay reads a second (0: no
+    # bound but the pacing that rests as long as it works), and how long a replay's worker holds
+    # its lease unrenewed before another dispatcher takes the replay over.
+    replay_rate: float = 0.0
+    replay_lease_s: float = 15.0
     # -- TLS (bluedove/runtime/tls.py, docs/security.md "TLS"): PEM files, "" = plain --
     tls_cert: str = ""
     tls_key: str = ""

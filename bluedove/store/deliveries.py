@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from bluedove.store import keys as K
 from bluedove.store import scripts
 from bluedove.store.batch import Arg, Call, group_deliveries
-from bluedove.store.connection import Connection, StoreLimits
+from bluedove.store.connection import StoreLimits
 from bluedove.store.queues import GROUP
+from bluedove.store.replays import Replays, SeamRow
 
 
-class Deliveries(Connection):
+class Deliveries(Replays):
     """The write of a matched batch: deliveries with their dedup marks, one script per slot."""
 
     def __init__(self, url: str, limits: StoreLimits | None = None) -> None:
@@ -23,7 +24,8 @@ class Deliveries(Connection):
 
     async def deliver(self, messages: Sequence[tuple[str, str | bytes] | tuple[str, str | bytes, int]],
                       deliveries: list[tuple[str, int, str]],
-                      marks: list[bool] | None = None) -> tuple[int, int]:
+                      marks: list[bool] | None = None, seam: Sequence[SeamRow] = (),
+                      log: Call | None = None) -> tuple[int, int]:
         """Write one batch: messages [(id, json[, dedup ttl s])], deliveries [(queue, index, subs
         json)]. Returns (messages new to the dedup window, deliveries written).
 
@@ -33,7 +35,10 @@ class Deliveries(Connection):
         publisher-chosen ids: once a batch is written, each gets a mark of its own, and
         publishing it again within the window writes nothing, even to a queue that has
         subscribed since. The batch is one call per DELIVER_MOST deliveries of a slot
-        (bluedove/store/batch.py; docs/design.md, "The store on a Redis Cluster"), pipelined."""
+        (bluedove/store/batch.py; docs/design.md, "The store on a Redis Cluster"), pipelined.
+        `seam`: deliveries to subscriptions whose replay is starting, written with their replay
+        marks (bluedove/store/replays.py); `log`: the batch's chunk of its space's log, appended
+        in the same pipeline."""
         ttls = [int(m[2]) if len(m) > 2 else self.limits.dedup_window_s for m in messages]
         mids = [m[0] for m in messages]
         marked = [i for i in range(len(messages)) if marks is None or marks[i]]
@@ -45,18 +50,23 @@ class Deliveries(Connection):
                 seen = {i for i, n in zip(marked, await p.execute()) if n}
         groups = group_deliveries(deliveries, mids, seen, self.runner.slot_of_queue)
         calls: list[Call] = []
+        seams = self.seam_calls([(mids[i], m[1], ttls[i]) for i, m in enumerate(messages)],
+                                [r for r in seam if r[1] not in seen]) if seam else []
+        locals_: list[list[int]] = [g.messages for g in groups] + [used for _, used in seams]
         for g in groups:
             args: list[Arg] = [len(g.messages), self.limits.max_undelivered, self.limits.retention_s, GROUP]
             for i in g.messages:
                 args += (messages[i][1], ttls[i])
             calls.append(Call(self._deliver, g.keys, args + g.pairs))
+        calls += [c for c, _ in seams]
         written = 0
         new = {i for i in marked if i not in seen}
-        if calls:
-            for g, (n, dropped, *local) in zip(groups, await self.runner.run(calls, wait=True)):
+        if calls or log is not None:
+            results = await self.runner.run(calls + ([log] if log is not None else []), wait=True)
+            for used, (n, dropped, *local) in zip(locals_, results):
                 written += int(n)
                 self.dropped += int(dropped)
-                new.update(g.messages[int(li) - 1] for li in local)
+                new.update(used[int(li) - 1] for li in local)
         fresh = [i for i in marked if i not in seen]
         if fresh:
             async with self.r.pipeline(transaction=False) as p:

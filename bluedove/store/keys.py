@@ -10,8 +10,10 @@ A queue `Q` (tag `{q:Q}`):
   bd:{q:Q}:dd:<message> string  dedup mark: message <message> was written to Q (expires)
   bd:{q:Q}:dlo          stream  dead-letter outbox: deliveries leaving Q for its dead-letter queue
   bd:{q:Q}:dl:<P>:<id>  string  move mark: delivery <id> of queue P was dead-lettered into Q (expires)
-  (the hash also holds the queue's bounds: max_undelivered, retention_s, dl_queue, dl_max, and
-  its counters dropped, expired, dead_lettered)
+  (the hash also holds the queue's bounds: max_undelivered, retention_s, dl_queue, dl_max,
+  retain_acked_s, and its counters dropped, expired, dead_lettered; a queue that keeps acked
+  deliveries also `kept`, how many of its stream's entries are acked, and `trim_at`, where the
+  trim of old acked entries goes on: bluedove/store/kept_scripts.py)
   bd:tok:<sha256>       string  the queue a token belongs to
   bd:queues             set     every queue id (queue depth sampling walks it)
   bd:wake               channel every delivery write names the queue streams it wrote to,
@@ -51,6 +53,16 @@ spaces' catalogues and tables spread over a cluster:
                                 deletion mark there (N = shard_of(Q), as in the default space)
   bd:{q:Q}:spaces       set     the named spaces queue Q has entered (a subscription there,
                                 or one under way): deleting the queue walks them
+
+A named space's message log (bluedove/store/message_log.py), for a space with a retention, in
+LOG_SHARDS shards, each a slot of its own so the log spreads over a cluster; a matcher appends
+to one shard (`log_shard` of its id), a chunk (one matched batch) an entry:
+  bd:{s:S:m:N}:log      stream  chunks: n, k, points, ids and bodies with their ends
+  bd:{s:S}:rp:<sub>     hash    a replay's state: queue, from, end and position (a stream id
+                                per shard), done, delivered, lease (its name is in the space's keys set)
+  bd:{s:S}:replays      set     the subscriptions whose replay is not done
+  bd:{q:Q}:rs:<sub>:<m> string  replay mark: message m was delivered to subscription sub of
+                                queue Q, by the replay or live (expires)
 
 A catalogue log position is one stream id per shard, joined by ","; "0-0" (or "") stands
 for the start of every shard.
@@ -151,7 +163,32 @@ def space_fixed_keys(space: str) -> list[str]:
     """Every key of space `space` that its name gives, but the record and `space_keys`'s set:
     what deleting the space removes after the keys that set lists."""
     shards = [k for n in range(CATALOG_SHARDS) for k in (space_catalog_hash(space, n), space_catalog_log(space, n))]
-    return [space_table(space), space_seed(space), *shards]
+    logs = [message_log(space, n) for n in range(LOG_SHARDS)]
+    return [space_table(space), space_seed(space), space_replays(space), *shards, *logs]
+
+
+LOG_SHARDS = 16
+
+
+def message_log(space: str, shard: int) -> str:
+    return f"bd:{{s:{space}:m:{shard}}}:log"
+
+
+def log_shard(member: str) -> int:
+    """The log shard a matcher appends to (CRC-32 of its id: the same in every process)."""
+    return zlib.crc32(member.encode()) % LOG_SHARDS
+
+
+def space_replay(space: str, sub_id: str) -> str:
+    return f"bd:{{s:{space}}}:rp:{sub_id}"
+
+
+def space_replays(space: str) -> str:
+    return f"bd:{{s:{space}}}:replays"
+
+
+def replay_mark(queue: str, sub_id: str, message_id: str) -> str:
+    return f"bd:{{q:{queue}}}:rs:{sub_id}:{message_id}"
 
 
 # -- the catalogue ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Queues: creation and tokens, long-poll and ack, dead-lettering, bounds and depth.
+"""Queues: creation and tokens, long-poll and ack, dead-lettering (bounds, depth and seeking:
+bluedove/store/queue_state.py).
 
 A queue is a stream with one consumer group, beside a hash holding its token's digest and its
 bounds (bluedove/store/keys.py). Poll and ack are one Lua script each with the token check
@@ -26,9 +27,12 @@ from bluedove.store import keys as K
 from bluedove.store import scripts
 from bluedove.store.batch import Call
 from bluedove.store.client import node_client
-from bluedove.store.connection import Connection, StoreLimits
+from bluedove.store.connection import StoreLimits
 from bluedove.store.finite import finite
 from bluedove.store.ids import bound_entries, hash_token, new_id, new_token, receipt_tag, valid_queue_id
+from bluedove.store.queue_state import GROUP as GROUP  # (the store's other modules import both from here)
+from bluedove.store.queue_state import BadToken as BadToken
+from bluedove.store.queue_state import QueueState
 from bluedove.store.space_entry import LEAVE_ALL
 from bluedove.store.waiting import Done, Looked, PollWait, Taken, waited
 from bluedove.store.wakeups import Wakeups
@@ -36,7 +40,6 @@ from bluedove.store.wire import deliveries_json
 
 log = logging.getLogger("bluedove.store")
 
-GROUP = "g"
 # Poll and ack calls in flight at once (each holds a pooled connection for a round trip, so polls
 # use this few however many are parked), and the looks and acks one call carries at most.
 POLL_CALLS, CALL_MOST = 8, 64
@@ -89,11 +92,7 @@ def _unrenderable(entry: tuple[str, str, str], tag: str, readable: bool) -> str 
     return None
 
 
-class BadToken(Exception):
-    """The token given with a poll or ack does not open the queue (or the queue is gone)."""
-
-
-class Queues(Connection):
+class Queues(QueueState):
     """Queues as the dispatcher serves them: create, check a token, poll, ack, inspect, delete."""
 
     def __init__(self, url: str, limits: StoreLimits | None = None) -> None:
@@ -366,34 +365,3 @@ class Queues(Connection):
             if len(entries) < count:
                 break
         return moved
-
-    async def queue_info(self, queue: str) -> dict[str, Any]:
-        """A queue's bounds and counters (GET /v1/queues/{queue}); the caller checked its token."""
-        async with self.r.pipeline(transaction=False) as p:
-            p.hgetall(K.queue_hash(queue))
-            p.xlen(K.queue_stream(queue))
-            h, depth = await p.execute()
-        dl = h.get("dl_queue")
-        return {
-            "queue": queue,
-            "depth": int(depth),
-            "max_undelivered": int(h.get("max_undelivered", self.limits.max_undelivered)),
-            "retention_s": int(h.get("retention_s", self.limits.retention_s)),
-            "dead_letter": {"queue": dl, "max_deliveries": int(h["dl_max"])} if dl else None,
-            "dropped": int(h.get("dropped", 0)),
-            "expired": int(h.get("expired", 0)),
-            "dead_lettered": int(h.get("dead_lettered", 0)),
-        }
-
-    async def queue_depth(self, queue: str) -> int:
-        return int(await self.r.xlen(K.queue_stream(queue)))
-
-    async def backlog(self, queues: list[str], chunk: int = 2000) -> int:
-        """`queue_depth` summed over many queues, pipelined in chunks."""
-        total = 0
-        for start in range(0, len(queues), chunk):
-            async with self.r.pipeline(transaction=False) as p:
-                for q in queues[start:start + chunk]:
-                    p.xlen(K.queue_stream(q))
-                total += sum(int(n) for n in await p.execute())
-        return total

@@ -5,6 +5,7 @@ call is one slot's: the same scripts run on one server and on a Redis Cluster. T
 layout is bluedove/store/keys.py's.
 """
 
+from bluedove.store.kept_scripts import KEPT
 from bluedove.store.keys import WAKE
 
 # KEYS: the shard's catalogue hash, the shard's log, the queue's subscription set, the
@@ -88,33 +89,20 @@ return out
 # `dropped`; the mark stays, so a retry refuses it again rather than counting it twice);
 # a queue with a retention first acks and deletes up to 100 entries older than it (counted
 # in `expired`; acked too, so that none stays in the pending list, as XADD MINID would leave
-# it on Redis 6.2). XADD NOMKSTREAM: a delivery to a queue deleted meanwhile is dropped, not
-# resurrected. The streams written to are named in one PUBLISH on the wake-up channel, for
+# it on Redis 6.2), and a queue that keeps acked deliveries deletes the acked ones older than
+# it keeps them (up to 100 looked at; its cap counts XLEN - kept:
+# bluedove/store/kept_scripts.py). XADD NOMKSTREAM: a delivery to a queue deleted meanwhile is
+# dropped, not resurrected. The streams written to are named in one PUBLISH on the wake-up channel, for
 # the polls parked on them (bluedove/store/wakeups.py; a refused PUBLISH is ignored, the writes
 # stand). Returns {written, dropped, index of
 # each message with a delivery new here...}.
-DELIVER = """
+DELIVER = KEPT + """
 local n = tonumber(ARGV[1])
 local dcap, dret = tonumber(ARGV[2]), tonumber(ARGV[3])
 local base = 2 * n + 5
 local written, dropped = 0, 0
 local new, lim = {}, {}
 local woken, wake = {}, {}
-local now_ms
-local function expire(s, h, ret)
-  if not now_ms then
-    local t = redis.call('TIME')
-    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  local old = redis.call('XRANGE', s, '-', tostring(now_ms - ret * 1000 - 1), 'COUNT', 100)
-  if #old > 0 then
-    local ids = {}
-    for i, e in ipairs(old) do ids[i] = e[1] end
-    redis.call('XACK', s, ARGV[4], unpack(ids))
-    redis.call('XDEL', s, unpack(ids))
-    redis.call('HINCRBY', h, 'expired', #ids)
-  end
-end
 for j = 1, #KEYS / 3 do
   local s, h = KEYS[3 * j - 2], KEYS[3 * j]
   local at = base + 2 * (j - 1)
@@ -122,12 +110,17 @@ for j = 1, #KEYS / 3 do
   if redis.call('SET', KEYS[3 * j - 1], '1', 'NX', 'EX', ARGV[2 * mi + 4]) then
     local l = lim[s]
     if not l then
-      local v = redis.call('HMGET', h, 'max_undelivered', 'retention_s')
-      l = {tonumber(v[1]) or dcap, tonumber(v[2]) or dret}
+      local v = redis.call('HMGET', h, 'max_undelivered', 'retention_s', 'retain_acked_s')
+      local keep = tonumber(v[3]) or 0
+      l = {tonumber(v[1]) or dcap, tonumber(v[2]) or dret, 0}
       lim[s] = l
-      if l[2] > 0 then expire(s, h, l[2]) end
+      if l[2] > 0 then expire(s, h, ARGV[4], now_ms() - l[2] * 1000, 100, true, keep > 0) end
+      if keep > 0 then
+        trim_kept(s, h, ARGV[4], keep, 100)
+        l[3] = tonumber(redis.call('HGET', h, 'kept')) or 0
+      end
     end
-    if l[1] > 0 and redis.call('XLEN', s) >= l[1] then
+    if l[1] > 0 and redis.call('XLEN', s) - l[3] >= l[1] then
       redis.call('HINCRBY', h, 'dropped', 1)
       dropped = dropped + 1
     else
@@ -152,12 +145,14 @@ return out
 # on that queue's slot. KEYS: the dead-letter queue's stream, its hash, the move's mark (the
 # source queue and the delivery's id there: a move repeated after a crash writes nothing).
 # ARGV: message json, subscriptions json, mark ttl s, default cap. The dead-letter queue's
-# own cap holds (its retention, at its polls); a write wakes the polls parked on it, as
-# DELIVER's do. Returns 1 written, 0 already moved (or the queue gone), -1 refused by the cap.
+# own cap holds (its retention, at its polls), counting what it has not acked (XLEN - kept:
+# bluedove/store/kept_scripts.py); a write wakes the polls parked on it, as DELIVER's do.
+# Returns 1 written, 0 already moved (or the queue gone), -1 refused by the cap.
 DEAD_LETTER = """
 if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[3]) then return 0 end
-local cap = tonumber(redis.call('HGET', KEYS[2], 'max_undelivered')) or tonumber(ARGV[4])
-if cap > 0 and redis.call('XLEN', KEYS[1]) >= cap then
+local v = redis.call('HMGET', KEYS[2], 'max_undelivered', 'kept')
+local cap = tonumber(v[1]) or tonumber(ARGV[4])
+if cap > 0 and redis.call('XLEN', KEYS[1]) - (tonumber(v[2]) or 0) >= cap then
   if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HINCRBY', KEYS[2], 'dropped', 1) end
   return -1
 end
@@ -186,33 +181,28 @@ return 0
 #
 # Retention (the hash's retention_s, else ARGV[6]): entries older than it are first acked and
 # deleted (up to 1,000 a call, counted in the hash's `expired`), and any older one left is
-# never handed out. Dead-lettering (the hash's dl_queue and dl_max): expired unacked entries
-# are then found with XPENDING instead of XAUTOCLAIM; one handed out dl_max times already
-# moves, in this call, to the queue's outbox (KEYS[3], same slot: step one of the move) and
-# leaves the queue (counted in `dead_lettered`); the others are reclaimed with XCLAIM. The
-# reply then also carries the outbox's length and the dead-letter queue, for step two
-# (DEAD_LETTER, on that queue's slot).
-POLL = """
-local h = redis.call('HMGET', KEYS[2], 'token', 'retention_s', 'dl_queue', 'dl_max')
+# never handed out. A queue that keeps acked deliveries then deletes the acked ones older than
+# it keeps them (up to 1,000 looked at: bluedove/store/kept_scripts.py). Dead-lettering (the
+# hash's dl_queue and dl_max): expired unacked entries are then found with XPENDING instead of
+# XAUTOCLAIM; one handed out dl_max times already moves, in this call, to the queue's outbox
+# (KEYS[3], same slot: step one of the move) and leaves the queue (counted in
+# `dead_lettered`); the others are reclaimed with XCLAIM. The reply then also carries the
+# outbox's length and the dead-letter queue, for step two (DEAD_LETTER, on that queue's slot).
+POLL = KEPT + """
+local h = redis.call('HMGET', KEYS[2], 'token', 'retention_s', 'dl_queue', 'dl_max', 'retain_acked_s')
 if ARGV[5] ~= '' and h[1] ~= ARGV[5] then return false end
 local n = tonumber(ARGV[4])
 local out, ids = {}, {}
 local got = 0
 local tail = (ARGV[7] or '') .. '"}'
 local ret = tonumber(h[2]) or tonumber(ARGV[6] or '0')
+local keep = tonumber(h[5]) or 0
 local cutoff
 if ret > 0 then
-  local t = redis.call('TIME')
-  cutoff = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - ret * 1000
-  local old = redis.call('XRANGE', KEYS[1], '-', tostring(cutoff - 1), 'COUNT', 1000)
-  if #old > 0 then
-    local ids = {}
-    for i, e in ipairs(old) do ids[i] = e[1] end
-    redis.call('XACK', KEYS[1], ARGV[1], unpack(ids))
-    redis.call('XDEL', KEYS[1], unpack(ids))
-    if h[1] then redis.call('HINCRBY', KEYS[2], 'expired', #ids) end
-  end
+  cutoff = now_ms() - ret * 1000
+  expire(KEYS[1], KEYS[2], ARGV[1], cutoff, 1000, h[1], keep > 0)
 end
+if keep > 0 then trim_kept(KEYS[1], KEYS[2], ARGV[1], keep, 1000) end
 local function add(e)
   local f = e[2]
   if type(f) ~= 'table' then return end
@@ -296,10 +286,13 @@ return {got, body, reclaimed, handed, pending}
 # the queue's stream, its hash, its dead-letter outbox. ARGV: group, entry ids... Each goes
 # to the outbox when the queue has a dead-letter queue (step one of a move, as in POLL;
 # counted in `dead_lettered`), and leaves the queue either way. Entries gone meanwhile are
-# skipped. Returns {removed, moved, the dead-letter queue or false, the outbox's length}.
-SET_ASIDE = """
-local h = redis.call('HMGET', KEYS[2], 'token', 'dl_queue')
-local removed, moved = 0, 0
+# skipped; one acked meanwhile on a queue that keeps acked deliveries leaves `kept` too.
+# Returns {removed, moved, the dead-letter queue or false, the outbox's length}.
+SET_ASIDE = KEPT + """
+local h = redis.call('HMGET', KEYS[2], 'token', 'dl_queue', 'retain_acked_s')
+local removed, moved, unkept = 0, 0, 0
+local last
+if (tonumber(h[3]) or 0) > 0 then last = last_delivered(KEYS[1], ARGV[1]) end
 for i = 2, #ARGV do
   local id = ARGV[i]
   local e = redis.call('XRANGE', KEYS[1], id, id)[1]
@@ -308,27 +301,33 @@ for i = 2, #ARGV do
       redis.call('XADD', KEYS[3], '*', 'src', id, unpack(e[2]))
       moved = moved + 1
     end
-    redis.call('XACK', KEYS[1], ARGV[1], id)
+    if redis.call('XACK', KEYS[1], ARGV[1], id) == 0 and last and id_le(id, last) then unkept = unkept + 1 end
     redis.call('XDEL', KEYS[1], id)
     removed = removed + 1
   end
 end
 if moved > 0 and h[1] then redis.call('HINCRBY', KEYS[2], 'dead_lettered', moved) end
+if unkept > 0 then redis.call('HINCRBY', KEYS[2], 'kept', -unkept) end
 return {removed, moved, h[2] or false, redis.call('XLEN', KEYS[3])}
 """
 
 # Ack: remove deliveries from the pending list and the stream in one call. KEYS: the queue's
 # stream, the queue's hash. ARGV: group, token digest ('' when the caller checked the token),
 # receipts... A wrong digest (or a queue gone) returns false. Returns how many were pending.
-# The receipts go to XACK and XDEL in slices: unpack() of more than ~8,000 values fails.
+# The receipts go to XACK and XDEL in slices: unpack() of more than ~8,000 values fails. A
+# queue that keeps acked deliveries keeps the entries (no XDEL) and counts them in `kept`
+# (bluedove/store/kept_scripts.py).
 ACK = """
-if ARGV[2] ~= '' and redis.call('HGET', KEYS[2], 'token') ~= ARGV[2] then return false end
+local h = redis.call('HMGET', KEYS[2], 'token', 'retain_acked_s')
+if ARGV[2] ~= '' and h[1] ~= ARGV[2] then return false end
+local keeps = (tonumber(h[2]) or 0) > 0
 local acked = 0
 for i = 3, #ARGV, 1000 do
   local j = math.min(i + 999, #ARGV)
   acked = acked + redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, i, j))
-  redis.call('XDEL', KEYS[1], unpack(ARGV, i, j))
+  if not keeps then redis.call('XDEL', KEYS[1], unpack(ARGV, i, j)) end
 end
+if keeps and acked > 0 then redis.call('HINCRBY', KEYS[2], 'kept', acked) end
 return acked
 """
 

@@ -216,30 +216,32 @@ async def hold_depth_turn(store: Connection, who: str, seconds: int) -> None:
 
 async def queue_depth(store: Connection, chunk: int = 1000) -> tuple[int, int]:
     """(undelivered, unacked) summed over every queue: deliveries never handed out, and those
-    handed out and not acked. An ack deletes its entry (XDEL), so a stream holds exactly the
-    pending entries and those never read: undelivered = XLEN - pending (Redis 6.2 has no
-    group lag). A walk of the set of queues and two commands per queue."""
+    handed out and not acked. An ack deletes its entry (XDEL), or on a queue that keeps acked
+    deliveries counts it in the hash's `kept`, so a stream holds the pending entries, those
+    never read and the kept ones: undelivered = XLEN - pending - kept (Redis 6.2 has no group
+    lag). A walk of the set of queues and three commands per queue."""
     undelivered = unacked = 0
     keys: list[str] = []
 
     async def count(batch: list[str]) -> tuple[int, int]:
         async with store.r.pipeline(transaction=False) as p:
-            for k in batch:
-                p.xlen(k)
-                p.xpending(k, GROUP)
+            for q in batch:
+                p.xlen(K.queue_stream(q))
+                p.xpending(K.queue_stream(q), GROUP)
+                p.hget(K.queue_hash(q), "kept")
             res = await p.execute(raise_on_error=False)
         u = a = 0
-        for i in range(0, len(res), 2):
-            n, pend = res[i], res[i + 1]
+        for i in range(0, len(res), 3):
+            n, pend, kept = res[i], res[i + 1], res[i + 2]
             if isinstance(n, Exception) or isinstance(pend, Exception):
                 continue  # deleted meanwhile
             pending = int(pend["pending"]) if isinstance(pend, dict) else int(pend[0])
-            u += max(int(n) - pending, 0)
+            u += max(int(n) - pending - (int(kept) if isinstance(kept, (str, bytes, int)) else 0), 0)
             a += pending
         return u, a
 
     async for queue in store.r.sscan_iter(K.QUEUES, count=1000):
-        keys.append(K.queue_stream(queue))
+        keys.append(queue)
         if len(keys) >= chunk:
             u, a = await count(keys)
             undelivered, unacked, keys = undelivered + u, unacked + a, []

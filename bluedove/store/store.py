@@ -13,22 +13,26 @@ from bluedove.store.catalogue import CatalogueReads, CatalogueWrites, LimitExcee
 from bluedove.store.cluster_state import ClusterState
 from bluedove.store.connection import Connection, StoreLimits, wait_ready
 from bluedove.store.deliveries import Deliveries
+from bluedove.store.message_log import MessageLog
 from bluedove.store.queues import CONSUMER, GROUP, BadToken, Queues
+from bluedove.store.replays import Replays
 
 __all__ = ["CONSUMER", "GROUP", "AutoscalerStore", "BadToken", "Connection", "DispatcherStore", "LimitExceeded",
            "MatcherStore", "QueueMissing", "Store", "StoreLimits", "wait_ready"]
 
 
-class DispatcherStore(Queues, CatalogueWrites, ClusterState):
+class DispatcherStore(Queues, CatalogueWrites, Replays, ClusterState, MessageLog):
     """What a dispatcher needs: queues and tokens, poll and ack, catalogue writes, the table and
-    events for /v1/cluster, its heartbeat. Promises: every write of several keys is atomic on
-    its slot; a token check takes the same time for a missing queue as for a wrong token."""
+    events for /v1/cluster, its heartbeat, replays and the message logs they read. Promises:
+    every write of several keys is atomic on its slot; a token check takes the same time for a
+    missing queue as for a wrong token."""
 
 
-class MatcherStore(CatalogueReads, Deliveries, ClusterState):
+class MatcherStore(CatalogueReads, Deliveries, ClusterState, MessageLog):
     """What a matcher needs: the catalogue's snapshot and log tail, the write of its matched
-    batches, the table (compare-and-set) and the event log. Promises: a batch written twice
-    delivers nothing twice; a snapshot replayed with the log after its position is exact."""
+    batches (and their chunks of a space's log), the table (compare-and-set) and the event log.
+    Promises: a batch written twice delivers nothing twice; a snapshot replayed with the log
+    after its position is exact."""
 
 
 class AutoscalerStore(ClusterState):

@@ -73,20 +73,22 @@ class ForwardReply(_message.Message):
     def __init__(self, matched: _Optional[int] = ..., delivered: _Optional[int] = ..., fresh: _Optional[int] = ...) -> None: ...
 
 class Subscription(_message.Message):
-    __slots__ = ("id", "queue", "lows", "highs", "predicates", "log_id")
+    __slots__ = ("id", "queue", "lows", "highs", "predicates", "log_id", "replay_from_ms")
     ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     LOWS_FIELD_NUMBER: _ClassVar[int]
     HIGHS_FIELD_NUMBER: _ClassVar[int]
     PREDICATES_FIELD_NUMBER: _ClassVar[int]
     LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_FROM_MS_FIELD_NUMBER: _ClassVar[int]
     id: str
     queue: str
     lows: _containers.RepeatedScalarFieldContainer[float]
     highs: _containers.RepeatedScalarFieldContainer[float]
     predicates: str
     log_id: str
-    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., lows: _Optional[_Iterable[float]] = ..., highs: _Optional[_Iterable[float]] = ..., predicates: _Optional[str] = ..., log_id: _Optional[str] = ...) -> None: ...
+    replay_from_ms: int
+    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., lows: _Optional[_Iterable[float]] = ..., highs: _Optional[_Iterable[float]] = ..., predicates: _Optional[str] = ..., log_id: _Optional[str] = ..., replay_from_ms: _Optional[int] = ...) -> None: ...
 
 class SubscriptionBatch(_message.Message):
     __slots__ = ("subscriptions", "log_id", "space")

@@ -87,8 +87,10 @@ class Space(_message.Message):
     def __init__(self, dimensions: _Optional[_Iterable[_Union[Dimension, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., partition: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CreateQueueRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("retain_acked_s",)
+    RETAIN_ACKED_S_FIELD_NUMBER: _ClassVar[int]
+    retain_acked_s: int
+    def __init__(self, retain_acked_s: _Optional[int] = ...) -> None: ...
 
 class CreateQueueReply(_message.Message):
     __slots__ = ("queue", "token")
@@ -113,7 +115,7 @@ class Range(_message.Message):
     def __init__(self, low: _Optional[float] = ..., high: _Optional[float] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("queue", "predicates", "filter_json")
+    __slots__ = ("queue", "predicates", "filter_json", "replay_from", "replay_from_ms")
     class PredicatesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -124,20 +126,37 @@ class SubscribeRequest(_message.Message):
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     PREDICATES_FIELD_NUMBER: _ClassVar[int]
     FILTER_JSON_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_FROM_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_FROM_MS_FIELD_NUMBER: _ClassVar[int]
     queue: str
     predicates: _containers.MessageMap[str, Range]
     filter_json: str
-    def __init__(self, queue: _Optional[str] = ..., predicates: _Optional[_Mapping[str, Range]] = ..., filter_json: _Optional[str] = ...) -> None: ...
+    replay_from: str
+    replay_from_ms: int
+    def __init__(self, queue: _Optional[str] = ..., predicates: _Optional[_Mapping[str, Range]] = ..., filter_json: _Optional[str] = ..., replay_from: _Optional[str] = ..., replay_from_ms: _Optional[int] = ...) -> None: ...
 
 class SubscribeReply(_message.Message):
-    __slots__ = ("id", "queue", "token")
+    __slots__ = ("id", "queue", "token", "replay")
     ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_FIELD_NUMBER: _ClassVar[int]
     id: str
     queue: str
     token: str
-    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+    replay: Replay
+    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., token: _Optional[str] = ..., replay: _Optional[_Union[Replay, _Mapping]] = ...) -> None: ...
+
+class Replay(_message.Message):
+    __slots__ = ("position", "done", "delivered")
+    FROM_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    position: str
+    done: bool
+    delivered: int
+    def __init__(self, position: _Optional[str] = ..., done: _Optional[bool] = ..., delivered: _Optional[int] = ..., **kwargs) -> None: ...
 
 class SubscriptionRef(_message.Message):
     __slots__ = ("id",)
@@ -163,7 +182,7 @@ class UpdateSubscriptionRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., predicates: _Optional[_Mapping[str, Range]] = ..., filter_json: _Optional[str] = ...) -> None: ...
 
 class SubscriptionInfo(_message.Message):
-    __slots__ = ("id", "queue", "predicates", "filter_json")
+    __slots__ = ("id", "queue", "predicates", "filter_json", "replay")
     class PredicatesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -175,11 +194,13 @@ class SubscriptionInfo(_message.Message):
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     PREDICATES_FIELD_NUMBER: _ClassVar[int]
     FILTER_JSON_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_FIELD_NUMBER: _ClassVar[int]
     id: str
     queue: str
     predicates: _containers.MessageMap[str, Range]
     filter_json: str
-    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., predicates: _Optional[_Mapping[str, Range]] = ..., filter_json: _Optional[str] = ...) -> None: ...
+    replay: Replay
+    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., predicates: _Optional[_Mapping[str, Range]] = ..., filter_json: _Optional[str] = ..., replay: _Optional[_Union[Replay, _Mapping]] = ...) -> None: ...
 
 class Value(_message.Message):
     __slots__ = ("number", "text", "flag")
@@ -274,7 +295,7 @@ class PollRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., max: _Optional[int] = ..., wait: _Optional[float] = ...) -> None: ...
 
 class Delivery(_message.Message):
-    __slots__ = ("id", "attributes", "payload", "subscriptions", "receipt", "published_at", "values", "space")
+    __slots__ = ("id", "attributes", "payload", "subscriptions", "receipt", "published_at", "values", "space", "replayed")
     class AttributesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -297,6 +318,7 @@ class Delivery(_message.Message):
     PUBLISHED_AT_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
     SPACE_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
     id: str
     attributes: _containers.ScalarMap[str, float]
     payload: str
@@ -305,7 +327,8 @@ class Delivery(_message.Message):
     published_at: str
     values: _containers.MessageMap[str, Value]
     space: str
-    def __init__(self, id: _Optional[str] = ..., attributes: _Optional[_Mapping[str, float]] = ..., payload: _Optional[str] = ..., subscriptions: _Optional[_Iterable[str]] = ..., receipt: _Optional[str] = ..., published_at: _Optional[str] = ..., values: _Optional[_Mapping[str, Value]] = ..., space: _Optional[str] = ...) -> None: ...
+    replayed: bool
+    def __init__(self, id: _Optional[str] = ..., attributes: _Optional[_Mapping[str, float]] = ..., payload: _Optional[str] = ..., subscriptions: _Optional[_Iterable[str]] = ..., receipt: _Optional[str] = ..., published_at: _Optional[str] = ..., values: _Optional[_Mapping[str, Value]] = ..., space: _Optional[str] = ..., replayed: _Optional[bool] = ...) -> None: ...
 
 class PollReply(_message.Message):
     __slots__ = ("messages",)
@@ -320,6 +343,24 @@ class AckRequest(_message.Message):
     queue: str
     receipts: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, queue: _Optional[str] = ..., receipts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SeekRequest(_message.Message):
+    __slots__ = ("queue", "time", "time_ms", "receipt")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    time: str
+    time_ms: int
+    receipt: str
+    def __init__(self, queue: _Optional[str] = ..., time: _Optional[str] = ..., time_ms: _Optional[int] = ..., receipt: _Optional[str] = ...) -> None: ...
+
+class SeekReply(_message.Message):
+    __slots__ = ("redeliverable",)
+    REDELIVERABLE_FIELD_NUMBER: _ClassVar[int]
+    redeliverable: int
+    def __init__(self, redeliverable: _Optional[int] = ...) -> None: ...
 
 class ListenRequest(_message.Message):
     __slots__ = ("queue", "max")

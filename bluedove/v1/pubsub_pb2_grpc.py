@@ -94,6 +94,11 @@ class PubSubStub:
                 request_serializer=bluedove_dot_v1_dot_pubsub__pb2.AckRequest.SerializeToString,
                 response_deserializer=bluedove_dot_v1_dot_pubsub__pb2.Empty.FromString,
                 _registered_method=True)
+        self.Seek = channel.unary_unary(
+                '/bluedove.v1.PubSub/Seek',
+                request_serializer=bluedove_dot_v1_dot_pubsub__pb2.SeekRequest.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_pubsub__pb2.SeekReply.FromString,
+                _registered_method=True)
         self.Listen = channel.unary_stream(
                 '/bluedove.v1.PubSub/Listen',
                 request_serializer=bluedove_dot_v1_dot_pubsub__pb2.ListenRequest.SerializeToString,
@@ -216,6 +221,16 @@ class PubSubServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Seek(self, request, context):
+        """Seek a queue created with retain_acked_s (token; POST /v1/queues/{queue}/seek): every
+        delivery it keeps from the time (or from the delivery the receipt names) on is handed out
+        again, acked or not; every one before it counts as acked. The reply counts what is
+        deliverable now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Listen(self, request, context):
         """Push a queue's deliveries (token) for as long as the client holds the stream. A delivery
         not acked (Ack) comes back after the visibility timeout, on this stream or any other
@@ -324,6 +339,11 @@ def add_PubSubServicer_to_server(servicer, server):
                     servicer.Ack,
                     request_deserializer=bluedove_dot_v1_dot_pubsub__pb2.AckRequest.FromString,
                     response_serializer=bluedove_dot_v1_dot_pubsub__pb2.Empty.SerializeToString,
+            ),
+            'Seek': grpc.unary_unary_rpc_method_handler(
+                    servicer.Seek,
+                    request_deserializer=bluedove_dot_v1_dot_pubsub__pb2.SeekRequest.FromString,
+                    response_serializer=bluedove_dot_v1_dot_pubsub__pb2.SeekReply.SerializeToString,
             ),
             'Listen': grpc.unary_stream_rpc_method_handler(
                     servicer.Listen,
@@ -680,6 +700,33 @@ class PubSub:
             '/bluedove.v1.PubSub/Ack',
             bluedove_dot_v1_dot_pubsub__pb2.AckRequest.SerializeToString,
             bluedove_dot_v1_dot_pubsub__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Seek(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bluedove.v1.PubSub/Seek',
+            bluedove_dot_v1_dot_pubsub__pb2.SeekRequest.SerializeToString,
+            bluedove_dot_v1_dot_pubsub__pb2.SeekReply.FromString,
             options,
             channel_credentials,
             insecure,

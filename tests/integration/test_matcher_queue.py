@@ -36,7 +36,7 @@ class GatedStore(Store):
         self.calls = 0
         self.fail_next = False
 
-    async def deliver(self, messages, deliveries, marks=None):
+    async def deliver(self, messages, deliveries, marks=None, seam=(), log=None):
         self.calls += 1
         self.running += 1
         self.most = max(self.most, self.running)
@@ -45,7 +45,7 @@ class GatedStore(Store):
             if self.fail_next:
                 self.fail_next = False
                 raise ConnectionError("store down")
-            return await super().deliver(messages, deliveries, marks)
+            return await super().deliver(messages, deliveries, marks, seam, log)
         finally:
             self.running -= 1
 

@@ -24,8 +24,8 @@ def test_a_queue_created_without_a_body_answers_as_before_and_has_the_default_bo
     q, auth = r.json()["queue"], {"Authorization": f"Bearer {r.json()['token']}"}
     info = api.get(f"/v1/queues/{q}", headers=auth)
     assert info.status_code == 200, info.text
-    assert info.json() == {"queue": q, "depth": 0, "max_undelivered": 100_000, "retention_s": 0, "dead_letter": None,
-                           "dropped": 0, "expired": 0, "dead_lettered": 0}
+    assert info.json() == {"queue": q, "depth": 0, "max_undelivered": 100_000, "retention_s": 0, "retain_acked_s": 0,
+                           "dead_letter": None, "dropped": 0, "expired": 0, "dead_lettered": 0}
 
 
 def test_reading_a_queue_needs_its_token(api):

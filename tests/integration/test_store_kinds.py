@@ -20,7 +20,8 @@ HERE = Path(__file__).parent
 # `pytest --store-kind cluster`; the one test command keeps to these for CI's time.)
 ON_A_CLUSTER = [
     "test_store.py", "test_store_deliveries.py", "test_store_bounds.py", "test_store_bulk.py", "test_store_series.py",
-    "test_store_wakeups.py", "test_matcher_queue.py", "test_exactness.py",
+    "test_store_wakeups.py", "test_store_replays.py", "test_matcher_queue.py", "test_exactness.py",
+    "test_replay.py::test_replay_from_the_past_with_a_publisher_throughout_is_exact",
 ]
 
 

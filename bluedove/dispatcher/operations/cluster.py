@@ -122,7 +122,8 @@ async def cluster_view(d: Dispatcher, space: str = DEFAULT_SPACE) -> dict[str, A
     """GET /v1/cluster: the table's epoch, each member as this dispatcher sees it, the
     dispatchers, the autoscaler with its events, and the spaces' names. With a named `space`:
     that space's schema, table and epoch, each matcher's segments and load in it (asked of each
-    owner, `REPORT_TIMEOUT_S` at most), and its own events; 404 for no such space."""
+    owner, `REPORT_TIMEOUT_S` at most), its own events, and with a log its size and replays under
+    way; 404 for no such space."""
     view = d.cluster
     path = await d.paths.get(space)
     table = view.table if path.view is None else path.view.current()
@@ -135,6 +136,8 @@ async def cluster_view(d: Dispatcher, space: str = DEFAULT_SPACE) -> dict[str, A
     events = await d.store.events()
     if path.named:
         events = [e for e in events if e.get("space") == space]
+    log = None if not path.retention_s else {"chunks": await d.store.log_entries(space),
+                                               "replays": len(await d.store.replays_under_way(space))}
     return {
         "epoch": table.epoch if table else 0,
         "space": path.space.to_json(),
@@ -147,6 +150,7 @@ async def cluster_view(d: Dispatcher, space: str = DEFAULT_SPACE) -> dict[str, A
         "dispatchers": await _dispatchers(d),
         "autoscaler": {**(await d.store.get_autoscaler() or {"enabled": False, "min": None, "max": None}),
                        "events": events},
+        "log": log,  # a named space with a log: its chunks and the replays under way (docs/api.md, "Replay")
     }
 
 

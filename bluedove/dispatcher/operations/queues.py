@@ -13,11 +13,12 @@ from typing import Any, TypeVar
 
 from redis.exceptions import ResponseError
 
-from bluedove.core.errors import ApiError, unauthorized
-from bluedove.core.queue_bounds import parse_queue_request
+from bluedove.core.errors import ApiError, echo, unauthorized
+from bluedove.core.queue_bounds import parse_queue_request, parse_seek_request
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.operations.common import check_range, require_queue_token
-from bluedove.store.ids import first_invalid_receipt
+from bluedove.store.ids import first_invalid_receipt, receipt_tag, valid_receipt
+from bluedove.store.queue_state import SeekRefused
 from bluedove.store.store import BadToken
 
 # How long one store read of a Listen stream stays parked before it looks at its queue again
@@ -151,3 +152,45 @@ async def listen(d: Dispatcher, queue: str, token: str | None, max_n: float) -> 
             yield m
         if not msgs:
             await require_queue_token(d, queue, token)  # the queue may have been deleted
+
+
+def _seek_point(queue: str, body: Any) -> tuple[str, int, int]:
+    """(the field, ms, seq) of the point a seek body names: a time is `ms-0`, a receipt the
+    entry it names, which must be one of this queue's. ApiError 422 naming the field."""
+    field, point = parse_seek_request(body)
+    if field == "time":
+        return field, point, 0
+    tag = receipt_tag(queue)
+    if not (valid_receipt(point) and point.endswith(tag)):
+        raise ApiError(422, "invalid_request", f"not a receipt of this queue (send one a poll of it gave): "
+                       f"{echo(point)}", "receipt")
+    ms, _, seq = point[:-len(tag)].partition("-")
+    return field, int(ms), int(seq)
+
+
+_REFUSED = {"keeps_none": "the queue keeps no acked deliveries to seek among (create it with retain_acked_s)",
+            "future": "is in the future (by the store's clock): a seek goes back to deliveries stored"}
+
+
+async def seek(d: Dispatcher, queue: str, token: str | None, body: Any) -> dict[str, int]:
+    """POST /v1/queues/{queue}/seek: every delivery the queue keeps from a time (or from the
+    delivery a receipt names) on is handed out again, acked or not, and every one before it
+    counts as acked; answers how many are deliverable now. One store script, atomic with the
+    queue's deliveries (bluedove/store/kept_scripts.py). A bad body is a 422 naming its field
+    once the token is checked; so is a queue that keeps no acked deliveries, naming the field
+    the client sent. A refused seek changes nothing."""
+    try:
+        field, ms, seq = _seek_point(queue, body)
+    except ApiError:
+        await require_queue_token(d, queue, token)  # a wrong token is a 401 first
+        raise
+    if token is None:
+        raise unauthorized()
+    try:
+        n = await d.store.seek(queue, ms, seq, token=token)
+    except BadToken:
+        raise unauthorized() from None
+    except SeekRefused as exc:
+        why = _REFUSED[exc.reason]
+        raise ApiError(422, "invalid_request", why if exc.reason == "keeps_none" else f"{field} {why}", field) from None
+    return {"redeliverable": n}

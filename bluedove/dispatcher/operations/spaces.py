@@ -45,8 +45,13 @@ def space_json(d: Dispatcher, rec: SpaceRecord, subs: int, table: SegmentTable |
 
 
 async def _described(d: Dispatcher, rec: SpaceRecord) -> dict[str, Any]:
-    subs, raw = await asyncio.gather(d.registry.spaces.subscriptions(rec.spec.name), d.store.get_table(rec.spec.name))
-    return space_json(d, rec, subs, SegmentTable.from_json(raw) if raw else None)
+    """A named space as GET shows it: with a log, the chunks it holds too (docs/api.md, "Replay")."""
+    name = rec.spec.name
+    subs, raw = await asyncio.gather(d.registry.spaces.subscriptions(name), d.store.get_table(name))
+    out = space_json(d, rec, subs, SegmentTable.from_json(raw) if raw else None)
+    if rec.spec.retention_s:
+        out["log_chunks"] = await d.store.log_entries(name)
+    return out
 
 
 def first_table(d: Dispatcher, spec: SpaceSpec) -> SegmentTable:

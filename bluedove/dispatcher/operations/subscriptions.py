@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -11,6 +12,7 @@ from bluedove.core.errors import ApiError, echo, not_found, unauthorized
 from bluedove.core.model import Subscription, build_subscription, parse_subscription_batch, parse_subscription_request
 from bluedove.dispatcher.dispatcher import Dispatcher
 from bluedove.dispatcher.operations.common import require_queue_token
+from bluedove.dispatcher.operations.replays import replay_from, replay_view, start_replay
 from bluedove.dispatcher.space_paths import SpacePath, no_space
 from bluedove.store.ids import new_id
 from bluedove.store.space_entry import SpaceGone
@@ -23,11 +25,12 @@ def _limit_error(exc: LimitExceeded, field: str) -> ApiError:
     return ApiError(429, "limit_exceeded", f"a queue holds at most {exc.args[0]} subscriptions", field)
 
 
-async def subscribe(d: Dispatcher, body: Any, token: str | None, path: SpacePath | None = None) -> dict[str, str]:
+async def subscribe(d: Dispatcher, body: Any, token: str | None, path: SpacePath | None = None) -> dict[str, Any]:
     """Catalogue first, then every matcher mPartition names, in the space of `path` (None: the
     default space); returns {id, queue, token?}. The store write and the matcher calls share
     round trips with the subscribes under way (bluedove/dispatcher/subscriber.py)."""
     p = path or d.paths.default
+    body, replay_ms = replay_from(body, p)
     queue, predicates = parse_subscription_request(body)
     # Validate fully before touching anything: a bad request leaves no trace.
     sub = build_subscription(new_id(), queue or "-", predicates, p.space)
@@ -49,9 +52,12 @@ async def subscribe(d: Dispatcher, body: Any, token: str | None, path: SpacePath
         if created:
             await d.store.delete_queue(queue)
         raise no_space(p.name) from None
-    await p.subscriber.send([sub])
+    sent_at = time.monotonic()
+    missed = await p.subscriber.send([sub], replay_ms or 0)
+    out: dict[str, Any] = {"id": sub.id, "queue": queue}
+    if replay_ms is not None:
+        out["replay"] = await start_replay(d, p, sub, replay_ms, missed, sent_at, created is not None)
     d.metrics.space(p.name).subscriptions.inc()
-    out = {"id": sub.id, "queue": queue}
     if created:
         out["token"] = created
     return out
@@ -140,7 +146,10 @@ async def get_subscription(d: Dispatcher, sub_id: str, token: str | None) -> dic
     the token is valid but names no such subscription of its queue. One of a named space says
     its `space`."""
     sub, p = await find_subscription(d, sub_id, token)
-    return {**sub, "space": p.name} if p.named else sub
+    if not p.named:
+        return sub
+    replay = await replay_view(d, p, sub_id)
+    return {**sub, "space": p.name, **({"replay": replay} if replay is not None else {})}
 
 
 async def find_subscription(d: Dispatcher, sub_id: str, token: str | None) -> tuple[dict[str, Any], SpacePath]:

@@ -1,4 +1,5 @@
-"""Queues: create, delete, long-poll deliveries, ack; poll and ack also served by `bluedove.dispatcher.routes.hot`."""
+"""Queues: create, delete, long-poll deliveries, ack, seek; poll and ack also served by
+`bluedove.dispatcher.routes.hot`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from bluedove.core.apikeys import SUBSCRIBE
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller, queue_token
 from bluedove.dispatcher.deps import bearer, json_body, number, state
+from bluedove.dispatcher.operations.queues import seek as seek_queue
 
 router = APIRouter()
 
@@ -53,3 +55,8 @@ async def ack(request: Request, queue: str) -> Response:
     unknown = sorted(set(body) - {"receipts"}) if isinstance(body, dict) else []
     await ops.ack(state(request), queue, bearer(request), receipts, unknown[0] if unknown else None)
     return Response(status_code=204)
+
+
+@router.post("/v1/queues/{queue}/seek", response_model=None)
+async def seek(request: Request, queue: str) -> dict[str, int]:
+    return await seek_queue(state(request), queue, bearer(request), await json_body(request))

@@ -45,8 +45,13 @@ async def _managing(request: Request) -> str | None:
     return queue_token(d.auth, auth, request.headers.get("x-queue-token"))
 
 
-@router.post("/v1/subscriptions", status_code=201, response_model=None, openapi_extra=_body(_ITEM))
-async def subscribe(request: Request) -> dict[str, str]:
+_SINGLE = {**_ITEM, "properties": {**_ITEM["properties"], "replay_from": {  # type: ignore[dict-item]
+    "type": ["string", "integer"], "description": "RFC 3339 or ms since the epoch: also deliver the space's "
+                                                  "logged messages since then that match (docs/api.md, \"Replay\")"}}}
+
+
+@router.post("/v1/subscriptions", status_code=201, response_model=None, openapi_extra=_body(_SINGLE))
+async def subscribe(request: Request) -> dict[str, Any]:
     token = await _managing(request)
     d = state(request)
     return await ops.subscribe(d, await json_body(request), token, await d.paths.get(space_of(request)))

@@ -270,7 +270,8 @@ function renderSummary(c) {
   const a = c.autoscaler || {};
   const auto = a.enabled ? `autoscaler ${a.min}–${a.max} matchers${a.backend ? " (" + a.backend + ")" : ""}` : "autoscaler off";
   const s = document.getElementById("summary");
-  setText(s, `space ${c.space_name || "default"} · epoch ${c.epoch} · ${c.members.length} matchers (${alive} alive, ${owners} owning segments) · ` +
+  const log = c.log ? `log ${c.log.chunks} chunks, ${c.log.replays} replay(s) under way · ` : "";
+  setText(s, `space ${c.space_name || "default"} · epoch ${c.epoch} · ${log}${c.members.length} matchers (${alive} alive, ${owners} owning segments) · ` +
     `${(c.dispatchers || []).length} dispatcher(s) · ${auto} · policy ${c.policy || "?"} · ` +
     `updated ${new Date().toLocaleTimeString()}`);
   s.className = "muted";

@@ -33,6 +33,7 @@ BENCHES = {
     "deletion": "publish latency while a queue of 10,000 subscriptions is deleted (or they are unsubscribed)",
     "spaces": "1,000 spaces on one cluster: memory, create time, idle cost, and a busy space's rate beside them",
     "isolation": "a space pushed past its quota beside one publishing steadily: the steady one's p99 and rate",
+    "replay": "what a space's message log costs the publish path, and how fast a replay reads the log",
 }
 
 
