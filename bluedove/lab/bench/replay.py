@@ -13,7 +13,9 @@ Then, after `--history-s` seconds more of publishing to `logged`, a subscription
 box replays `logged` from before the first round: the time
 from its subscribe to its replay done, the messages the log held, and the dispatcher's CPU
 meanwhile, so the rate per second of one core (the replay rests as long as it works, so its
-wall rate is about half its CPU rate), and the log's bytes in Redis per message.
+wall rate is about half its CPU rate), and the log's bytes in Redis per message. Last, the
+same replay again while the publishers keep `plain` busy: its rate under load, and the
+publishing rate meanwhile against `plain`'s (what a replay takes from live publishing).
 """
 
 from __future__ import annotations
@@ -131,6 +133,30 @@ def _replay(url: str, from_ms: int, logged: int, pids: dict[str, int]) -> dict:
             "delivered": state["delivered"]}
 
 
+def _replay_under_load(args, url: str, names: list[str], pids: dict[str, int], from_ms: int, logged: int,
+                       alone_s: float) -> dict:
+    """The same replay while publishers keep `plain` busy: the publishers start 1 s before it
+    and stop about when it is done (they run 1 s + 1.5 × the replay's time alone)."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    seconds = 1.0 + 1.5 * alone_s
+    procs = [ctx.Process(target=publisher_main, daemon=True,
+                         args=(url, PLAIN, names, args.batch, seconds, args.seed + 100 + i, out))
+             for i in range(args.publishers)]
+    t0 = time.monotonic()
+    for p in procs:
+        p.start()
+    time.sleep(1.0)
+    replay = _replay(url, from_ms, logged, pids)
+    got = [out.get(timeout=seconds + 120) for _ in procs]
+    dt = time.monotonic() - t0
+    for p in procs:
+        p.join(timeout=10)
+    accepted = sum(g for g in got if isinstance(g, int))
+    return {"seconds": replay["seconds"], "per_s": replay["per_s"], "publish_msgs_per_s": round(accepted / dt),
+            "errors": [g for g in got if isinstance(g, str)][:3]}
+
+
 def _log_bytes(url: str) -> int:
     """What the logged space's log takes in Redis (MEMORY USAGE of each shard, every node sampled)."""
     r = sync_client(url)
@@ -167,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
                 logged += _phase(args, cluster.url, LOGGED, names, pids)["messages"]
             replay = _replay(cluster.url, start, logged, pids)
             replay["log_bytes_per_message"] = round(_log_bytes(cluster.store_url) / max(logged, 1), 1)
+            replay["under_load"] = _replay_under_load(args, cluster.url, names, pids, start, logged,
+                                                      replay["seconds"])
         finally:
             cluster.stop()
     med = {n: _median(r) for n, r in runs.items()}
@@ -177,7 +205,10 @@ def run(args: argparse.Namespace) -> int:
               "cpus": os.cpu_count(), "runs": runs, "median": med, "cpu_ratio_logged_vs_plain": ratio,
               "rate_ratio_logged_vs_plain": round(med[LOGGED]["msgs_per_s"] / max(med[PLAIN]["msgs_per_s"], 1), 3),
               "replay": replay}
-    result["ok"] = all(p["messages"] > 0 and not p["errors"] for r in runs.values() for p in r)
+    result["replay"]["under_load"]["publish_vs_plain"] = round(
+        result["replay"]["under_load"]["publish_msgs_per_s"] / max(med[PLAIN]["msgs_per_s"], 1), 3)
+    result["ok"] = all(p["messages"] > 0 and not p["errors"] for r in runs.values() for p in r) \
+        and not result["replay"]["under_load"]["errors"]
     report(result, args.json, _text)
     return 0 if result["ok"] else 1
 
@@ -193,3 +224,6 @@ def _text(r: dict) -> None:
     print(f"replay of {p['messages']:,} logged messages ({p['log_bytes_per_message']} B each in Redis): "
           f"{p['seconds']} s ({p['per_s']:,}/s), dispatcher CPU {p['dispatcher_cpu_s']} s "
           f"({p['per_cpu_s']:,}/CPU-s), {p['delivered']} delivered")
+    u = p["under_load"]
+    print(f"the same replay while publishing to plain: {u['seconds']} s ({u['per_s']:,}/s); publishing meanwhile "
+          f"{u['publish_msgs_per_s']:,} msg/s (×{u['publish_vs_plain']} of plain's)")
