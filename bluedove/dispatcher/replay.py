@@ -15,8 +15,9 @@ against the subscription (bluedove/core/replay_match.py), writes the matches to 
 marked `"replayed": true`, and records the new position. A dispatcher that stops leaves the
 lease to run out; every dispatcher looks for replays under way whose lease is free, so another
 goes on from the position. Steps are bounded (STEP_CHUNKS chunks) and paced: after a step
-taking t, the replay rests t (at most half a core's time), so live publishing is never starved,
-and longer if `replay_rate` bounds the messages it reads a second.
+taking t, the replay rests REST_FACTOR × t (a quarter of the dispatcher's time at most: its
+event loop serves the publishes and polls too), so live publishing is never starved, and longer
+if `replay_rate` bounds the messages it reads a second.
 """
 
 from __future__ import annotations
@@ -40,7 +41,11 @@ from bluedove.store.store import DispatcherStore
 log = logging.getLogger("bluedove.dispatcher")
 
 STEP_CHUNKS = 16  # chunks of one shard read in a step (a chunk is a matched batch: up to ~1,000 messages)
-LOOK_S = 5.0  # how often a dispatcher looks for replays under way with no worker
+LOOK_S = 5.0
+# After a step of t s a replay rests REST_FACTOR × t: it takes at most 1 / (1 + REST_FACTOR) of
+# the dispatcher's event loop. With 1 (half), publishing beside a replay ran at ~0.5 of its rate
+# on 2 cores; with 3, at ~0.8 (docs/benchmarks.md, "Replay").
+REST_FACTOR = 3.0  # how often a dispatcher looks for replays under way with no worker
 REPLAYED = b',"replayed":true}'
 
 
@@ -137,9 +142,9 @@ class Replayer:
         if not await self.store.advance(name, sub_id, self.owner, join_pos(pos), written, done):
             return False
         self.delivered += written
-        if not done:  # paced: at most half the time, and at most `rate` messages a second
+        if not done:  # paced: a quarter of the time at most, and at most `rate` messages a second
             took = time.monotonic() - t0
-            await asyncio.sleep(max(min(1.0, took), read / self.rate - took if self.rate else 0.0))
+            await asyncio.sleep(max(min(1.0, REST_FACTOR * took), read / self.rate - took if self.rate else 0.0))
         return not done
 
     async def _deliver(self, queue: str, sub: Subscription, fields: dict[bytes, bytes],

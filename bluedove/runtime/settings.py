@@ -214,7 +214,7 @@ class DispatcherSettings:
     # Named spaces whose metrics carry their own `space` label (as the matcher's).
     metrics_spaces: int = 50
     # Replays (docs/api.md, "Replay"): most logged messages one replay reads a second (0: no
-    # bound but the pacing that rests as long as it works), and how long a replay's worker holds
+    # bound but the pacing that rests three times as long as it works), and how long a replay's worker holds
     # its lease unrenewed before another dispatcher takes the replay over.
     replay_rate: float = 0.0
     replay_lease_s: float = 15.0

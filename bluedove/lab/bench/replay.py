@@ -12,8 +12,8 @@ in all, medians over the rounds: the same processes, the same subscriptions, alt
 Then, after `--history-s` seconds more of publishing to `logged`, a subscription of one narrow
 box replays `logged` from before the first round: the time
 from its subscribe to its replay done, the messages the log held, and the dispatcher's CPU
-meanwhile, so the rate per second of one core (the replay rests as long as it works, so its
-wall rate is about half its CPU rate), and the log's bytes in Redis per message. Last, the
+meanwhile, so the rate per second of one core (the replay rests three times as long as it
+works, so its wall rate is about a quarter of its CPU rate), and the log's bytes in Redis per message. Last, the
 same replay again while the publishers keep `plain` busy: its rate under load, and the
 publishing rate meanwhile against `plain`'s (what a replay takes from live publishing).
 """
