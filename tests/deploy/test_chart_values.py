@@ -334,3 +334,21 @@ def test_spaces_reach_every_dispatcher_as_a_mounted_file_and_roll_only_the_dispa
     assert plain.find("ConfigMap", "bluedove-spaces") is None
     assert "--spaces" not in plain.get("Deployment", "bluedove-dispatcher")["spec"]["template"]["spec"][
         "containers"][0]["args"]
+
+
+def test_replay_values_reach_the_dispatchers_and_give_declared_spaces_a_log(tmp_path):
+    """`replay.rate` and `replay.leaseSeconds` become the dispatchers' BLUEDOVE_REPLAY_RATE and
+    BLUEDOVE_REPLAY_LEASE_S; `replay.defaultRetentionSeconds` is the log of a declared space whose
+    body leaves `retention_s` out, and one that says 0 keeps 0."""
+    from bluedove.core.spaces import load_spaces_file
+
+    spaces = [SPACES[0], {**SPACES[1], "retention_s": 0}]
+    values = load_values(CHART / "ci" / "autoscaling-off-values.yaml") | {
+        "spaces": spaces, "replay": {"defaultRetentionSeconds": 3600, "rate": 5000, "leaseSeconds": 4}}
+    r = render(values)
+    env = {e["name"]: e.get("value") for e in
+           r.get("Deployment", "bluedove-dispatcher")["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["BLUEDOVE_REPLAY_RATE"] == "5000" and env["BLUEDOVE_REPLAY_LEASE_S"] == "4"
+    local = tmp_path / "spaces.json"
+    local.write_text(r.get("ConfigMap", "bluedove-spaces")["data"]["spaces.json"])
+    assert [s.retention_s for s in load_spaces_file(str(local))] == [3600, 0]
