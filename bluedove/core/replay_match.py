@@ -71,6 +71,12 @@ def replay_matches(points: np.ndarray, body: Callable[[int], bytes], sub: Subscr
     return np.array(keep, dtype=np.int64)
 
 
+def warm_up() -> None:
+    """Compile (or load from the cache) the scan now, before a replay's first step waits for it
+    on a dispatcher's event loop."""
+    in_boxes(np.zeros((2, 1)), (((0.0,), (1.0,)), ((2.0,), (3.0,))))
+
+
 def in_boxes(points: np.ndarray, boxes: tuple[Box, ...]) -> Ints:
     """Indices (ascending) of the rows of `points` (n, k) that lie in one of `boxes` (half-open,
     (lows, highs) over the k dimensions); none for no boxes. A NaN coordinate is in no box."""

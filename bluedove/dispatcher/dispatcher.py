@@ -10,7 +10,7 @@ import asyncio
 import gc
 import logging
 
-from bluedove.core import forwarding
+from bluedove.core import forwarding, replay_match
 from bluedove.core.errors import ApiError
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import Space
@@ -87,6 +87,7 @@ class Dispatcher:
 
     async def start(self, address: str) -> None:
         forwarding.warm_up()  # compiled (or loaded from its cache) before the first publish
+        replay_match.warm_up()  # and the replay's scan, before a first replay
         if self.sampler is not None:
             self.sampler.start()
         await self.cluster.start()
