@@ -3,7 +3,8 @@ a live delivery at a replay's seam and the replayed one of the same message reac
 subscription once, whichever comes first, while the queue's other subscriptions keep theirs;
 writing either again writes nothing; the queue's cap holds for replayed deliveries; a replay's
 lease is held by one worker at a time and only its holder records progress; the log's chunks
-read back as they were appended, by position and up to an end."""
+read back as they were appended, by position and up to an end; deleting the space purges its
+log and its replays."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import pytest
 
 from bluedove.core.log_chunk import chunk_fields, chunk_part
 from bluedove.core.queue_bounds import QueueBounds
+from bluedove.core.spaces import parse_space_spec
 from bluedove.core.wire import ENDS, Part
 from bluedove.store import keys as K
+from bluedove.store.spaces import SpaceStore
 from tests.integration.store_fixtures import message
 
 pytestmark = pytest.mark.integration
@@ -101,3 +104,20 @@ async def test_chunks_read_back_as_appended_by_position_and_up_to_an_end(store):
     assert [chunk_part(f).id(0) for _, f in rest] == ["c0"]
     assert await store.read_log("orders", 4, first[0][0], first[0][0], 10) == []
     assert await store.log_entries("orders") == 2
+
+
+async def test_deleting_a_space_purges_its_log_and_replays(store):
+    spaces = SpaceStore(store.r)
+    await spaces.create(parse_space_spec({"name": "orders", "retention_s": 3600,
+                                          "attributes": [{"name": "total", "min": 0, "max": 10}]}))
+    for shard in (0, 7, 15):
+        await store.runner.run([store.log_call("orders", shard, 3600, chunk_fields([_part(2, 1, "m")], 1))])
+    await store.start_replay("orders", "s1", "q1", 0, "0-0", 0)
+    logged = [K.message_log("orders", n) for n in (0, 7, 15)]
+    held = [*logged, K.space_replay("orders", "s1"), K.space_replays("orders")]
+    assert await store.r.exists(*held) == len(held)
+    assert await spaces.delete("orders") == 1
+    for _ in range(50):
+        if (await spaces.purge_step("orders")).done:
+            break
+    assert await store.r.exists(*held) == 0
