@@ -10,6 +10,7 @@ So a message matched both live and from the log reaches the subscription once.
 from __future__ import annotations
 
 from bluedove.store.keys import WAKE
+from bluedove.store.scripts import WAKE_AND_ANSWER
 
 # Append a chunk to a space's log shard, trimming what is older than the retention (MINID ~:
 # whole nodes of the stream at once, so a few entries past it may stay a little longer; a
@@ -68,11 +69,7 @@ while a <= #ARGV do
   k = k + 3 + c
   a = a + 3 + c
 end
-if #wake > 0 then redis.pcall('PUBLISH', '""" + WAKE + """', table.concat(wake, ' ')) end
-local out = {written, dropped}
-for mi in pairs(new) do out[#out + 1] = mi end
-return out
-"""
+""" + WAKE_AND_ANSWER
 
 # Replayed deliveries to one subscription's queue. KEYS: the queue's stream, its hash, then one
 # replay mark per message. ARGV: the default cap, the marks' ttl s, the subscriptions json (the

@@ -78,6 +78,16 @@ end
 return out
 """
 
+# The end of a delivery script (DELIVER, and SEAM_DELIVER in bluedove/store/replay_scripts.py):
+# the streams written to named in one PUBLISH on the wake-up channel, then {written, dropped,
+# index of each message with a delivery new here...}.
+WAKE_AND_ANSWER = """
+if #wake > 0 then redis.pcall('PUBLISH', '""" + WAKE + """', table.concat(wake, ' ')) end
+local out = {written, dropped}
+for mi in pairs(new) do out[#out + 1] = mi end
+return out
+"""
+
 # The deliveries of a batch that fall in one slot (on one server: all of them). KEYS: for each
 # delivery j, the queue's stream, its dedup mark for the message and the queue's hash
 # (KEYS[3j-2], KEYS[3j-1], KEYS[3j]). ARGV: n messages, the default cap and retention (s) of a
@@ -135,11 +145,7 @@ for j = 1, #KEYS / 3 do
     end
   end
 end
-if #wake > 0 then redis.pcall('PUBLISH', '""" + WAKE + """', table.concat(wake, ' ')) end
-local out = {written, dropped}
-for mi in pairs(new) do out[#out + 1] = mi end
-return out
-"""
+""" + WAKE_AND_ANSWER
 
 # Step two of dead-lettering (step one is POLL's): one delivery into the dead-letter queue,
 # on that queue's slot. KEYS: the dead-letter queue's stream, its hash, the move's mark (the
