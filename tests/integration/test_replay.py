@@ -9,8 +9,9 @@ exactly its own matches throughout. The replay's state shows in `GET /v1/subscri
 A dispatcher working on a replay and a matcher, both SIGKILLed mid-replay, lose nothing: the
 other dispatcher takes the replay over from its recorded position once the lease runs out, and
 the seam still holds. The SDK replays over REST and gRPC alike (`subscribe(replay_from=…)`,
-`Delivery.replayed`, `Subscription.replay`). Bad `replay_from` values, and replay in a space
-without a log, are 422s naming the field that create nothing.
+`Delivery.replayed`, `Subscription.replay`). Deleting a subscription stops its replay. Bad
+`replay_from` values, and replay in a space without a log, are 422s naming the field that
+create nothing.
 """
 
 from __future__ import annotations
@@ -318,6 +319,40 @@ def test_the_sdk_replays_over_rest_and_grpc(tmp_path):
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["replay"]["from"].endswith("Z")
+    finally:
+        cluster.stop()
+        assert_no_children(cluster)
+
+
+def test_deleting_a_subscription_stops_its_replay(tmp_path):
+    env = {"BLUEDOVE_REPLAY_RATE": "2000"}  # a replay of ~10 s
+    cluster = start_cluster(tmp_path, matchers=2, child_env=env)
+    try:
+        with httpx.Client(base_url=cluster.url, timeout=30) as api:
+            assert api.post("/v1/spaces", json=ORDERS).status_code == 201
+            start = int(time.time() * 1000) - 1
+            rng = random.Random(3)
+            for b in range(20):
+                items = [{"id": f"h{b}-{i}", "attributes": order(rng)} for i in range(1000)]
+                assert api.post("/v1/spaces/orders/messages:batch", json={"messages": items}).status_code == 202
+            q, auth = new_queue(api)
+            r = api.post("/v1/spaces/orders/subscriptions", json={"queue": q, "predicates": {}, "replay_from": start},
+                         headers=auth)
+            sid = r.json()["id"]
+            time.sleep(1.5)
+            assert not api.get(f"/v1/subscriptions/{sid}", headers=auth).json()["replay"]["done"]
+            assert api.delete(f"/v1/subscriptions/{sid}", headers=auth).status_code == 204
+            r = sync_client(cluster.store_url)
+            try:
+                deadline = time.monotonic() + 30
+                while r.exists(K.space_replay("orders", sid)) and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                assert not r.exists(K.space_replay("orders", sid)) and not r.smembers(K.space_replays("orders"))
+                depth = r.xlen(K.queue_stream(q))
+                time.sleep(2.0)
+                assert r.xlen(K.queue_stream(q)) == depth < 20_000  # nothing more replayed into the queue
+            finally:
+                r.close()
     finally:
         cluster.stop()
         assert_no_children(cluster)
