@@ -10,7 +10,7 @@ So a message matched both live and from the log reaches the subscription once.
 from __future__ import annotations
 
 from bluedove.store.keys import WAKE
-from bluedove.store.scripts import WAKE_AND_ANSWER
+from bluedove.store.scripts import WAKE_AND_ANSWER, WRITES
 
 # Append a chunk to a space's log shard, trimming what is older than the retention (MINID ~:
 # whole nodes of the stream at once, so a few entries past it may stay a little longer; a
@@ -32,12 +32,10 @@ return redis.call('XADD', KEYS[1], 'MINID', '~', ARGV[1], '*', unpack(ARGV, 2))
 # replaying subscription whose mark was set already (the replay delivered the message to it)
 # is left out of the delivery, which is not written when none is left. Returns {written,
 # dropped, index of each message with a delivery new here...}.
-SEAM_DELIVER = """
+SEAM_DELIVER = WRITES + """
 local n = tonumber(ARGV[1])
 local dcap, mttl = tonumber(ARGV[2]), ARGV[3]
 local a, k = 2 * n + 4, 1
-local written, dropped = 0, 0
-local new, woken, wake = {}, {}, {}
 while a <= #ARGV do
   local mi, c = tonumber(ARGV[a]), tonumber(ARGV[a + 2])
   local s, h = KEYS[k], KEYS[k + 2]
@@ -57,12 +55,7 @@ while a <= #ARGV do
         redis.call('HINCRBY', h, 'dropped', 1)
         dropped = dropped + 1
       elseif redis.call('XADD', s, 'NOMKSTREAM', '*', 'm', ARGV[2 * mi + 2], 's', cjson.encode(keep)) then
-        written = written + 1
-        new[mi] = true
-        if not woken[s] then
-          woken[s] = true
-          wake[#wake + 1] = s
-        end
+        wrote(s, mi)
       end
     end
   end

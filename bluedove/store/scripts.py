@@ -78,9 +78,22 @@ end
 return out
 """
 
-# The end of a delivery script (DELIVER, and SEAM_DELIVER in bluedove/store/replay_scripts.py):
-# the streams written to named in one PUBLISH on the wake-up channel, then {written, dropped,
-# index of each message with a delivery new here...}.
+# What a delivery script (DELIVER, and SEAM_DELIVER in bluedove/store/replay_scripts.py) counts
+# as it writes: `wrote(stream, message index)` after each XADD that wrote. WAKE_AND_ANSWER ends
+# it: the streams written to named in one PUBLISH on the wake-up channel, then {written,
+# dropped, index of each message with a delivery new here...}.
+WRITES = """
+local written, dropped = 0, 0
+local new, woken, wake = {}, {}, {}
+local function wrote(s, mi)
+  written = written + 1
+  new[mi] = true
+  if not woken[s] then
+    woken[s] = true
+    wake[#wake + 1] = s
+  end
+end
+"""
 WAKE_AND_ANSWER = """
 if #wake > 0 then redis.pcall('PUBLISH', '""" + WAKE + """', table.concat(wake, ' ')) end
 local out = {written, dropped}
@@ -106,13 +119,11 @@ return out
 # the polls parked on them (bluedove/store/wakeups.py; a refused PUBLISH is ignored, the writes
 # stand). Returns {written, dropped, index of
 # each message with a delivery new here...}.
-DELIVER = KEPT + """
+DELIVER = KEPT + WRITES + """
 local n = tonumber(ARGV[1])
 local dcap, dret = tonumber(ARGV[2]), tonumber(ARGV[3])
 local base = 2 * n + 5
-local written, dropped = 0, 0
-local new, lim = {}, {}
-local woken, wake = {}, {}
+local lim = {}
 for j = 1, #KEYS / 3 do
   local s, h = KEYS[3 * j - 2], KEYS[3 * j]
   local at = base + 2 * (j - 1)
@@ -135,12 +146,7 @@ for j = 1, #KEYS / 3 do
       dropped = dropped + 1
     else
       if redis.call('XADD', s, 'NOMKSTREAM', '*', 'm', ARGV[2 * mi + 3], 's', ARGV[at + 1]) then
-        written = written + 1
-        new[mi] = true
-        if not woken[s] then
-          woken[s] = true
-          wake[#wake + 1] = s
-        end
+        wrote(s, mi)
       end
     end
   end
