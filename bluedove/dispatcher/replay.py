@@ -33,7 +33,7 @@ from bluedove.core.log_chunk import chunk_part
 from bluedove.core.model import Subscription
 from bluedove.core.replay_match import replay_matches
 from bluedove.core.space import Space
-from bluedove.store.keys import LOG_SHARDS, join_pos, parse_pos
+from bluedove.store.keys import LOG_SHARDS, join_pos, newer, parse_pos
 from bluedove.store.message_log import entry_ms
 from bluedove.store.space_entry import SpaceAt
 from bluedove.store.store import DispatcherStore
@@ -54,11 +54,6 @@ def replayed_body(body: bytes) -> bytes:
     return body.rstrip()[:-1] + REPLAYED
 
 
-def _order(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
 class Replayer:
     """The replays this dispatcher works on, and its look for those no one works on."""
 
@@ -70,6 +65,9 @@ class Replayer:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
         self.running: dict[tuple[str, str], asyncio.Task[None]] = {}
         self.delivered = 0  # replayed deliveries this dispatcher wrote (the metrics)
+        # each replay's subscription as last read (its catalogue JSON, and the filter built of it):
+        # read every step, so a deletion or a new filter is seen, and built again only if it changed
+        self._subs: dict[tuple[str, str], tuple[dict[str, Any], Subscription]] = {}
         self._look: asyncio.Task[None] | None = None
 
     def start(self, names: Any) -> None:
@@ -89,7 +87,7 @@ class Replayer:
             return
         task = asyncio.get_running_loop().create_task(self._run(name, space, at, sub_id))
         self.running[key] = task
-        task.add_done_callback(lambda _: self.running.pop(key, None))
+        task.add_done_callback(lambda _: (self.running.pop(key, None), self._subs.pop(key, None)))
 
     async def _looking(self, names: Any) -> None:
         while True:
@@ -125,10 +123,10 @@ class Replayer:
         if raw is None:  # unsubscribed (or its queue deleted): nothing more to replay
             await self.store.forget_replay(name, sub_id)
             return False
-        sub = Subscription.from_json(raw, space)
+        sub = self._subscription(name, raw, space)
         end, pos = parse_pos(state["end"]), parse_pos(state["pos"])
         t0 = time.monotonic()
-        shard = next((n for n in range(LOG_SHARDS) if _order(pos[n]) < _order(end[n])), None)
+        shard = next((n for n in range(LOG_SHARDS) if newer(end[n], pos[n])), None)
         written = read = 0
         if shard is not None:
             chunks = await self.store.read_log(name, shard, pos[shard], end[shard], STEP_CHUNKS)
@@ -138,7 +136,7 @@ class Replayer:
                 pos[shard] = entry_id
             if len(chunks) < STEP_CHUNKS:  # the shard holds nothing more up to the end
                 pos[shard] = end[shard]
-        done = all(_order(p) >= _order(e) for p, e in zip(pos, end))
+        done = not any(newer(e, p) for p, e in zip(pos, end))
         if not await self.store.advance(name, sub_id, self.owner, join_pos(pos), written, done):
             return False
         self.delivered += written
@@ -146,6 +144,13 @@ class Replayer:
             took = time.monotonic() - t0
             await asyncio.sleep(max(min(1.0, REST_FACTOR * took), read / self.rate - took if self.rate else 0.0))
         return not done
+
+    def _subscription(self, name: str, raw: dict[str, Any], space: Space) -> Subscription:
+        key = (name, str(raw["id"]))
+        known = self._subs.get(key)
+        if known is None or known[0] != raw:
+            known = self._subs[key] = (raw, Subscription.from_json(raw, space))
+        return known[1]
 
     async def _deliver(self, queue: str, sub: Subscription, fields: dict[bytes, bytes],
                        from_ms: int) -> tuple[int, int]:
@@ -167,5 +172,5 @@ def position_ms(state: dict[str, str]) -> int | None:
     pos, end = parse_pos(state["pos"]), parse_pos(state["end"])
     if state.get("done") == "1":
         return max(entry_ms(e) for e in end)
-    left = [p for p, e in zip(pos, end) if _order(p) < _order(e)]
+    left = [p for p, e in zip(pos, end) if newer(e, p)]
     return min(entry_ms(p) for p in left) if left else max(entry_ms(e) for e in end)

@@ -35,14 +35,11 @@ async def start_replay(d: Dispatcher, p: SpacePath, sub: Subscription, from_ms: 
     `from_ms`, the space's making and the start of its retention). The log's end
     is read now, after every matcher filed the subscription; if one did not (or this came too
     late for the matchers' seam), the subscription is taken back and the call answers 503."""
-    if missed or time.monotonic() - sent_at > SEAM_S / 2:
+    end = None if missed else await d.store.log_ends(p.name)
+    if end is None or time.monotonic() - sent_at > SEAM_S / 2:
         await _take_back(d, p, sub, created)
-        raise unavailable("a matcher did not take the subscription in time, so its replay could not be "
-                          "made exact; nothing was kept: retry")
-    end = await d.store.log_ends(p.name)
-    if time.monotonic() - sent_at > SEAM_S / 2:
-        await _take_back(d, p, sub, created)
-        raise unavailable("the store answered too slowly to start the replay exactly; nothing was kept: retry")
+        raise unavailable("a matcher did not take the subscription in time (or the store answered too slowly), "
+                          "so its replay could not be made exact; nothing was kept: retry")
     # what the log holds for certain: since the space was made, within its retention
     shown = max(from_ms, p.at.created if p.at is not None else 0, int(time.time() * 1000) - p.retention_s * 1000)
     await d.store.start_replay(p.name, sub.id, sub.queue, from_ms, join_pos(end), shown)
