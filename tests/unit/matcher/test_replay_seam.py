@@ -46,19 +46,23 @@ class Gated(MatcherQueue):
             r.done.set_result(BatchResult())
         self._answer(batch, None)
 
+    async def submitted(self) -> asyncio.Future[BatchResult]:
+        """A request submitted, once its batch is taken (matched, its store under way)."""
+        taken = self.taken
+        fut = asyncio.ensure_future(self.submit([part()]))
+        while self.taken == taken:
+            await asyncio.sleep(0.001)
+        return fut
+
 
 async def test_a_barrier_waits_for_the_batches_taken_before_it_and_only_those():
     q = Gated()
     q.gates = [asyncio.Event(), asyncio.Event()]
     q.start()
     try:
-        first = asyncio.ensure_future(q.submit([part()]))
-        while q.taken < 1:
-            await asyncio.sleep(0.001)
+        first = await q.submitted()
         barrier = asyncio.ensure_future(q.barrier())
-        second = asyncio.ensure_future(q.submit([part()]))  # taken after the barrier began
-        while q.taken < 2:
-            await asyncio.sleep(0.001)
+        second = await q.submitted()  # taken after the barrier began
         q.gates[1].set()  # the later batch is stored: the barrier still waits for the first
         await second
         await asyncio.sleep(0.01)
@@ -76,9 +80,7 @@ async def test_a_barrier_does_not_wait_on_a_batch_that_failed():
     q.gates = [asyncio.Event()]
     q.start()
     try:
-        first = asyncio.ensure_future(q.submit([part()]))
-        while q.taken < 1:
-            await asyncio.sleep(0.001)
+        first = await q.submitted()
         barrier = asyncio.ensure_future(q.barrier())
         await q.stop()  # the batch under way fails (NotReady): the barrier is over
         await asyncio.wait_for(barrier, 1)
