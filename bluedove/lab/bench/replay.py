@@ -79,23 +79,33 @@ def publisher_main(url: str, space: str, names: list[str], batch: int, seconds: 
         out.put(repr(exc))
 
 
+class Publishers:
+    """`--publishers` processes publishing to `space` for `seconds` (`publisher_main`), started at once."""
+
+    def __init__(self, args, url: str, space: str, names: list[str], seconds: float, seed: int) -> None:
+        ctx = mp.get_context("spawn")
+        self.out = ctx.Queue()
+        self.seconds = seconds
+        self.procs = [ctx.Process(target=publisher_main, daemon=True,
+                                  args=(url, space, names, args.batch, seconds, seed + i, self.out))
+                      for i in range(args.publishers)]
+        self.t0 = time.monotonic()
+        for p in self.procs:
+            p.start()
+
+    def results(self) -> tuple[int, list[str], float]:
+        """(messages accepted, errors, seconds since the start) once every process has answered."""
+        got = [self.out.get(timeout=self.seconds + 120) for _ in self.procs]
+        dt = time.monotonic() - self.t0
+        for p in self.procs:
+            p.join(timeout=10)
+        return sum(g for g in got if isinstance(g, int)), [g for g in got if isinstance(g, str)], dt
+
+
 def _phase(args, url: str, space: str, names: list[str], pids: dict[str, int]) -> dict:
     """One phase: accepted messages a second, and each role's CPU µs per accepted message."""
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=publisher_main, daemon=True,
-                         args=(url, space, names, args.batch, args.duration, args.seed + i, out))
-             for i in range(args.publishers)]
     before = {n: cpu_seconds(p) for n, p in pids.items()}
-    t0 = time.monotonic()
-    for p in procs:
-        p.start()
-    got = [out.get(timeout=args.duration + 120) for _ in procs]
-    dt = time.monotonic() - t0
-    for p in procs:
-        p.join(timeout=10)
-    errors = [g for g in got if isinstance(g, str)]
-    accepted = sum(g for g in got if isinstance(g, int))
+    accepted, errors, dt = Publishers(args, url, space, names, args.duration, args.seed).results()
     spent: dict[str, float] = {}
     for n, p in pids.items():
         spent[role(n)] = spent.get(role(n), 0.0) + cpu_seconds(p) - before[n]
@@ -137,24 +147,12 @@ def _replay_under_load(args, url: str, names: list[str], pids: dict[str, int], f
                        alone_s: float) -> dict:
     """The same replay while publishers keep `plain` busy: the publishers start 1 s before it
     and stop about when it is done (they run 1 s + 1.5 × the replay's time alone)."""
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    seconds = 1.0 + 1.5 * alone_s
-    procs = [ctx.Process(target=publisher_main, daemon=True,
-                         args=(url, PLAIN, names, args.batch, seconds, args.seed + 100 + i, out))
-             for i in range(args.publishers)]
-    t0 = time.monotonic()
-    for p in procs:
-        p.start()
+    publishers = Publishers(args, url, PLAIN, names, 1.0 + 1.5 * alone_s, args.seed + 100)
     time.sleep(1.0)
     replay = _replay(url, from_ms, logged, pids)
-    got = [out.get(timeout=seconds + 120) for _ in procs]
-    dt = time.monotonic() - t0
-    for p in procs:
-        p.join(timeout=10)
-    accepted = sum(g for g in got if isinstance(g, int))
+    accepted, errors, dt = publishers.results()
     return {"seconds": replay["seconds"], "per_s": replay["per_s"], "publish_msgs_per_s": round(accepted / dt),
-            "errors": [g for g in got if isinstance(g, str)][:3]}
+            "errors": errors[:3]}
 
 
 def _log_bytes(url: str) -> int:
