@@ -15,7 +15,7 @@ from bluedove.core.partition.bootstrap import (
     parse_members,
 )
 from bluedove.core.partition.segments import SegmentTable
-from bluedove.core.space import Space, SpaceError, load_space
+from bluedove.core.space import Space, SpaceError, load_space, read_space_file
 
 MEMBERS_HELP = ("the initial owners, comma-separated: ID or ID=HOST:PORT (an owner without an address "
                 "registers its own when its matcher starts)")
@@ -47,9 +47,10 @@ def describe_owners(table: SegmentTable) -> str:
 
 def _cmd_init(args: argparse.Namespace) -> int:
     from bluedove.store import Store
+    from bluedove.store.spaces import SpaceStore
 
     try:
-        space = load_space(args.space)
+        space, retention = read_space_file(args.space)
     except SpaceError as exc:
         return _usage("init", f"--space {exc}" if str(exc).startswith(str(args.space))
                       else f"--space {args.space}: {exc}")
@@ -63,7 +64,10 @@ def _cmd_init(args: argparse.Namespace) -> int:
     async def run() -> tuple[SegmentTable, bool]:
         store = Store(args.store)
         try:
-            return await ensure_table(store, space, members, seed, given_from=f"--space {args.space}")
+            out, _ = await SpaceStore(store.r).declare_default(
+                store, space, retention, lambda: ensure_table(store, space, members, seed,
+                                                              given_from=f"--space {args.space}"))
+            return out
         finally:
             await store.close()
 

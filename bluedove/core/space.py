@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from bluedove.core.attributes import NUMBER, TYPES, Attribute, finite_number, whole
+from bluedove.core.queue_bounds import MAX_RETENTION_S
 
 
 class SpaceError(ValueError):
@@ -149,13 +150,24 @@ def default_space() -> Space:
 def load_space(path: str | Path | None) -> Space:
     """Read a space file, YAML or JSON: `attributes` and `partition` (a typed space), or
     `dimensions: [{name, min, max}, ...]`; None gives the default."""
-    if path is None:
-        return default_space()
+    return default_space() if path is None else read_space_file(path)[0]
+
+
+def read_space_file(path: str | Path) -> tuple[Space, int | None]:
+    """A space file's space, and its `retention_s` (the cluster's own space's log, docs/api.md
+    "Replay"; whole seconds, 0 to a year; None when the file leaves it out)."""
     try:
         data = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise SpaceError(f"{path}: {exc}") from exc
-    return Space.from_json(data)
+    retention = None
+    if isinstance(data, dict) and "retention_s" in data:
+        data = dict(data)
+        retention = data.pop("retention_s")
+        if isinstance(retention, bool) or not isinstance(retention, int) or not 0 <= retention <= MAX_RETENTION_S:
+            raise SpaceError(f"retention_s: expected whole seconds from 0 to {MAX_RETENTION_S}, got {retention!r}",
+                             "retention_s")
+    return Space.from_json(data), retention
 
 
 _num = whole

@@ -103,9 +103,10 @@ class SpaceSpec:
         return parse_space_spec(data)
 
 
-def default_spec(space: Space) -> SpaceSpec:
-    """The `default` space: the cluster's own space (its --space file), no quotas."""
-    return SpaceSpec(DEFAULT_SPACE, space)
+def default_spec(space: Space, retention_s: int = 0) -> SpaceSpec:
+    """The `default` space: the cluster's own space (its --space file, and that file's
+    `retention_s`), no quotas."""
+    return SpaceSpec(DEFAULT_SPACE, space, retention_s=retention_s)
 
 
 def first_difference(a: SpaceSpec, b: SpaceSpec) -> str | None:

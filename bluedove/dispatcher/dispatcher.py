@@ -72,6 +72,7 @@ class Dispatcher:
         self.paths = SpacePaths(settings, self.cluster, self.store, self.registry, SpacePath(
             DEFAULT_SPACE, space, self.decoder, self.body_template, self.forwarder, self.subscriber),
             self.metrics.refused_by_quota)
+        self.registry.on_refresh.append(self.paths.registered)
         member = self.cluster.member
         member.on_change.append(lambda: self.paths.heard(member.space_rises()))
         # the replays this dispatcher works on, and those it takes over (bluedove/dispatcher/replay.py)

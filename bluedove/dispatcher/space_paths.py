@@ -52,7 +52,8 @@ class SpacePath:
     stamp: bytes = b""
     quotas: SpaceQuotas | None = None  # a named space's, when it has any
     view: SpaceView | None = None  # a named space's routing (the default's is the cluster view)
-    retention_s: int = 0  # a named space's log keeps this long (0: it has none)
+    retention_s: int = 0  # its log keeps this long (0: it has none)
+    log_since: int = 0  # when its log began (Unix ms): when the space was registered
 
     @property
     def named(self) -> bool:
@@ -96,6 +97,13 @@ class SpacePaths:
         self.named[name] = path = self._make(SpaceAt(name, rec.created), rec.spec, SegmentTable.from_json(raw))
         return path
 
+    def registered(self) -> None:
+        """The default space's log as the registry's copy has it: fixed when `default` was
+        registered (bluedove/store/spaces.py's `ensure_default`), so every matcher logs."""
+        rec = self.registry.records.get(DEFAULT_SPACE)
+        if rec is not None:
+            self.default.retention_s, self.default.log_since = rec.spec.retention_s, rec.created
+
     def heard(self, rises: dict[str, int]) -> None:
         """Named spaces' epochs the gossip brought (bluedove/gossip/space_epochs.py): a path
         whose table is older reads the space's table now, before a matcher refuses it."""
@@ -114,7 +122,8 @@ class SpacePaths:
         return SpacePath(at.name, space, Decoder(space, self.s.max_batch, self.s.max_payload_bytes),
                          body_template(space.names), Forwarder(self.s, view, at.name),
                          Subscriber(self.s, view, self.store, at), at,
-                         b'{"space":' + json.dumps(at.name).encode() + b",", quotas, view, spec.retention_s)
+                         b'{"space":' + json.dumps(at.name).encode() + b",", quotas, view, spec.retention_s,
+                         at.created)
 
     async def _drop(self, name: str) -> None:
         path = self.named.pop(name, None)

@@ -21,6 +21,7 @@ import asyncio
 import gc
 import logging
 import time
+from collections.abc import Callable
 
 from bluedove.store.client import RedisClient
 from bluedove.store.spaces import ACTIVE, DELETING, PURGE_BUDGET, SpaceActive, SpaceRecord, SpaceStore
@@ -42,6 +43,7 @@ class SpaceRegistry:
         self.loaded_at = float("-inf")  # monotonic time of the last whole reload
         self.purging: dict[str, asyncio.Task[None]] = {}
         self._task: asyncio.Task[None] | None = None
+        self.on_refresh: list[Callable[[], None]] = []  # told after each reload of the copy
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._watch())
@@ -74,6 +76,8 @@ class SpaceRegistry:
         if self.records.keys() - old.keys():
             gc.freeze()
         self.gen, self.loaded_at = gen, now
+        for told in self.on_refresh:
+            told()
         for name, rec in self.records.items():
             if rec.state == DELETING:
                 self.purge_soon(name)

@@ -12,7 +12,6 @@ import http.client
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -24,7 +23,7 @@ from prometheus_client.multiprocess import mark_process_dead
 from bluedove.core.partition.bootstrap import ensure_table
 from bluedove.core.partition.modes import MPARTITION
 from bluedove.core.partition.segments import SegmentTable
-from bluedove.core.space import Space, load_space
+from bluedove.core.space import default_space, read_space_file
 from bluedove.local.child import Child, bluedove_command
 from bluedove.local.cpu_quota import CpuQuota
 from bluedove.runtime import tls
@@ -32,20 +31,8 @@ from bluedove.runtime.settings import DispatcherSettings, TlsSettings, from_env
 from bluedove.runtime.telemetry import MULTIPROC_ENV
 from bluedove.store import Store
 from bluedove.store.redis_cluster import RedisClusterServers
-from bluedove.store.server import RedisServer, free_port
-
-
-def port_in_use(host: str, port: int) -> bool:
-    """True if something listens on host:port. A plain bind (SO_REUSEADDR for TIME_WAIT, but
-    not SO_REUSEPORT) fails then, even where dispatchers listen with SO_REUSEPORT: without this
-    check a second cluster's dispatcher joins their port and the kernel splits the clients."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return True
-    return False
+from bluedove.store.server import RedisServer, free_port, port_in_use
+from bluedove.store.spaces import SpaceStore
 
 
 class LocalCluster:
@@ -79,10 +66,9 @@ class LocalCluster:
         # None: one private redis-server (DATA_DIR/redis); N: a private Redis Cluster of N primaries
         # with a replica each (DATA_DIR/redis-cluster). Either only when `store` is None.
         self.store_cluster = store_cluster
-        self.space: Space = load_space(space_file)
-        self.policy = policy
-        self.host = host
-        self.restart = restart
+        # the default space, and its log as the space file declares it (None: not said)
+        self.space, self.retention_s = read_space_file(space_file) if space_file else (default_space(), None)
+        self.policy, self.host, self.restart = policy, host, restart
         self.matcher_env = matcher_env or {}
         # Environment of every matcher and dispatcher (BLUEDOVE_* settings: `bluedove up`'s bounds flags).
         self.child_env = child_env or {}
@@ -242,7 +228,8 @@ class LocalCluster:
         async def run() -> tuple[SegmentTable, bool]:
             store = Store(store_url)
             try:
-                return await ensure_table(store, self.space, members, self.seed, given_from="--space")
+                return (await SpaceStore(store.r).declare_default(store, self.space, self.retention_s, lambda: (
+                    ensure_table(store, self.space, members, self.seed, given_from="--space"))))[0]
             finally:
                 await store.close()
 

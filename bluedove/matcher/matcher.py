@@ -20,7 +20,7 @@ from typing import Any, TypeVar, TypeVarTuple
 
 from bluedove.core.partition.bootstrap import ensure_table, parse_members, register_address
 from bluedove.core.partition.segments import SegmentTable
-from bluedove.core.space import Space
+from bluedove.core.space import Space, read_space_file
 from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.gossip.config import GossipConfig
 from bluedove.matcher.decisions import serving_ready
@@ -28,7 +28,7 @@ from bluedove.matcher.errors import BadRequest, NotReady
 from bluedove.matcher.load import WindowStats
 from bluedove.matcher.membership import Membership
 from bluedove.matcher.packed import warm_up
-from bluedove.matcher.queues import MatcherQueue
+from bluedove.matcher.queues import LogTarget, MatcherQueue
 from bluedove.matcher.series import run_series
 from bluedove.matcher.sets import SubscriptionSets
 from bluedove.matcher.sets_owner import SetsOwner
@@ -37,6 +37,7 @@ from bluedove.matcher.space_state import SpaceState
 from bluedove.matcher.spaces_served import ServedSpaces
 from bluedove.runtime.cpu_limit import NONE_KNOWN
 from bluedove.runtime.settings import MatcherSettings
+from bluedove.store.keys import log_shard
 from bluedove.store.spaces import SpaceStore
 from bluedove.store.store import MatcherStore, wait_ready
 from bluedove.v1 import matcher_pb2 as pb
@@ -72,6 +73,7 @@ class Matcher:
             lambda table: self.membership.offer_space(name, table.epoch)), settings)
         self.changes = NamedChanges(self.membership, self.named)  # their takeovers, joins and leaves
         self._tasks: list[asyncio.Task[None]] = []
+        self.log_retention_s = 0  # the default space's log (its registered record's `retention_s`)
         self.stopping = asyncio.Event()  # set when the process should exit
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -79,6 +81,8 @@ class Matcher:
         await wait_ready(self.store)
         table = await self._boot_table()
         queue = self.default.begin(table)
+        if self.log_retention_s:  # its batches go to its log too (bluedove/store/message_log.py)
+            queue.log = LogTarget(DEFAULT_SPACE, log_shard(self.s.id), self.log_retention_s)
         # The index walk compiled before we join: a compile holds the GIL long enough for the
         # other members to suspect a process that has just joined.
         await self.run_index(warm_up)
@@ -106,11 +110,15 @@ class Matcher:
         """The stored table: with a space, proposed first if the store has none (as `bluedove init` does;
         raises SpaceMismatch for a table over another space), else waited for; `default` registered (every
         way of starting a cluster boots a matcher). Our address is stored first if we own segments without it."""
+        spaces = SpaceStore(self.store.r)
         if self.space is not None:
+            space = self.space
             members = (parse_members(self.s.boot_members, "--boot-members") if self.s.boot_members
                        else {self.s.id: self.advertise})
-            table, created = await ensure_table(self.store, self.space, members, self.seed,
-                                                given_from=f"--space {self.s.space_file}")
+            retention = read_space_file(self.s.space_file)[1] if self.s.space_file else None
+            (table, created), rec = await spaces.declare_default(
+                self.store, space, retention, lambda: ensure_table(self.store, space, members, self.seed,
+                                                                   given_from=f"--space {self.s.space_file}"))
             if created:
                 log.warning("matcher %s wrote the first segment table: owners %s", self.s.id, ", ".join(members))
         else:
@@ -120,7 +128,8 @@ class Matcher:
                 if raw is None:
                     await asyncio.sleep(self.s.table_wait_s)
             table = SegmentTable.from_json(raw)
-        await SpaceStore(self.store.r).ensure_default(table.space)
+            rec = await spaces.ensure_default(table.space)
+        self.log_retention_s = rec.spec.retention_s  # fixed when `default` was registered
         was = table.members.get(self.s.id)
         table = await register_address(self.store, self.s.id, self.advertise, table)
         if was is not None and was != self.advertise:

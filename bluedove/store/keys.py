@@ -54,9 +54,10 @@ spaces' catalogues and tables spread over a cluster:
   bd:{q:Q}:spaces       set     the named spaces queue Q has entered (a subscription there,
                                 or one under way): deleting the queue walks them
 
-A named space's message log (bluedove/store/message_log.py), for a space with a retention, in
-LOG_SHARDS shards, each a slot of its own so the log spreads over a cluster; a matcher appends
-to one shard (`log_shard` of its id), a chunk (one matched batch) an entry:
+A space's message log (bluedove/store/message_log.py), for a space with a retention (S is
+`default` for the default space's), in LOG_SHARDS shards, each a slot of its own so the log
+spreads over a cluster; a matcher appends to one shard (`log_shard` of its id), a chunk (one
+matched batch) an entry:
   bd:{s:S:m:N}:log      stream  chunks: n, k, points, ids and bodies with their ends
   bd:{s:S}:rp:<sub>     hash    a replay's state: queue, from, end and position (a stream id
                                 per shard), done, delivered, lease (its name is in the space's keys set)

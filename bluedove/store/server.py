@@ -41,6 +41,19 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """True if something listens on host:port. A plain bind (SO_REUSEADDR for TIME_WAIT, but
+    not SO_REUSEPORT) fails then, even where dispatchers listen with SO_REUSEPORT: without this
+    check a second cluster's dispatcher joins their port and the kernel splits the clients."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def free_port() -> int:
     """A loopback TCP port free now, for a process about to be started on it. Drawn at random
     from the 16,384 ports below the kernel's ephemeral range: a port bound to 0 comes from that

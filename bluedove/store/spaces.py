@@ -37,10 +37,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from bluedove.core.partition.bootstrap import TableStore
 from bluedove.core.space import Space
 from bluedove.core.spaces import DEFAULT_SPACE, SpaceSpec, default_spec, first_difference
 from bluedove.store.client import RedisClient
@@ -57,6 +58,7 @@ from bluedove.store.keys import (
 )
 
 log = logging.getLogger("bluedove.store")
+T = TypeVar("T")
 
 ACTIVE, DELETING = "active", "deleting"
 PURGE_BUDGET = 500  # keys a purge step removes at most: a few ms of Redis
@@ -187,20 +189,33 @@ class SpaceStore:
             raise SpaceConflict(rec, differs)
         return rec, False
 
-    async def ensure_default(self, space: Space) -> SpaceRecord:
-        """Register `default` with `default_spec(space)` (the stored table's space) unless it is
-        registered: idempotent, so a store from before the registry gets it at its next boot. A
-        stored default with another definition is left as it is and logged: the table, not the
-        registry, is what the default space is served by (docs/design.md, "Spaces (in progress)")."""
+    async def ensure_default(self, space: Space, retention_s: int | None = None) -> SpaceRecord:
+        """Register `default` with `default_spec(space, retention_s)` (the stored table's space,
+        and the log its space file declares) unless it is registered: idempotent, so a store from
+        before the registry gets it at its next boot. A stored default with another definition
+        is left as it is and logged (`retention_s` None: whatever log it has, silently): the
+        table, not the registry, is what the default space is served by, and its log is fixed
+        when it is registered, so that every matcher has logged since (docs/design.md, "Replay")."""
         try:
-            rec, made = await self.create(default_spec(space))
+            rec, made = await self.create(default_spec(space, retention_s or 0))
         except SpaceConflict as exc:
-            log.warning("the registry's space %r differs from the segment table's at %s: left as it is",
-                        DEFAULT_SPACE, exc.field)
+            if not (retention_s is None and exc.field == "retention_s"):
+                log.warning("the registry's space %r differs from the one declared at %s: left as it is",
+                            DEFAULT_SPACE, exc.field)
             return exc.existing
         if made:
             log.info("registered the space %r", DEFAULT_SPACE)
         return rec
+
+    async def declare_default(self, tables: TableStore, space: Space, retention_s: int | None,
+                              boot: Callable[[], Awaitable[T]]) -> tuple[T, SpaceRecord]:
+        """`boot()` (the first segment table's compare-and-set, or its read) with `default`
+        registered: before the table when the store has none yet, so that a matcher waiting for
+        the table finds the declared log, and again after (a store from before the registry)."""
+        if await tables.get_table() is None:
+            await self.ensure_default(space, retention_s)
+        out = await boot()
+        return out, await self.ensure_default(space, retention_s)
 
     async def lay_out(self, rec: SpaceRecord, table: dict[str, Any]) -> bool | None:
         """Store named space `rec`'s first segment table (epoch 1), in one step on its record's

@@ -272,7 +272,8 @@ def test_a_seed_reaches_the_matchers_as_a_mounted_file_and_lays_out_the_first_ta
     [mount] = [m for m in c["volumeMounts"] if m["name"] == "seed"]
     assert seed_file == f"{mount['mountPath']}/seed.json"
     assert {"name": "seed", "configMap": {"name": "bluedove-seed"}} in pod["spec"]["volumes"]
-    space = Space.from_json(yaml.safe_load(r.get("ConfigMap", "bluedove-space")["data"]["space.yaml"]))
+    space = Space.from_json({k: v for k, v in yaml.safe_load(r.get("ConfigMap", "bluedove-space")["data"][
+        "space.yaml"]).items() if k != "retention_s"})
     table = initial_table(space, {"bluedove-matcher-0": "", "bluedove-matcher-1": ""},
                           json.loads(cm["data"]["seed.json"]))
     assert table.owners[0] == ("bluedove-matcher-1", "bluedove-matcher-0")
@@ -339,7 +340,8 @@ def test_spaces_reach_every_dispatcher_as_a_mounted_file_and_roll_only_the_dispa
 def test_replay_values_reach_the_dispatchers_and_give_declared_spaces_a_log(tmp_path):
     """`replay.rate` and `replay.leaseSeconds` become the dispatchers' BLUEDOVE_REPLAY_RATE and
     BLUEDOVE_REPLAY_LEASE_S; `replay.defaultRetentionSeconds` is the log of a declared space whose
-    body leaves `retention_s` out, and one that says 0 keeps 0."""
+    body leaves `retention_s` out, and one that says 0 keeps 0; the default space's too (space.yaml)."""
+    from bluedove.core.space import default_space, read_space_file
     from bluedove.core.spaces import load_spaces_file
 
     spaces = [SPACES[0], {**SPACES[1], "retention_s": 0}]
@@ -352,3 +354,9 @@ def test_replay_values_reach_the_dispatchers_and_give_declared_spaces_a_log(tmp_
     local = tmp_path / "spaces.json"
     local.write_text(r.get("ConfigMap", "bluedove-spaces")["data"]["spaces.json"])
     assert [s.retention_s for s in load_spaces_file(str(local))] == [3600, 0]
+    own = tmp_path / "space.yaml"  # the default space's log: the same default, or its own `retention_s`
+    own.write_text(r.get("ConfigMap", "bluedove-space")["data"]["space.yaml"])
+    assert read_space_file(own) == (default_space(), 3600)
+    said = render(values | {"space": {**default_space().to_json(), "retention_s": 0}})
+    own.write_text(said.get("ConfigMap", "bluedove-space")["data"]["space.yaml"])
+    assert read_space_file(own)[1] == 0

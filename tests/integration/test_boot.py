@@ -21,6 +21,7 @@ from bluedove.core.partition.bootstrap import ensure_table
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import load_space
 from bluedove.local.cluster import LocalCluster
+from bluedove.store import keys as K
 from bluedove.store.client import is_cluster_url, sync_client
 from bluedove.store.server import free_port
 from bluedove.v1 import matcher_pb2 as pb
@@ -150,6 +151,26 @@ def test_init_writes_once_is_a_no_op_again_and_refuses_another_space(redis_clean
     assert refused.returncode == 2
     assert "stored a [0, 100), b [0, 100)" in refused.stderr and f"--space {other} gives a [0, 10)" in refused.stderr
     assert stored(redis_clean_url) == table, "a refused init must not touch the table"
+
+
+def test_init_registers_the_default_spaces_log_its_space_file_declares(redis_clean_url, space_files, tmp_path):
+    """A space file's `retention_s` is the default space's log, registered by `init` with the
+    table (so every matcher, started with or without the file, logs from its start); a value
+    that is not whole seconds is exit 2 naming it, and writes nothing."""
+    space, _ = space_files
+    logged = tmp_path / "logged.yaml"
+    logged.write_text(SPACE + "retention_s: 1.5\n")
+    bad = init("--store", redis_clean_url, "--space", str(logged))
+    assert bad.returncode == 2 and "retention_s: expected whole seconds" in bad.stderr, bad.stderr
+    assert stored(redis_clean_url) is None
+    logged.write_text(SPACE + "retention_s: 600\n")
+    assert init("--store", redis_clean_url, "--space", str(logged)).returncode == 0
+    r = sync_client(redis_clean_url)
+    try:
+        assert json.loads(r.hget(K.space_record("default"), "spec"))["retention_s"] == 600
+    finally:
+        r.close()
+    assert init("--store", redis_clean_url, "--space", space).returncode == 0  # the same space: a no-op
 
 
 def test_init_refuses_bad_flags_with_exit_2(redis_clean_url, space_files, tmp_path):

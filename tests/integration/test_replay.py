@@ -63,9 +63,9 @@ class Publisher(threading.Thread):
     between two batches (everything before was answered before it, everything after is sent
     after it)."""
 
-    def __init__(self, url: str, rng: random.Random) -> None:
+    def __init__(self, url: str, rng: random.Random, base: str = "/v1/spaces/orders") -> None:
         super().__init__(daemon=True)
-        self.url, self.rng = url, rng
+        self.url, self.rng, self.base = url, rng, base
         self.sent: dict[str, dict] = {}
         self.before: set[str] = set()  # ids published before the cut
         self.stop = threading.Event()
@@ -98,7 +98,7 @@ class Publisher(threading.Thread):
         nothing twice."""
         for _ in range(100):
             try:
-                r = api.post("/v1/spaces/orders/messages:batch", json={"messages": items})
+                r = api.post(f"{self.base}/messages:batch", json={"messages": items})
             except httpx.TransportError:
                 time.sleep(0.1)
                 continue
@@ -112,13 +112,14 @@ class Publisher(threading.Thread):
         self.errors.append(f"never accepted: {items[0]['id']}")
 
 
-def _subscribe(api: httpx.Client, queues: dict, replay_from: int) -> dict[str, tuple[str, dict]]:
+def _subscribe(api: httpx.Client, queues: dict, replay_from: int,
+               base: str = "/v1/spaces/orders") -> dict[str, tuple[str, dict]]:
     """A replaying subscription of every filter, spread over the queues."""
     subs = {}
     for i, preds in enumerate(FILTERS):
         q = list(queues)[i % len(queues)]
-        r = api.post("/v1/spaces/orders/subscriptions", json={"queue": q, "predicates": preds,
-                                                                "replay_from": replay_from}, headers=queues[q])
+        r = api.post(f"{base}/subscriptions", json={"queue": q, "predicates": preds, "replay_from": replay_from},
+                     headers=queues[q])
         assert r.status_code == 201, r.text
         assert r.json()["replay"]["from"].endswith("Z")
         subs[r.json()["id"]] = (q, preds)
@@ -141,25 +142,33 @@ def _per_subscription(got: list[tuple[str, dict]]) -> Counter:
     return Counter((s, m["id"]) for _, m in got for s in m["subscriptions"])
 
 
-def test_replay_from_the_past_with_a_publisher_throughout_is_exact(tmp_path):
+@pytest.mark.parametrize("name", ["orders", "default"])
+def test_replay_from_the_past_with_a_publisher_throughout_is_exact(tmp_path, name):
+    """In a named space made with `retention_s`, and in the cluster's own space, whose space
+    file (`bluedove up --space`) declares the log."""
     rng = random.Random(31)
     space = parse_space_spec(ORDERS).space
-    cluster = start_cluster(tmp_path, matchers=3)
+    base = "/v1" if name == "default" else f"/v1/spaces/{name}"
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(json.dumps({k: v for k, v in ORDERS.items() if k != "name"}))
+    cluster = start_cluster(tmp_path, matchers=3, space_file=str(space_file) if name == "default" else None)
     try:
         with httpx.Client(base_url=cluster.url, timeout=30) as api:
-            assert api.post("/v1/spaces", json=ORDERS).status_code == 201
+            if name == "orders":
+                assert api.post("/v1/spaces", json=ORDERS).status_code == 201
+            assert api.get(f"/v1/spaces/{name}").json()["retention_s"] == 3600
             queues = dict(new_queue(api) for _ in range(3))
             plain = {}
             for q in queues:  # a plain subscription in each queue, there before anything is published
-                r = api.post("/v1/spaces/orders/subscriptions", json={"queue": q, "predicates": {"status": "new"}},
+                r = api.post(f"{base}/subscriptions", json={"queue": q, "predicates": {"status": "new"}},
                              headers=queues[q])
                 plain[r.json()["id"]] = (q, {"status": "new"})
-            pub = Publisher(cluster.url, rng)
+            pub = Publisher(cluster.url, rng, base)
             pub.start()
             time.sleep(2.0)
             cut = pub.cut()
             time.sleep(2.0)
-            subs = _subscribe(api, queues, cut)
+            subs = _subscribe(api, queues, cut, base)
             time.sleep(2.0)
             pub.stop.set()
             pub.join()
@@ -168,9 +177,9 @@ def test_replay_from_the_past_with_a_publisher_throughout_is_exact(tmp_path):
             got = asyncio.run(_drain(cluster.url, queues))
             sid, (q, _) = next(iter(subs.items()))
             shown = api.get(f"/v1/subscriptions/{sid}", headers=queues[q]).json()
-            assert shown["space"] == "orders" and shown["replay"]["position"] >= shown["replay"]["from"]
-            assert api.get("/v1/spaces/orders").json()["log_chunks"] > 0
-            log = api.get("/v1/cluster", params={"space": "orders"}).json()["log"]  # the dashboard's summary
+            assert shown.get("space", "default") == name and shown["replay"]["position"] >= shown["replay"]["from"]
+            assert api.get(f"/v1/spaces/{name}").json()["log_chunks"] > 0
+            log = api.get("/v1/cluster", params={"space": name}).json()["log"]  # the dashboard's summary
             assert log["chunks"] > 0 and log["replays"] == 0
         after = {m: a for m, a in pub.sent.items() if m not in pub.before}
         assert len(pub.before) > 500 and len(after) > 1000

@@ -144,7 +144,38 @@ async def test_a_stored_default_of_another_schema_is_left_as_it_is(store, caplog
     rec, _ = await spaces.create(other)
     assert await spaces.ensure_default(default_space()) == rec  # logged, never raised
     assert await spaces.get(DEFAULT_SPACE) == rec
-    assert "differs from the segment table's" in caplog.text
+    assert "differs from the one declared at attributes[0]" in caplog.text
+
+
+async def test_the_default_spaces_log_is_registered_before_its_table_and_fixed_then(store, caplog, tmp_path):
+    """A booter with a space file declaring `retention_s` registers `default` with that log
+    before it writes the table, so a matcher waiting for the table (no space file) finds the
+    log and logs from its start; the log stays as registered: a matcher without a space file
+    takes it silently, one declaring another is logged and left as it is."""
+    space = default_space()
+    spaces = SpaceStore(store.r)
+    seen = []
+
+    async def boot():
+        seen.append(await spaces.get(DEFAULT_SPACE))  # what a waiting matcher would find
+        return await ensure_table(store, space, {"m1": "127.0.0.1:1"})
+
+    (_, created), rec = await spaces.declare_default(store, space, 3600, boot)
+    assert created and seen[0] == rec and rec.spec == default_spec(space, 3600)
+    waiting = Matcher(MatcherSettings(id="m1", advertise="127.0.0.1:1"), MatcherStore(store.url))
+    path = tmp_path / "space.yaml"
+    path.write_text(json.dumps({**space.to_json(), "retention_s": 60}))
+    declaring = Matcher(MatcherSettings(id="m1", advertise="127.0.0.1:1", space_file=str(path)),
+                        MatcherStore(store.url), space=space)
+    try:
+        await waiting._boot_table()
+        assert waiting.log_retention_s == 3600 and "differs" not in caplog.text
+        await declaring._boot_table()
+        assert declaring.log_retention_s == 3600 and "differs from the one declared at retention_s" in caplog.text
+        assert await spaces.get(DEFAULT_SPACE) == rec
+    finally:
+        await waiting.store.close()
+        await declaring.store.close()
 
 
 def test_the_sdk_and_the_cli_list_and_read_the_spaces(api, cluster, capsys):

@@ -24,8 +24,8 @@ def replay_from(body: Any, p: SpacePath) -> tuple[Any, int | None]:
         return body, None
     ms = parse_time_ms(body["replay_from"], "replay_from", int(time.time() * 1000), "invalid_subscription")
     if not p.retention_s:
-        raise ApiError(422, "invalid_subscription", f"space {p.name!r} keeps no log to replay: create it with "
-                       "retention_s", "replay_from")
+        how = "create it with retention_s" if p.named else "its space file sets retention_s when the cluster is made"
+        raise ApiError(422, "invalid_subscription", f"space {p.name!r} keeps no log to replay ({how})", "replay_from")
     return {k: v for k, v in body.items() if k != "replay_from"}, ms
 
 
@@ -41,7 +41,7 @@ async def start_replay(d: Dispatcher, p: SpacePath, sub: Subscription, from_ms: 
         raise unavailable("a matcher did not take the subscription in time (or the store answered too slowly), "
                           "so its replay could not be made exact; nothing was kept: retry")
     # what the log holds for certain: since the space was made, within its retention
-    shown = max(from_ms, p.at.created if p.at is not None else 0, int(time.time() * 1000) - p.retention_s * 1000)
+    shown = max(from_ms, p.log_since, int(time.time() * 1000) - p.retention_s * 1000)
     await d.store.start_replay(p.name, sub.id, sub.queue, from_ms, join_pos(end), shown)
     d.replayer.run(p.name, p.space, p.at, sub.id)
     return {"from": iso_ms(shown)}

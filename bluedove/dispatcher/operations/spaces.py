@@ -45,7 +45,8 @@ def space_json(d: Dispatcher, rec: SpaceRecord, subs: int, table: SegmentTable |
 
 
 async def _described(d: Dispatcher, rec: SpaceRecord) -> dict[str, Any]:
-    """A named space as GET shows it: with a log, the chunks it holds too (docs/api.md, "Replay")."""
+    """A named space as GET shows it: with a log, the chunks it holds too (docs/api.md, "Replay"; the
+    default space's, `_default`, as well)."""
     name = rec.spec.name
     subs, raw = await asyncio.gather(d.registry.spaces.subscriptions(name), d.store.get_table(name))
     out = space_json(d, rec, subs, SegmentTable.from_json(raw) if raw else None)
@@ -68,7 +69,10 @@ async def _default(d: Dispatcher) -> dict[str, Any]:
     rec, subs = await asyncio.gather(spaces.get(DEFAULT_SPACE), spaces.subscriptions(DEFAULT_SPACE))
     if rec is None:
         return {**space_json(d, SpaceRecord(default_spec(d.space), 0, ACTIVE), subs), "created": None}
-    return space_json(d, rec, subs)
+    out = space_json(d, rec, subs)
+    if rec.spec.retention_s:
+        out["log_chunks"] = await d.store.log_entries(DEFAULT_SPACE)
+    return out
 
 
 async def create_space(d: Dispatcher, body: Any, authorization: str | None) -> tuple[dict[str, Any], bool]:

@@ -144,12 +144,10 @@ async def _undo_batch(d: Dispatcher, written: list[tuple[str, str]], queues: lis
 async def get_subscription(d: Dispatcher, sub_id: str, token: str | None) -> dict[str, Any]:
     """The subscription, if the token opens its queue: 401 without a valid token, 404 when
     the token is valid but names no such subscription of its queue. One of a named space says
-    its `space`."""
+    its `space`; one made with `replay_from`, its `replay`."""
     sub, p = await find_subscription(d, sub_id, token)
-    if not p.named:
-        return sub
     replay = await replay_view(d, p, sub_id)
-    return {**sub, "space": p.name, **({"replay": replay} if replay is not None else {})}
+    return {**sub, **({"space": p.name} if p.named else {}), **({"replay": replay} if replay is not None else {})}
 
 
 async def find_subscription(d: Dispatcher, sub_id: str, token: str | None) -> tuple[dict[str, Any], SpacePath]:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bluedove.core.space import Dimension, Space, SpaceError, default_space, load_space
+from bluedove.core.space import Dimension, Space, SpaceError, default_space, load_space, read_space_file
 
 
 def dims(*entries: dict) -> dict:
@@ -129,6 +129,23 @@ def test_load_space_reads_a_yaml_file(tmp_path):
     s = load_space(path)
     assert s == Space((Dimension("price", 0.0, 500.5), Dimension("lat", -90.0, 90.0)))
     assert load_space(str(path)) == s  # a str path works too
+
+
+def test_a_space_file_may_declare_the_default_spaces_log(tmp_path):
+    """`retention_s` beside the space is the default space's log (None: the file leaves it out);
+    `load_space` gives the space alone; a value that is not whole seconds within a year is
+    refused naming the key."""
+    path = tmp_path / "space.yaml"
+    path.write_text("dimensions:\n  - {name: price, min: 0, max: 10}\nretention_s: 3600\n")
+    space = Space((Dimension("price", 0.0, 10.0),))
+    assert read_space_file(path) == (space, 3600) and load_space(path) == space
+    path.write_text("dimensions:\n  - {name: price, min: 0, max: 10}\n")
+    assert read_space_file(path) == (space, None)
+    for bad in ("-1", "1.5", "true", "'1h'", str(367 * 86_400)):
+        path.write_text(f"dimensions:\n  - {{name: price, min: 0, max: 10}}\nretention_s: {bad}\n")
+        with pytest.raises(SpaceError) as info:
+            read_space_file(path)
+        assert info.value.field == "retention_s", bad
 
 
 @pytest.mark.parametrize("text, key", [
