@@ -17,7 +17,9 @@ lease to run out; every dispatcher looks for replays under way whose lease is fr
 goes on from the position. Steps are bounded (STEP_CHUNKS chunks) and paced: after a step
 taking t, the replay rests REST_FACTOR × t (a quarter of the dispatcher's time at most: its
 event loop serves the publishes and polls too), so live publishing is never starved, and longer
-if `replay_rate` bounds the messages it reads a second.
+if `replay_rate` bounds the messages it reads a second. A queue at its cap holds its replay
+back rather than losing history: the replay stops before the first message the queue has no
+room for and tries that chunk again a moment later, its marks skipping what it already wrote.
 """
 
 from __future__ import annotations
@@ -41,11 +43,14 @@ from bluedove.store.store import DispatcherStore
 log = logging.getLogger("bluedove.dispatcher")
 
 STEP_CHUNKS = 16  # chunks of one shard read in a step (a chunk is a matched batch: up to ~1,000 messages)
-LOOK_S = 5.0
+LOOK_S = 5.0  # how often a dispatcher looks for replays under way with no worker
 # After a step of t s a replay rests REST_FACTOR × t: it takes at most 1 / (1 + REST_FACTOR) of
 # the dispatcher's event loop. With 1 (half), publishing beside a replay ran at ~0.5 of its rate
 # on 2 cores; with 3, at ~0.8 (docs/benchmarks.md, "Replay").
-REST_FACTOR = 3.0  # how often a dispatcher looks for replays under way with no worker
+REST_FACTOR = 3.0
+# A replay whose queue is at its cap waits this long before it tries the chunk again (the
+# consumer's acks make room; the marks skip what the chunk already wrote).
+FULL_REST_S = 1.0
 REPLAYED = b',"replayed":true}'
 
 
@@ -128,13 +133,16 @@ class Replayer:
         t0 = time.monotonic()
         shard = next((n for n in range(LOG_SHARDS) if newer(end[n], pos[n])), None)
         written = read = 0
+        full = False
         if shard is not None:
             chunks = await self.store.read_log(name, shard, pos[shard], end[shard], STEP_CHUNKS)
             for entry_id, fields in chunks:
-                n, w = await self._deliver(queue, sub, fields, from_ms)
+                n, w, full = await self._deliver(queue, sub, fields, from_ms)
                 read, written = read + n, written + w
+                if full:  # the queue is at its cap: this chunk again once the consumer made room
+                    break
                 pos[shard] = entry_id
-            if len(chunks) < STEP_CHUNKS:  # the shard holds nothing more up to the end
+            if len(chunks) < STEP_CHUNKS and not full:  # the shard holds nothing more up to the end
                 pos[shard] = end[shard]
         done = not any(newer(e, p) for p, e in zip(pos, end))
         if not await self.store.advance(name, sub_id, self.owner, join_pos(pos), written, done):
@@ -142,7 +150,8 @@ class Replayer:
         self.delivered += written
         if not done:  # paced: a quarter of the time at most, and at most `rate` messages a second
             took = time.monotonic() - t0
-            await asyncio.sleep(max(min(1.0, REST_FACTOR * took), read / self.rate - took if self.rate else 0.0))
+            rest = max(min(1.0, REST_FACTOR * took), read / self.rate - took if self.rate else 0.0)
+            await asyncio.sleep(max(rest, FULL_REST_S) if full else rest)
         return not done
 
     def _subscription(self, name: str, raw: dict[str, Any], space: Space) -> Subscription:
@@ -153,15 +162,16 @@ class Replayer:
         return known[1]
 
     async def _deliver(self, queue: str, sub: Subscription, fields: dict[bytes, bytes],
-                       from_ms: int) -> tuple[int, int]:
-        """One chunk's matches written to the queue: (messages read, deliveries written)."""
+                       from_ms: int) -> tuple[int, int, bool]:
+        """One chunk's matches written to the queue: (messages read, deliveries written, whether
+        the queue's cap stopped them before the chunk's end)."""
         part = chunk_part(fields)
         hits = replay_matches(part.points, part.body, sub, from_ms).tolist()
         if not hits:
-            return part.n, 0
-        written, _ = await self.store.deliver_replayed(queue, sub.id, [(part.id(i), replayed_body(part.body(i)))
-                                                                       for i in hits])
-        return part.n, written
+            return part.n, 0, False
+        written, full = await self.store.deliver_replayed(queue, sub.id, [(part.id(i), replayed_body(part.body(i)))
+                                                                          for i in hits])
+        return part.n, written, full
 
 
 def position_ms(state: dict[str, str]) -> int | None:

@@ -67,25 +67,28 @@ end
 # Replayed deliveries to one subscription's queue. KEYS: the queue's stream, its hash, then one
 # replay mark per message. ARGV: the default cap, the marks' ttl s, the subscriptions json (the
 # one subscription), then each message's json. A message whose mark is set (delivered live, or
-# by this replay before a restart) is skipped; the queue's cap holds as for live deliveries
-# (XLEN - kept).
-# Returns {written, dropped}.
+# by this replay before a restart or a wait) is skipped. A queue at its cap (XLEN - kept, as for
+# live deliveries) stops the call before the first message it has no room for, whose mark stays
+# unset: the replay waits for the consumer and writes it later, nothing is dropped.
+# Returns {written, 1 if it stopped at the cap else 0}.
 REPLAY_DELIVER = """
 local v = redis.call('HMGET', KEYS[2], 'max_undelivered', 'kept')
 local cap, kept = tonumber(v[1]) or tonumber(ARGV[1]), tonumber(v[2]) or 0
-local written, dropped = 0, 0
+local written, full = 0, 0
 for i = 3, #KEYS do
-  if redis.call('SET', KEYS[i], '1', 'NX', 'EX', ARGV[2]) then
+  if redis.call('EXISTS', KEYS[i]) == 0 then
     if cap > 0 and redis.call('XLEN', KEYS[1]) - kept >= cap then
-      redis.call('HINCRBY', KEYS[2], 'dropped', 1)
-      dropped = dropped + 1
-    elseif redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', 'm', ARGV[i + 1], 's', ARGV[3]) then
+      full = 1
+      break
+    end
+    redis.call('SET', KEYS[i], '1', 'EX', ARGV[2])
+    if redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', 'm', ARGV[i + 1], 's', ARGV[3]) then
       written = written + 1
     end
   end
 end
 if written > 0 then redis.pcall('PUBLISH', '""" + WAKE + """', KEYS[1]) end
-return {written, dropped}
+return {written, full}
 """
 
 # Take (or keep) a replay's lease. KEYS: the replay's hash. ARGV: the taker, now ms, lease ms.

@@ -83,16 +83,18 @@ class Replays(Connection):
             await p.execute()
 
     # -- deliveries --------------------------------------------------------------------------
-    async def deliver_replayed(self, queue: str, sub_id: str, messages: Sequence[tuple[str, bytes]]) -> tuple[int, int]:
+    async def deliver_replayed(self, queue: str, sub_id: str,
+                               messages: Sequence[tuple[str, bytes]]) -> tuple[int, bool]:
         """Write replayed messages [(id, json)] to one subscription's queue, each once across
-        replay and live; (written, dropped by the queue's cap)."""
+        replay and live, in order until the queue is at its cap: (written, stopped at the cap).
+        The same messages again after the consumer made room write the rest."""
         if not messages:
-            return 0, 0
+            return 0, False
         keys = [K.queue_stream(queue), K.queue_hash(queue), *(K.replay_mark(queue, sub_id, m) for m, _ in messages)]
         args: list[Arg] = [self.limits.max_undelivered, MARK_TTL_S, json.dumps([sub_id])]
         args += [body for _, body in messages]
-        written, dropped = (await self.runner.run([Call(self._replay, keys, args)], wait=True))[0]
-        return int(written), int(dropped)
+        written, full = (await self.runner.run([Call(self._replay, keys, args)], wait=True))[0]
+        return int(written), bool(full)
 
     def seam_calls(self, messages: Sequence[tuple[str, str | bytes, int]],
                    rows: Sequence[SeamRow]) -> list[tuple[Call, list[int]]]:

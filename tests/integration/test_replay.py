@@ -333,6 +333,43 @@ def test_the_sdk_replays_over_rest_and_grpc(tmp_path):
         assert_no_children(cluster)
 
 
+def test_a_replay_into_a_queue_at_its_cap_waits_for_the_consumer_and_drops_nothing(tmp_path):
+    """600 logged matches into a queue capped at 100: the replay stops at the cap and goes on as
+    the consumer acks; every message arrives once and the queue drops none."""
+    cluster = start_cluster(tmp_path, matchers=2)
+    try:
+        with httpx.Client(base_url=cluster.url, timeout=30) as api:
+            assert api.post("/v1/spaces", json=ORDERS).status_code == 201
+            start = int(time.time() * 1000) - 1
+            ids = [f"c{i}" for i in range(600)]
+            for b in range(0, 600, 100):
+                items = [{"id": m, "attributes": {"status": "paid", "total": 1}} for m in ids[b:b + 100]]
+                assert api.post("/v1/spaces/orders/messages:batch", json={"messages": items}).status_code == 202
+            r = api.post("/v1/queues", json={"max_undelivered": 100})
+            q, auth = r.json()["queue"], {"Authorization": f"Bearer {r.json()['token']}"}
+            sub = api.post("/v1/spaces/orders/subscriptions", json={"queue": q, "predicates": {"status": "paid"},
+                                                                      "replay_from": start}, headers=auth).json()
+            time.sleep(2.0)  # the replay fills the queue and waits
+            assert api.get(f"/v1/queues/{q}", headers=auth).json()["depth"] == 100
+            assert not api.get(f"/v1/subscriptions/{sub['id']}", headers=auth).json()["replay"]["done"]
+            got: list[str] = []
+            deadline = time.monotonic() + 60
+            while len(got) < 600 and time.monotonic() < deadline:
+                batch = api.get(f"/v1/queues/{q}/messages", params={"max": 50, "wait": 1}, headers=auth).json()
+                got += [m["id"] for m in batch["messages"]]
+                if batch["messages"]:
+                    api.post(f"/v1/queues/{q}/ack", json={"receipts": [m["receipt"] for m in batch["messages"]]},
+                             headers=auth)
+            assert sorted(got) == sorted(ids) and len(got) == 600, (len(got), len(set(got)))
+            shown = api.get(f"/v1/queues/{q}", headers=auth).json()
+            assert shown["dropped"] == 0 and shown["depth"] == 0
+            replay = api.get(f"/v1/subscriptions/{sub['id']}", headers=auth).json()["replay"]
+            assert replay["done"] and replay["delivered"] == 600
+    finally:
+        cluster.stop()
+        assert_no_children(cluster)
+
+
 def test_deleting_a_subscription_stops_its_replay(tmp_path):
     env = {"BLUEDOVE_REPLAY_RATE": "2000"}  # a replay of ~10 s
     cluster = start_cluster(tmp_path, matchers=2, child_env=env)
