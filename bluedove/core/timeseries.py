@@ -24,7 +24,8 @@ COUNTS = (PUBLISHED, DELIVERED, REDELIVERED)
 GAUGES = ("undelivered", "unacked", "matchers_actual", "matchers_desired", "autoscaler_input",
           "autoscaler_out", "autoscaler_in")
 # The series of /v1/stats, in the contract's order.
-SERIES = ("published", "delivered", "redelivered", "latency_p50_s", "latency_p99_s", *GAUGES)
+SERIES = ("published", "delivered", "redelivered", "latency_p50_s", "latency_p99_s", "answered_p50_s",
+          "answered_p99_s", *GAUGES)
 
 # Publish latency (accepted -> every delivery stored) bucket upper bounds, seconds: about four
 # per factor of ten from 0.25 ms to 30 s; a last bucket takes everything above. A quantile is
@@ -33,6 +34,10 @@ LATENCY_BOUNDS_S: tuple[float, ...] = (
     0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03,
     0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0)
 LATENCY_FIELDS = tuple(f"lat{i}" for i in range(len(LATENCY_BOUNDS_S) + 1))
+# The next hop, stored -> answered, in the same buckets: of each poll or Listen answer that hands
+# out new deliveries, the time its oldest new delivery waited in the queue (its stream entry's
+# time to the answer). For a subscriber parked on a long poll, the wake-up and answer.
+ANSWERED_FIELDS = tuple(f"ans{i}" for i in range(len(LATENCY_BOUNDS_S) + 1))
 
 WINDOW_S = 3600  # what /v1/stats can reach back to
 KEY_TTL_S = 3700  # a record's lifetime in the store: the window and a margin
@@ -47,6 +52,11 @@ DENSITY_BINS = 64
 def latency_field(seconds: float) -> str:
     """The record field counting a publish that took `seconds`."""
     return LATENCY_FIELDS[bisect.bisect_left(LATENCY_BOUNDS_S, seconds)]
+
+
+def answered_field(seconds: float) -> str:
+    """The record field counting an answer whose oldest new delivery waited `seconds`."""
+    return ANSWERED_FIELDS[bisect.bisect_left(LATENCY_BOUNDS_S, seconds)]
 
 
 def quantile(counts: Sequence[float], q: float) -> float | None:
@@ -93,10 +103,12 @@ def assemble(seconds: Sequence[int], records: Sequence[Mapping[str, str]]) -> di
     for rec in records:
         for name in COUNTS + GAUGES:
             out[name].append(_num(rec.get(name)))
-        hist = [float(rec.get(f, 0) or 0) for f in LATENCY_FIELDS]
-        for name, q in (("latency_p50_s", 0.5), ("latency_p99_s", 0.99)):
-            v = quantile(hist, q)
-            out[name].append(None if v is None else round(v, 6))
+        for fields, p50, p99 in ((LATENCY_FIELDS, "latency_p50_s", "latency_p99_s"),
+                                 (ANSWERED_FIELDS, "answered_p50_s", "answered_p99_s")):
+            hist = [float(rec.get(f, 0) or 0) for f in fields]
+            for name, q in ((p50, 0.5), (p99, 0.99)):
+                v = quantile(hist, q)
+                out[name].append(None if v is None else round(v, 6))
     return out
 
 

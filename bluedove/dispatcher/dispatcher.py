@@ -61,6 +61,7 @@ class Dispatcher:
         self._metrics_tick: asyncio.Task[None] | None = None
         # its part of the last hour in the store (/v1/stats)
         self.series = DispatcherSeries(self.store, space, settings.id, self.cluster)
+        self.store.on_answered = self.series.on_answered
         # API keys (bluedove/dispatcher/auth.py); None: auth off, anyone may publish and create queues.
         self.auth = KeyAuth(self.store, settings.auth_refresh_s) if settings.auth == "keys" else None
         # its share of the cluster's rates (1/N, N the dispatchers registered): the spaces' quotas

@@ -61,6 +61,14 @@ class DispatcherSeries:
         rec.add(ts.latency_field(seconds), n, now)
         self._points.append(points)
 
+    def on_answered(self, handed: str, again: int) -> None:
+        """A poll or Listen answer handed out entries `handed` (ids joined by ","), the first
+        `again` of them again: its oldest new one's time in the queue (stored -> answered; a
+        stream id's milliseconds are the store's clock when it was written)."""
+        first = handed.split(",", again + 1)[again] if again else handed.partition(",")[0]
+        now = time.time()
+        self.rec.add(ts.answered_field(max(0.0, now - int(first.partition("-")[0]) / 1000)), 1, now)
+
     # -- once a second, before the record is written -----------------------------------------
     def _sample(self, now: float) -> None:
         store = self.store

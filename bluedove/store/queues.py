@@ -105,6 +105,9 @@ class Queues(QueueState):
         self._set_aside = self.r.register_script(scripts.SET_ASIDE)
         # Deliveries this process handed out again after their visibility timeout (the series).
         self.redelivered = 0
+        # Told of each answer that hands out new deliveries: (the entry ids handed, joined by ",",
+        # how many of them, first, are handed out again): the series' stored -> answered.
+        self.on_answered: Callable[[str, int], None] | None = None
         # Deliveries this process set aside because they cannot be rendered (the metrics).
         self.undeliverable = 0
         # Parked polls wait for a wake-up, holding no connection (bluedove/store/wakeups.py); their
@@ -292,6 +295,8 @@ class Queues(QueueState):
         if dead and int(dead[0]):
             await self._move_or_warn(queue, dead[1])
         self.redelivered += int(again)
+        if int(n) > int(again) and self.on_answered is not None:
+            self.on_answered(handed, int(again))
         return Looked(int(n), body, handed, bool(int(pending)))
 
     async def _move_or_warn(self, queue: str, dead_queue: str) -> None:

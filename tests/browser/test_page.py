@@ -244,3 +244,20 @@ def test_the_space_picker_shows_one_space_s_segments_and_events(page):
     page.wait_for_function("document.querySelectorAll('.strip-name').length === 4", timeout=10_000)
     assert page.locator("#events tbody tr").count() == default_events
     assert page.evaluate("location.search") == ""
+
+
+def test_the_latency_chart_splits_the_hops_stored_and_answered(page):
+    """With stored -> answered in the series (made here from the recording's publish latency:
+    the recording predates it), the latency chart draws both hops' p50 and p99, each in the
+    legend."""
+    stats = copy.deepcopy(recorded("stats.json"))
+    for q in ("p50", "p99"):
+        stats["series"][f"answered_{q}_s"] = [None if v is None else v / 3
+                                              for v in stats["series"][f"latency_{q}_s"]]
+    open_page(page, recorded("cluster.json"), stats)
+    keys = ["latency_p50_s", "latency_p99_s", "answered_p50_s", "answered_p99_s"]
+    svg = page.locator('svg[data-chart="latency"]')
+    assert int(svg.get_attribute("data-points")) == points_in_view(stats, keys) == 2 * points_in_view(
+        stats, keys[:2])
+    legend = page.locator("figure.chart").filter(has=svg).locator(".legend").text_content()
+    assert all(label in legend for label in ("stored p50", "stored p99", "answered p50", "answered p99")), legend

@@ -155,3 +155,52 @@ def test_up_autoscale_records_the_autoscalers_input_thresholds_and_target(tmp_pa
             assert [e["t"] for e in s["events"]] == sorted(e["t"] for e in s["events"])  # oldest first
     finally:
         stop(proc)
+
+
+def test_stored_to_answered_is_each_answers_oldest_new_delivery_in_the_queue(tmp_path):
+    """A subscriber parked on a long poll hears of each message within a fraction of a second
+    (`answered_*` small); a message left 2.5 s in a queue nobody polled is answered 2.5 s after it
+    was stored (its second holds that one answer). A poll that hands nothing out adds nothing."""
+    cluster = start_cluster(tmp_path, matchers=1)
+    try:
+        with httpx.Client(base_url=cluster.url, timeout=30) as api:
+            q = api.post("/v1/queues").json()
+            auth = {"Authorization": f"Bearer {q['token']}"}
+            assert api.post("/v1/subscriptions", json={"queue": q["queue"], "predicates": {}},
+                            headers=auth).status_code == 201
+            start = time.time()
+            got: list[str] = []
+
+            def poll(wait: float) -> None:
+                r = api.get(f"/v1/queues/{q['queue']}/messages", params={"max": 10, "wait": wait}, headers=auth)
+                msgs = r.json()["messages"]
+                got.extend(m["id"] for m in msgs)
+                if msgs:
+                    api.post(f"/v1/queues/{q['queue']}/ack", json={"receipts": [m["receipt"] for m in msgs]},
+                             headers=auth)
+
+            async def parked() -> None:  # a long poll open before each publish
+                async with httpx.AsyncClient(base_url=cluster.url, timeout=30) as client:
+                    for i in range(10):
+                        waiting = asyncio.create_task(asyncio.to_thread(poll, 5))
+                        await asyncio.sleep(0.2)
+                        r = await client.post("/v1/messages", json={"id": f"p{i}", "attributes": {"x0": 1, "x1": 1, "x2": 1, "x3": 1}})
+                        assert r.status_code == 202, r.text
+                        await waiting
+
+            asyncio.run(parked())
+            assert got == [f"p{i}" for i in range(10)]
+            s = wait_stats(api, start - 1, lambda s: any(v is not None for v in s["series"]["answered_p99_s"]))
+            assert max(v for v in s["series"]["answered_p99_s"] if v is not None) < 0.5, s["series"]
+            left = time.time()
+            assert api.post("/v1/messages", json={"id": "late", "attributes": {"x0": 1, "x1": 1, "x2": 1, "x3": 1}}).status_code == 202
+            time.sleep(2.5)
+            poll(0)
+            poll(0)  # nothing more: no answer counted
+            assert got[-1] == "late"
+            s = wait_stats(api, left, lambda s: any(v is not None for v in s["series"]["answered_p50_s"]))
+            [late] = [v for v in s["series"]["answered_p50_s"] if v is not None]
+            assert 2.0 < late <= 3.0, s["series"]  # its bucket, (2 s, 3 s]
+    finally:
+        cluster.stop()
+    assert_no_children(cluster)

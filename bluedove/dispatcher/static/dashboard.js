@@ -26,16 +26,19 @@ const CHARTS = [
    integer: true, series: [
     {key: "matchers_desired", label: "desired", colour: OI.orange, dash: "5 2", step: true},
     {key: "matchers_actual", label: "actual", colour: OI.blue, step: true}]},
-  {name: "latency", title: "Publish-to-delivery latency, ms", unit: "ms", series: [
-    {key: "latency_p50_s", label: "p50", colour: OI.blue, scale: 1000},
-    {key: "latency_p99_s", label: "p99", colour: OI.vermillion, dash: "5 2", scale: 1000}]},
+  {name: "latency", title: "Latency by hop, ms: accepted → stored, stored → answered", unit: "ms", series: [
+    {key: "latency_p50_s", label: "stored p50", colour: OI.blue, scale: 1000},
+    {key: "latency_p99_s", label: "stored p99", colour: OI.blue, dash: "5 2", scale: 1000},
+    {key: "answered_p50_s", label: "answered p50", colour: OI.vermillion, scale: 1000},
+    {key: "answered_p99_s", label: "answered p99", colour: OI.vermillion, dash: "5 2", scale: 1000}]},
   {name: "queues", title: "Queued deliveries (left) and redeliveries/s (right)", unit: "deliveries",
    rightUnit: "/s", series: [
     {key: "undelivered", label: "undelivered", colour: OI.blue, span: true},
     {key: "unacked", label: "unacked", colour: OI.orange, dash: "5 2", span: true},
     {key: "redelivered", label: "redeliveries/s", colour: OI.purple, dash: "2 2", axis: "right"}]},
 ];
-const SERIES_KEYS = ["published", "delivered", "redelivered", "latency_p50_s", "latency_p99_s", "undelivered",
+const SERIES_KEYS = ["published", "delivered", "redelivered", "latency_p50_s", "latency_p99_s", "answered_p50_s",
+                     "answered_p99_s", "undelivered",
                      "unacked", "matchers_actual", "matchers_desired", "autoscaler_input", "autoscaler_out",
                      "autoscaler_in"];
 

@@ -57,6 +57,15 @@ def test_assemble_gives_parallel_arrays_with_nulls_where_nothing_was_written():
     assert s["undelivered"] == [None, None, 12]
     assert s["autoscaler_input"] == [None, None, 0.25]
     assert 0.00075 <= s["latency_p50_s"][0] <= 0.001 and s["latency_p50_s"][1:] == [None, None]
+    assert s["answered_p50_s"] == [None, None, None]  # no answer handed anything out
+
+
+def test_the_answered_hop_has_its_own_histogram_in_the_same_buckets():
+    """stored -> answered counts in `ans<i>` fields, read as the latency's are, and apart from them."""
+    assert ts.answered_field(0.004) == "ans7" and ts.latency_field(0.004) == "lat7"
+    s = ts.assemble([1], [{"lat0": "10", ts.answered_field(2.5): "3", ts.answered_field(0.004): "1"}])
+    assert s["latency_p99_s"][0] <= 0.00025  # only the publish latency's
+    assert 0.003 <= s["answered_p50_s"][0] <= 3.0 and 2.0 <= s["answered_p99_s"][0] <= 3.0
 
 
 def test_seconds_between_holds_only_whole_seconds_that_ended_and_settled():
