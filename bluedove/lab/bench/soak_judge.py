@@ -27,6 +27,7 @@ WARMUP = 0.2  # the first 20 % of the run is warm-up
 WINDOW = 0.2  # first/last windows: 20 % of the judged span each
 LIMIT = 0.10  # growth over 10 % fails
 MIN_SAMPLES = 3
+SAMPLE = 5  # lost and duplicate deliveries a summary names, to diagnose a failed run
 
 
 @dataclass
@@ -99,6 +100,7 @@ class Ledger:
     duplicates: int = 0
     wrong: int = 0
     unknown: int = 0  # deliveries naming a subscription or message this run never saw (add or publish failed)
+    duplicate_sample: list[dict] = field(default_factory=list)  # the first SAMPLE duplicates, to diagnose
     _seen: set[tuple[str, str]] = field(default_factory=set)  # (message, queue)
     # message -> subscriptions it reached, for messages delivered before their publish returned
     _early: dict[str, set[str]] = field(default_factory=dict)
@@ -149,6 +151,8 @@ class Ledger:
         self.deliveries += 1
         if (msg_id, queue) in self._seen:
             self.duplicates += 1
+            if len(self.duplicate_sample) < SAMPLE:
+                self.duplicate_sample.append({"message": msg_id, "queue": queue, "subscriptions": sub_ids})
             return
         self._seen.add((msg_id, queue))
         if msg_id not in self.points:  # its publish has not returned yet
@@ -179,9 +183,13 @@ class Ledger:
 
     def summary(self) -> dict:
         self.check_deferred()
+        lost = [{"message": m, "subscription": s, "queue": self.subs[s].queue}
+                for s, ms in self.pending.items() for m in sorted(ms)][:SAMPLE]
         return {"published": self.published, "failed_messages": self.failed_messages, "expected": self.expected,
                 "deliveries": self.deliveries, "lost": self.lost(), "duplicates": self.duplicates,
-                "wrong": self.wrong, "unknown": self.unknown}
+                "wrong": self.wrong, "unknown": self.unknown,
+                **({"lost_sample": lost} if lost else {}),
+                **({"duplicate_sample": self.duplicate_sample} if self.duplicate_sample else {})}
 
 
 def failures(verdicts: list[Verdict], deliveries: dict) -> list[str]:
