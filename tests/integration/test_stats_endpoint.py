@@ -157,6 +157,9 @@ def test_up_autoscale_records_the_autoscalers_input_thresholds_and_target(tmp_pa
         stop(proc)
 
 
+POINT = {"x0": 1, "x1": 1, "x2": 1, "x3": 1}
+
+
 def test_stored_to_answered_is_each_answers_oldest_new_delivery_in_the_queue(tmp_path):
     """A subscriber parked on a long poll hears of each message within a fraction of a second
     (`answered_*` small); a message left 2.5 s in a queue nobody polled is answered 2.5 s after it
@@ -184,7 +187,7 @@ def test_stored_to_answered_is_each_answers_oldest_new_delivery_in_the_queue(tmp
                     for i in range(10):
                         waiting = asyncio.create_task(asyncio.to_thread(poll, 5))
                         await asyncio.sleep(0.2)
-                        r = await client.post("/v1/messages", json={"id": f"p{i}", "attributes": {"x0": 1, "x1": 1, "x2": 1, "x3": 1}})
+                        r = await client.post("/v1/messages", json={"id": f"p{i}", "attributes": POINT})
                         assert r.status_code == 202, r.text
                         await waiting
 
@@ -193,7 +196,7 @@ def test_stored_to_answered_is_each_answers_oldest_new_delivery_in_the_queue(tmp
             s = wait_stats(api, start - 1, lambda s: any(v is not None for v in s["series"]["answered_p99_s"]))
             assert max(v for v in s["series"]["answered_p99_s"] if v is not None) < 0.5, s["series"]
             left = time.time()
-            assert api.post("/v1/messages", json={"id": "late", "attributes": {"x0": 1, "x1": 1, "x2": 1, "x3": 1}}).status_code == 202
+            assert api.post("/v1/messages", json={"id": "late", "attributes": POINT}).status_code == 202
             time.sleep(2.5)
             poll(0)
             poll(0)  # nothing more: no answer counted
