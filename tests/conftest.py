@@ -39,7 +39,7 @@ _INTEGRATION = ("api_errors", "autoscaler_heartbeat", "boot", "cli_pubsub", "cli
                 "partition_baselines", "queue_bounds_api", "queue_hostile", "queue_seek", "replay", "reseed",
                 "rest_fuzz", "sdk", "seeded",
                 "spaces_changes", "spaces_clients", "spaces_exact", "spaces_lifecycle", "spaces_quotas",
-                "spaces_routes", "store", "store_bounds", "store_bulk", "store_durability",
+                "spaces_routes", "store", "store_bounds", "store_bulk", "store_durability", "store_runner",
                 "store_kinds", "store_receipts", "store_replays", "store_undeliverable", "subscribe_batch", "tokens",
                 "typed_grpc",
                 "up_auth", "up_store_cluster")

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from bluedove.store import keys as K
 from bluedove.store.client import RedisClient
@@ -56,6 +57,9 @@ class Call:
 # again after a failure part way still writes each delivery once (docs/benchmarks.md,
 # "Subscribe: single calls and batches").
 DELIVER_MOST = 256
+# One server's calls in flight on the runner's own connections at most; beyond, through the
+# client's pool (a burst of calls never opens more than this many connections of its own).
+DIRECT_MOST = 32
 
 
 @dataclass
@@ -102,6 +106,9 @@ class Runner:
         self.cluster = isinstance(r, RedisCluster)
         self.wait_replicas = wait_replicas
         self.wait_ms = wait_ms
+        # One server's calls go out on connections of the runner's own (`_send_direct`).
+        self._idle: list[Any] = []
+        self._open: set[Any] = set()
 
     def slot_of_queue(self, queue: str) -> int:
         slot: int = self.r.keyslot(K.queue_stream(queue)) if self.cluster else 0
@@ -137,7 +144,15 @@ class Runner:
                 results[i] = x
         return results[:len(calls)]
 
+    async def close(self) -> None:
+        """Close the runner's own connections (the client's pool closes its own)."""
+        opened, self._open, self._idle = self._open, set(), []
+        for conn in opened:
+            await conn.disconnect()
+
     async def _send(self, calls: list[Call], wait: bool) -> list[Any]:
+        if not self.cluster and (self._idle or len(self._open) < DIRECT_MOST):
+            return await self._send_direct(calls, wait)
         async with self.r.pipeline(transaction=False) as p:
             nodes: dict[str, ClusterNode | None] = {}
             for c in calls:
@@ -154,6 +169,48 @@ class Runner:
                     p.execute_command("WAIT", self.wait_replicas, self.wait_ms, target_nodes=node)
             results: list[Any] = await p.execute(raise_on_error=False)
             return results
+
+    async def _send_direct(self, calls: list[Call], wait: bool) -> list[Any]:
+        """`_send` on one server, as redis-py's pipeline does it (the commands written at once,
+        the replies read in order, an error reply in its place; a broken connection's calls
+        sent once more on a new one), on a connection kept here rather than taken from the
+        client's pool: its pool's bookkeeping, retry wrapper and pipeline object cost a
+        dispatcher ~40 µs of CPU per call, a sixth of an empty poll's or an ack's (docs/
+        benchmarks.md, "Latency"). A connection is put back only after every reply was read."""
+        cmds: list[tuple[Arg, ...]] = [("EVALSHA", c.script.sha, len(c.keys), *c.keys, *c.args) for c in calls]
+        if wait and any(c.keys for c in calls):
+            cmds.append(("WAIT", self.wait_replicas, self.wait_ms))
+        for attempt in (0, 1):
+            conn = self._idle.pop() if self._idle and not attempt else self._new_connection()
+            try:
+                await conn.connect()
+                await conn.send_packed_command(conn.pack_commands(cmds))
+                out: list[Any] = []
+                for _ in cmds:
+                    try:
+                        out.append(await conn.read_response())
+                    except ResponseError as exc:
+                        out.append(exc)
+            except RedisConnectionError:
+                await self._drop(conn)
+                if attempt:
+                    raise
+                continue
+            except BaseException:  # a timeout or a cancel mid-read: what is left unread is unknown
+                await self._drop(conn)
+                raise
+            self._idle.append(conn)
+            return out
+        raise AssertionError("unreachable")
+
+    def _new_connection(self) -> Any:
+        conn = self.r.connection_pool.make_connection()
+        self._open.add(conn)
+        return conn
+
+    async def _drop(self, conn: Any) -> None:
+        self._open.discard(conn)
+        await conn.disconnect()
 
     def _checked(self, calls: list[Call], results: list[Any]) -> list[Any]:
         acked = results[len(calls):]

@@ -47,6 +47,7 @@ class Connection:
         self.runner = Runner(self.r, *wait_settings(url))
 
     async def close(self) -> None:
+        await self.runner.close()
         await self.r.aclose()
 
     def _at(self, key: str) -> dict[str, Any]:
