@@ -1,10 +1,11 @@
 """Many script calls in one round trip, on one server or across a Redis Cluster's nodes, and
 a delivery batch cut into one call per slot.
 
-On one server a delivery batch is one call: the server checks no slots. On a cluster each
-call must keep to one slot, so the batch is cut by the slot of each delivery's queue; the
-calls go out in one pipeline (redis-py sends each node its share at once), each node's
-followed by a WAIT when the store promises replicated writes.
+On one server a delivery batch is one call: the server checks no slots, and the calls go out
+at once on a connection of the runner's own (`Runner._send_direct` says why). On a cluster
+each call must keep to one slot, so the batch is cut by the slot of each delivery's queue; the
+calls go out in one pipeline (redis-py sends each node its share at once). Either way each
+node's calls are followed by a WAIT when the store promises replicated writes.
 """
 
 from __future__ import annotations
