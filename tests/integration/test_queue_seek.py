@@ -38,12 +38,8 @@ VISIBILITY_S = 2
 @pytest.fixture(scope="module")
 def seeker(tmp_path_factory):
     """A 2-matcher cluster whose deliveries come back 2 s after they are handed out unacked."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BLUEDOVE_VISIBILITY_TIMEOUT_S", str(VISIBILITY_S))
-    try:
-        c = start_cluster(tmp_path_factory.mktemp("seek"), matchers=2)
-    finally:
-        mp.undo()
+    c = start_cluster(tmp_path_factory.mktemp("seek"), matchers=2,
+                      child_env={"BLUEDOVE_VISIBILITY_TIMEOUT_S": str(VISIBILITY_S)})
     yield c
     c.stop()
     assert_no_children(c)

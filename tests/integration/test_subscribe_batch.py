@@ -281,12 +281,7 @@ def test_subscriptions_of_a_batch_are_as_built(cluster, api):
 @pytest.fixture(scope="module")
 def stalled(tmp_path_factory):
     """2 matchers; a subscription call to a matcher is given up on after 1 s."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BLUEDOVE_SUBSCRIBE_TIMEOUT_S", "1")
-    try:
-        c = start_cluster(tmp_path_factory.mktemp("stalled"), matchers=2)
-    finally:
-        mp.undo()
+    c = start_cluster(tmp_path_factory.mktemp("stalled"), matchers=2, child_env={"BLUEDOVE_SUBSCRIBE_TIMEOUT_S": "1"})
     yield c
     c.stop()
     assert_no_children(c)
