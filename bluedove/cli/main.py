@@ -40,7 +40,7 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
     if problem := _matcher_flags_problem(args, settings):
         return _usage("matcher", problem)
     try:  # every flag is checked before anything starts
-        space, seed = _matcher_space_and_seed(settings)
+        space, space_log, seed = _matcher_space_and_seed(settings)
     except SpaceError as exc:
         where = "" if str(exc).startswith(settings.space_file) else f"{settings.space_file}: "
         return _usage("matcher", f"--space {where}{exc}")
@@ -49,7 +49,8 @@ def _cmd_matcher(args: argparse.Namespace) -> int:
     except BootError as exc:
         return _usage("matcher", str(exc))
     try:
-        asyncio.run(serve(settings, deliver=args.deliver, seeds=tuple(args.join or ()), space=space, seed=seed))
+        asyncio.run(serve(settings, deliver=args.deliver, seeds=tuple(args.join or ()), space=space, seed=seed,
+                          space_log=space_log))
     except SpaceMismatch as exc:
         return _usage("matcher", str(exc))
     except MetricsBindError as exc:
@@ -73,14 +74,15 @@ def _matcher_flags_problem(args: argparse.Namespace, settings: MatcherSettings) 
     return None
 
 
-def _matcher_space_and_seed(settings: MatcherSettings) -> tuple[Space | None, dict[str, Any] | None]:
-    """The matcher's space and seed (None when not given), once --advertise, --boot-members and --peers-dns
-    are checked; raises SpaceError, BootError or PeersSpecError."""
+def _matcher_space_and_seed(settings: MatcherSettings) -> tuple[Space | None, int | None, dict[str, Any] | None]:
+    """The matcher's space, its file's `retention_s` and the seed (None when not given), once
+    --advertise, --boot-members and --peers-dns are checked; raises SpaceError, BootError or
+    PeersSpecError."""
     from bluedove.core.partition.bootstrap import BootError, check_address, initial_table, load_seed, parse_members
-    from bluedove.core.space import load_space
+    from bluedove.core.space import read_space_file
     from bluedove.gossip.peers import parse_spec
 
-    space = load_space(settings.space_file) if settings.space_file else None
+    space, space_log = read_space_file(settings.space_file) if settings.space_file else (None, None)
     if settings.advertise:
         check_address(settings.advertise, "--advertise ")
     if settings.boot_members:
@@ -99,7 +101,7 @@ def _matcher_space_and_seed(settings: MatcherSettings) -> tuple[Space | None, di
             raise BootError(f"--seed {settings.seed_file}: {exc}") from exc
     if settings.peers_dns:
         parse_spec(settings.peers_dns)
-    return space, seed
+    return space, space_log, seed
 
 
 def _cmd_dispatcher(args: argparse.Namespace) -> int:

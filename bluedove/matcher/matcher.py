@@ -20,7 +20,7 @@ from typing import Any, TypeVar, TypeVarTuple
 
 from bluedove.core.partition.bootstrap import ensure_table, parse_members, register_address
 from bluedove.core.partition.segments import SegmentTable
-from bluedove.core.space import Space, read_space_file
+from bluedove.core.space import Space
 from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.gossip.config import GossipConfig
 from bluedove.matcher.decisions import serving_ready
@@ -53,11 +53,12 @@ class Matcher:
 
     def __init__(self, settings: MatcherSettings, store: MatcherStore, deliver: str = "store",
                  gossip: GossipConfig | None = None, seeds: tuple[str, ...] = (), space: Space | None = None,
-                 seed: dict[str, Any] | None = None) -> None:
+                 seed: dict[str, Any] | None = None, space_log: int | None = None) -> None:
         self.s = settings
         self.store = store
         self.space = space  # given: propose the first table on an empty store, refuse another space
         self.seed = seed  # with the space: the first table's layout (bluedove/core/partition/seeds.py)
+        self.space_log = space_log  # with it: its file's `retention_s`, the log `default` is registered with
         self.advertise = settings.advertise or f"{settings.host}:{settings.port}"
         self.generation = time.time_ns()
         # Every index operation (add, remove, match) runs on this one thread: the R-tree is
@@ -115,9 +116,8 @@ class Matcher:
             space = self.space
             members = (parse_members(self.s.boot_members, "--boot-members") if self.s.boot_members
                        else {self.s.id: self.advertise})
-            retention = read_space_file(self.s.space_file)[1] if self.s.space_file else None
             (table, created), rec = await spaces.declare_default(
-                self.store, space, retention, lambda: ensure_table(self.store, space, members, self.seed,
+                self.store, space, self.space_log, lambda: ensure_table(self.store, space, members, self.seed,
                                                                    given_from=f"--space {self.s.space_file}"))
             if created:
                 log.warning("matcher %s wrote the first segment table: owners %s", self.s.id, ", ".join(members))

@@ -70,13 +70,13 @@ def _on_signals(m: Matcher, settings: MatcherSettings, loop: asyncio.AbstractEve
 
 
 async def serve(settings: MatcherSettings, deliver: str = "store", seeds: tuple[str, ...] = (),
-                space: Space | None = None, seed: dict[str, Any] | None = None) -> None:
+                space: Space | None = None, seed: dict[str, Any] | None = None, space_log: int | None = None) -> None:
     """Run a matcher until a signal (or a leave) stops it. Raises SpaceMismatch when the stored
-    table's space is not `space`."""
+    table's space is not `space`. `space_log`: the space file's `retention_s` (Matcher says how)."""
     store = MatcherStore(settings.store_url, StoreLimits(dedup_window_s=settings.dedup_window_s,
                                                   max_undelivered=settings.max_undelivered,
                                                   retention_s=settings.retention_s))
-    m = Matcher(settings, store, deliver, from_env(GossipConfig), seeds, space, seed)
+    m = Matcher(settings, store, deliver, from_env(GossipConfig), seeds, space, seed, space_log)
     # Bound first: a metrics port taken ends the start (MetricsBindError) before anything runs.
     up = asyncio.Event()  # as health service "": set once started, cleared when stopping
     # /healthz and /readyz beside /metrics: the probes where the gRPC port speaks TLS (docs/kubernetes.md)

@@ -147,7 +147,7 @@ async def test_a_stored_default_of_another_schema_is_left_as_it_is(store, caplog
     assert "differs from the one declared at attributes[0]" in caplog.text
 
 
-async def test_the_default_spaces_log_is_registered_before_its_table_and_fixed_then(store, caplog, tmp_path):
+async def test_the_default_spaces_log_is_registered_before_its_table_and_fixed_then(store, caplog):
     """A booter with a space file declaring `retention_s` registers `default` with that log
     before it writes the table, so a matcher waiting for the table (no space file) finds the
     log and logs from its start; the log stays as registered: a matcher without a space file
@@ -163,10 +163,8 @@ async def test_the_default_spaces_log_is_registered_before_its_table_and_fixed_t
     (_, created), rec = await spaces.declare_default(store, space, 3600, boot)
     assert created and seen[0] == rec and rec.spec == default_spec(space, 3600)
     waiting = Matcher(MatcherSettings(id="m1", advertise="127.0.0.1:1"), MatcherStore(store.url))
-    path = tmp_path / "space.yaml"
-    path.write_text(json.dumps({**space.to_json(), "retention_s": 60}))
-    declaring = Matcher(MatcherSettings(id="m1", advertise="127.0.0.1:1", space_file=str(path)),
-                        MatcherStore(store.url), space=space)
+    declaring = Matcher(MatcherSettings(id="m1", advertise="127.0.0.1:1"), MatcherStore(store.url), space=space,
+                        space_log=60)  # its space file says retention_s 60
     try:
         await waiting._boot_table()
         assert waiting.log_retention_s == 3600 and "differs" not in caplog.text
