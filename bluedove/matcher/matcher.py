@@ -15,7 +15,6 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, TypeVarTuple
 
 from bluedove.core.partition.bootstrap import ensure_table, parse_members, register_address
@@ -25,6 +24,7 @@ from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.gossip.config import GossipConfig
 from bluedove.matcher.decisions import serving_ready
 from bluedove.matcher.errors import BadRequest, NotReady
+from bluedove.matcher.index_thread import IndexThread
 from bluedove.matcher.load import WindowStats
 from bluedove.matcher.membership import Membership
 from bluedove.matcher.packed import warm_up
@@ -61,16 +61,16 @@ class Matcher:
         self.space_log = space_log  # with it: its file's `retention_s`, the log `default` is registered with
         self.advertise = settings.advertise or f"{settings.host}:{settings.port}"
         self.generation = time.time_ns()
-        # Every index operation (add, remove, match) runs on this one thread: the R-tree is
-        # not thread-safe, and the event loop stays free for gRPC and Redis.
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix="index")
+        # Every index operation (add, remove, match) runs one at a time, on this thread but for
+        # small matches: the R-tree is not thread-safe, and the event loop stays free for gRPC and Redis.
+        self.index = IndexThread()
         self.membership = Membership(self, gossip or GossipConfig(), seeds, settings.peers_dns,
                                      settings.peers_dns_retry_s)
-        self.default = SpaceState(DEFAULT_SPACE, settings, store, self.run_index, self.executor, deliver,
+        self.default = SpaceState(DEFAULT_SPACE, settings, store, self.run_index, self.index, deliver,
                                   self.membership.offer)
         # The named spaces: their tables spread by Prepare and the store; gossip carries their epochs.
         self.named = ServedSpaces(SpaceStore(store.r), store, lambda name: SpaceState(
-            name, settings, store, self.run_index, self.executor, deliver,
+            name, settings, store, self.run_index, self.index, deliver,
             lambda table: self.membership.offer_space(name, table.epoch)), settings)
         self.changes = NamedChanges(self.membership, self.named)  # their takeovers, joins and leaves
         self._tasks: list[asyncio.Task[None]] = []
@@ -149,10 +149,10 @@ class Matcher:
         await self.named.stop()
         if self.queue is not None:
             await self.queue.stop()
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.index.shutdown()
 
     async def run_index(self, fn: Callable[[*Ts], R], *args: *Ts) -> R:
-        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+        return await self.index.run(fn, *args)
 
     # -- the default space's state, read and written through the process (servicer, gossip,
     # metrics and tests address the matcher) --------------------------------------------------

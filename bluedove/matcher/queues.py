@@ -15,7 +15,6 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Iterable
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -27,11 +26,16 @@ from bluedove.core.wire import Part
 from bluedove.matcher.errors import NotReady
 from bluedove.matcher.filter_book import reader, refine
 from bluedove.matcher.index import SubscriptionSet
+from bluedove.matcher.index_thread import IndexThread
 from bluedove.matcher.load import Totals, ValueSample, WindowStats, apportion
 from bluedove.matcher.matches import Matches
 from bluedove.runtime.cpu_limit import CpuWatch
 from bluedove.store.replays import SEAM_S, SeamRow
 from bluedove.store.store import MatcherStore
+
+# A batch of at most this many messages is matched on the event loop when the index thread is
+# idle (bluedove/matcher/index_thread.py): a few walks cost less than the thread hops.
+INLINE_MOST = 8
 
 
 def _stopping() -> NotReady:
@@ -69,7 +73,7 @@ class BatchResult:
 class MatcherQueue:
     """The matcher's one input queue of Forward requests, and the worker that matches and stores them."""
 
-    def __init__(self, k: int, get_set: Callable[[int], SubscriptionSet], store: MatcherStore, executor: Executor,
+    def __init__(self, k: int, get_set: Callable[[int], SubscriptionSet], store: MatcherStore, index: IndexThread,
                  stats: list[WindowStats], batch_max: int = 1024, deliver: str = "store",
                  store_inflight: int = 8, ttls: tuple[int, int] = (600, 120)) -> None:
         self.k = k
@@ -77,7 +81,7 @@ class MatcherQueue:
         self.client_ttl, self.own_ttl = ttls
         self._get_set = get_set  # the live SubscriptionSet of a dimension (sets are swapped on reload)
         self.store = store
-        self.executor = executor
+        self.index = index
         self.stats = stats
         self.samples = [ValueSample() for _ in range(k)]  # where inside each segment the work lies
         self.totals = Totals(k)  # matches, deliveries and batches since start (bluedove/matcher/metrics.py)
@@ -194,7 +198,8 @@ class MatcherQueue:
             batch = self._take()
             parts = [p for r in batch for p in r.parts]
             try:
-                found, busy, walk_cpu = await loop.run_in_executor(self.executor, self._match, parts)
+                match = self.index.run_small if sum(r.n for r in batch) <= INLINE_MOST else self.index.run
+                found, busy, walk_cpu = await match(self._match, parts)
             except BaseException as exc:
                 self._answer(batch, exc)
                 if isinstance(exc, asyncio.CancelledError):

@@ -11,7 +11,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -23,6 +22,7 @@ from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.wire import Part, WireError
 from bluedove.matcher.errors import BadRequest, Busy, NotOwner, NotReady, StoreDown
 from bluedove.matcher.handoff import export, load_from_owners
+from bluedove.matcher.index_thread import IndexThread
 from bluedove.matcher.load import WindowStats
 from bluedove.matcher.queues import MatcherQueue
 from bluedove.matcher.sets import SubscriptionSets
@@ -38,12 +38,12 @@ class SpaceState:
     """One space's table, sets, queue and load windows in one matcher."""
 
     def __init__(self, name: str, settings: MatcherSettings, store: MatcherStore, run_index: RunIndex,
-                 executor: ThreadPoolExecutor, deliver: str, offer: Callable[[SegmentTable], None]) -> None:
+                 index: IndexThread, deliver: str, offer: Callable[[SegmentTable], None]) -> None:
         self.name = name
         self.s = settings
         self.store = store
         self.run_index = run_index
-        self.executor = executor
+        self.index = index
         self.offer = offer  # a newer table adopted: tell the gossip
         self.table: SegmentTable | None = None
         self.newest_epoch = 0  # the newest table epoch seen, in the store or through gossip
@@ -70,7 +70,7 @@ class SpaceState:
         k = table.space.k
         self.stats = [WindowStats(self.s.stats_window_s) for _ in range(k)]
         self.owner.begin(table)
-        self.queue = queue = MatcherQueue(k, lambda i: self.started().sets[i], self.store, self.executor,
+        self.queue = queue = MatcherQueue(k, lambda i: self.started().sets[i], self.store, self.index,
                                           self.stats, self.s.batch_max, self.deliver_mode,
                                           ttls=(self.s.dedup_window_s, self.s.retry_dedup_s))
         queue.start()

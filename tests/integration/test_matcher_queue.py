@@ -9,15 +9,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from bluedove.core.wire import Part, encode_part
 from bluedove.matcher.index import SubscriptionSet
+from bluedove.matcher.index_thread import IndexThread
 from bluedove.matcher.load import WindowStats
-from bluedove.matcher.queues import MatcherQueue
+from bluedove.matcher.queues import INLINE_MOST, MatcherQueue
 from bluedove.store import keys as K
 from bluedove.store.store import Store
 
@@ -66,13 +66,13 @@ async def setup(redis_clean_url):
                    np.array([[0.0, 100.0 * i] for i in range(3)]),
                    np.array([[1000.0, 100.0 * i + 100] for i in range(3)]))
     sets = [subs, by_x1]
-    executor = ThreadPoolExecutor(1)
-    dq = MatcherQueue(2, lambda d: sets[d], store, executor, [WindowStats(), WindowStats()], batch_max=4,
+    index = IndexThread()
+    dq = MatcherQueue(2, lambda d: sets[d], store, index, [WindowStats(), WindowStats()], batch_max=4,
                       store_inflight=2)
     dq.start()
     yield store, dq, queues
     await dq.stop()
-    executor.shutdown()
+    index.shutdown()
     await store.close()
 
 
@@ -194,3 +194,14 @@ async def test_service_work_is_the_process_s_cpu_from_a_request_s_entry_to_its_d
         pass
     await dq.submit(request(4, 10, 1.0, dim=1))
     assert s1.rates(time.monotonic())[1] > 4 / (0.05 / 0.25)  # those 50 ms (0.2 s of work) were not counted
+
+
+async def test_a_small_batch_is_matched_on_the_event_loop_and_a_big_one_on_the_index_thread(setup):
+    """Both deliver alike; only where the walk ran differs (bluedove/matcher/index_thread.py)."""
+    store, dq, queues = setup
+    small = await dq.submit(request(INLINE_MOST, 0, 150.0))
+    assert dq.index.inline == 1
+    big = await dq.submit(request(INLINE_MOST + 1, 100, 150.0))
+    assert dq.index.inline == 1
+    assert (small.delivered, big.delivered) == (INLINE_MOST, INLINE_MOST + 1)
+    assert await store.queue_depth(queues[1][0]) == 2 * INLINE_MOST + 1

@@ -8,7 +8,6 @@ every dimension of the default space."""
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import numpy as np
@@ -18,6 +17,7 @@ from bluedove.core.partition.segments import equal_partition
 from bluedove.core.space import default_space
 from bluedove.core.wire import encode_part
 from bluedove.matcher.errors import BadRequest, Busy, MatcherError, NotOwner, NotReady
+from bluedove.matcher.index_thread import IndexThread
 from bluedove.matcher.load import WindowStats
 from bluedove.matcher.matcher import Matcher
 from bluedove.matcher.queues import MatcherQueue
@@ -36,7 +36,7 @@ def matcher(max_queued: int = 1000) -> Matcher:
     m.table = equal_partition(SPACE, {"m1": "", "m2": ""})
     m.owner.begin(m.table)
     m.stats = [WindowStats(settings.stats_window_s) for _ in range(SPACE.k)]
-    m.queue = MatcherQueue(SPACE.k, lambda i: m.sets.sets[i], m.store, ThreadPoolExecutor(1), m.stats)
+    m.queue = MatcherQueue(SPACE.k, lambda i: m.sets.sets[i], m.store, IndexThread(), m.stats)
     m.ready = True
     return m
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from bluedove.core.wire import ENDS, Part
 from bluedove.matcher import queues as mq
+from bluedove.matcher.index_thread import IndexThread
 from bluedove.matcher.load import WindowStats
 from bluedove.matcher.queues import BatchResult, MatcherQueue, _split
 
@@ -27,7 +27,7 @@ class Gated(MatcherQueue):
     """A queue whose match is nothing and whose store waits for `gates[i]` (batch i, in order taken)."""
 
     def __init__(self) -> None:
-        super().__init__(1, lambda i: None, None, ThreadPoolExecutor(1), [WindowStats(5.0)])  # type: ignore
+        super().__init__(1, lambda i: None, None, IndexThread(), [WindowStats(5.0)])  # type: ignore
         self.gates: list[asyncio.Event] = []
         self.taken = 0
 
@@ -98,7 +98,7 @@ def test_deliveries_of_replaying_subscriptions_are_split_out_with_them():
 
 
 def test_a_seam_closes_after_its_time(monkeypatch):
-    q = MatcherQueue(1, lambda i: None, None, ThreadPoolExecutor(1), [WindowStats(5.0)])  # type: ignore
+    q = MatcherQueue(1, lambda i: None, None, IndexThread(), [WindowStats(5.0)])  # type: ignore
     clock = [1000.0]
     monkeypatch.setattr(mq.time, "monotonic", lambda: clock[0])
     q.open_seam(["s1"], clock[0])

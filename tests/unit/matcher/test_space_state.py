@@ -11,10 +11,10 @@ import dataclasses
 import gc
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 
 from bluedove.core.partition.segments import equal_partition, split
 from bluedove.core.space import default_space
+from bluedove.matcher.index_thread import IndexThread
 from bluedove.matcher.space_state import SpaceState
 from bluedove.matcher.spaces_served import _stop
 from bluedove.runtime.settings import MatcherSettings
@@ -24,12 +24,11 @@ TABLE = equal_partition(default_space(), {"a": "", "b": ""})  # a owns [0, 500) 
 
 def state(grace_s: float) -> tuple[SpaceState, list[float]]:
     s = MatcherSettings(id="a", handoff_grace_s=grace_s, trim_check_s=0.01)
-    executor = ThreadPoolExecutor(1)
 
     async def run_index(fn, *args):
         return fn(*args)
 
-    st = SpaceState("orders", s, None, run_index, executor, "count", lambda _t: None)  # type: ignore[arg-type]
+    st = SpaceState("orders", s, None, run_index, IndexThread(), "count", lambda _t: None)  # type: ignore[arg-type]
     st.table = TABLE
     st.owner.begin(TABLE)
     trims: list[float] = []
