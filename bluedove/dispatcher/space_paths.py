@@ -129,7 +129,9 @@ class SpacePaths:
         path = self.named.pop(name, None)
         if path is not None:
             await path.subscriber.close()
+            await path.forwarder.close()
 
     async def close(self) -> None:
         for name in list(self.named):
             await self._drop(name)
+        await self.default.forwarder.close()

@@ -10,6 +10,7 @@ from typing import TypeVar
 import grpc
 
 from bluedove.core.spaces import DEFAULT_SPACE
+from bluedove.matcher import forward_stream
 from bluedove.matcher.errors import MatcherError
 from bluedove.matcher.matcher import Matcher
 from bluedove.runtime.open_streams import OpenStreams
@@ -45,6 +46,12 @@ class MatcherServicer(pb_grpc.MatcherServicer):
     async def Forward(self, request: pb.ForwardRequest,
                       context: grpc.aio.ServicerContext[pb.ForwardRequest, pb.ForwardReply]) -> pb.ForwardReply:
         return await answer(context, self.m.forward(request))
+
+    async def ForwardStream(self, request_iterator: AsyncIterator[pb.ForwardCall],
+                            context: grpc.aio.ServicerContext[pb.ForwardCall, pb.ForwardAnswer]) -> None:
+        """Forward on one long-lived call: each call served at once, answered by its seq
+        (bluedove/matcher/forward_stream.py)."""
+        await forward_stream.serve(self.m.forward, self._streams, request_iterator, context)
 
     async def AddSubscriptions(self, request: pb.SubscriptionBatch,
                                context: grpc.aio.ServicerContext[pb.SubscriptionBatch, pb.SubscriptionAck]

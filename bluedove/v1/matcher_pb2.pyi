@@ -72,6 +72,26 @@ class ForwardReply(_message.Message):
     fresh: int
     def __init__(self, matched: _Optional[int] = ..., delivered: _Optional[int] = ..., fresh: _Optional[int] = ...) -> None: ...
 
+class ForwardCall(_message.Message):
+    __slots__ = ("seq", "request")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    request: ForwardRequest
+    def __init__(self, seq: _Optional[int] = ..., request: _Optional[_Union[ForwardRequest, _Mapping]] = ...) -> None: ...
+
+class ForwardAnswer(_message.Message):
+    __slots__ = ("seq", "reply", "code", "details")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    reply: ForwardReply
+    code: int
+    details: str
+    def __init__(self, seq: _Optional[int] = ..., reply: _Optional[_Union[ForwardReply, _Mapping]] = ..., code: _Optional[int] = ..., details: _Optional[str] = ...) -> None: ...
+
 class Subscription(_message.Message):
     __slots__ = ("id", "queue", "lows", "highs", "predicates", "log_id", "replay_from_ms")
     ID_FIELD_NUMBER: _ClassVar[int]

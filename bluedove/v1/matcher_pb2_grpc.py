@@ -39,6 +39,11 @@ class MatcherStub:
                 request_serializer=bluedove_dot_v1_dot_matcher__pb2.ForwardRequest.SerializeToString,
                 response_deserializer=bluedove_dot_v1_dot_matcher__pb2.ForwardReply.FromString,
                 _registered_method=True)
+        self.ForwardStream = channel.stream_stream(
+                '/bluedove.v1.Matcher/ForwardStream',
+                request_serializer=bluedove_dot_v1_dot_matcher__pb2.ForwardCall.SerializeToString,
+                response_deserializer=bluedove_dot_v1_dot_matcher__pb2.ForwardAnswer.FromString,
+                _registered_method=True)
         self.AddSubscriptions = channel.unary_unary(
                 '/bluedove.v1.Matcher/AddSubscriptions',
                 request_serializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionBatch.SerializeToString,
@@ -103,6 +108,15 @@ class MatcherServicer:
         """Match a batch of messages against the subscription set of one dimension (or several, see
         ForwardRequest.parts) and store every delivery they cause. Answers only once the
         deliveries are in the store.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForwardStream(self, request_iterator, context):
+        """The same on one long-lived call per dispatcher: every call written is answered by one
+        answer with its `seq`, in the order the matcher finishes them (calls are served at once,
+        as unary calls are; a unary call costs a matcher ~3 times a message on an open stream).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -205,6 +219,11 @@ def add_MatcherServicer_to_server(servicer, server):
                     request_deserializer=bluedove_dot_v1_dot_matcher__pb2.ForwardRequest.FromString,
                     response_serializer=bluedove_dot_v1_dot_matcher__pb2.ForwardReply.SerializeToString,
             ),
+            'ForwardStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ForwardStream,
+                    request_deserializer=bluedove_dot_v1_dot_matcher__pb2.ForwardCall.FromString,
+                    response_serializer=bluedove_dot_v1_dot_matcher__pb2.ForwardAnswer.SerializeToString,
+            ),
             'AddSubscriptions': grpc.unary_unary_rpc_method_handler(
                     servicer.AddSubscriptions,
                     request_deserializer=bluedove_dot_v1_dot_matcher__pb2.SubscriptionBatch.FromString,
@@ -288,6 +307,33 @@ class Matcher:
             '/bluedove.v1.Matcher/Forward',
             bluedove_dot_v1_dot_matcher__pb2.ForwardRequest.SerializeToString,
             bluedove_dot_v1_dot_matcher__pb2.ForwardReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForwardStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/bluedove.v1.Matcher/ForwardStream',
+            bluedove_dot_v1_dot_matcher__pb2.ForwardCall.SerializeToString,
+            bluedove_dot_v1_dot_matcher__pb2.ForwardAnswer.FromString,
             options,
             channel_credentials,
             insecure,

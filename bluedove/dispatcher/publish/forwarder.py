@@ -31,6 +31,7 @@ import numpy.typing as npt
 from bluedove.core.errors import unavailable
 from bluedove.core.forwarding import Ranking
 from bluedove.core.wire import encode_part
+from bluedove.dispatcher.publish.forward_stream import ForwardStream
 from bluedove.dispatcher.routing import Routing
 from bluedove.runtime.batcher import Batcher
 from bluedove.runtime.settings import DispatcherSettings
@@ -115,11 +116,16 @@ class Forwarder:
         self.cluster = cluster  # the space's routing: the cluster view, or a named space's view
         self.space = space  # named in every Forward call ("": the default space)
         self._lanes: dict[str, Batcher[_Chunk, bool]] = {}
+        self._streams: dict[str, ForwardStream] = {}  # matcher -> its calls' open stream
         self.failovers = 0
         self.calls = 0  # Forward calls made, and the messages they carried
         self.forwarded = 0
         self.outstanding = 0  # messages of publish calls under way (backpressure bound)
         self.refused = 0  # publish calls refused by backpressure: ours, or every candidate's
+
+    async def close(self) -> None:
+        """End the open streams to the matchers."""
+        await asyncio.gather(*(s.close() for s in self._streams.values()))
 
     def counts(self) -> tuple[int, int, int, int]:
         """(failovers, Forward calls, messages they carried, publish calls refused by backpressure)
@@ -156,7 +162,10 @@ class Forwarder:
                                 space=self.space)
         self.calls += 1
         self.forwarded += sum(len(c.idx) for c in chunks)
-        await self.cluster.stub(member).Forward(req, timeout=self.s.forward_timeout_s)
+        stream = self._streams.get(member)
+        if stream is None:
+            stream = self._streams[member] = ForwardStream(lambda: self.cluster.stub(member))
+        await stream.forward(req, self.s.forward_timeout_s)
         self.cluster.mark_up(member)  # it answers again: no backoff left from past failures
         return [True] * len(chunks)
 

@@ -29,6 +29,14 @@ def rpc_error(code):
     return AioRpcError(code, Metadata(), Metadata(), details="fake")
 
 
+class UnaryOnly:
+    """A fake matcher's stub that serves the unary Forward only: the lanes fall back to it
+    (their stream to a real matcher: tests/unit/dispatcher/test_forward_stream.py)."""
+
+    def ForwardStream(self):
+        raise rpc_error(grpc.StatusCode.UNIMPLEMENTED)
+
+
 class FakeCluster:
     """Owners by epoch: before the pull every message ranks m1 then m2; after, m3 first."""
 
@@ -63,7 +71,7 @@ class FakeCluster:
     def stub(self, member):
         cluster = self
 
-        class Stub:
+        class Stub(UnaryOnly):
             async def Forward(self, req, timeout):
                 cluster.calls.append((member, sum(p.count for p in req.packed)))
                 pending = cluster.answers.get(member, [])
@@ -167,7 +175,7 @@ class SpreadCluster(FakeCluster):
         inner = super().stub(member)
         cluster = self
 
-        class Stub:
+        class Stub(UnaryOnly):
             async def Forward(self, req, timeout):
                 cluster.requests.append((member, req))
                 return await inner.Forward(req, timeout)
@@ -279,7 +287,7 @@ class HeldCluster(FakeCluster):
     def stub(self, member):
         cluster = self
 
-        class Stub:
+        class Stub(UnaryOnly):
             async def Forward(self, req, timeout):
                 cluster.sizes.append(sum(p.count for p in req.packed))
                 cluster.under_way += 1

@@ -1,0 +1,151 @@
+"""A matcher's Forward calls on one long-lived gRPC call (`ForwardStream`).
+
+A unary Forward costs the matcher ~150 µs of gRPC's own work, a message on an open stream ~50
+µs (docs/benchmarks.md, "Capped matchers"); the saving grows as matchers are added and each
+call carries fewer messages. So each publish lane (bluedove/dispatcher/publish/forwarder.py)
+writes its calls on one open call to its matcher, each with a number, and the matcher answers
+each by its number as it finishes it (bluedove/matcher/forward_stream.py). To the lane a
+streamed call behaves as a unary one:
+
+- its answer is the reply, or a `grpc.aio.AioRpcError` with the status code and details the
+  matcher gave (FAILED_PRECONDITION, RESOURCE_EXHAUSTED, ...), so failover reads it alike;
+- a call not answered within its timeout fails with DEADLINE_EXCEEDED, and only that call: a
+  late answer is dropped (the matcher's dedup makes the retry elsewhere deliver nothing twice);
+- the stream breaking (the matcher stopping, restarting, unreachable) fails every call
+  waiting on it with the stream's error; the next call opens a new stream;
+- a matcher that does not serve the stream (UNIMPLEMENTED: an older version) is sent unary
+  calls from then on, the failed call among them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from bluedove.v1 import matcher_pb2 as pb
+from bluedove.v1 import matcher_pb2_grpc as pb_grpc
+
+
+def rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    """The error a unary call ending with `code` raises."""
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details, None)
+
+
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+class _Open:
+    """One open call: its calls awaiting answers by seq, and the task reading them."""
+
+    def __init__(self, call: Any) -> None:
+        self.call = call
+        self.pending: dict[int, asyncio.Future[pb.ForwardReply]] = {}
+        self.reader: asyncio.Task[None] | None = None
+
+
+class ForwardStream:
+    """One matcher's Forward calls on one open call (see the module docstring)."""
+
+    def __init__(self, stub: Callable[[], pb_grpc.MatcherStub]) -> None:
+        self.stub = stub
+        self.unary = False  # the matcher does not serve the stream
+        self._open: _Open | None = None
+        self._writing = asyncio.Lock()  # one write at a time on a call
+        self._seq = 0
+
+    async def forward(self, request: pb.ForwardRequest, timeout_s: float) -> pb.ForwardReply:
+        """`request` matched and stored by the matcher: its reply, or the error a unary call
+        would raise."""
+        if not self.unary:
+            try:
+                return await self._on_stream(request, timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+                self.unary = True
+        reply: pb.ForwardReply = await self.stub().Forward(request, timeout=timeout_s)
+        return reply
+
+    async def _on_stream(self, request: pb.ForwardRequest, timeout_s: float) -> pb.ForwardReply:
+        self._seq += 1
+        seq = self._seq
+        fut: asyncio.Future[pb.ForwardReply] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(_retrieve)
+        async with self._writing:
+            for attempt in (1, 2):  # a call found finished when written to: nothing was sent; once more
+                if self._open is None:
+                    self._open = self._start()
+                op = self._open
+                op.pending[seq] = fut
+                try:
+                    await op.call.write(pb.ForwardCall(seq=seq, request=request))
+                    break
+                except asyncio.InvalidStateError:  # it ended before its reader saw it
+                    op.pending.pop(seq, None)
+                    self._end(op, _ended())
+                    if attempt == 2:
+                        raise _ended() from None
+                except BaseException as exc:
+                    self._end(op, exc if isinstance(exc, Exception) else _ended())
+                    raise
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+        except TimeoutError:
+            op.pending.pop(seq, None)
+            raise rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "no answer on the stream in time") from None
+
+    def _start(self) -> _Open:
+        op = _Open(self.stub().ForwardStream())
+        op.reader = asyncio.get_running_loop().create_task(self._read(op))
+        return op
+
+    async def _read(self, op: _Open) -> None:
+        error: Exception = _ended()
+        try:
+            async for answer in op.call:
+                fut = op.pending.pop(answer.seq, None)
+                if fut is None or fut.done():
+                    continue  # timed out meanwhile
+                if answer.code:
+                    code = _CODES.get(answer.code, grpc.StatusCode.UNKNOWN)
+                    fut.set_exception(rpc_error(code, answer.details))
+                else:
+                    fut.set_result(answer.reply)
+        except asyncio.CancelledError:
+            error = rpc_error(grpc.StatusCode.UNAVAILABLE, "the stream was closed")
+        except grpc.aio.AioRpcError as exc:
+            error = exc
+        self._end(op, error)
+
+    def _end(self, op: _Open, error: Exception) -> None:
+        """Close `op`'s call (once) and fail what waits on it."""
+        if self._open is op:
+            self._open = None
+        op.call.cancel()
+        pending, op.pending = op.pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(error)
+
+    async def close(self) -> None:
+        """End the open call, if any, and its reader."""
+        op, self._open = self._open, None
+        if op is None:
+            return
+        self._end(op, rpc_error(grpc.StatusCode.UNAVAILABLE, "the dispatcher is stopping"))
+        if op.reader is not None:
+            op.reader.cancel()
+            await asyncio.gather(op.reader, return_exceptions=True)
+
+
+def _ended() -> grpc.aio.AioRpcError:
+    return rpc_error(grpc.StatusCode.UNAVAILABLE, "the matcher ended the stream")
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    """Mark a failed future's exception seen: a call that timed out is failed with no one awaiting it."""
+    if not fut.cancelled():
+        fut.exception()
