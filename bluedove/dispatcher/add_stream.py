@@ -12,7 +12,8 @@ reads each one's ack, in order:
 - a batch not acked within `timeout_s` fails with TimeoutError and ends the call (acks after
   it would be out of step);
 - a matcher that does not serve the stream (UNIMPLEMENTED: an older version) is sent unary
-  calls from then on.
+  calls from then on; a batch whose stream broke under its write (grpc's INTERNAL, its status
+  lost: bluedove/dispatcher/stream_status.py) is sent again unary.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 import grpc
 
+from bluedove.dispatcher.stream_status import ended_with, send_unary, unimplemented
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
@@ -53,10 +55,10 @@ class AddStream:
         if not self.unary:
             try:
                 return await self._on_stream(batch)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+            except (grpc.aio.AioRpcError, ConnectionError) as exc:
+                if not send_unary(exc, self.unary):
                     raise
-                self.unary = True
+                self.unary = self.unary or unimplemented(exc)
         reply: pb.SubscriptionAck = await self.stub().AddSubscriptions(batch, timeout=self.timeout_s)
         return reply
 
@@ -72,11 +74,12 @@ class AddStream:
                 try:
                     await op.call.write(batch)
                     break
-                except asyncio.InvalidStateError:  # it ended before its reader saw it
+                except (asyncio.InvalidStateError, grpc.aio.AioRpcError):  # it ended under the write
                     op.pending.remove(fut)
-                    self._end(op, ConnectionError("the matcher ended the stream"))
-                    if attempt == 2:
-                        raise ConnectionError("the matcher ended the stream") from None
+                    error = await ended_with(op.call, ConnectionError("the matcher ended the stream"))
+                    self._end(op, error)
+                    if attempt == 2 or unimplemented(error):
+                        raise error from None
                 except BaseException as exc:
                     self._end(op, exc if isinstance(exc, Exception) else ConnectionError("the call was cancelled"))
                     raise
@@ -106,9 +109,12 @@ class AddStream:
         self._end(op, error)
 
     def _end(self, op: _Open, error: Exception) -> None:
-        """Close `op`'s call (once) and fail what waits on it."""
+        """Close `op`'s call (once) and fail what waits on it; a matcher that does not serve the
+        stream is sent unary calls from now on."""
         if self._open is op:
             self._open = None
+        if unimplemented(error):
+            self.unary = True
         op.call.cancel()
         while op.pending:
             fut = op.pending.popleft()

@@ -14,7 +14,8 @@ streamed call behaves as a unary one:
 - the stream breaking (the matcher stopping, restarting, unreachable) fails every call
   waiting on it with the stream's error; the next call opens a new stream;
 - a matcher that does not serve the stream (UNIMPLEMENTED: an older version) is sent unary
-  calls from then on, the failed call among them.
+  calls from then on, the failed call among them; a call whose stream broke under its write
+  (grpc's INTERNAL, its status lost: bluedove/dispatcher/stream_status.py) is sent again unary.
 """
 
 from __future__ import annotations
@@ -25,14 +26,9 @@ from typing import Any
 
 import grpc
 
+from bluedove.dispatcher.stream_status import ended_with, rpc_error, send_unary, unimplemented
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
-
-
-def rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
-    """The error a unary call ending with `code` raises."""
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details, None)
-
 
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
 
@@ -63,9 +59,9 @@ class ForwardStream:
             try:
                 return await self._on_stream(request, timeout_s)
             except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                if not send_unary(exc, self.unary):
                     raise
-                self.unary = True
+                self.unary = self.unary or unimplemented(exc)
         reply: pb.ForwardReply = await self.stub().Forward(request, timeout=timeout_s)
         return reply
 
@@ -83,11 +79,12 @@ class ForwardStream:
                 try:
                     await op.call.write(pb.ForwardCall(seq=seq, request=request))
                     break
-                except asyncio.InvalidStateError:  # it ended before its reader saw it
+                except (asyncio.InvalidStateError, grpc.aio.AioRpcError):  # it ended under the write
                     op.pending.pop(seq, None)
-                    self._end(op, _ended())
-                    if attempt == 2:
-                        raise _ended() from None
+                    error = await ended_with(op.call, _ended())
+                    self._end(op, error)
+                    if attempt == 2 or unimplemented(error):
+                        raise error from None
                 except BaseException as exc:
                     self._end(op, exc if isinstance(exc, Exception) else _ended())
                     raise
@@ -121,9 +118,12 @@ class ForwardStream:
         self._end(op, error)
 
     def _end(self, op: _Open, error: Exception) -> None:
-        """Close `op`'s call (once) and fail what waits on it."""
+        """Close `op`'s call (once) and fail what waits on it; a matcher that does not serve the
+        stream is sent unary calls from now on."""
         if self._open is op:
             self._open = None
+        if unimplemented(error):
+            self.unary = True
         op.call.cancel()
         pending, op.pending = op.pending, {}
         for fut in pending.values():

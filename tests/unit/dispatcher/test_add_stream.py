@@ -149,6 +149,9 @@ async def test_a_matcher_serving_only_the_unary_call_gets_unary_calls():
     try:
         assert [(await adds.add(batch(f"u{i}", 2))).changed for i in range(3)] == [2, 2, 2]
         assert adds.unary and len(filer.filed) == 6 and len(filer.tasks) == 3  # one call each
+        again = AddStream(adds.stub, 5.0)  # batches under way together at the first contact: each sent unary
+        acks = await asyncio.gather(*(again.add(batch(f"c{i}")) for i in range(20)))
+        assert [a.changed for a in acks] == [1] * 20 and again.unary
     finally:
         await adds.close()
         await ch.close()

@@ -160,6 +160,9 @@ async def test_a_matcher_serving_only_the_unary_call_gets_unary_calls():
     try:
         assert [(await fs.forward(call(n), 5.0)).matched for n in (1, 2, 3)] == [1, 2, 3]
         assert fs.unary and stand.seen == [1, 2, 3]  # the first, refused as a stream, sent again unary
+        again = ForwardStream(fs.stub)  # calls under way together at the first contact: each sent unary
+        replies = await asyncio.gather(*(again.forward(call(n), 5.0) for n in range(10, 30)))
+        assert [r.matched for r in replies] == list(range(10, 30)) and again.unary
     finally:
         await fs.close()
         await ch.close()
