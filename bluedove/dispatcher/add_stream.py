@@ -25,29 +25,32 @@ from typing import Any
 
 import grpc
 
-from bluedove.dispatcher.stream_status import ended_with, send_unary, unimplemented
+from bluedove.dispatcher.stream_status import OpenCall, StreamedCalls, ended_with, retrieve, send_unary, unimplemented
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
 Acks = deque["asyncio.Future[pb.SubscriptionAck]"]
 
 
-class _Open:
+class _Open(OpenCall):
     """One open call: its batches awaiting acks, and the task reading them."""
 
     def __init__(self, call: Any) -> None:
-        self.call = call
+        super().__init__(call)
         self.pending: Acks = deque()
-        self.reader: asyncio.Task[None] | None = None
+
+    def take_waiting(self) -> list[asyncio.Future[Any]]:
+        waiting = list(self.pending)
+        self.pending.clear()
+        return waiting
 
 
-class AddStream:
+class AddStream(StreamedCalls[_Open]):
     """One matcher's adds, each batch acked in order on one open call (see the module docstring)."""
 
     def __init__(self, stub: Callable[[], pb_grpc.MatcherStub], timeout_s: float) -> None:
+        super().__init__(lambda: ConnectionError("the dispatcher is stopping"))
         self.stub, self.timeout_s = stub, timeout_s
-        self.unary = False  # the matcher does not serve the stream
-        self._open: _Open | None = None
         self._lock = asyncio.Lock()
 
     async def add(self, batch: pb.SubscriptionBatch) -> pb.SubscriptionAck:
@@ -64,7 +67,7 @@ class AddStream:
 
     async def _on_stream(self, batch: pb.SubscriptionBatch) -> pb.SubscriptionAck:
         fut: asyncio.Future[pb.SubscriptionAck] = asyncio.get_running_loop().create_future()
-        fut.add_done_callback(_retrieve)
+        fut.add_done_callback(retrieve)
         async with self._lock:
             for attempt in (1, 2):  # a call found finished when written to: nothing was sent; once more
                 if self._open is None:
@@ -107,32 +110,3 @@ class AddStream:
         except grpc.aio.AioRpcError as exc:
             error = exc
         self._end(op, error)
-
-    def _end(self, op: _Open, error: Exception) -> None:
-        """Close `op`'s call (once) and fail what waits on it; a matcher that does not serve the
-        stream is sent unary calls from now on."""
-        if self._open is op:
-            self._open = None
-        if unimplemented(error):
-            self.unary = True
-        op.call.cancel()
-        while op.pending:
-            fut = op.pending.popleft()
-            if not fut.done():
-                fut.set_exception(error)
-
-    async def close(self) -> None:
-        """End the open call, if any, and its reader."""
-        op, self._open = self._open, None
-        if op is None:
-            return
-        self._end(op, ConnectionError("the dispatcher is stopping"))
-        if op.reader is not None:
-            op.reader.cancel()
-            await asyncio.gather(op.reader, return_exceptions=True)
-
-
-def _retrieve(fut: asyncio.Future[Any]) -> None:
-    """Mark a failed future's exception seen: a batch that timed out is failed with no one awaiting it."""
-    if not fut.cancelled():
-        fut.exception()

@@ -26,29 +26,39 @@ from typing import Any
 
 import grpc
 
-from bluedove.dispatcher.stream_status import ended_with, rpc_error, send_unary, unimplemented
+from bluedove.dispatcher.stream_status import (
+    OpenCall,
+    StreamedCalls,
+    ended_with,
+    retrieve,
+    rpc_error,
+    send_unary,
+    unimplemented,
+)
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
 
 
-class _Open:
+class _Open(OpenCall):
     """One open call: its calls awaiting answers by seq, and the task reading them."""
 
     def __init__(self, call: Any) -> None:
-        self.call = call
+        super().__init__(call)
         self.pending: dict[int, asyncio.Future[pb.ForwardReply]] = {}
-        self.reader: asyncio.Task[None] | None = None
+
+    def take_waiting(self) -> list[asyncio.Future[Any]]:
+        waiting, self.pending = list(self.pending.values()), {}
+        return waiting
 
 
-class ForwardStream:
+class ForwardStream(StreamedCalls[_Open]):
     """One matcher's Forward calls on one open call (see the module docstring)."""
 
     def __init__(self, stub: Callable[[], pb_grpc.MatcherStub]) -> None:
+        super().__init__(lambda: rpc_error(grpc.StatusCode.UNAVAILABLE, "the dispatcher is stopping"))
         self.stub = stub
-        self.unary = False  # the matcher does not serve the stream
-        self._open: _Open | None = None
         self._writing = asyncio.Lock()  # one write at a time on a call
         self._seq = 0
 
@@ -69,7 +79,7 @@ class ForwardStream:
         self._seq += 1
         seq = self._seq
         fut: asyncio.Future[pb.ForwardReply] = asyncio.get_running_loop().create_future()
-        fut.add_done_callback(_retrieve)
+        fut.add_done_callback(retrieve)
         async with self._writing:
             for attempt in (1, 2):  # a call found finished when written to: nothing was sent; once more
                 if self._open is None:
@@ -117,35 +127,6 @@ class ForwardStream:
             error = exc
         self._end(op, error)
 
-    def _end(self, op: _Open, error: Exception) -> None:
-        """Close `op`'s call (once) and fail what waits on it; a matcher that does not serve the
-        stream is sent unary calls from now on."""
-        if self._open is op:
-            self._open = None
-        if unimplemented(error):
-            self.unary = True
-        op.call.cancel()
-        pending, op.pending = op.pending, {}
-        for fut in pending.values():
-            if not fut.done():
-                fut.set_exception(error)
-
-    async def close(self) -> None:
-        """End the open call, if any, and its reader."""
-        op, self._open = self._open, None
-        if op is None:
-            return
-        self._end(op, rpc_error(grpc.StatusCode.UNAVAILABLE, "the dispatcher is stopping"))
-        if op.reader is not None:
-            op.reader.cancel()
-            await asyncio.gather(op.reader, return_exceptions=True)
-
 
 def _ended() -> grpc.aio.AioRpcError:
     return rpc_error(grpc.StatusCode.UNAVAILABLE, "the matcher ended the stream")
-
-
-def _retrieve(fut: asyncio.Future[Any]) -> None:
-    """Mark a failed future's exception seen: a call that timed out is failed with no one awaiting it."""
-    if not fut.cancelled():
-        fut.exception()
