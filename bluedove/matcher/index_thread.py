@@ -32,7 +32,7 @@ class IndexThread:
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="index")
         self.lock = threading.Lock()
-        self.inline = 0  # jobs `run_small` ran on the event loop (tests, metrics)
+        self.inline = 0  # jobs `run_small` ran on the event loop (the tests read it)
 
     def _locked(self, fn: Callable[[*Ts], R], *args: *Ts) -> R:
         with self.lock:

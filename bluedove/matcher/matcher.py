@@ -66,11 +66,11 @@ class Matcher:
         self.index = IndexThread()
         self.membership = Membership(self, gossip or GossipConfig(), seeds, settings.peers_dns,
                                      settings.peers_dns_retry_s)
-        self.default = SpaceState(DEFAULT_SPACE, settings, store, self.run_index, self.index, deliver,
+        self.default = SpaceState(DEFAULT_SPACE, settings, store, self.index, deliver,
                                   self.membership.offer)
         # The named spaces: their tables spread by Prepare and the store; gossip carries their epochs.
         self.named = ServedSpaces(SpaceStore(store.r), store, lambda name: SpaceState(
-            name, settings, store, self.run_index, self.index, deliver,
+            name, settings, store, self.index, deliver,
             lambda table: self.membership.offer_space(name, table.epoch)), settings)
         self.changes = NamedChanges(self.membership, self.named)  # their takeovers, joins and leaves
         self._tasks: list[asyncio.Task[None]] = []

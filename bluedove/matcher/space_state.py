@@ -37,18 +37,18 @@ log = logging.getLogger("bluedove.matcher")
 class SpaceState:
     """One space's table, sets, queue and load windows in one matcher."""
 
-    def __init__(self, name: str, settings: MatcherSettings, store: MatcherStore, run_index: RunIndex,
-                 index: IndexThread, deliver: str, offer: Callable[[SegmentTable], None]) -> None:
+    def __init__(self, name: str, settings: MatcherSettings, store: MatcherStore, index: IndexThread,
+                 deliver: str, offer: Callable[[SegmentTable], None]) -> None:
         self.name = name
         self.s = settings
         self.store = store
-        self.run_index = run_index
         self.index = index
+        self.run_index: RunIndex = index.run  # every index job: the sets' owner's, and this space's calls
         self.offer = offer  # a newer table adopted: tell the gossip
         self.table: SegmentTable | None = None
         self.newest_epoch = 0  # the newest table epoch seen, in the store or through gossip
         # The sets, the catalogue log position they are current to, and every reload of them.
-        self.owner = SetsOwner(settings, store, run_index, name)
+        self.owner = SetsOwner(settings, store, self.run_index, name)
         self.queue: MatcherQueue | None = None
         self.stats: list[WindowStats] = []
         self.ready = False

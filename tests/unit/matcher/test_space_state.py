@@ -24,11 +24,7 @@ TABLE = equal_partition(default_space(), {"a": "", "b": ""})  # a owns [0, 500) 
 
 def state(grace_s: float) -> tuple[SpaceState, list[float]]:
     s = MatcherSettings(id="a", handoff_grace_s=grace_s, trim_check_s=0.01)
-
-    async def run_index(fn, *args):
-        return fn(*args)
-
-    st = SpaceState("orders", s, None, run_index, IndexThread(), "count", lambda _t: None)  # type: ignore[arg-type]
+    st = SpaceState("orders", s, None, IndexThread(), "count", lambda _t: None)  # type: ignore[arg-type]
     st.table = TABLE
     st.owner.begin(TABLE)
     trims: list[float] = []
