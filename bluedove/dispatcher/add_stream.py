@@ -78,7 +78,9 @@ class AddStream(StreamedCalls[_Open]):
                     await op.call.write(batch)
                     break
                 except (asyncio.InvalidStateError, grpc.aio.AioRpcError):  # it ended under the write
-                    op.pending.remove(fut)
+                    if fut.done():  # its reader failed it already: awaited below, its error is the call's
+                        break
+                    op.pending.remove(fut)  # (still there: the reader has not ended the call)
                     error = await ended_with(op.call, ConnectionError("the matcher ended the stream"))
                     self._end(op, error)
                     if attempt == 2 or unimplemented(error):

@@ -90,6 +90,8 @@ class ForwardStream(StreamedCalls[_Open]):
                     await op.call.write(pb.ForwardCall(seq=seq, request=request))
                     break
                 except (asyncio.InvalidStateError, grpc.aio.AioRpcError):  # it ended under the write
+                    if fut.done():  # its reader failed it already: awaited below, its error is the call's
+                        break
                     op.pending.pop(seq, None)
                     error = await ended_with(op.call, _ended())
                     self._end(op, error)
