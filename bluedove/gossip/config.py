@@ -13,6 +13,13 @@ class GossipConfig:
     # the failure detector. The paper's §III-C gossips every second; 0.2 s keeps detection ≤ 3 s.
     interval_s: float = 0.2
     fanout_extra: int = 1
+    # Peers per round while this member has heard no news (only heartbeats and load moved):
+    # every push carries the whole view, so a member pushed to by 3 a round on average hears
+    # every heartbeat about once a round. News (a member joining, suspected, dead or back, a
+    # new table, a space's new epoch) is pushed to the full fanout for `news_rounds` rounds by
+    # every member that learns it, so it still spreads in O(log N) rounds.
+    quiet_fanout: int = 3
+    news_rounds: int = 3
     # Phi-accrual (Hayashibara et al.; Cassandra, Akka): suspicion level at which a member is
     # probed. 8 means a 1e-8 chance that the heartbeat is merely late, given past arrivals.
     phi_threshold: float = 8.0

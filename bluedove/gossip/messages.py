@@ -52,7 +52,8 @@ class Push:
 
 @dataclass(frozen=True)
 class PushReply:
-    """A push's pull half: the entries newer than the pusher's, and our table if it is newer."""
+    """A push's answer, sent only when the pusher lacks news (not for heartbeats alone): the
+    entries newer than the pusher's, and our table if it is newer."""
 
     members: tuple[MemberState, ...]
     epoch: int

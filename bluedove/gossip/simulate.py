@@ -82,3 +82,13 @@ def bytes_per_member_s(n: int, seconds: float = 10.0, seed: int = 1) -> float:
     before = sum(net.bytes_sent.values())
     net.run_until(net.now + seconds)
     return (sum(net.bytes_sent.values()) - before) / n / seconds
+
+
+def envelopes_per_member_s(n: int, seconds: float = 10.0, seed: int = 1) -> float:
+    """Mean envelopes sent per member per second in steady state: on a real network each costs
+    a stream write and a read, whatever its size."""
+    net, nodes = _warm(n, seed)
+    net.run_until(net.now + 2.0)  # past the joins' news
+    before = sum(net.sent.values())
+    net.run_until(net.now + seconds)
+    return (sum(net.sent.values()) - before) / n / seconds

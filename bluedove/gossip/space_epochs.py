@@ -29,6 +29,7 @@ class SpaceEpochs:
         self.known: dict[str, int] = {}
         self._news: dict[str, float] = {}  # name -> when its epoch rose here, oldest first
         self._rises: dict[str, int] = {}  # not taken by the owner yet
+        self.rose = 0  # how many rises this member has heard of: news to push harder
 
     def offer(self, name: str, epoch: int, now: float) -> bool:
         """Note `name`'s table at `epoch`; True (and news) if that is newer than known."""
@@ -38,6 +39,7 @@ class SpaceEpochs:
         self._news.pop(name, None)
         self._news[name] = now
         self._rises[name] = epoch
+        self.rose += 1
         return True
 
     def merge(self, entries: Iterable[tuple[str, int]], now: float) -> None:

@@ -11,6 +11,11 @@ suspicion (SWIM); at one incarnation dead beats suspect beats alive. Failure det
 phi-accrual on heartbeat arrivals, confirmed before suspicion by a probe through up to three
 other members (as chordal reliability rings do: ask the neighbour's neighbour), so one broken link evicts nobody.
 
+A round pushes the whole view to `quiet_fanout` peers; a push is answered only with news for
+the pusher; news is pushed on at once, and for `news_rounds` rounds, to ceil(log2 N) + 1 peers.
+Every envelope costs a stream write and a read, so a quiet cluster sends few (docs/design.md,
+"Gossip and failure detection").
+
 Every member has a role: matchers, and dispatchers, which join to learn the table and the
 membership within a round and own no segments. Gossip treats both alike (they are pushed to,
 probed and declared dead the same way); what a role means is the owner's business (a matcher
@@ -108,6 +113,9 @@ class Node:
         self._load: tuple[tuple[int, ...], float, float] = ((), 0.0, 0.0)
         self._z = z_for(self.config.phi_threshold)
         self._last_tick: float | None = None
+        self._news_round = -(10**9)  # the last round in which this member learned news
+        self._spaces_rose = 0
+        self._eager_round = -1  # the round in which news was last pushed on eagerly
 
     # -- queries ---------------------------------------------------------------------------
     @property
@@ -135,6 +143,7 @@ class Node:
         """Adopt a segment table if it is newer than ours; the next rounds spread it."""
         if epoch > self.epoch and table_json:
             self.epoch, self.table_json = epoch, table_json
+            self._news()
             return True
         return False
 
@@ -222,34 +231,56 @@ class Node:
                 out.append(self._out(h.addr, PingReq(seq, m.id, m.addr)))
         return out
 
-    def _push_round(self, now: float) -> list[Out]:
+    def _push_round(self, now: float, eager: bool = False) -> list[Out]:
+        """Push our view to the round's peers: the full fanout while news is fresh here (or at
+        once, eagerly, when a received envelope brought it), else the quiet fanout."""
         live = self.live()
         peers = [m for m in live if m.id != self.id and m.addr]  # no address: expected, not reachable yet
-        n = min(fanout(len(live), self.config.fanout_extra), len(peers))
+        n = min(fanout(len(live), self.config.fanout_extra) if eager else self._fanout(len(live)), len(peers))
         addrs = [m.addr for m in self.rng.sample(peers, n)]
         if not peers:
             seeds = [s for s in self.seeds if s != self.addr]
             addrs = self.rng.sample(seeds, min(len(seeds), fanout(1, self.config.fanout_extra)))
         gone = [m for m in self.members.values() if m.gone and m.id != self.id and m.addr]
-        if gone and self.rng.random() < self.config.dead_push_prob:
+        if gone and not eager and self.rng.random() < self.config.dead_push_prob:
             addrs.append(self.rng.choice(gone).addr)
         push = Push(tuple(self.members.values()), self.epoch, self.spaces.news(now))
         return [self._out(a, push) for a in addrs]
 
+    def _fanout(self, n_live: int) -> int:
+        """The full fanout while news is fresh here, else the quiet one (never more)."""
+        if self.spaces.rose != self._spaces_rose:
+            self._spaces_rose = self.spaces.rose
+            self._news()
+        full = fanout(n_live, self.config.fanout_extra)
+        if self.rounds - self._news_round <= self.config.news_rounds:
+            return full
+        return min(full, self.config.quiet_fanout)
+
+    def _news(self) -> None:
+        self._news_round = self.rounds
+
     # -- receiving -------------------------------------------------------------------------
     def receive(self, env: Envelope, now: float) -> list[Out]:
+        """Act on an envelope. News it brings (a member joining, suspected, dead or back, a new
+        table) is pushed on at once to the full fanout, at most once a round: spreading it need
+        not wait for the rounds, which in a quiet cluster push to few."""
+        before = self._news_round, self.spaces.rose
+        out = self._receive(env, now)
+        if (self._news_round, self.spaces.rose) != before and self._eager_round != self.rounds:
+            self._eager_round = self.rounds
+            self._spaces_rose = self.spaces.rose
+            self._news()
+            out += self._push_round(now, eager=True)
+        return out
+
+    def _receive(self, env: Envelope, now: float) -> list[Out]:
         body = env.body
         w = self.windows.get(env.sender)
         if w is not None:
             w.touch(now)  # a message from it is evidence it lives
         if isinstance(body, Push):
-            theirs = {m.id: m.key for m in body.members}
-            self._merge(body.members, now)
-            newer = tuple(m for m in self.members.values() if m.id not in theirs or m.key > theirs[m.id])
-            table = self.table_json if self.epoch > body.epoch else ""
-            news = self.spaces.news(now)
-            self.spaces.merge(body.spaces, now)
-            return [self._out(env.sender_addr, PushReply(newer, self.epoch, table, news))]
+            return self._answer(env, body, now)
         if isinstance(body, PushReply):
             self._merge(body.members, now)
             self.spaces.merge(body.spaces, now)
@@ -279,6 +310,22 @@ class Node:
             return []
         raise TypeError(f"unknown gossip message {type(body).__name__}")
 
+    def _answer(self, env: Envelope, push: Push, now: float) -> list[Out]:
+        """Merge a push, and answer it only with news for the pusher: a member it lacks or holds
+        at an older generation, incarnation or status, another table, a space's epoch it did not
+        carry. Newer heartbeats alone need no answer (every push carries them), and answering
+        every push doubled the envelopes of a quiet round."""
+        theirs = {m.id: m.key for m in push.members}
+        self._merge(push.members, now)
+        newer = tuple(m for m in self.members.values() if m.id not in theirs or m.key > theirs[m.id])
+        news = self.spaces.news(now)
+        self.spaces.merge(push.spaces, now)
+        if push.epoch == self.epoch and not set(news) - set(push.spaces) \
+                and not any(m.id not in theirs or m.key[:3] > theirs[m.id][:3] for m in newer):
+            return []
+        table = self.table_json if self.epoch > push.epoch else ""
+        return [self._out(env.sender_addr, PushReply(newer, self.epoch, table, news))]
+
     def _merge(self, entries: Iterable[MemberState], now: float) -> None:
         for e in entries:
             if e.id == self.id:
@@ -287,6 +334,7 @@ class Node:
                         and me.status == ALIVE:
                     # Suspected (or declared dead) while alive: refute with a higher incarnation.
                     self.members[self.id] = replace(me, incarnation=e.incarnation + 1)
+                    self._news()
                 continue
             cur = self.members.get(e.id)
             if cur is None or e.key > cur.key:
@@ -311,6 +359,7 @@ class Node:
     def _set(self, e: MemberState, now: float, cur: MemberState | None = None) -> None:
         cur = self.members.get(e.id) if cur is None else cur
         self.members[e.id] = e
+        self._news()
         if cur is None or cur.status != e.status:
             self.events.append((now, e.id, STATUS_NAMES[e.status]))
         if e.status == SUSPECT:

@@ -18,7 +18,7 @@ from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
 
 def _simulated(seed: int) -> dict:
-    out: dict = {"rounds_to_converge": {}, "detection_s": {}, "bytes_per_member_s": {}}
+    out: dict = {"rounds_to_converge": {}, "detection_s": {}, "bytes_per_member_s": {}, "envelopes_per_member_s": {}}
     for n in (10, 50, 200):
         out["rounds_to_converge"][n] = round(simulate.rounds_to_converge(n, seed=seed), 2)
     for n in (4, 50, 200):
@@ -26,6 +26,7 @@ def _simulated(seed: int) -> dict:
         out["detection_s"][n] = {"first": round(d.first_s, 2), "all": round(d.all_s, 2)}
     for n, secs in ((4, 10.0), (50, 5.0), (200, 2.0)):
         out["bytes_per_member_s"][n] = round(simulate.bytes_per_member_s(n, seconds=secs, seed=seed))
+        out["envelopes_per_member_s"][n] = round(simulate.envelopes_per_member_s(n, seconds=secs, seed=seed), 1)
     return out
 
 
@@ -56,6 +57,7 @@ def _real(matchers: int, settle_s: float) -> dict:
             time.sleep(settle_s)
             after, t1 = _reports(addrs), time.monotonic()
             per_s = [(after[m].gossip_bytes_sent - before[m].gossip_bytes_sent) / (t1 - t0) for m in addrs]
+            sent_s = [(after[m].gossip_messages_sent - before[m].gossip_messages_sent) / (t1 - t0) for m in addrs]
             victim = f"m{matchers}"
             survivors = {m: a for m, a in addrs.items() if m != victim}
             epoch = json.loads(next(iter(_views(survivors).values())).table_json)["epoch"]
@@ -76,6 +78,7 @@ def _real(matchers: int, settle_s: float) -> dict:
     return {
         "matchers": matchers,
         "bytes_per_matcher_s": round(sum(per_s) / len(per_s)),
+        "envelopes_per_matcher_s": round(sum(sent_s) / len(sent_s), 1),
         "kill_to_dead_everywhere_s": round(dead_at - killed, 2) if dead_at else None,
         "kill_to_new_table_everywhere_s": round(taken_at - killed, 2) if taken_at else None,
     }
@@ -94,14 +97,16 @@ def run_gossip_bench(args) -> int:
         return 0
     sim, real = result["simulated"], result["real"]
     print("simulated network (1-10 ms delay), default timings")
-    print("  members   rounds to converge   dead everywhere (s)   bytes/s per member")
+    print("  members   rounds to converge   dead everywhere (s)   bytes/s per member   envelopes/s per member")
     for n in (4, 10, 50, 200):
         conv = sim["rounds_to_converge"].get(n, "")
         det = sim["detection_s"].get(n, {}).get("all", "")
         b = sim["bytes_per_member_s"].get(n, "")
-        print(f"  {n:>7}   {conv!s:>17}   {det!s:>19}   {b!s:>18}")
+        e = sim["envelopes_per_member_s"].get(n, "")
+        print(f"  {n:>7}   {conv!s:>17}   {det!s:>19}   {b!s:>18}   {e!s:>22}")
     print(f"real processes: {real['matchers']} matchers on loopback")
     print(f"  gossip bytes/s per matcher      {real['bytes_per_matcher_s']}")
+    print(f"  gossip envelopes/s per matcher  {real['envelopes_per_matcher_s']}")
     print(f"  SIGKILL to dead everywhere      {real['kill_to_dead_everywhere_s']} s")
     print(f"  SIGKILL to new table everywhere {real['kill_to_new_table_everywhere_s']} s")
     return 0

@@ -98,3 +98,11 @@ def test_the_table_with_the_highest_epoch_wins_everywhere():
 
 def test_gossip_bytes_per_member_stay_small_at_4_members():
     assert simulate.bytes_per_member_s(4, seconds=10.0) < 5_000
+
+
+@pytest.mark.parametrize("n", [10, 50])
+def test_a_quiet_cluster_sends_the_quiet_fanout_a_round_and_no_answers(n):
+    """Each envelope costs a stream write and a read: a quiet member pushes to 3 peers a round
+    (15 a second), where pushing to ceil(log2 N) + 1 and answering every push sent 50 at 10
+    members and 70 at 50."""
+    assert simulate.envelopes_per_member_s(n, seconds=10.0) <= 3 / 0.2 * 1.05

@@ -89,6 +89,95 @@ def test_push_reply_carries_only_what_the_pusher_lacks_and_the_newer_table():
     assert a.epoch == 3 and set(a.members) == {"m0", "m1", "m2"}
 
 
+def _pushes(outs) -> list[str]:
+    return [o.addr for o in outs if isinstance(o.envelope.body, Push)]
+
+
+def _quiet(n: int) -> Node:
+    """Node m0 hearing n - 1 others' heartbeats every round, its news (their joining) 2 s old."""
+    a = node(0)
+    for r in range(10):
+        a.receive(env(node(1), Push(tuple(MemberState(f"m{i}", f"a{i}", 10, 0, r + 1) for i in range(1, n)), 0)),
+                  now=0.2 * r)
+        a.tick(0.2 * r + 0.1)
+    return a
+
+
+def test_a_push_bringing_the_pusher_only_newer_heartbeats_is_not_answered():
+    """Every push carries every heartbeat, so a newer heartbeat alone is no reason to answer;
+    answering every push doubled the envelopes of a quiet round."""
+    a, b = node(0), node(1)
+    b.receive(env(a, Push(tuple(a.members.values()), 0)), now=0.0)
+    a.receive(env(b, Push(tuple(b.members.values()), 0)), now=0.0)
+    for t in (0.2, 0.4, 0.6):
+        a.tick(t), b.tick(t)
+    stale = tuple(replace_hb(e, 1) for e in a.members.values())  # a's view, heartbeats behind b's
+    assert b.receive(env(a, Push(stale, 0)), now=0.7) == []
+
+
+def replace_hb(e: MemberState, hb: int) -> MemberState:
+    return MemberState(e.id, e.addr, e.generation, e.incarnation, hb, e.status, role=e.role)
+
+
+@pytest.mark.parametrize("what", ["a member it lacks", "a newer status", "our newer table", "its newer table"])
+def test_a_push_missing_news_is_answered_with_it(what):
+    a, b = node(0), node(1)
+    b.receive(env(a, Push(tuple(a.members.values()), 0)), now=0.0)
+    a.receive(env(b, Push(tuple(b.members.values()), 0)), now=0.0)
+    for t in (0.2, 0.4, 0.6, 0.8):
+        a.tick(t), b.tick(t)
+    view, epoch = tuple(a.members.values()), 0
+    if what == "a member it lacks":
+        b.receive(env(node(2), Push((MemberState("m2", "a2", 10, 0, 1),), 0)), now=0.9)
+    elif what == "a newer status":
+        b.receive(env(node(2), Push((MemberState("m2", "a2", 10, 0, 1),), 0)), now=0.9)
+        view += (MemberState("m2", "a2", 10, 0, 1),)
+        b.receive(env(node(3), Push((MemberState("m2", "a2", 10, 0, 1, SUSPECT),), 0)), now=0.9)
+    elif what == "our newer table":
+        b.offer_table(4, "t4")
+    else:
+        a.offer_table(4, "t4")
+        epoch = 4
+    replies = [o for o in b.receive(env(a, Push(view, epoch)), now=1.0) if isinstance(o.envelope.body, PushReply)]
+    assert [o.addr for o in replies] == ["a0"]
+    body = replies[0].envelope.body
+    if what == "our newer table":
+        assert body.table_json == "t4"
+    if what == "its newer table":
+        [back] = a.receive(replies[0].envelope, now=1.1)  # a sends its table back
+        assert body.epoch == 0 and back.envelope.body == TableUpdate(4, "t4")
+
+
+def test_a_quiet_round_pushes_to_the_quiet_fanout_and_news_to_the_full_one_for_a_few_rounds():
+    a = _quiet(20)
+    full = fanout(20, 1)
+    assert full == 6 and len(_pushes(a.tick(2.0))) == 3  # quiet: heartbeats and load alone moved
+    # News (a member suspected) is pushed on at once to the full fanout, and by the rounds after
+    # it for `news_rounds` rounds; then the rounds are quiet again.
+    suspected = MemberState("m5", "a5", 10, 0, 1, SUSPECT)
+    eager = _pushes(a.receive(env(node(7), Push((suspected,), 0)), now=2.1))
+    assert len(eager) == full and len(set(eager)) == full
+    counts = []
+    for r in range(6):  # heartbeats go on arriving
+        a.receive(env(node(1), Push(tuple(MemberState(f"m{i}", f"a{i}", 10, 0, 20 + r) for i in range(1, 20)), 0)),
+                  now=2.15 + 0.2 * r)
+        counts.append(len(_pushes(a.tick(2.2 + 0.2 * r))))
+    assert counts == [full] * a.config.news_rounds + [3] * (6 - a.config.news_rounds)
+
+
+def test_news_is_pushed_on_eagerly_at_most_once_a_round():
+    a = _quiet(20)
+    first = a.receive(env(node(7), Push((MemberState("m5", "a5", 10, 0, 1, SUSPECT),), 0)), now=2.1)
+    second = a.receive(env(node(8), Push((MemberState("m6", "a6", 10, 0, 1, SUSPECT),), 0)), now=2.12)
+    assert _pushes(first) and not _pushes(second)  # the round's pushes carry the second
+    a.tick(2.2)
+    third = a.receive(env(node(9), Push((MemberState("m7", "a7", 10, 0, 1, SUSPECT),), 0)), now=2.25)
+    assert _pushes(third)
+    # A newer heartbeat is no news: no eager push, and no answer to a pusher that lacks nothing.
+    view = tuple(replace_hb(e, 99) if e.id == "m8" else e for e in a.members.values())
+    assert a.receive(env(node(9), Push(view, 0)), now=2.3) == [] and a.members["m8"].heartbeat == 99
+
+
 def test_a_peer_with_an_older_table_gets_ours():
     a, b = node(0), node(1)
     a.offer_table(5, "t5")
