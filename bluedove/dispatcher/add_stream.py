@@ -61,7 +61,6 @@ class AddStream(StreamedCalls[_Open]):
             except (grpc.aio.AioRpcError, ConnectionError) as exc:
                 if not send_unary(exc, self.unary):
                     raise
-                self.unary = self.unary or unimplemented(exc)
         reply: pb.SubscriptionAck = await self.stub().AddSubscriptions(batch, timeout=self.timeout_s)
         return reply
 

@@ -118,9 +118,15 @@ class GrpcTransport:
         self.sent = 0
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._lanes: dict[str, _Lane] = {}
+        self._last: tuple[object, pb.Envelope] | None = None  # the last body sent, encoded
 
     def send(self, addr: str, envelope: Envelope) -> None:
-        msg = wire.to_proto(envelope)
+        # A round's push goes to several peers as one body: encoded once (the sender is ours)
+        if self._last is not None and self._last[0] is envelope.body:
+            msg = self._last[1]
+        else:
+            msg = wire.to_proto(envelope)
+            self._last = (envelope.body, msg)
         self.bytes_sent += msg.ByteSize()
         self.sent += 1
         lane = self._lanes.get(addr)

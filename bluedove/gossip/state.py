@@ -114,7 +114,8 @@ class Node:
         self._z = z_for(self.config.phi_threshold)
         self._last_tick: float | None = None
         self._news_round = -(10**9)  # the last round in which this member learned news
-        self._spaces_rose = 0
+        self._learned = 0  # news learned since start: a receive that moves it pushes it on
+        self._spaces_rose = 0  # the space rises (SpaceEpochs.rose) already taken as news
         self._eager_round = -1  # the round in which news was last pushed on eagerly
 
     # -- queries ---------------------------------------------------------------------------
@@ -249,9 +250,7 @@ class Node:
 
     def _fanout(self, n_live: int) -> int:
         """The full fanout while news is fresh here, else the quiet one (never more)."""
-        if self.spaces.rose != self._spaces_rose:
-            self._spaces_rose = self.spaces.rose
-            self._news()
+        self._space_news()
         full = fanout(n_live, self.config.fanout_extra)
         if self.rounds - self._news_round <= self.config.news_rounds:
             return full
@@ -259,18 +258,24 @@ class Node:
 
     def _news(self) -> None:
         self._news_round = self.rounds
+        self._learned += 1
+
+    def _space_news(self) -> None:
+        """A space's epoch rose here since we last looked (the owner's or a peer's): news."""
+        if self.spaces.rose != self._spaces_rose:
+            self._spaces_rose = self.spaces.rose
+            self._news()
 
     # -- receiving -------------------------------------------------------------------------
     def receive(self, env: Envelope, now: float) -> list[Out]:
         """Act on an envelope. News it brings (a member joining, suspected, dead or back, a new
         table) is pushed on at once to the full fanout, at most once a round: spreading it need
         not wait for the rounds, which in a quiet cluster push to few."""
-        before = self._news_round, self.spaces.rose
+        learned = self._learned
         out = self._receive(env, now)
-        if (self._news_round, self.spaces.rose) != before and self._eager_round != self.rounds:
+        self._space_news()
+        if self._learned != learned and self._eager_round != self.rounds:
             self._eager_round = self.rounds
-            self._spaces_rose = self.spaces.rose
-            self._news()
             out += self._push_round(now, eager=True)
         return out
 

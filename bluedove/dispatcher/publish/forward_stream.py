@@ -71,7 +71,6 @@ class ForwardStream(StreamedCalls[_Open]):
             except grpc.aio.AioRpcError as exc:
                 if not send_unary(exc, self.unary):
                     raise
-                self.unary = self.unary or unimplemented(exc)
         reply: pb.ForwardReply = await self.stub().Forward(request, timeout=timeout_s)
         return reply
 
