@@ -220,7 +220,13 @@ class Pollers:
         every `interval` seconds: a pass done early waits until `interval` after its start; one
         that falls behind (the service is the bottleneck) is followed at once. Within a pass the
         polls go back to back; each connection's passes are offset by `phase` of an interval,
-        so that the connections, not in step, make an even load together."""
+        so that the connections, not in step, make an even load together.
+
+        The offset is kept through falling behind: the pass that follows a late one counts as
+        begun at the last start its own schedule had, so the one after it is back on that
+        schedule. (Restarting the schedule at the late pass's end put every connection in
+        step once a backlog had held them all up: they then polled in bursts, and a
+        measurement window could fall between two bursts and read almost no acks.)"""
         empty_passes, start = 0, None
         while not (self.switches.stopping() and (not self.switches.draining() or empty_passes >= 2)):
             if not self._running.is_set():
@@ -229,8 +235,7 @@ class Pollers:
                 continue
             # The first pass begins at once (the drain phase measures from then) but counts as
             # begun `phase` of an interval ago: the offset shows from the second pass on.
-            now = self.clock.now()
-            start = now - phase * self.interval if start is None else max(now, start + self.interval)
+            start = self._next_start(start, phase)
             got = await self._pass(t, share)
             if got is None:
                 return
@@ -239,6 +244,17 @@ class Pollers:
                 await self.clock.sleep(0.05)
             if self.interval:
                 await self._until(start + self.interval)
+
+    def _next_start(self, start: float | None, phase: float) -> float:
+        """When the coming pass counts as begun: `phase` of an interval ago for the first; else
+        the latest start of the connection's schedule (one interval after the last, or more
+        when the last pass ran late)."""
+        now = self.clock.now()
+        if start is None:
+            return now - phase * self.interval
+        if not self.interval:
+            return now
+        return start + self.interval * max(1, int((now - start) / self.interval))
 
     async def _pass(self, t: PollTransport, share: list[tuple[str, str]]) -> int | None:
         """Poll and ack each queue of `share` once: deliveries acked, or None after a failed request."""

@@ -112,6 +112,29 @@ async def test_paced_connections_are_offset_from_each_other(clock):
     assert service.times("b") == [0.0, 0.5, 1.5]  # its first pass counted as begun half an interval early
 
 
+async def test_connections_held_up_by_a_slow_service_stay_offset(clock):
+    """Polls take 1.5 s for the first 3 s, so both connections' passes run late; once the
+    service is fast again, each is back on its own schedule, half an interval apart (not in
+    step, which would make the load come in bursts)."""
+    service = FakeService(clock)
+    answer = service.__call__
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and clock.now() - 1000.0 < 3.0:
+            await clock.sleep(1.5)
+        return answer(request)
+
+    pollers = Pollers([("a", "t"), ("b", "t")], [pool(URL, 1, httpx.MockTransport(slow)) for _ in range(2)],
+                      switches := Switches(), 1.0, clock=clock)
+    task = asyncio.create_task(pollers.run())
+    await clock.run_for(5.8)
+    switches.stop = True
+    await clock.finish(task, limit_s=10)
+    late = 3.5  # every pass before this ran late or follows one that did
+    assert [t for t in service.times("a") if t >= late] == [4.0, 5.0]
+    assert [t for t in service.times("b") if t >= late] == [3.5, 4.5, 5.5]
+
+
 async def test_unpaced_pollers_poll_as_fast_as_they_can(clock):
     service = FakeService(clock)
     await run_for(clock, service, ["q0", "q1"], 0.5, 0.0, Switches())
