@@ -7,8 +7,6 @@ get_stats  # bluedove/dispatcher/routes/stats.py
 list_spaces  # bluedove/dispatcher/routes/spaces.py (its get_space is cluster.py's name)
 # gRPC servicer methods, called by the generated stubs' names
 GetSpace  # bluedove/dispatcher/grpc_api.py
-# rtree index properties, read by libspatialindex when the index is created
-leaf_capacity, index_capacity, near_minimum_overlap_factor, fill_factor  # bluedove/matcher/index.py
 # dataclass fields read by name (getattr, asdict)
 per_dimension  # bluedove/lab/sim/costmodel.py Models
 span_s  # bluedove/lab/sim/engine.py RunResult

@@ -1,19 +1,19 @@
-"""One subscription set: an R-tree over all k dimensions, live insert/delete and bulk load, exact for [low, high)."""
+"""One subscription set: R-trees over all k dimensions, live insert/delete and bulk load, exact for [low, high)."""
 
-# Ranges are half-open, `[low, high)`, while the R-tree's boxes are closed; a box is stored as
+# Ranges are half-open, `[low, high)`, while the trees' boxes are closed; a box is stored as
 # `[low, nextafter(high, -inf)]`, which holds exactly the doubles v with `low <= v < high`,
 # so the index answers exactly with no post-filter. Ids are opaque strings to the caller;
 # internal ids are ints that are never reused, so an answer computed while a subscription is
 # removed can be mapped without confusing it with a newer one.
 #
-# Two trees: most boxes sit in a static STR-packed tree queried in compiled code
-# (bluedove/matcher/packed.py, ~9x faster per point than libspatialindex on the `sparse` workload);
-# boxes added since it was packed go to a libspatialindex R*-tree, which takes live inserts
-# and deletes. A box removed from the packed tree is masked there. When the R*-tree grows
-# past a share of the set, everything is packed again (~70 ms for 92,000 boxes): subscriptions
-# added one at a time cost ~38 µs each on average, packs included. When the masked boxes do,
-# the packed tree is compacted instead: the live boxes kept in their order, no sort (~1 ms for
-# 12,000), so a deleted queue's thousands of removals never wait on a pack.
+# The boxes sit in static STR-packed trees queried in compiled code (bluedove/matcher/packed.py,
+# ~9x faster per point than libspatialindex on the `sparse` workload): a bulk load packs them
+# into one; boxes added later go to a buffer and from there into smaller trees, merged as they
+# grow (bluedove/matcher/levels.py). A removed box is masked where it is. When the merges reach
+# the biggest tree, the whole set is packed anew (~70 ms for 92,000 boxes) in a fresh dimension
+# order; when a tree's masked boxes pass a quarter of it, it is compacted instead: its live
+# boxes kept in their order, no sort (~1 ms for 12,000), so a deleted queue's thousands of
+# removals never wait on a pack.
 
 from __future__ import annotations
 
@@ -22,22 +22,21 @@ from types import MappingProxyType
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
-from rtree import index as rtree_index
 
 from bluedove.matcher.filter_book import FilterBook, refine
+from bluedove.matcher.levels import Levels
 from bluedove.matcher.matches import Directory, Matches
-from bluedove.matcher.packed import PackedTree
 
 # add_many packs the whole set anew when it brings at least this many new subscriptions and
 # at least as many as the set holds: loading 12,000 paper boxes takes ~25 ms instead of
 # ~0.25 s of one-by-one R*-tree inserts (docs/benchmarks.md, "Kernel").
 BULK_MIN = 256
-# The set packs again once the R*-tree of boxes added since the last pack holds more than
-# max(DELTA_MIN, len(set) // DELTA_SHARE), and compacts its packed tree once that holds more
-# than max(DELTA_MIN, len(packed) // 4) masked (removed) boxes. A bigger share makes packs
-# rarer and queries slower: every point is also looked up in the R*-tree.
+# Boxes added one by one wait in a buffer, read whole by every query, until it holds more than
+# DELTA_MIN; it is then packed into a tree of its own, and trees are merged while the next
+# bigger one holds at most RATIO times as many (bluedove/matcher/levels.py). A tree is
+# compacted once it holds more than max(DELTA_MIN, len(tree) // 4) masked (removed) boxes.
 DELTA_MIN = 256
-DELTA_SHARE = 32
+RATIO = 4
 
 
 @dataclass(frozen=True)
@@ -47,22 +46,10 @@ class PackThresholds:
 
     bulk_min: int = BULK_MIN
     delta_min: int = DELTA_MIN
-    delta_share: int = DELTA_SHARE
+    ratio: int = RATIO
 
 
 DEFAULT_THRESHOLDS = PackThresholds()
-# Node capacities of the R*-tree of recent boxes, measured on the paper workload
-# (docs/benchmarks.md, "Kernel").
-LEAF_CAPACITY = 32
-INDEX_CAPACITY = 32
-FILL_FACTOR = 0.95
-# libspatialindex wants near_minimum_overlap_factor < both capacities (R*-tree inserts).
-NEAR_MINIMUM_OVERLAP = 16
-# libspatialindex stores a box whose every side spans at most DBL_EPSILON (absolute) as the
-# point at its low corner (its C API's point test), so a point inside such a box but off that
-# corner would miss it: a subscription of [0, 1e-20) on each dimension. Those boxes go straight
-# into the packed tree, which compares exactly (a pack at each such add: they are rare).
-_POINT_LIKE = float(np.finfo(np.float64).eps)
 # What match_batch gives a point that matches nothing.
 NO_MATCH: Mapping[str, list[str]] = MappingProxyType({})
 
@@ -77,15 +64,11 @@ class SubscriptionSet:
             raise ValueError(f"a subscription set needs k >= 1 dimensions, got {k}")
         self.k = k
         self.thresholds = thresholds
-        self._tk = max(k, 2)  # libspatialindex needs >= 2 dimensions; a 1-d set pads with zeros
+        self._tk = max(k, 2)  # a 1-d set pads its boxes and points with a second dimension of zeros
         self._order = np.arange(k, dtype=np.intp)  # tree dimension t -> caller's dimension order[t]
-        self._packed: PackedTree | None = None  # the boxes at the last pack
-        self._dead = 0  # removed boxes masked in the packed tree
-        self._recent_index: rtree_index.Index | None = None  # `_recent`, made at its first box
-        self._n_recent = 0
+        self._levels = Levels(self._tk, thresholds.delta_min, thresholds.ratio)
         self._next = 0
         self._by_id: dict[str, int] = {}  # subscription id -> internal int id
-        self._boxes: dict[int, bytes] = {}  # internal id -> stored box (tree order, float64 bytes)
         self.sub_ids: dict[int, str] = {}  # internal id -> subscription id
         self.queues: dict[int, str] = {}  # internal id -> delivery queue
         self.directory = Directory()  # the same two as arrays, for turning matches into deliveries
@@ -93,6 +76,7 @@ class SubscriptionSet:
         self.book: FilterBook | None = None
         self._writes = 0  # adds and removes so far: `coverage` keeps its sorted bounds until it moves
         self._sorted_bounds: tuple[tuple[int, int], np.ndarray, np.ndarray] = ((-1, -1), np.empty(0), np.empty(0))
+        self._all: tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None  # `_live_boxes`, by `_writes`
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -110,17 +94,13 @@ class SubscriptionSet:
             raise ValueError(f"add: expected {self.k} lows and highs, got {len(lows)} and {len(highs)}")
         if sub_id in self._by_id or not all(lo < hi for lo, hi in zip(lows, highs)):  # also refuses NaN bounds
             return False
-        box = _tree_boxes(np.asarray(lows, dtype=np.float64)[None, :], np.asarray(highs, dtype=np.float64)[None, :],
-                          self._order, self._tk)[0]
+        boxes = _tree_boxes(np.asarray(lows, dtype=np.float64)[None, :], np.asarray(highs, dtype=np.float64)[None, :],
+                            self._order, self._tk)
         iid = self._next
         self._next += 1
-        self._remember(iid, sub_id, queue, box.tobytes())
-        if _point_like(box[None, :], self._tk)[0]:
+        self._remember(iid, sub_id, queue)
+        if self._levels.append(np.array([iid], dtype=np.int64), boxes):
             self._pack()
-            return True
-        self._recent.insert(iid, box.tolist())
-        self._n_recent += 1
-        self._pack_if_due()
         return True
 
     def add_many(self, sub_ids: Sequence[str], queues: Sequence[str], lows: np.ndarray, highs: np.ndarray) -> int:
@@ -145,55 +125,44 @@ class SubscriptionSet:
         iids = range(self._next, self._next + n)
         self._next += n
         sids = [sub_ids[r] for r in keep]
-        blob, width = boxes.tobytes(), boxes.shape[1] * 8
         self._by_id.update(zip(sids, iids))
         self.sub_ids.update(zip(iids, sids))
         qs = [queues[r] for r in keep]
         self._writes += 1
         self.queues.update(zip(iids, qs))
         self.directory.put(iids.start, sids, qs)
-        self._boxes.update(zip(iids, (blob[j:j + width] for j in range(0, n * width, width))))
-        if (n >= self.thresholds.bulk_min and n >= len(self) - n) or _point_like(boxes, self._tk).any():
+        bulk = n >= self.thresholds.bulk_min and n >= len(self) - n
+        if self._levels.append(np.arange(iids.start, iids.stop, dtype=np.int64), boxes, pack=not bulk) or bulk:
             self._pack()  # a fresh STR-packed tree over everything, old and new
-        else:
-            insert = self._recent.insert
-            for iid, box in zip(iids, boxes.tolist()):
-                insert(iid, box)
-            self._n_recent += n
-            self._pack_if_due()
         return n
 
     def remove(self, sub_id: str) -> bool:
         iid = self._by_id.pop(sub_id, None)
         if iid is None:
             return False
-        self._drop(iid, self._packed is not None and self._packed.kill(iid))
+        found = self._levels.kill(iid)
+        assert found, f"entry {iid} of {sub_id!r} has no box"
+        self._drop(iid)
         self._writes += 1
         self._pack_if_due()
         return True
 
-    def _drop(self, iid: int, masked: bool) -> None:
-        """Forget entry `iid`, `masked` in the packed tree already or else in the recent one."""
-        box = self._boxes.pop(iid)
-        if masked:
-            self._dead += 1
-        else:
-            self._recent.delete(iid, np.frombuffer(box, dtype=np.float64).tolist())
-            self._n_recent -= 1
+    def _drop(self, iid: int) -> None:
+        """Forget entry `iid` (its box is masked already)."""
         del self.sub_ids[iid], self.queues[iid]
         self.directory.drop(iid)
 
     def remove_many(self, sub_ids: Iterable[str]) -> int:
-        """`remove` for many at once (a run of a deleted queue's removals): the packed tree masks
-        them in one vectorised step and the set is repacked at most once, at the end, rather
-        than each time a removal crosses the threshold. Returns how many were here."""
+        """`remove` for many at once (a run of a deleted queue's removals): the trees mask them
+        in one vectorised step and are compacted at most once, at the end, rather than each
+        time a removal crosses the threshold. Returns how many were here."""
         iids = [iid for sid in sub_ids if (iid := self._by_id.pop(sid, None)) is not None]
         if not iids:
             return 0
-        packed = (self._packed.kill_many(np.array(iids, dtype=np.int64)).tolist() if self._packed is not None
-                  else [False] * len(iids))
-        for iid, masked in zip(iids, packed):
-            self._drop(iid, masked)
+        found = self._levels.kill_many(np.array(iids, dtype=np.int64))
+        assert found == len(iids), f"{len(iids) - found} entries have no box"
+        for iid in iids:
+            self._drop(iid)
         self._writes += 1
         self._pack_if_due()
         return len(iids)
@@ -210,17 +179,7 @@ class SubscriptionSet:
             pts[:, 0] = points[:, 0]
         else:
             pts = points[:, self._order]  # fancy indexing: a fresh C-contiguous copy in tree order
-        if self._packed is not None:
-            at, ids = self._packed.query(pts)
-        else:
-            at, ids = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-        if self._n_recent:
-            more, per = self._recent.intersection_v(pts, pts)  # type: ignore[no-untyped-call]  # rtree: unannotated
-            if len(more):
-                at = np.concatenate([at, np.repeat(np.arange(m, dtype=np.int64), per.astype(np.int64))])
-                ids = np.concatenate([ids, more.astype(np.int64, copy=False)])
-                by_point = np.argsort(at, kind="stable")
-                at, ids = at[by_point], ids[by_point]
+        at, ids = self._levels.query(pts)
         return ids, np.bincount(at, minlength=m).astype(np.int64, copy=False)
 
     def match_batch(self, points: np.ndarray) -> list[Mapping[str, list[str]]]:
@@ -243,15 +202,14 @@ class SubscriptionSet:
     def coverage(self, dim: int, values: Sequence[float]) -> list[int]:
         """For each value, how many subscriptions' ranges on `dim` hold it (low <= v < high).
         The sorted bounds are kept until the set changes (a matcher asks every 2 s)."""
-        n = len(self._boxes)
-        if not n or not len(values):
+        if not len(self) or not len(values):
             return [0] * len(values)
         key = (self._writes, dim)
         if self._sorted_bounds[0] != key:
-            boxes = np.frombuffer(b"".join(self._boxes.values()), dtype=np.float64).reshape(n, 2 * self._tk)
+            _, lo, hi = self._live_boxes()
             col = int(np.flatnonzero(self._order == dim)[0]) if self.k >= 2 else 0
             # nextafter(high, -inf) is stored: v <= it means v < high
-            self._sorted_bounds = (key, np.sort(boxes[:, col]), np.sort(boxes[:, self._tk + col]))
+            self._sorted_bounds = (key, np.sort(lo[:, col]), np.sort(hi[:, col]))
         _, lows, highs = self._sorted_bounds
         v = np.asarray(values, dtype=np.float64)
         # lows <= v, minus highs < v (ranges that ended before v; lows <= highs)
@@ -261,92 +219,58 @@ class SubscriptionSet:
     def export(self, dim: int, low: float, high: float) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
         """The subscriptions whose range on `dim` overlaps [low, high): (ids, queues, lows,
         highs) in the caller's dimension order, as `add_many` takes them (a hand-off)."""
-        n = len(self._boxes)
-        if n == 0:
+        if not len(self):
             return [], [], np.empty((0, self.k)), np.empty((0, self.k))
-        iids = np.fromiter(self._boxes.keys(), dtype=np.int64, count=n)
-        boxes = np.frombuffer(b"".join(self._boxes.values()), dtype=np.float64).reshape(n, 2 * self._tk)
-        order = self._order
-        mins, maxs = np.empty((n, self.k)), np.empty((n, self.k))
-        if self.k == 1:
-            mins[:, 0], maxs[:, 0] = boxes[:, 0], boxes[:, self._tk]
-        else:
-            mins[:, order], maxs[:, order] = boxes[:, :self.k], boxes[:, self._tk:self._tk + self.k]
+        iids, lo, hi = self._live_boxes()
+        mins, maxs = self._caller_order(lo, hi)
         highs = np.nextafter(maxs, np.inf)  # undo the half-open encoding
         mask = (mins[:, dim] < high) & (highs[:, dim] > low)
         sel = iids[mask].tolist()
         return [self.sub_ids[i] for i in sel], [self.queues[i] for i in sel], mins[mask], highs[mask]
 
     # -- internals -------------------------------------------------------------------------
-    def _props(self) -> rtree_index.Property:
-        prop = rtree_index.Property(dimension=self._tk)
-        prop.leaf_capacity = LEAF_CAPACITY
-        prop.index_capacity = INDEX_CAPACITY
-        prop.near_minimum_overlap_factor = NEAR_MINIMUM_OVERLAP
-        prop.fill_factor = FILL_FACTOR
-        return prop
+    def _live_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every live box (ids, lo, hi in tree order), kept until the set changes."""
+        if self._all is None or self._all[0] != self._writes:
+            self._all = (self._writes, self._levels.boxes())
+        return self._all[1]
 
-    @property
-    def _recent(self) -> rtree_index.Index:
-        """The R*-tree of the boxes added since the last pack, made at its first box: an empty
-        one costs ~15 KiB in libspatialindex, and a matcher holds a set per dimension of every
-        space it serves, idle ones too."""
-        if self._recent_index is None:
-            self._recent_index = self._new_index()
-        return self._recent_index
-
-    def _new_index(self) -> rtree_index.Index:
-        return rtree_index.Index(properties=self._props())
+    def _caller_order(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Tree-order bounds back in the caller's dimension order: (mins, maxs)."""
+        n, k = len(lo), self.k
+        mins, maxs = np.empty((n, k)), np.empty((n, k))
+        if k == 1:
+            mins[:, 0], maxs[:, 0] = lo[:, 0], hi[:, 0]
+        else:
+            mins[:, self._order], maxs[:, self._order] = lo, hi
+        return mins, maxs
 
     def _pack_if_due(self) -> None:
-        packed = len(self._packed) if self._packed is not None else 0
-        t = self.thresholds
-        if self._n_recent > max(t.delta_min, len(self) // t.delta_share):
-            self._pack()
-        elif self._dead > max(t.delta_min, packed // 4):
+        if self._levels.compaction_due():
             self._compact()
 
     def _compact(self) -> None:
-        """The packed tree without its masked boxes, in the order it had (no sort, no new
-        dimension order): a run of removals (a deleted queue's) repacks in ~1 ms instead of
-        ~8 ms each time a quarter of the tree is masked."""
-        assert self._packed is not None, "boxes are masked only in a packed tree"
-        self._packed = self._packed.compacted() if len(self._packed) > self._dead else None
-        self._dead = 0
+        """The trees past their share of masked boxes without them, in the order they had (no
+        sort, no new dimension order): a run of removals (a deleted queue's) repacks in ~1 ms
+        instead of ~8 ms each time a quarter of a tree is masked."""
+        self._levels.compact()
 
     def _pack(self) -> None:
-        """Every live box into a fresh STR-packed tree, in a fresh dimension order; the R*-tree
-        of recent boxes starts empty."""
-        n, tk, k = len(self._boxes), self._tk, self.k
-        ids = np.fromiter(self._boxes.keys(), dtype=np.int64, count=n)
-        boxes = np.frombuffer(b"".join(self._boxes.values()), dtype=np.float64).reshape(n, 2 * tk)
-        order = self._order
-        if k >= 2 and n:  # back to the caller's order, then into the new one
-            mins, maxs = np.empty((n, k)), np.empty((n, k))
-            mins[:, order], maxs[:, order] = boxes[:, :k], boxes[:, k:]
-            order = dimension_order(mins, maxs)
-            boxes = np.hstack([mins[:, order], maxs[:, order]])
-            blob, width = boxes.tobytes(), 2 * tk * 8
-            self._boxes = dict(zip(ids.tolist(), (blob[j:j + width] for j in range(0, n * width, width))))
-        self._order = order
-        self._packed = PackedTree(ids, boxes[:, :tk], boxes[:, tk:]) if n else None
-        self._dead = 0
-        self._recent_index = None
-        self._n_recent = 0
+        """Every live box into one fresh STR-packed tree, in a fresh dimension order."""
+        ids, lo, hi = self._levels.boxes()
+        self._all = None
+        if self.k >= 2 and len(ids):  # back to the caller's order, then into the new one
+            mins, maxs = self._caller_order(lo, hi)
+            self._order = dimension_order(mins, maxs)
+            lo, hi = mins[:, self._order], maxs[:, self._order]
+        self._levels.reset(ids, lo, hi)
 
-    def _remember(self, iid: int, sub_id: str, queue: str, box: bytes) -> None:
+    def _remember(self, iid: int, sub_id: str, queue: str) -> None:
         self._by_id[sub_id] = iid
-        self._boxes[iid] = box
         self.sub_ids[iid] = sub_id
         self.queues[iid] = queue
         self.directory.put(iid, [sub_id], [queue])
         self._writes += 1
-
-
-def _point_like(boxes: np.ndarray, tk: int) -> np.ndarray:
-    """Rows of tree boxes libspatialindex would keep as a point (every side within DBL_EPSILON)."""
-    flags: np.ndarray = np.all(np.abs(boxes[:, tk:] - boxes[:, :tk]) <= _POINT_LIKE, axis=1)
-    return flags
 
 
 def _tree_boxes(lows: np.ndarray, highs: np.ndarray, order: np.ndarray, tk: int) -> np.ndarray:

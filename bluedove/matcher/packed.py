@@ -4,9 +4,9 @@ compiled code.
 libspatialindex answers a point of the `sparse` workload in ~15 µs on a matcher's ~92,000
 boxes: each node it visits is copied out of its storage manager and unpacked into freshly
 allocated regions. The same STR-packed tree as flat arrays, walked by a numba-compiled loop,
-answers in ~1.7 µs with the same answers (docs/benchmarks.md, "Kernel"). The tree is static:
-`SubscriptionSet` keeps the boxes added since the last pack in a small libspatialindex
-R*-tree and packs again when that grows.
+answers in ~1.7 µs with the same answers (docs/benchmarks.md, "Kernel"). A tree is static: a
+set's boxes are a few of them of growing size and a buffer of the latest boxes, which `scan`
+reads whole (bluedove/matcher/levels.py).
 
 Boxes are closed, `[lo, hi]` per dimension, as the caller stores them (a half-open `[low,
 high)` arrives as `[low, nextafter(high, -inf)]`). A point with a NaN coordinate is inside
@@ -51,6 +51,7 @@ class PackedTree:
         self.lo = np.ascontiguousarray(lo[perm])
         self.hi = np.ascontiguousarray(hi[perm])
         self.alive = np.ones(len(perm), dtype=np.uint8)
+        self.dead = 0  # boxes masked
         self._id_order: np.ndarray | None = None  # rows in id order, for kill
         levels_lo, levels_hi = [], []
         mn, mx = self.lo, self.hi
@@ -73,6 +74,10 @@ class PackedTree:
     def __len__(self) -> int:
         return len(self.ids)
 
+    @property
+    def live(self) -> int:
+        return len(self.ids) - self.dead
+
     def kill(self, box_id: int) -> bool:
         """Mask the box known as `box_id`; False if the tree has no live box of that id."""
         if self._id_order is None:  # built on the first removal: most trees never see one
@@ -84,6 +89,7 @@ class PackedTree:
         if self.ids[row] != box_id or not self.alive[row]:
             return False
         self.alive[row] = 0
+        self.dead += 1
         return True
 
     def compacted(self) -> PackedTree:
@@ -105,6 +111,7 @@ class PackedTree:
         rows = self._id_order[at]
         hit: np.ndarray = (self.ids[rows] == box_ids) & (self.alive[rows] == 1)
         self.alive[rows[hit]] = 0
+        self.dead += int(np.count_nonzero(hit))
         return hit
 
     def query(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -124,6 +131,23 @@ class PackedTree:
             if n <= size:
                 return out_pt[:n], self.ids[out_row[:n]]
             size = n  # the buffers were too small: once more with room for every answer
+
+
+def scan(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The live boxes (rows of lo, hi) containing each point, every box looked at: (point index,
+    row) pairs grouped by point in ascending order. For a few hundred boxes, cheaper than a tree."""
+    points = np.ascontiguousarray(points, dtype=np.float64)
+    m = len(points)
+    if m == 0 or len(lo) == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    size = 4 * m + 64
+    while True:
+        out_pt = np.empty(size, dtype=np.int64)
+        out_row = np.empty(size, dtype=np.int64)
+        n = _scan(points, lo, hi, alive, out_pt, out_row)
+        if n <= size:
+            return out_pt[:n], out_row[:n]
+        size = n
 
 
 def str_order(lo: np.ndarray, hi: np.ndarray, capacity: int) -> np.ndarray:
@@ -157,6 +181,7 @@ def warm_up() -> None:
     the GIL for a second or more; a matcher does it before it joins the gossip, where a
     process that stops answering for that long is suspected and may be declared dead."""
     PackedTree(np.arange(2), np.zeros((2, 2)), np.ones((2, 2))).query(np.full((1, 2), 0.5))
+    scan(np.full((1, 2), 0.5), np.zeros((2, 2)), np.ones((2, 2)), np.ones(2, dtype=np.uint8))
 
 
 @compiled
@@ -196,6 +221,21 @@ def _query(points: Floats, nodes_lo: Floats, nodes_hi: Floats, level_start: Ints
                     stack[sp] = (level + 1) * stride + c
                     sp += 1
             elif alive[j] and _contains(lo, hi, j, points, i):
+                if found < cap:
+                    out_pt[found] = i
+                    out_row[found] = j
+                found += 1
+    return found
+
+
+@compiled
+def _scan(points: Floats, lo: Floats, hi: Floats, alive: npt.NDArray[np.uint8], out_pt: Ints, out_row: Ints) -> int:
+    """Every live box against every point; the number of answers, writing those that fit."""
+    found = 0
+    cap = out_pt.shape[0]
+    for i in range(points.shape[0]):
+        for j in range(lo.shape[0]):
+            if alive[j] and _contains(lo, hi, j, points, i):
                 if found < cap:
                     out_pt[found] = i
                     out_row[found] = j

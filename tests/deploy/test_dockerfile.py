@@ -354,19 +354,21 @@ def test_the_numba_warm_up_compiles_what_a_matcher_runs(tmp_path):
     matcher_like = (
         "import json, numpy as np\n"
         "from bluedove.matcher.index import SubscriptionSet\n"
-        "from bluedove.matcher.packed import _contains, _query\n"
+        "from bluedove.matcher.packed import _contains, _query, _scan\n"
         "rng = np.random.default_rng(7)\n"
         "s = SubscriptionSet(4)\n"
-        "lows = rng.uniform(0, 900, (5000, 4)); highs = lows + rng.uniform(1, 100, (5000, 4))\n"
-        "s.add_many([f's{i}' for i in range(5000)], ['q'] * 5000, lows, highs)\n"
-        "assert s._packed is not None, 'not packed: the kernel was not used'\n"
+        "lows = rng.uniform(0, 900, (5001, 4)); highs = lows + rng.uniform(1, 100, (5001, 4))\n"
+        "s.add_many([f's{i}' for i in range(5000)], ['q'] * 5000, lows[:5000], highs[:5000])\n"
+        "s.add('last', 'q', lows[5000].tolist(), highs[5000].tolist())\n"
+        "assert s._levels.trees and s._levels.b_live, 'a tree and a buffer: both kernels are used'\n"
         "s.match_batch(rng.uniform(0, 1000, (100, 4)))\n"
         "print(json.dumps({f.__name__: [len(f.stats.cache_hits), len(f.stats.cache_misses)]\n"
-        "                  for f in (_query, _contains)}))\n"
+        "                  for f in (_query, _scan, _contains)}))\n"
     )
     run = subprocess.run([sys.executable, "-c", matcher_like], env=env, cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     stats = json.loads(run.stdout.strip().splitlines()[-1])
     assert stats["_query"] == [1, 0], f"(hits, misses) of the index walk: {stats}"
+    assert stats["_scan"] == [1, 0], f"(hits, misses) of the buffer's scan: {stats}"
     assert sorted(p.name for p in (tmp_path / "numba-cache").rglob("*.nbc")) == cached, "compiled again"

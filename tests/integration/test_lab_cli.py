@@ -44,6 +44,17 @@ def test_bench_kernel_typed_vs_paper_and_boxes_vs_subs_smoke():
     assert all(x["matches_per_msg"] > 0 and x["filter_cost_over_subs_median"] > 0 for x in boxes["pairs"].values())
 
 
+def test_bench_kernel_adds_smoke():
+    """`--adds`: a set's adds and removals timed, matching exact with them pending; a bad count is
+    refused with exit 2."""
+    out = _kernel_json("--workload", "sparse", "--subs", "2000", "--adds", "600", "--messages", "300", "--verify", "50")
+    assert out["adds"] == 600 and out["add_batch"] == 16 and out["exact"] is True
+    assert out["us_per_add"] > 0 and out["us_per_remove"] > 0 and out["pending_over_packed"] > 0
+    r = subprocess.run([sys.executable, "-m", "bluedove", "bench", "kernel", "--adds", "0"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "--adds" in r.stderr
+
+
 def test_sim_figure_cli_json(tmp_path):
     model = tmp_path / "model.json"
     Models(CostModel({"one": 1e-5, "size": 2e-9, "matches": 6e-7}, meta={"fit": {}}),

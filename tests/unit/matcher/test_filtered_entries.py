@@ -42,7 +42,7 @@ def predicates(draw) -> dict:
        st.data())
 def test_each_subscription_matches_once_and_only_where_its_filter_holds(filters, points, data):
     subs = [build_subscription(f"s{i}", f"q{i % 3}", p, SPACE) for i, p in enumerate(filters)]
-    s = SubscriptionSet(2, PackThresholds(bulk_min=4, delta_min=2, delta_share=2))  # packs mid-way too
+    s = SubscriptionSet(2, PackThresholds(bulk_min=4, delta_min=2, ratio=2))  # packs mid-way too
     live = {sub.id: sub for sub in subs}
     book = FilterBook(SPACE)
     for sub in subs:

@@ -106,7 +106,7 @@ def test_remove():
     assert_matches(s, (0.5, 0.5), {"b"})
     assert s.add("a", "q2", (0.0, 0.0), (2.0, 2.0))  # the id can come back, with a new box
     assert_matches(s, (1.5, 1.5), {"a"})
-    assert len(s) == 2 and len(s._boxes) == len(s.sub_ids) == len(s.queues) == 2  # no leftovers
+    assert len(s) == 2 and s._levels.live == len(s.sub_ids) == len(s.queues) == 2  # no leftovers
 
 
 def test_match_batch_groups_by_queue():
@@ -210,10 +210,10 @@ def test_bulk_threshold_is_used():
     lows = np.zeros((n, 2))
     highs = np.ones((n, 2))
     s.add_many([str(i) for i in range(n)], ["q"] * n, lows, highs)
-    assert len(s._packed) == n and s._n_recent == 0  # packed in one go
+    assert [len(t) for t in s._levels.trees] == [n] and s._levels.b_live == 0  # packed in one go
     small = SubscriptionSet(2)
     small.add_many(["a", "b"], ["q", "q"], lows[:2], highs[:2])
-    assert small._packed is None and small._n_recent == 2  # inserted one by one
+    assert small._levels.trees == [] and small._levels.b_live == 2  # into the buffer
 
 
 def test_agrees_with_brute_force_on_the_paper_workload():
@@ -279,7 +279,7 @@ def scenario(draw):
 @given(scenario())
 def test_interleaved_operations_match_the_oracle(sc):
     k, bulk_min, delta_min, ops = sc
-    _run(SubscriptionSet(k, PackThresholds(bulk_min=bulk_min, delta_min=delta_min, delta_share=2)), ops)
+    _run(SubscriptionSet(k, PackThresholds(bulk_min=bulk_min, delta_min=delta_min, ratio=2)), ops)
 
 
 def _run(s, ops):
@@ -343,11 +343,12 @@ def test_export_gives_back_exactly_the_overlapping_subscriptions_as_added():
 @pytest.mark.parametrize("k", [1, 2, 3])
 @pytest.mark.parametrize("via", ["add", "add_many"])
 def test_a_box_narrower_than_epsilon_on_every_side_still_matches_inside(k, via):
-    """libspatialindex keeps a box whose every side spans at most DBL_EPSILON as the point at its low
-    corner: without care, a point inside [0, 1e-20) but not at 0 matched nothing (hypothesis found
-    [0, 1.2e-145) x [0, 5e-324) missing the point (5e-324, 0))."""
+    """A box whose every side spans at most DBL_EPSILON still holds exactly its points, in the
+    buffer and in a tree (libspatialindex, which once held the recent boxes, kept such a box as
+    the point at its low corner: hypothesis found [0, 1.2e-145) x [0, 5e-324) missing the point
+    (5e-324, 0))."""
     s = SubscriptionSet(k)
-    s.add("wide", "q", [0.0] * k, [1.0] * k)  # a set with a live R*-tree beside the packed one
+    s.add("wide", "q", [0.0] * k, [1.0] * k)  # a set with a buffer of recent boxes
     lows, highs = [0.0] * k, [1e-20] * k
     if via == "add":
         assert s.add("tiny", "q", lows, highs)

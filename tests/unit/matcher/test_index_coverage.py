@@ -19,7 +19,7 @@ def brute(subs: dict, dim: int, values: list[float]) -> list[int]:
 @pytest.mark.parametrize("k", [1, 3])
 def test_coverage_counts_the_ranges_holding_each_value(k):
     rng = random.Random(k)
-    s = SubscriptionSet(k, PackThresholds(bulk_min=8, delta_min=8, delta_share=2))
+    s = SubscriptionSet(k, PackThresholds(bulk_min=8, delta_min=8, ratio=2))
     subs = {}
     for i in range(300):
         lo = [rng.choice([0.0, 10.0, rng.uniform(0, 100)]) for _ in range(k)]

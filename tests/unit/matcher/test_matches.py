@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from bluedove.matcher.index import NO_MATCH, PackThresholds, SubscriptionSet
 
 K = 2
-SMALL = PackThresholds(bulk_min=8, delta_min=4, delta_share=4)  # packs happen mid-sequence
+SMALL = PackThresholds(bulk_min=8, delta_min=4, ratio=4)  # packs happen mid-sequence
 
 
 def brute(subs: dict[str, tuple[str, np.ndarray, np.ndarray]], point: np.ndarray) -> dict[str, list[str]]:

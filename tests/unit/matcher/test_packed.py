@@ -1,5 +1,5 @@
 """PackedTree (the static STR-packed R-tree walked in compiled code) against brute force, and
-SubscriptionSet with boxes split between the packed tree, the R*-tree of recent ones and
+SubscriptionSet with boxes split between packed trees, the buffer of recent ones and
 masked removals."""
 
 from __future__ import annotations
@@ -83,10 +83,11 @@ def test_str_order_is_a_permutation_with_leaves_of_close_boxes():
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 4), st.sampled_from([0, 5, 50]))
 def test_set_with_packed_recent_and_removed_boxes_agrees_with_brute_force(seed, k, delta_min):
-    """Bulk load, then adds one by one (some land in the R*-tree, some trigger a pack) and
-    removals (masked in the packed tree or deleted from the R*-tree), checked after each step."""
+    """Bulk load, then adds one by one (some land in the buffer, some pack it into a tree and
+    merge trees, some pack everything) and removals (masked in a tree or in the buffer),
+    checked after each step."""
     rng = np.random.default_rng(seed)
-    s = SubscriptionSet(k, PackThresholds(delta_min=delta_min, delta_share=4))
+    s = SubscriptionSet(k, PackThresholds(delta_min=delta_min, ratio=4))
     n = 300
     lows = rng.uniform(0, 100, (n, k)).round(1)
     highs = lows + rng.uniform(0.1, 40, (n, k)).round(1)

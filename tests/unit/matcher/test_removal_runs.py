@@ -58,11 +58,11 @@ def test_a_run_of_removals_repacks_at_most_once_and_stays_exact(monkeypatch):
     rng = np.random.default_rng(5)
     lows, highs = random_boxes(rng, 3000)
     ids = [f"s{j}" for j in range(3000)]
-    small = PackThresholds(bulk_min=16, delta_min=16, delta_share=32)
+    small = PackThresholds(bulk_min=16, delta_min=16, ratio=4)
     many, one = SubscriptionSet(3, small), SubscriptionSet(3, small)
     for s in (many, one):
         s.add_many(ids[:2000], ["q"] * 2000, lows[:2000], highs[:2000])  # packed
-        for j in range(2000, 2100):  # and some in the R*-tree of recent boxes
+        for j in range(2000, 2100):  # and some in the buffer and smaller trees
             s.add(ids[j], "q", lows[j], highs[j])
     rebuilds = {"pack": 0, "compact": 0}
     for name in rebuilds:
