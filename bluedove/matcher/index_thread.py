@@ -1,17 +1,17 @@
 """The matcher's index thread: every read and change of its subscription sets, one at a time.
 
-The sets (R*-trees, packed trees, the directory) are not thread-safe, and a walk or a bulk
-insert can take long enough to matter to gRPC and Redis; so every index operation runs on one
-thread of its own, off the event loop, and holds `lock` while it runs.
+The sets (packed trees, their buffers, the directory) are not thread-safe, and a walk or a
+bulk insert can take long enough to matter to gRPC and Redis; so every index operation runs on
+one thread of its own, off the event loop, and holds `lock` while it runs.
 
 A small match does better on the event loop itself: handing one message to the thread and its
-matches back costs two thread wake-ups, and the walk's R*-tree calls (ctypes, which releases
-the GIL on each call) hand the GIL back and forth with the loop in between. At 20 single
-publishes a second that was ~0.3 ms of a matcher's ~1 ms per Forward (docs/benchmarks.md,
-"Latency"). `run_small` runs the job inline when no job holds the lock, and on the thread
-otherwise: either way one job at a time. An inline match can pass a job queued on the thread
-and not yet begun (a subscription being filed): that job is not done, so no caller has been
-answered for it, and a message forwarded after its answer is matched after it.
+matches back costs two thread wake-ups (and, while sets kept recent boxes in a libspatialindex
+R*-tree, its ctypes calls handed the GIL back and forth with the loop). At 20 single publishes
+a second that was ~0.3 ms of a matcher's ~1 ms per Forward (docs/benchmarks.md, "Latency").
+`run_small` runs the job inline when no job holds the lock, and on the thread otherwise:
+either way one job at a time. An inline match can pass a job queued on the thread and not yet
+begun (a subscription being filed): that job is not done, so no caller has been answered for
+it, and a message forwarded after its answer is matched after it.
 """
 
 from __future__ import annotations

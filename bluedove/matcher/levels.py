@@ -25,7 +25,8 @@ from bluedove.matcher.packed import PackedTree, scan
 
 
 class Levels:
-    """The boxes of one set: `trees`, biggest first, and the buffer (`b_*` arrays, `b_alive`)."""
+    """The boxes of one set: `trees`, biggest first, and the buffer (`b_*` arrays, `b_alive`).
+    Ids must be given out in ascending order (`append` after `append`)."""
 
     def __init__(self, tk: int, delta_min: int, ratio: int) -> None:
         self.tk, self.delta_min, self.ratio = tk, max(delta_min, 1), max(ratio, 1)
@@ -77,13 +78,16 @@ class Levels:
         return False
 
     def kill(self, box_id: int) -> bool:
-        """Mask box `box_id`; False if no live box has that id."""
-        at = np.flatnonzero((self.b_ids == box_id) & (self.b_alive == 1))
-        if len(at):
-            self.b_alive[at[0]] = 0
-            self.b_live -= 1
-            return True
-        return any(t.kill(box_id) for t in self.trees)
+        """Mask box `box_id`; False if no live box has that id. (The buffer's ids ascend, as the
+        owner gives them out; a tree is asked only when the id is within its range.)"""
+        b_ids = self.b_ids
+        if len(b_ids) and box_id >= b_ids[0]:
+            at = int(np.searchsorted(b_ids, box_id))
+            if at < len(b_ids) and b_ids[at] == box_id and self.b_alive[at]:
+                self.b_alive[at] = 0
+                self.b_live -= 1
+                return True
+        return any(t.id_low <= box_id <= t.id_high and t.kill(box_id) for t in self.trees)
 
     def kill_many(self, box_ids: np.ndarray) -> int:
         """`kill` for many distinct ids; how many were live boxes here."""

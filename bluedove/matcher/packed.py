@@ -52,6 +52,8 @@ class PackedTree:
         self.hi = np.ascontiguousarray(hi[perm])
         self.alive = np.ones(len(perm), dtype=np.uint8)
         self.dead = 0  # boxes masked
+        # the range of the ids: a set of several trees asks only those that may hold an id
+        self.id_low, self.id_high = (int(self.ids.min()), int(self.ids.max())) if len(self.ids) else (0, -1)
         self._id_order: np.ndarray | None = None  # rows in id order, for kill
         levels_lo, levels_hi = [], []
         mn, mx = self.lo, self.hi

@@ -76,8 +76,7 @@ RULES: dict[str, list[tuple[str, str | None, str]]] = {
         # the walk's ids to counts and deliveries (bluedove/matcher/matches.py)
         (r"^bluedove/matcher/matches\.py$", None, RESULTS),
         (r"^bluedove/matcher/index\.py$", r"match_batch|\.matches$", RESULTS),
-        (r"^bluedove/matcher/(index|packed)\.py$", None, WALK),
-        (r"(^|/)rtree/", None, WALK),
+        (r"^bluedove/matcher/(index|packed|levels)\.py$", None, WALK),
         (r"(^|/)numba/", None, WALK),
         (r"^bluedove/matcher/(matcher|servicer|space_state)\.py$", r"forward|Forward", MATCHER_DECODE),
         (r"^bluedove/matcher/sets_owner\.py$", r"owns", MATCHER_DECODE),

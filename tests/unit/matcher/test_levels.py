@@ -77,6 +77,22 @@ def test_kill_many_masks_in_the_buffer_and_in_every_tree():
     assert lv.live == 296 and not set(gone.tolist()) & set(lv.boxes()[0].tolist())
 
 
+def test_kill_finds_a_box_wherever_it_sits_and_nothing_else():
+    rng = np.random.default_rng(4)
+    ids, bx = np.arange(130, dtype=np.int64), boxes(rng, 130)
+    lv = Levels(3, 16, 2)
+    lv.reset(ids[:100], bx[:100, :3], bx[:100, 3:])
+    assert not lv.append(ids[100:120], bx[100:120])  # 20 > 16: a tree of their own
+    assert not lv.append(ids[120:126], bx[120:126])  # in the buffer
+    assert [len(t) for t in lv.trees] == [100, 20] and lv.b_live == 6
+    for i in (5, 110, 123, 99, 100, 125):
+        assert lv.kill(i), i
+    for i in (5, 123, 126, 500, -1):
+        assert not lv.kill(i), i
+    assert lv.live == 120 and sorted(lv.boxes()[0].tolist()) == [i for i in range(126)
+                                                                 if i not in (5, 110, 123, 99, 100, 125)]
+
+
 def test_trees_grow_geometrically_and_a_merge_into_the_biggest_asks_for_a_pack():
     """Appending a box at a time: after each step the trees, biggest first, each hold more than
     `ratio` times the next; `append` says True exactly when the merges would reach the
