@@ -34,10 +34,9 @@ class Levels:
         self._empty_buffer()
 
     def _empty_buffer(self) -> None:
-        self.b_ids = np.empty(0, dtype=np.int64)
-        self.b_lo = np.empty((0, self.tk))
-        self.b_hi = np.empty((0, self.tk))
-        self.b_alive = np.empty(0, dtype=np.uint8)
+        # Shared, read-only empties: a matcher holds a set per dimension of every space it serves,
+        # idle ones too, and `append` makes new arrays rather than writing into these.
+        self.b_ids, self.b_lo, self.b_hi, self.b_alive = _empties(self.tk)
         self.b_live = 0
 
     @property
@@ -91,10 +90,12 @@ class Levels:
 
     def kill_many(self, box_ids: np.ndarray) -> int:
         """`kill` for many distinct ids; how many were live boxes here."""
-        hit = np.isin(self.b_ids, box_ids) & (self.b_alive == 1)
-        n = int(np.count_nonzero(hit))
-        self.b_alive[hit] = 0
-        self.b_live -= n
+        n = 0
+        if self.b_live:
+            hit = np.isin(self.b_ids, box_ids) & (self.b_alive == 1)
+            n = int(np.count_nonzero(hit))
+            self.b_alive[hit] = 0
+            self.b_live -= n
         for t in self.trees:
             n += int(np.count_nonzero(t.kill_many(box_ids)))
         return n
@@ -137,6 +138,19 @@ class Levels:
         ids = np.concatenate([f[1] for f in found])
         by_point = np.argsort(at, kind="stable")
         return at[by_point], ids[by_point]
+
+
+_EMPTIES: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def _empties(tk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """An empty buffer's arrays for boxes of `tk` dimensions, made once and read-only."""
+    if tk not in _EMPTIES:
+        arrays = (np.empty(0, dtype=np.int64), np.empty((0, tk)), np.empty((0, tk)), np.empty(0, dtype=np.uint8))
+        for a in arrays:
+            a.flags.writeable = False
+        _EMPTIES[tk] = arrays
+    return _EMPTIES[tk]
 
 
 def _merged(a: PackedTree, b: PackedTree) -> PackedTree:
