@@ -95,7 +95,7 @@ def with_kernel(cpu: dict | None, kernel_us: float) -> dict | None:
     """The account with the kernel's CPU per message beside it and the service's over it."""
     if cpu is None:
         return None
-    return {**cpu, "kernel_us_per_msg": round(kernel_us, 2),
+    return {**cpu, "kernel_us_per_msg": float(f"{kernel_us:.4g}"),
             "service_over_kernel": round(cpu["service_us_per_msg"] / kernel_us, 2)}
 
 
