@@ -148,7 +148,7 @@ def _empties(tk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     if tk not in _EMPTIES:
         arrays = (np.empty(0, dtype=np.int64), np.empty((0, tk)), np.empty((0, tk)), np.empty(0, dtype=np.uint8))
         for a in arrays:
-            a.flags.writeable = False
+            a.setflags(write=False)
         _EMPTIES[tk] = arrays
     return _EMPTIES[tk]
 
