@@ -19,6 +19,8 @@ in the level below (node j's are j*C .. j*C+C-1), as STR builds them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 
@@ -123,16 +125,11 @@ class PackedTree:
         m = len(points)
         if m == 0 or len(self.ids) == 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-        size = 4 * m + 64
         stack = np.empty(self.capacity * (len(self.level_size) + 1) + 1, dtype=np.int64)  # per call: nogil
-        while True:
-            out_pt = np.empty(size, dtype=np.int64)
-            out_row = np.empty(size, dtype=np.int64)
-            n = _query(points, self.nodes_lo, self.nodes_hi, self.level_start, self.level_size, self.lo, self.hi,
-                       self.alive, self.capacity, stack, out_pt, out_row)
-            if n <= size:
-                return out_pt[:n], self.ids[out_row[:n]]
-            size = n  # the buffers were too small: once more with room for every answer
+        at, rows = _answers(m, lambda out_pt, out_row: _query(
+            points, self.nodes_lo, self.nodes_hi, self.level_start, self.level_size, self.lo, self.hi, self.alive,
+            self.capacity, stack, out_pt, out_row))
+        return at, self.ids[rows]
 
 
 def scan(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -142,11 +139,17 @@ def scan(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, alive: np.ndarray) 
     m = len(points)
     if m == 0 or len(lo) == 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    return _answers(m, lambda out_pt, out_row: _scan(points, lo, hi, alive, out_pt, out_row))
+
+
+def _answers(m: int, run: Callable[[Ints, Ints], int]) -> tuple[np.ndarray, np.ndarray]:
+    """(point index, row) pairs from `run(out_pt, out_row)`, a compiled walk that writes what fits
+    and returns how many there are: again with room for all when the first buffers were short."""
     size = 4 * m + 64
     while True:
         out_pt = np.empty(size, dtype=np.int64)
         out_row = np.empty(size, dtype=np.int64)
-        n = _scan(points, lo, hi, alive, out_pt, out_row)
+        n = run(out_pt, out_row)
         if n <= size:
             return out_pt[:n], out_row[:n]
         size = n
@@ -223,7 +226,7 @@ def _query(points: Floats, nodes_lo: Floats, nodes_hi: Floats, level_start: Ints
                     stack[sp] = (level + 1) * stride + c
                     sp += 1
             elif alive[j] and _contains(lo, hi, j, points, i):
-                if found < cap:
+                if found < cap:  # (written out here and in _scan: a compiled helper for it cost paper 25 %)
                     out_pt[found] = i
                     out_row[found] = j
                 found += 1
