@@ -59,7 +59,13 @@ class Levels:
         self.b_hi = np.concatenate([self.b_hi, boxes[:, tk:]])
         self.b_alive = np.concatenate([self.b_alive, np.ones(len(ids), dtype=np.uint8)])
         self.b_live += len(ids)
-        return pack and self.b_live > self.delta_min and self._flush()
+        if pack and self.b_live > self.delta_min:
+            return self._flush()
+        if len(self.b_ids) > 2 * self.delta_min:  # mostly removed: adds and removals taking turns
+            keep = self.b_alive.astype(bool)
+            self.b_ids, self.b_lo, self.b_hi, self.b_alive = (self.b_ids[keep], self.b_lo[keep], self.b_hi[keep],
+                                                              self.b_alive[keep])
+        return False
 
     def _flush(self) -> bool:
         keep = self.b_alive.astype(bool)
@@ -100,15 +106,18 @@ class Levels:
             n += int(np.count_nonzero(t.kill_many(box_ids)))
         return n
 
+    def _due(self, t: PackedTree) -> bool:
+        return t.dead > max(self.delta_min, len(t) // 4) or (t.dead > 0 and not t.live)
+
     def compaction_due(self) -> bool:
-        return any(t.dead > max(self.delta_min, len(t) // 4) for t in self.trees)
+        return any(self._due(t) for t in self.trees)
 
     def compact(self) -> None:
-        """Each tree past its share of masked boxes without them, in its order (no sort); a
-        tree left empty goes."""
+        """Each tree past its share of masked boxes (or with none live) without them, in its
+        order (no sort); a tree left empty goes."""
         kept = []
         for t in self.trees:
-            if t.dead > max(self.delta_min, len(t) // 4):
+            if self._due(t):
                 t = t.compacted()
             if len(t):
                 kept.append(t)

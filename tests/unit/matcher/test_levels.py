@@ -93,6 +93,35 @@ def test_kill_finds_a_box_wherever_it_sits_and_nothing_else():
                                                                  if i not in (5, 110, 123, 99, 100, 125)]
 
 
+def test_adds_and_removals_taking_turns_keep_the_buffer_bounded():
+    """One in, one out, 5,000 times: the buffer never holds more than it may live, so it never
+    packs; its removed rows are dropped rather than kept forever (scanned by every query)."""
+    rng = np.random.default_rng(6)
+    bx = boxes(rng, 5000)
+    lv = Levels(3, 16, 4)
+    for i in range(5000):
+        assert not lv.append(np.array([i], dtype=np.int64), bx[i:i + 1])
+        assert lv.kill(i)
+        assert len(lv.b_ids) <= 2 * 16 + 1 and lv.live == 0
+    assert lv.trees == []
+
+
+def test_a_small_tree_with_nothing_live_is_dropped():
+    """A tree of 20, 17 removed (compacted to 3), then the last 3: too few masked for the share
+    rule, but nothing live, so it goes rather than being walked for nothing."""
+    rng = np.random.default_rng(7)
+    ids, bx = np.arange(140, dtype=np.int64), boxes(rng, 140)
+    lv = Levels(3, 16, 2)
+    lv.reset(ids[:100], bx[:100, :3], bx[:100, 3:])
+    assert not lv.append(ids[100:120], bx[100:120])  # a tree of 20
+    assert lv.kill_many(ids[100:117]) == 17 and lv.compaction_due()
+    lv.compact()
+    assert [len(t) for t in lv.trees] == [100, 3]
+    assert lv.kill_many(ids[117:120]) == 3 and lv.compaction_due()
+    lv.compact()
+    assert [len(t) for t in lv.trees] == [100] and lv.live == 100
+
+
 def test_trees_grow_geometrically_and_a_merge_into_the_biggest_asks_for_a_pack():
     """Appending a box at a time: after each step the trees, biggest first, each hold more than
     `ratio` times the next; `append` says True exactly when the merges would reach the
