@@ -28,8 +28,8 @@ from bluedove.matcher.levels import Levels
 from bluedove.matcher.matches import Directory, Matches
 
 # add_many packs the whole set anew when it brings at least this many new subscriptions and
-# at least as many as the set holds: loading 12,000 paper boxes takes ~25 ms instead of
-# ~0.25 s of one-by-one R*-tree inserts (docs/benchmarks.md, "Kernel").
+# at least as many as the set holds (a bulk load: one tree, rather than buffers packed and
+# merged on the way; 12,000 paper boxes in ~25 ms).
 BULK_MIN = 256
 # Boxes added one by one wait in a buffer, read whole by every query, until it holds more than
 # DELTA_MIN; it is then packed into a tree of its own, and trees are merged while the next
@@ -144,7 +144,7 @@ class SubscriptionSet:
         assert found, f"entry {iid} of {sub_id!r} has no box"
         self._drop(iid)
         self._writes += 1
-        self._pack_if_due()
+        self._compact_if_due()
         return True
 
     def _drop(self, iid: int) -> None:
@@ -164,7 +164,7 @@ class SubscriptionSet:
         for iid in iids:
             self._drop(iid)
         self._writes += 1
-        self._pack_if_due()
+        self._compact_if_due()
         return len(iids)
 
     # -- reads -----------------------------------------------------------------------------
@@ -245,7 +245,7 @@ class SubscriptionSet:
             mins[:, self._order], maxs[:, self._order] = lo, hi
         return mins, maxs
 
-    def _pack_if_due(self) -> None:
+    def _compact_if_due(self) -> None:
         if self._levels.compaction_due():
             self._compact()
 

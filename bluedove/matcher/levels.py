@@ -23,6 +23,8 @@ import numpy as np
 
 from bluedove.matcher.packed import PackedTree, scan
 
+Rows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # ids, lo, hi, alive
+
 
 class Levels:
     """The boxes of one set: `trees`, biggest first, and the buffer (`b_*` arrays, `b_alive`).
@@ -68,8 +70,7 @@ class Levels:
         return False
 
     def _flush(self) -> bool:
-        keep = self.b_alive.astype(bool)
-        tree = PackedTree(self.b_ids[keep], self.b_lo[keep], self.b_hi[keep])
+        tree = PackedTree(*_live([self._buffer()]))
         self._empty_buffer()
         if not len(tree):
             return False
@@ -125,11 +126,10 @@ class Levels:
 
     def boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every live box: (ids, lo, hi)."""
-        parts = [(t.ids, t.lo, t.hi, t.alive) for t in self.trees] + [(self.b_ids, self.b_lo, self.b_hi, self.b_alive)]
-        masks = [a.astype(bool) for *_, a in parts]
-        return (np.concatenate([p[0][m] for p, m in zip(parts, masks)]),
-                np.concatenate([p[1][m] for p, m in zip(parts, masks)]),
-                np.concatenate([p[2][m] for p, m in zip(parts, masks)]))
+        return _live([_rows(t) for t in self.trees] + [self._buffer()])
+
+    def _buffer(self) -> Rows:
+        return self.b_ids, self.b_lo, self.b_hi, self.b_alive
 
     def query(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The live boxes containing each point (in tree order): (point index, id) pairs,
@@ -164,6 +164,15 @@ def _empties(tk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 def _merged(a: PackedTree, b: PackedTree) -> PackedTree:
     """One tree of the live boxes of two."""
-    ka, kb = a.alive.astype(bool), b.alive.astype(bool)
-    return PackedTree(np.concatenate([a.ids[ka], b.ids[kb]]), np.concatenate([a.lo[ka], b.lo[kb]]),
-                      np.concatenate([a.hi[ka], b.hi[kb]]))
+    return PackedTree(*_live([_rows(a), _rows(b)]))
+
+
+def _rows(t: PackedTree) -> Rows:
+    return t.ids, t.lo, t.hi, t.alive
+
+
+def _live(parts: list[Rows]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The live rows of these (ids, lo, hi, alive), one after another: (ids, lo, hi)."""
+    masks = [alive.astype(bool) for *_, alive in parts]
+    ids, lo, hi = ([part[j][m] for part, m in zip(parts, masks)] for j in range(3))
+    return np.concatenate(ids), np.concatenate(lo), np.concatenate(hi)
