@@ -37,6 +37,8 @@ BULK_MIN = 256
 # compacted once it holds more than max(DELTA_MIN, len(tree) // 4) masked (removed) boxes.
 DELTA_MIN = 256
 RATIO = 4
+# A pack of the whole set chooses its dimension order from this many of its boxes at most.
+ORDER_SAMPLE = 4096
 
 
 @dataclass(frozen=True)
@@ -288,7 +290,10 @@ def dimension_order(mins: np.ndarray, maxs: np.ndarray) -> np.ndarray:
     first dimension into the most slices, so it should be the most selective one. In a set of
     mPartition (the paper's §III-A) every box overlaps the set's own segment along its dimension,
     which therefore comes last; a wildcard dimension too. Unbounded sides are clipped to the
-    finite range of the data first."""
+    finite range of the data first. Scored on `ORDER_SAMPLE` of the boxes at most."""
+    if len(mins) > ORDER_SAMPLE:  # evenly spaced rows: a set's pack costs ~0.2 µs a box less
+        rows = np.linspace(0, len(mins) - 1, ORDER_SAMPLE).astype(np.intp)
+        mins, maxs = mins[rows], maxs[rows]
     finite = np.abs(np.concatenate([mins.ravel(), maxs.ravel()])) < 1e300  # nextafter(inf) is finite
     vals = np.concatenate([mins.ravel(), maxs.ravel()])[finite]
     lo, hi = (vals.min(), vals.max()) if len(vals) else (0.0, 0.0)

@@ -173,6 +173,14 @@ def _rows(t: PackedTree) -> Rows:
 
 def _live(parts: list[Rows]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The live rows of these (ids, lo, hi, alive), one after another: (ids, lo, hi)."""
-    masks = [alive.astype(bool) for *_, alive in parts]
-    ids, lo, hi = ([part[j][m] for part, m in zip(parts, masks)] for j in range(3))
-    return np.concatenate(ids), np.concatenate(lo), np.concatenate(hi)
+    kept = [_live_rows(*part) for part in parts]
+    return (np.concatenate([k[0] for k in kept]), np.concatenate([k[1] for k in kept]),
+            np.concatenate([k[2] for k in kept]))
+
+
+def _live_rows(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, alive: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if alive.all():  # (a mask would copy them for nothing)
+        return ids, lo, hi
+    live = alive.astype(bool)
+    return ids[live], lo[live], hi[live]

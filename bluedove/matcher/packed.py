@@ -32,6 +32,8 @@ Ints = npt.NDArray[np.int64]
 # Children per node. 4, 8, 16 and 32 answer the `sparse` points within ~25 % of each other
 # (1.7, 1.8, 2.2, 2.1 µs); 8 keeps the tree shallow and the stack small.
 CAPACITY = 8
+# Slabs of at most this many boxes are tiled in compiled code (see str_order).
+_COMPILED_TILE = 2048
 # |bound| above this counts as unbounded when the boxes are sorted (centres stay finite).
 _BIG = np.finfo(np.float64).max / 4
 
@@ -158,27 +160,52 @@ def _answers(m: int, run: Callable[[Ints, Ints], int]) -> tuple[np.ndarray, np.n
 def str_order(lo: np.ndarray, hi: np.ndarray, capacity: int) -> np.ndarray:
     """Sort-Tile-Recursive (Leutenegger et al. 1997): the order of the boxes in which each run
     of `capacity` is a leaf. Sort by the centre along the first dimension, cut into slabs of
-    whole leaves, recurse on the next dimension within each slab; the last sorts."""
+    whole leaves, recurse on the next dimension within each slab; the last sorts.
+
+    Every sort is stable, ties (unbounded sides) kept in the previous dimension's order. Slabs
+    of more than `_COMPILED_TILE` boxes are sorted here (`_stable_argsort`); the smaller ones,
+    most of the sorts, in one compiled call, with no interpreter round each. 2-5x faster than
+    numpy's stable sort slab by slab, in the same order."""
     n = len(lo)
     if n == 0:
         return np.empty(0, dtype=np.intp)
-    centre = (np.clip(lo, -_BIG, _BIG) + np.clip(hi, -_BIG, _BIG)) / 2
+    centre = np.ascontiguousarray((np.clip(lo, -_BIG, _BIG) + np.clip(hi, -_BIG, _BIG)) / 2)
     dims = centre.shape[1]
-    out: list[np.ndarray] = []
+    perm = np.arange(n, dtype=np.intp)
+    small: list[tuple[int, int, int]] = []  # (start, end, dimension) of the slabs left to tile
 
-    def tile(rows: np.ndarray, d: int) -> None:
-        rows = rows[np.argsort(centre[rows, d], kind="stable")]
-        if d == dims - 1 or len(rows) <= capacity:
-            out.append(rows)
+    def tile(start: int, end: int, d: int) -> None:
+        if end - start <= _COMPILED_TILE:
+            small.append((start, end, d))
             return
-        leaves = -(-len(rows) // capacity)
-        slabs = int(np.ceil(leaves ** (1.0 / (dims - d))))
-        per = -(-leaves // slabs) * capacity  # boxes per slab: whole leaves
-        for j in range(0, len(rows), per):
-            tile(rows[j:j + per], d + 1)
+        rows = perm[start:end]
+        perm[start:end] = rows[_stable_argsort(centre[rows, d])]
+        if d < dims - 1:
+            per = _per_slab(end - start, capacity, dims - d)
+            for j in range(start, end, per):
+                tile(j, min(j + per, end), d + 1)
 
-    tile(np.arange(n, dtype=np.intp), 0)
-    return np.concatenate(out)
+    tile(0, n, 0)
+    _tile(centre, perm, np.array(small, dtype=np.int64).reshape(-1, 3), capacity)
+    return perm
+
+
+def _stable_argsort(key: np.ndarray) -> np.ndarray:
+    """np.argsort(key, kind="stable"), from numpy's vectorised quicksort (~5x its stable sort
+    on tens of thousands of floats) with the runs of equal keys put back in their first order."""
+    order = np.argsort(key)
+    ordered = key[order]
+    same = ordered[1:] == ordered[:-1]
+    same |= np.isnan(ordered[1:]) & np.isnan(ordered[:-1])  # (sorted last, as equals)
+    if not same.any():
+        return order
+    tied = np.zeros(len(key), dtype=bool)
+    tied[1:] = same
+    tied[:-1] |= same
+    run = np.cumsum(np.concatenate(([True], ~same)))  # the run of equal keys at each position
+    at = np.flatnonzero(tied)
+    order[at] = order[at][np.argsort(run[at] * len(key) + order[at])]
+    return order
 
 
 def warm_up() -> None:
@@ -246,3 +273,37 @@ def _scan(points: Floats, lo: Floats, hi: Floats, alive: npt.NDArray[np.uint8], 
                     out_row[found] = j
                 found += 1
     return found
+
+
+@compiled
+def _per_slab(m: int, capacity: int, dims_left: int) -> int:
+    """STR's boxes per slab when `m` boxes are cut along the first of `dims_left` dimensions:
+    whole leaves, about leaves ** (1 / dims_left) slabs."""
+    leaves = -(-m // capacity)
+    slabs = int(np.ceil(leaves ** (1.0 / dims_left)))
+    return int(-(-leaves // slabs) * capacity)
+
+
+@compiled
+def _tile(centre: Floats, perm: npt.NDArray[np.intp], slabs: Ints, capacity: int) -> None:
+    """str_order's tiling of each slab (start, end, dimension) of `perm` in place."""
+    dims = centre.shape[1]
+    # slabs still to tile, (start, end, dimension): disjoint runs of perm, so at most n of them
+    stack = np.empty((max(perm.shape[0], slabs.shape[0]), 3), dtype=np.int64)
+    stack[:slabs.shape[0]] = slabs
+    top = slabs.shape[0]
+    while top > 0:
+        top -= 1
+        s, e, d = stack[top, 0], stack[top, 1], stack[top, 2]
+        rows = perm[s:e].copy()
+        key = np.empty(e - s)
+        for i in range(e - s):
+            key[i] = centre[rows[i], d]
+        order = np.argsort(key, kind="mergesort")  # stable: ties keep the previous dimension's order
+        for i in range(e - s):
+            perm[s + i] = rows[order[i]]
+        if d < dims - 1 and e - s > capacity:
+            per = _per_slab(e - s, capacity, dims - d)
+            for j in range(s, e, per):
+                stack[top, 0], stack[top, 1], stack[top, 2] = j, min(j + per, e), d + 1
+                top += 1

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bluedove.matcher.index import PackThresholds, SubscriptionSet
-from bluedove.matcher.packed import PackedTree, compiled, str_order
+from bluedove.matcher.packed import _COMPILED_TILE, PackedTree, _stable_argsort, compiled, str_order
 
 INF = math.inf
 
@@ -78,6 +78,47 @@ def test_str_order_is_a_permutation_with_leaves_of_close_boxes():
     # 256 leaves in 16 x 16 tiles: each leaf spans about a 16th of the range on each axis
     spans = np.ptp(lo[perm].reshape(256, 16, 2), axis=1)
     assert np.median(spans[:, 0]) < 100 and np.median(spans[:, 1]) < 100
+
+
+def reference_str(lo, hi, capacity):
+    """STR written plainly: numpy's stable sort at every slab, recursion in Python."""
+    big = np.finfo(np.float64).max / 4
+    centre = (np.clip(lo, -big, big) + np.clip(hi, -big, big)) / 2
+    dims, out = centre.shape[1], []
+
+    def tile(rows, d):
+        rows = rows[np.argsort(centre[rows, d], kind="stable")]
+        if d == dims - 1 or len(rows) <= capacity:
+            out.append(rows)
+            return
+        leaves = -(-len(rows) // capacity)
+        per = -(-leaves // int(np.ceil(leaves ** (1.0 / (dims - d))))) * capacity
+        for j in range(0, len(rows), per):
+            tile(rows[j:j + per], d + 1)
+
+    tile(np.arange(len(lo)), 0)
+    return np.concatenate(out) if out else np.empty(0, dtype=np.intp)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0, 7, 300, _COMPILED_TILE + 1, 3 * _COMPILED_TILE]),
+       st.integers(1, 4), st.sampled_from([2, 8]))
+def test_str_order_is_the_plain_recursion_s_order(seed, n, dims, capacity):
+    """The big slabs sorted by numpy, the small ones in compiled code: the same order as STR
+    written plainly, ties (unbounded sides, repeated values) in the same places."""
+    rng = np.random.default_rng(seed)
+    lo = np.round(rng.uniform(0, 20, (n, dims)))
+    hi = lo + np.round(rng.uniform(0, 3, (n, dims)))
+    lo[rng.random((n, dims)) < 0.2] = -INF
+    hi[rng.random((n, dims)) < 0.2] = INF
+    assert str_order(lo, hi, capacity).tolist() == reference_str(lo, hi, capacity).tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1.0, -2.5, INF, -INF, math.nan, 7.0]) | st.floats(), max_size=300))
+def test_stable_argsort_is_numpys_stable_sort(keys):
+    key = np.array(keys, dtype=np.float64)
+    assert _stable_argsort(key).tolist() == np.argsort(key, kind="stable").tolist()
 
 
 @settings(max_examples=60, deadline=None)
