@@ -3,17 +3,18 @@
 A subscribe costs a catalogue write and an AddSubscriptions call to every matcher mPartition
 names; both cost far more per call than per subscription. So, as the forwarder's lanes do for
 publishes (bluedove/dispatcher/publish/forwarder.py), both go through lanes that batch
-(`Batcher`, bluedove/runtime/batcher.py), each subscription an item of weight 1:
+(`Batcher`, bluedove/runtime/batcher.py):
 
-- the catalogue writes of concurrent single subscribes go to the store together: the writer
-  takes whatever has queued up (up to WRITE_BATCH_MAX) into one round trip, each subscription
-  still its own atomic step against its queue's limit, with at most WRITE_INFLIGHT round trips
-  under way;
-- the matcher calls go through one lane per matcher: a lane takes whatever subscriptions have
-  queued up for its matcher (up to SEND_BATCH_MAX) into one batch, with at most SEND_INFLIGHT
-  batches under way, written on one long-lived AddSubscriptionsStream call per matcher and
-  acked in order (bluedove/dispatcher/add_stream.py; unary AddSubscriptions to a matcher
-  that does not serve it).
+- the catalogue writes of concurrent single subscribes go to the store together (each an
+  item of weight 1): the writer takes whatever has queued up (up to WRITE_BATCH_MAX) into one
+  round trip, each subscription still its own atomic step against its queue's limit, with at
+  most WRITE_INFLIGHT round trips under way;
+- the matcher calls go through one lane per matcher, whose items are each request's
+  subscriptions for that matcher (a run weighing its length): a lane takes whatever has
+  queued up for its matcher (up to SEND_BATCH_MAX subscriptions) into one batch, with at most
+  SEND_INFLIGHT batches under way, written on one long-lived AddSubscriptionsStream call per
+  matcher and acked in order (bluedove/dispatcher/add_stream.py; unary AddSubscriptions to a
+  matcher that does not serve it).
 
 While a call to a matcher is under way, a second leaves alongside only once SEND_ALONGSIDE
 subscriptions wait (the publish lanes wait for half a call's worth): concurrent single
@@ -81,7 +82,7 @@ class Subscriber:
             store.add_subscriptions_each if space is None else partial(store.add_subscriptions_each, space=space),
             WRITE_BATCH_MAX, WRITE_INFLIGHT)
         # (replaces?, matcher) -> the lane of its AddSubscriptions (or ReplaceSubscriptions) calls
-        self._lanes: dict[tuple[bool, str], Batcher[pb.Subscription, pb.SubscriptionAck]] = {}
+        self._lanes: dict[tuple[bool, str], Batcher[list[pb.Subscription], pb.SubscriptionAck]] = {}
         # a removal's log id (None: there was no such subscription), or the store's exception
         self._remover: Batcher[tuple[str, str], str | None | Exception] = Batcher(
             store.remove_subscriptions_each if space is None else partial(store.remove_subscriptions_each, space=space),
@@ -135,19 +136,21 @@ class Subscriber:
             lane = self._removal_lanes[member] = Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT)
         return lane
 
-    def _lane(self, member: str, replaces: bool = False) -> Batcher[pb.Subscription, pb.SubscriptionAck]:
+    def _lane(self, member: str, replaces: bool = False) -> Batcher[list[pb.Subscription], pb.SubscriptionAck]:
+        """`member`'s lane of adds (or of `replaces`): its items are runs of subscriptions, each
+        weighing its length, a call the runs queued up."""
         lane = self._lanes.get((replaces, member))
         if lane is None:
             adds = None if replaces else self._streams.setdefault(
                 member, AddStream(lambda: self.cluster.stub(member), self.s.subscribe_timeout_s))
 
-            async def call(subs: list[pb.Subscription]) -> list[pb.SubscriptionAck]:
-                batch = pb.SubscriptionBatch(subscriptions=subs, space=self._name)
+            async def call(runs: list[list[pb.Subscription]]) -> list[pb.SubscriptionAck]:
+                batch = pb.SubscriptionBatch(subscriptions=[sub for run in runs for sub in run], space=self._name)
                 if adds is not None:
-                    return [await adds.add(batch)] * len(subs)
+                    return [await adds.add(batch)] * len(runs)
                 reply: pb.SubscriptionAck = await self.cluster.stub(member).ReplaceSubscriptions(
                     batch, timeout=self.s.subscribe_timeout_s)
-                return [reply] * len(subs)
+                return [reply] * len(runs)
 
             lane = self._lanes[(replaces, member)] = Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT, SEND_ALONGSIDE)
         return lane
@@ -199,11 +202,16 @@ class Subscriber:
         sent: list[set[str]] = [set() for _ in msgs]
         missed: set[str] = set()
         for _ in range(3):  # a table change while we send: at most a couple of rounds
-            calls: list[tuple[str, asyncio.Future[pb.SubscriptionAck | Exception]]] = []
+            runs: dict[str, list[pb.Subscription]] = {}
             for i, msg in enumerate(msgs):
-                members = [m for m in owners[i]() if m not in sent[i]]
-                sent[i].update(members)
-                calls += [(m, self._lane(m, replaces).submit(msg)) for m in members]
+                for m in owners[i]():
+                    if m not in sent[i]:
+                        sent[i].add(m)
+                        runs.setdefault(m, []).append(msg)
+            # an item per matcher, not per subscription: a :batch of 1,000 made ~2,000 futures
+            chunks = [(m, run[j:j + SEND_BATCH_MAX]) for m, run in runs.items()
+                      for j in range(0, len(run), SEND_BATCH_MAX)]
+            calls = [(m, self._lane(m, replaces).submit(chunk, len(chunk))) for m, chunk in chunks]
             if not calls:
                 return missed
             # A subscription waits for a matcher no longer than a call of its own would, however

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from fastapi import APIRouter, Request, Response
 
 from bluedove.core.apikeys import SUBSCRIBE
@@ -13,6 +14,7 @@ from bluedove.dispatcher.auth import caller, queue_token
 from bluedove.dispatcher.deps import bearer, json_body, space_of, state
 
 router = APIRouter()
+_ENCODE = msgspec.json.Encoder().encode
 
 # `predicates` in the OpenAPI: the filter language's JSON Schema for the dispatcher's space
 # (bluedove/core/filter_schema.py), filled in by the app as components/schemas/Predicates.
@@ -58,12 +60,14 @@ async def subscribe(request: Request) -> dict[str, Any]:
 
 
 @router.post("/v1/subscriptions:batch", status_code=201, response_model=None, openapi_extra=_BATCH_BODY)
-async def subscribe_batch(request: Request) -> dict[str, list[dict[str, str]]]:
-    """Up to 1000 subscriptions, all or nothing (docs/api.md)."""
+async def subscribe_batch(request: Request) -> Response:
+    """Up to 1000 subscriptions, all or nothing (docs/api.md). The answer, strings only, is
+    encoded here in one call: FastAPI's encoder walked its 1,000 objects at ~5 % of a batch's
+    dispatcher CPU."""
     token = await _managing(request)
     d = state(request)
-    return {"subscriptions": await ops.subscribe_batch(d, await json_body(request), token,
-                                                       await d.paths.get(space_of(request)))}
+    made = await ops.subscribe_batch(d, await json_body(request), token, await d.paths.get(space_of(request)))
+    return Response(_ENCODE({"subscriptions": made}), status_code=201, media_type="application/json")
 
 
 @router.get("/v1/subscriptions/{sub_id}", response_model=None)

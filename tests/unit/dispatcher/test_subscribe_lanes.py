@@ -1,0 +1,94 @@
+"""A subscribe reaches every matcher mPartition names for it (bluedove/dispatcher/subscriber.py
+`send`): a request's subscriptions for one matcher go to its lane as one run, a run of more
+than SEND_BATCH_MAX in calls of at most that many; a matcher that fails is marked down and
+returned (left to the catalogue log) while the others get theirs."""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+from types import SimpleNamespace
+
+from bluedove.core.model import build_subscription
+from bluedove.core.space import default_space
+from bluedove.dispatcher.add_stream import AddStream
+from bluedove.dispatcher.subscriber import SEND_BATCH_MAX, Subscriber
+from bluedove.v1 import matcher_pb2 as pb
+
+SPACE = default_space()
+MEMBERS = ("m1", "m2", "m3", "m4")
+
+
+class _Matcher:
+    def __init__(self, fails: bool = False) -> None:
+        self.calls: list[list[str]] = []  # the ids of each AddSubscriptions call
+        self.fails = fails
+
+    async def AddSubscriptions(self, req, timeout):
+        if self.fails:
+            raise ConnectionError("the matcher is gone")
+        self.calls.append([s.id for s in req.subscriptions])
+        return pb.SubscriptionAck(changed=len(req.subscriptions), epoch=1)
+
+
+class _Cluster:
+    """Four owners, each of a quarter of x0 (the other dimensions left out of the placement)."""
+
+    def __init__(self, failing: str | None = None) -> None:
+        self.matchers = {m: _Matcher(m == failing) for m in MEMBERS}
+        self.table = SimpleNamespace(members=dict.fromkeys(MEMBERS), epoch=1)
+        self.down: list[str] = []
+
+    def stub(self, member: str) -> _Matcher:
+        return self.matchers[member]
+
+    def placement(self, lows, highs) -> set[str]:
+        return {m for i, m in enumerate(MEMBERS) if lows[0] < 250 * (i + 1) and 250 * i < highs[0]}
+
+    def mark_up(self, member: str) -> None:
+        pass
+
+    def mark_down(self, member: str) -> None:
+        self.down.append(member)
+
+
+def _subscriber(failing: str | None = None) -> tuple[Subscriber, _Cluster]:
+    cluster = _Cluster(failing)
+    store = SimpleNamespace(add_subscriptions_each=None, remove_subscriptions_each=None)  # the lanes' own
+    s = Subscriber(SimpleNamespace(subscribe_timeout_s=5.0), cluster, store)
+    for m in MEMBERS:  # matchers that serve the unary call only
+        s._streams[m] = AddStream(partial(cluster.stub, m), 5.0)
+        s._streams[m].unary = True
+    return s, cluster
+
+
+def _subs(n: int, x0: tuple[float, float]) -> list:
+    return [build_subscription(f"s{i}", "q", {"x0": list(x0)}, SPACE) for i in range(n)]
+
+
+async def test_a_batch_reaches_each_owner_once_in_calls_of_at_most_send_batch_max():
+    s, cluster = _subscriber()
+    many = _subs(SEND_BATCH_MAX + 500, (100, 300))  # m1 and m2
+    few = [build_subscription(f"t{i}", "q", {"x0": [900, 950]}, SPACE) for i in range(3)]  # m4
+    assert await s.send(many + few) == set()
+    for m in ("m1", "m2"):
+        calls = cluster.matchers[m].calls
+        assert max(map(len, calls)) <= SEND_BATCH_MAX
+        assert sorted(i for c in calls for i in c) == sorted(x.id for x in many)
+    assert cluster.matchers["m3"].calls == []
+    assert [i for c in cluster.matchers["m4"].calls for i in c] == ["t0", "t1", "t2"]
+
+
+async def test_concurrent_requests_share_a_matcher_s_calls():
+    s, cluster = _subscriber()
+    await asyncio.gather(*(s.send(_subs(1, (10, 20))) for _ in range(20)))
+    calls = cluster.matchers["m1"].calls
+    assert sum(map(len, calls)) == 20 and len(calls) < 20  # runs of several requests in one call
+
+
+async def test_a_failing_matcher_is_marked_down_and_left_to_the_log_the_others_get_theirs():
+    s, cluster = _subscriber(failing="m2")
+    subs = _subs(40, (100, 300))
+    assert await s.send(subs) == {"m2"}
+    assert cluster.down == ["m2"]
+    assert sorted(i for c in cluster.matchers["m1"].calls for i in c) == sorted(x.id for x in subs)
