@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-import uuid
 from typing import Any
 
 from bluedove.store import keys as K
@@ -35,7 +34,9 @@ def hash_token(token: str) -> str:
 
 
 def new_id() -> str:
-    return uuid.uuid4().hex
+    """128 random bits as 32 hex digits (a UUID4's hex form took ~3 µs, ~10 % of a subscription's
+    dispatcher CPU in a :batch)."""
+    return secrets.token_hex(16)
 
 
 TOKEN_PREFIX = "bdq_"

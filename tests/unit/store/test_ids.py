@@ -1,5 +1,6 @@
-"""bluedove/store/ids.py's receipts: their shape (a stream id whose parts fit in 64 bits, as
-Redis takes them, with the queue's tag or without) and their binding to a queue."""
+"""bluedove/store/ids.py's ids (32 hex digits, valid as queue ids, distinct) and receipts:
+their shape (a stream id whose parts fit in 64 bits, as Redis takes them, with the queue's tag
+or without) and their binding to a queue."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import hashlib
 import pytest
 
 from bluedove.store import keys as K
-from bluedove.store.ids import bound_entries, first_invalid_receipt, receipt_tag, valid_receipt
+from bluedove.store.ids import bound_entries, first_invalid_receipt, new_id, receipt_tag, valid_queue_id, valid_receipt
 
 MAX = "18446744073709551615"  # 2^64 - 1: the largest part of a stream id
 TAG = receipt_tag("q1")
@@ -60,3 +61,9 @@ def test_first_invalid_receipt_range_checks_every_item(receipts, first_bad):
 ])
 def test_only_receipts_bound_to_the_queue_reach_the_ack(receipts, entries):
     assert bound_entries("q1", receipts) == entries
+
+
+def test_new_ids_are_32_hex_digits_valid_as_queue_ids_and_distinct():
+    ids = [new_id() for _ in range(10_000)]
+    assert len(set(ids)) == len(ids)
+    assert all(len(i) == 32 and int(i, 16) >= 0 and valid_queue_id(i) for i in ids)
