@@ -366,12 +366,19 @@ def loads(text: str) -> Any:
         return json.loads(text, parse_int=long_int)
 
 
+_DECODE = msgspec.json.Decoder().decode
+
+
 def loads_body(raw: bytes) -> Any:
     """A request body's JSON; 400 invalid_json when it is not JSON. Bytes that are not UTF-8
     inside a string are read as lone surrogates (surrogateescape): the field that holds them is
     then refused by name, and an error repeating them escapes them (ApiError.body)."""
     if not raw:
         return None
+    try:  # msgspec first: ~4x json.loads on a :batch of 1,000 subscriptions, the same values
+        return _DECODE(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # NaN, 1e400, a long int,
+        pass  # not UTF-8, too deep...: read as before
     try:
         # (UTF-16 and UTF-32 read as json.loads reads them)
         return loads(raw.decode(json.detect_encoding(raw), "surrogateescape"))

@@ -132,6 +132,42 @@ def test_a_body_reads_long_integers_and_bytes_that_are_not_utf8_without_refusing
     assert (e.value.status, e.value.code) == (400, "invalid_json")
 
 
+def stdlib_body(raw: bytes):
+    """loads_body as it read every body before msgspec went first: json.loads alone."""
+    from bluedove.dispatcher.publish.decode import loads
+    try:
+        return "ok", loads(raw.decode(json.detect_encoding(raw), "surrogateescape"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return "refused", None
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=15)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values, st.sampled_from(["compact", "spaced", "ascii"]), st.lists(st.tuples(st.integers(0), st.binary(
+    min_size=0, max_size=3)), max_size=2))
+def test_a_body_reads_as_json_loads_read_it(value, style, edits):
+    """msgspec reads a body first; what it refuses is read by json.loads, as before: every body
+    gives the value json.loads gives, or is refused as json.loads refuses it. The bodies: JSON
+    of any value (NaN, Infinity, long integers, non-ASCII), with a few bytes replaced."""
+    text = json.dumps(value, separators=(",", ":") if style == "compact" else None, ensure_ascii=style == "ascii")
+    raw = text.encode("utf-8", "surrogatepass")
+    for at, junk in edits:
+        at %= len(raw) + 1
+        raw = raw[:at] + junk + raw[at + len(junk):]
+    want = stdlib_body(raw)
+    try:
+        got = ("ok", loads_body(raw))
+    except ApiError as e:
+        assert (e.status, e.code) == (400, "invalid_json")
+        got = ("refused", None)
+    assert repr(got) == repr(want)  # (repr: NaN is not equal to itself)
+
+
 # -- the prefilter and the exact check --------------------------------------------------------------
 def strict_number(text: str) -> bool:
     """The reference: an integer within 64 bits, or a number a double holds finitely."""
