@@ -113,12 +113,7 @@ class SubscriptionSet:
         if not len(sub_ids) == len(queues) == len(lows) == len(highs):
             raise ValueError("add_many: sub_ids, queues, lows and highs need one entry per subscription")
         ok = np.all(lows < highs, axis=1)
-        seen, fresh = self._by_id, set()
-        keep = []
-        for row, (sid, good) in enumerate(zip(sub_ids, ok.tolist())):
-            if good and sid not in seen and sid not in fresh:
-                fresh.add(sid)
-                keep.append(row)
+        keep = self._new_rows(sub_ids, ok)
         if not keep:
             return 0
         rows = np.array(keep, dtype=np.intp)
@@ -137,6 +132,19 @@ class SubscriptionSet:
         if self._levels.append(np.arange(iids.start, iids.stop, dtype=np.int64), boxes, pack=not bulk) or bulk:
             self._pack()  # a fresh STR-packed tree over everything, old and new
         return n
+
+    def _new_rows(self, sub_ids: Sequence[str], ok: np.ndarray) -> list[int]:
+        """The rows of `add_many` to add: boxes `ok`, ids not here yet, the first of a repeated id."""
+        seen = self._by_id
+        if ok.all() and seen.keys().isdisjoint(sub_ids) and len(set(sub_ids)) == len(sub_ids):
+            return list(range(len(sub_ids)))  # (the usual batch, checked without a loop here)
+        fresh: set[str] = set()
+        keep = []
+        for row, (sid, good) in enumerate(zip(sub_ids, ok.tolist())):
+            if good and sid not in seen and sid not in fresh:
+                fresh.add(sid)
+                keep.append(row)
+        return keep
 
     def remove(self, sub_id: str) -> bool:
         iid = self._by_id.pop(sub_id, None)

@@ -67,7 +67,10 @@ class Directory:
                 self._live[c] += 1
                 self.shared += int(self._live[c] == 2)
             return
-        codes = np.fromiter((self._code_of(q) for q in queues), dtype=np.int32, count=n)
+        if queues.count(queues[0]) == n:  # one queue's batch (a :batch names one): one lookup
+            codes = np.full(n, self._code_of(queues[0]), dtype=np.int32)
+        else:
+            codes = np.fromiter((self._code_of(q) for q in queues), dtype=np.int32, count=n)
         self.code[first:end] = codes
         self.sid[first:end] = sids
         flagged = self.checked[first:end]
