@@ -1,7 +1,7 @@
 """A set's boxes in levels: a buffer of the latest boxes, read whole, and static packed trees of
 growing size (the log-structured merge idea, applied to R-trees).
 
-A packed tree answers fast but cannot take an insert, and packing costs ~0.8 µs a box. Packing
+A packed tree answers fast but cannot take an insert, and packing costs 0.1-0.4 µs a box. Packing
 the whole set each time a few hundred boxes came (what the set did before, with the new boxes
 in a libspatialindex R*-tree meanwhile, ~30 µs an insert) cost a subscription ~55 µs in every
 set it was filed in. Here a new box goes to the buffer: appended, no index. When the buffer
