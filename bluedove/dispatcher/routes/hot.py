@@ -1,5 +1,5 @@
-"""The busiest requests served below FastAPI's routing stack: publish, batch publish (with or
-without a space), poll, ack."""
+"""The busiest requests served below FastAPI's routing stack: publish, batch publish, subscribe,
+batch subscribe (each with or without a space), unsubscribe, poll, ack."""
 
 from __future__ import annotations
 
@@ -12,14 +12,19 @@ from fastapi import FastAPI, Request, Response
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bluedove.dispatcher.routes import messages, queues, spaces
+from bluedove.dispatcher.routes import messages, queues, spaces, subscriptions
 
 _QUEUE_PATH = re.compile(r"/v1/queues/([^/]+)/(messages|ack)")
 _QUEUE = {("GET", "messages"): queues.poll, ("POST", "ack"): queues.ack}
-# A space's publishes (bluedove/dispatcher/routes/spaces.py): the same, once the name is checked.
-_SPACE_PATH = re.compile(r"/v1/spaces/([^/]+)/(messages|messages:batch)")
-_SPACE = {("POST", "messages"): spaces.publish, ("POST", "messages:batch"): spaces.publish_batch}
-_EXACT = {("POST", "/v1/messages"): messages.publish, ("POST", "/v1/messages:batch"): messages.publish_batch}
+# A space's publishes and subscribes (bluedove/dispatcher/routes/spaces.py): the same, once the name is checked.
+_SPACE_PATH = re.compile(r"/v1/spaces/([^/]+)/(messages|messages:batch|subscriptions|subscriptions:batch)")
+_SPACE = {("POST", "messages"): spaces.publish, ("POST", "messages:batch"): spaces.publish_batch,
+          ("POST", "subscriptions"): spaces.subscribe, ("POST", "subscriptions:batch"): spaces.subscribe_batch}
+_EXACT = {("POST", "/v1/messages"): messages.publish, ("POST", "/v1/messages:batch"): messages.publish_batch,
+          ("POST", "/v1/subscriptions"): subscriptions.subscribe,
+          ("POST", "/v1/subscriptions:batch"): subscriptions.subscribe_batch}
+_SUBSCRIPTION_PATH = re.compile(r"/v1/subscriptions/([^/]+)")
+_SUBSCRIPTION = {"DELETE": subscriptions.unsubscribe}
 
 log = logging.getLogger("bluedove.dispatcher")
 
@@ -28,14 +33,15 @@ Handler = Callable[[Request, Any], Response | Awaitable[Response]]
 
 
 class HotRoutes:
-    """ASGI middleware that serves poll, ack and both publishes by calling their route
-    functions directly.
+    """ASGI middleware that serves poll, ack, both publishes, both subscribes and unsubscribe by
+    calling their route functions directly.
 
     A fleet of phones polling every few seconds makes poll and ack the service's busiest
     requests, and most of them carry few deliveries (a dispatcher's HTTP door serves its polls
     itself, below the app: bluedove/dispatcher/door_poll.py; this serves them for an app run
-    without it); publishers send single messages or
-    batches as fast as the dispatcher takes them. FastAPI's middleware, routing and endpoint
+    without it); publishers send single messages or batches as fast as the dispatcher takes
+    them; phones that come and go, and drivers who change routes, subscribe and unsubscribe
+    all the time. FastAPI's middleware, routing and endpoint
     layers cost ~100 µs of CPU per request, three times what uvicorn itself does
     (docs/benchmarks.md, "Delivery" and "Publish"). The routes stay declared with FastAPI
     (OpenAPI, and any method or path this does not take); an exception becomes the response
@@ -56,6 +62,8 @@ class HotRoutes:
                     endpoint, args = _QUEUE.get((method, m.group(2))), (m.group(1),)
                 elif endpoint is None and (m := _SPACE_PATH.fullmatch(path)):
                     endpoint, args = _SPACE.get((method, m.group(2))), (m.group(1),)
+                elif endpoint is None and (m := _SUBSCRIPTION_PATH.fullmatch(path)):
+                    endpoint, args = _SUBSCRIPTION.get(method), (m.group(1),)
                 if endpoint is not None:
                     request = Request(scope, receive)
                     try:

@@ -51,6 +51,18 @@ async def publish_batch(request: Request, space: str) -> Response:
     return await messages.publish_batch(request)
 
 
+async def subscribe(request: Request, space: str) -> Response:
+    """POST /v1/spaces/{space}/subscriptions (served by hot.py)."""
+    await served(request, space)
+    return await subscriptions.subscribe(request)
+
+
+async def subscribe_batch(request: Request, space: str) -> Response:
+    """POST /v1/spaces/{space}/subscriptions:batch (served by hot.py)."""
+    await served(request, space)
+    return await subscriptions.subscribe_batch(request)
+
+
 def _alias(endpoint: Callable[[Request], Awaitable[Any]]) -> Callable[[Request, str], Awaitable[Any]]:
     """The route function of a space's route: `endpoint` once `served` has passed."""
     async def in_space(request: Request, space: str) -> Any:
@@ -63,7 +75,8 @@ def _add_aliases() -> None:
     """Declare each ALIASED route under SPACE_ROUTES with the route's own status, body schema and
     documentation: one definition, two paths."""
     wrappers: dict[str, Callable[[Request, str], Awaitable[Any]]] = {
-        "/v1/messages": publish, "/v1/messages:batch": publish_batch}
+        "/v1/messages": publish, "/v1/messages:batch": publish_batch, "/v1/subscriptions": subscribe,
+        "/v1/subscriptions:batch": subscribe_batch}
     routes = [r for src in (messages.router, subscriptions.router) for r in src.routes
               if isinstance(r, APIRoute) and r.path in ALIASED and "POST" in (r.methods or ())]
     for r in routes:

@@ -14,7 +14,8 @@ from bluedove.dispatcher.auth import caller, queue_token
 from bluedove.dispatcher.deps import bearer, json_body, space_of, state
 
 router = APIRouter()
-_ENCODE = msgspec.json.Encoder().encode
+_ENCODE = msgspec.json.Encoder().encode  # (the answers hold strings and numbers the API checked finite)
+JSON = "application/json"
 
 # `predicates` in the OpenAPI: the filter language's JSON Schema for the dispatcher's space
 # (bluedove/core/filter_schema.py), filled in by the app as components/schemas/Predicates.
@@ -53,10 +54,12 @@ _SINGLE = {**_ITEM, "properties": {**_ITEM["properties"], "replay_from": {  # ty
 
 
 @router.post("/v1/subscriptions", status_code=201, response_model=None, openapi_extra=_body(_SINGLE))
-async def subscribe(request: Request) -> dict[str, Any]:
+async def subscribe(request: Request) -> Response:
+    """Served by hot.py, as are the batch and the removal (declared here for the OpenAPI)."""
     token = await _managing(request)
     d = state(request)
-    return await ops.subscribe(d, await json_body(request), token, await d.paths.get(space_of(request)))
+    made = await ops.subscribe(d, await json_body(request), token, await d.paths.get(space_of(request)))
+    return Response(_ENCODE(made), status_code=201, media_type=JSON)
 
 
 @router.post("/v1/subscriptions:batch", status_code=201, response_model=None, openapi_extra=_BATCH_BODY)
@@ -67,7 +70,7 @@ async def subscribe_batch(request: Request) -> Response:
     token = await _managing(request)
     d = state(request)
     made = await ops.subscribe_batch(d, await json_body(request), token, await d.paths.get(space_of(request)))
-    return Response(_ENCODE({"subscriptions": made}), status_code=201, media_type="application/json")
+    return Response(_ENCODE({"subscriptions": made}), status_code=201, media_type=JSON)
 
 
 @router.get("/v1/subscriptions/{sub_id}", response_model=None)

@@ -1,7 +1,8 @@
-"""bluedove/dispatcher/routes/hot.py's HotRoutes: poll and ack served without FastAPI's routing stack
-answer exactly as the FastAPI routes do (status, headers, body), for success and for every
-error the app maps (401, 422, 400, 503 store down, 500 unforeseen); other paths and methods
-go on to FastAPI."""
+"""bluedove/dispatcher/routes/hot.py's HotRoutes: poll, ack, subscribe and unsubscribe served without
+FastAPI's routing stack answer exactly as the FastAPI routes do (status, headers, body), for
+success and for every error the app maps (401, 404, 422, 400, 503 store down, 500 unforeseen);
+other paths and methods go on to FastAPI. (A subscribe's success needs a cluster: the
+integration tests make every kind of subscription through these routes.)"""
 
 from __future__ import annotations
 
@@ -48,6 +49,15 @@ class FakeStore:
     async def check_token(self, queue, token):
         return token == "good"
 
+    async def queue_for_token(self, token):  # an unsubscribe's lookup: q1 holds no subscription
+        return "q1" if token == "good" else None
+
+    async def get_subscription(self, sub_id, queue, at=None):
+        return None
+
+    async def entered_spaces(self, queue):
+        return []
+
 
 def client(hot: bool) -> tuple[TestClient, FakeStore]:
     """The dispatcher's app on a fake store (no lifespan: no cluster), with or without HotRoutes."""
@@ -76,7 +86,21 @@ REQUESTS = [
     ("POST", "/v1/queues/q1/ack", GOOD, b'{"receipts":[],"extra":1}'),
     ("POST", "/v1/queues/q1/ack", GOOD, b'{not json'),
     ("POST", "/v1/queues/down/ack", GOOD, b'{"receipts":["1-0"]}'),
-    # not poll or ack: FastAPI's answers (405, 404, a trailing slash)
+    ("POST", "/v1/subscriptions", GOOD, b'{not json'),
+    ("POST", "/v1/subscriptions", GOOD, b'{"predicates": {"x0": [5, 1]}}'),
+    ("POST", "/v1/subscriptions", GOOD, b'{"predicates": {"x0": [1, 5]}, "extra": 1}'),
+    ("POST", "/v1/subscriptions:batch", GOOD, b'{"subscriptions": []}'),
+    ("POST", "/v1/subscriptions:batch", GOOD, b'{"subscriptions": [{"predicates": {"nope": [1, 2]}}]}'),
+    ("POST", "/v1/spaces/default/subscriptions", GOOD, b'{"predicates": {"x9": [1, 2]}}'),
+    ("POST", "/v1/spaces/default/subscriptions:batch", GOOD, b'[]'),
+    ("POST", "/v1/spaces/Bad%20Name/subscriptions", GOOD, b'{"predicates": {}}'),
+    ("DELETE", "/v1/subscriptions/s1", GOOD, None),
+    ("DELETE", "/v1/subscriptions/s1", BAD, None),
+    ("DELETE", "/v1/subscriptions/s1", {}, None),
+    # not poll, ack, subscribe or unsubscribe: FastAPI's answers (405, 404, a trailing slash)
+    ("GET", "/v1/subscriptions:batch", GOOD, None),
+    ("PATCH", "/v1/subscriptions/s1", GOOD, b"{}"),
+    ("DELETE", "/v1/subscriptions/s1/", GOOD, None),
     ("POST", "/v1/queues/q1/messages", GOOD, b"{}"),
     ("GET", "/v1/queues/q1/ack", GOOD, None),
     ("GET", "/v1/queues/q1/messages/", GOOD, None),
@@ -105,3 +129,29 @@ def test_hot_routes_serve_poll_and_ack():
     assert c.get("/v1/queues/boom/messages", headers=GOOD).json()["error"]["code"] == "internal"
     assert c.get("/v1/queues/q1/messages", headers=BAD).status_code == 401
     assert "/v1/queues/{queue}/messages" in c.get("/openapi.json").json()["paths"]
+
+
+def test_hot_routes_serve_subscribe_and_unsubscribe_without_the_app():
+    """HotRoutes in front of an app that answers nothing but 418: the subscription calls are
+    answered all the same (the route functions find the dispatcher through the request's app)."""
+    app = client(True)[0].app
+
+    async def teapot(scope, receive, send):
+        await send({"type": "http.response.start", "status": 418, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    hot = HotRoutes(teapot)
+
+    async def asgi(scope, receive, send):
+        await hot({**scope, "app": app}, receive, send)
+
+    c = TestClient(asgi, raise_server_exceptions=False)
+    bad = {"predicates": {"x0": [5, 1]}}
+    assert c.post("/v1/subscriptions", json=bad, headers=GOOD).status_code == 422
+    assert c.post("/v1/subscriptions:batch", json={"subscriptions": [bad]}, headers=GOOD).json()["error"]["field"] \
+        == "subscriptions[0].predicates.x0"
+    in_space = c.post("/v1/spaces/default/subscriptions:batch", json={"subscriptions": [bad]}, headers=GOOD)
+    assert in_space.status_code == 422
+    assert c.delete("/v1/subscriptions/s1", headers=BAD).status_code == 401
+    assert c.delete("/v1/subscriptions/s1", headers=GOOD).status_code == 404  # q1 has no such subscription
+    assert c.get("/v1/subscriptions/s1", headers=GOOD).status_code == 418  # a read: the app's
