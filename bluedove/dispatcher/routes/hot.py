@@ -18,8 +18,7 @@ _QUEUE_PATH = re.compile(r"/v1/queues/([^/]+)/(messages|ack)")
 _QUEUE = {("GET", "messages"): queues.poll, ("POST", "ack"): queues.ack}
 # A space's publishes and subscribes (bluedove/dispatcher/routes/spaces.py): the same, once the name is checked.
 _SPACE_PATH = re.compile(r"/v1/spaces/([^/]+)/(messages|messages:batch|subscriptions|subscriptions:batch)")
-_SPACE = {("POST", "messages"): spaces.publish, ("POST", "messages:batch"): spaces.publish_batch,
-          ("POST", "subscriptions"): spaces.subscribe, ("POST", "subscriptions:batch"): spaces.subscribe_batch}
+_SPACE = {("POST", path.removeprefix("/v1/")): route for path, route in spaces.IN_SPACE.items()}
 _EXACT = {("POST", "/v1/messages"): messages.publish, ("POST", "/v1/messages:batch"): messages.publish_batch,
           ("POST", "/v1/subscriptions"): subscriptions.subscribe,
           ("POST", "/v1/subscriptions:batch"): subscriptions.subscribe_batch}

@@ -4,10 +4,9 @@ bluedove/dispatcher/operations/spaces.py's), and the routes of a space, `/v1/spa
 
 The routes under `/v1/spaces/{space}/…` are the routes without a space, by the same functions
 (the API key's scopes, the rate limits and the bodies are theirs), after `served` has checked
-the name, which for `default`, the space of the cluster's own table, costs nothing; the
-publishes among them are served below FastAPI like the routes they alias
-(bluedove/dispatcher/routes/hot.py). Each route finds its space's path (decoder, forwarder,
-subscriber) by the name `served` left in the request.
+the name, which for `default`, the space of the cluster's own table, costs nothing; they are
+served below FastAPI like the routes they alias (bluedove/dispatcher/routes/hot.py). Each route
+finds its space's path (decoder, forwarder, subscriber) by the name `served` left in the request.
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ from bluedove.dispatcher.routes import messages, subscriptions
 
 router = APIRouter()
 SPACE_ROUTES = "/v1/spaces/{space}"
-# The routes without a space that a space's routes alias, under SPACE_ROUTES + the part after /v1.
-ALIASED = ("/v1/messages", "/v1/messages:batch", "/v1/subscriptions", "/v1/subscriptions:batch")
 
 
 async def served(request: Request, space: str) -> None:
@@ -39,48 +36,28 @@ async def served(request: Request, space: str) -> None:
     request.scope[SPACE_KEY] = space
 
 
-async def publish(request: Request, space: str) -> Response:
-    """POST /v1/spaces/{space}/messages (served by hot.py, declared below for the OpenAPI)."""
-    await served(request, space)
-    return await messages.publish(request)
-
-
-async def publish_batch(request: Request, space: str) -> Response:
-    """POST /v1/spaces/{space}/messages:batch."""
-    await served(request, space)
-    return await messages.publish_batch(request)
-
-
-async def subscribe(request: Request, space: str) -> Response:
-    """POST /v1/spaces/{space}/subscriptions (served by hot.py)."""
-    await served(request, space)
-    return await subscriptions.subscribe(request)
-
-
-async def subscribe_batch(request: Request, space: str) -> Response:
-    """POST /v1/spaces/{space}/subscriptions:batch (served by hot.py)."""
-    await served(request, space)
-    return await subscriptions.subscribe_batch(request)
-
-
-def _alias(endpoint: Callable[[Request], Awaitable[Any]]) -> Callable[[Request, str], Awaitable[Any]]:
+def _alias(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request, str], Awaitable[Response]]:
     """The route function of a space's route: `endpoint` once `served` has passed."""
-    async def in_space(request: Request, space: str) -> Any:
+    async def in_space(request: Request, space: str) -> Response:
         await served(request, space)
         return await endpoint(request)
     return in_space
 
 
+# The routes without a space that a space's routes alias, under SPACE_ROUTES + the part after
+# /v1, and the space's route functions: served by hot.py, declared below for the OpenAPI.
+IN_SPACE = {"/v1/messages": _alias(messages.publish), "/v1/messages:batch": _alias(messages.publish_batch),
+            "/v1/subscriptions": _alias(subscriptions.subscribe),
+            "/v1/subscriptions:batch": _alias(subscriptions.subscribe_batch)}
+
+
 def _add_aliases() -> None:
-    """Declare each ALIASED route under SPACE_ROUTES with the route's own status, body schema and
+    """Declare each IN_SPACE route under SPACE_ROUTES with the route's own status, body schema and
     documentation: one definition, two paths."""
-    wrappers: dict[str, Callable[[Request, str], Awaitable[Any]]] = {
-        "/v1/messages": publish, "/v1/messages:batch": publish_batch, "/v1/subscriptions": subscribe,
-        "/v1/subscriptions:batch": subscribe_batch}
     routes = [r for src in (messages.router, subscriptions.router) for r in src.routes
-              if isinstance(r, APIRoute) and r.path in ALIASED and "POST" in (r.methods or ())]
+              if isinstance(r, APIRoute) and r.path in IN_SPACE and "POST" in (r.methods or ())]
     for r in routes:
-        router.add_api_route(SPACE_ROUTES + r.path.removeprefix("/v1"), wrappers.get(r.path) or _alias(r.endpoint),
+        router.add_api_route(SPACE_ROUTES + r.path.removeprefix("/v1"), IN_SPACE[r.path],
                              methods=["POST"], status_code=r.status_code, response_model=None,
                              openapi_extra=r.openapi_extra, description=r.description,
                              name=f"{r.name}_in_space")

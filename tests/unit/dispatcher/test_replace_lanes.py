@@ -12,9 +12,9 @@ from bluedove.core.model import build_subscription
 from bluedove.core.space import default_space
 from bluedove.dispatcher.subscriber import Subscriber
 from bluedove.v1 import matcher_pb2 as pb
+from tests.unit.dispatcher.fake_cluster import MEMBERS, FakeCluster
 
 SPACE = default_space()
-MEMBERS = ("m1", "m2", "m3", "m4")
 
 
 class _Matcher:
@@ -29,29 +29,8 @@ class _Matcher:
         raise AssertionError
 
 
-class _Cluster:
-    """Four owners, each of a quarter of x0 (the other dimensions left out of the placement)."""
-
-    def __init__(self) -> None:
-        self.matchers = {m: _Matcher() for m in MEMBERS}
-        self.table = SimpleNamespace(members=dict.fromkeys(MEMBERS), epoch=1)
-        self.down: list[str] = []
-
-    def stub(self, member: str) -> _Matcher:
-        return self.matchers[member]
-
-    def placement(self, lows, highs) -> set[str]:
-        return {m for i, m in enumerate(MEMBERS) if lows[0] < 250 * (i + 1) and 250 * i < highs[0]}
-
-    def mark_up(self, member: str) -> None:
-        pass
-
-    def mark_down(self, member: str) -> None:
-        self.down.append(member)
-
-
-def _subscriber() -> tuple[Subscriber, _Cluster]:
-    cluster = _Cluster()
+def _subscriber() -> tuple[Subscriber, FakeCluster]:
+    cluster = FakeCluster({m: _Matcher() for m in MEMBERS})
     store = SimpleNamespace(add_subscriptions_each=None, remove_subscriptions_each=None)  # the lanes' own
     return Subscriber(SimpleNamespace(subscribe_timeout_s=5.0), cluster, store), cluster
 
@@ -60,7 +39,7 @@ def sub(predicates: dict):
     return build_subscription("s", "q", predicates, SPACE)
 
 
-def reached(cluster: _Cluster) -> dict[str, list[tuple[str, str, str]]]:
+def reached(cluster: FakeCluster) -> dict[str, list[tuple[str, str, str]]]:
     return {m: x.replaced for m, x in cluster.matchers.items() if x.replaced}
 
 

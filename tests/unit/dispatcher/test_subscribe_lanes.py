@@ -14,9 +14,9 @@ from bluedove.core.space import default_space
 from bluedove.dispatcher.add_stream import AddStream
 from bluedove.dispatcher.subscriber import SEND_BATCH_MAX, Subscriber
 from bluedove.v1 import matcher_pb2 as pb
+from tests.unit.dispatcher.fake_cluster import MEMBERS, FakeCluster
 
 SPACE = default_space()
-MEMBERS = ("m1", "m2", "m3", "m4")
 
 
 class _Matcher:
@@ -31,29 +31,8 @@ class _Matcher:
         return pb.SubscriptionAck(changed=len(req.subscriptions), epoch=1)
 
 
-class _Cluster:
-    """Four owners, each of a quarter of x0 (the other dimensions left out of the placement)."""
-
-    def __init__(self, failing: str | None = None) -> None:
-        self.matchers = {m: _Matcher(m == failing) for m in MEMBERS}
-        self.table = SimpleNamespace(members=dict.fromkeys(MEMBERS), epoch=1)
-        self.down: list[str] = []
-
-    def stub(self, member: str) -> _Matcher:
-        return self.matchers[member]
-
-    def placement(self, lows, highs) -> set[str]:
-        return {m for i, m in enumerate(MEMBERS) if lows[0] < 250 * (i + 1) and 250 * i < highs[0]}
-
-    def mark_up(self, member: str) -> None:
-        pass
-
-    def mark_down(self, member: str) -> None:
-        self.down.append(member)
-
-
-def _subscriber(failing: str | None = None) -> tuple[Subscriber, _Cluster]:
-    cluster = _Cluster(failing)
+def _subscriber(failing: str | None = None) -> tuple[Subscriber, FakeCluster]:
+    cluster = FakeCluster({m: _Matcher(m == failing) for m in MEMBERS})
     store = SimpleNamespace(add_subscriptions_each=None, remove_subscriptions_each=None)  # the lanes' own
     s = Subscriber(SimpleNamespace(subscribe_timeout_s=5.0), cluster, store)
     for m in MEMBERS:  # matchers that serve the unary call only

@@ -1,0 +1,29 @@
+"""The cluster view a Subscriber's lane tests send through: four owners, each of a quarter of
+x0 (the other dimensions left out of the placement), their stubs given by the test, and the
+members marked down."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+MEMBERS = ("m1", "m2", "m3", "m4")
+
+
+class FakeCluster:
+    def __init__(self, matchers: dict[str, Any]) -> None:
+        self.matchers = matchers
+        self.table = SimpleNamespace(members=dict.fromkeys(MEMBERS), epoch=1)
+        self.down: list[str] = []
+
+    def stub(self, member: str) -> Any:
+        return self.matchers[member]
+
+    def placement(self, lows, highs) -> set[str]:
+        return {m for i, m in enumerate(MEMBERS) if lows[0] < 250 * (i + 1) and 250 * i < highs[0]}
+
+    def mark_up(self, member: str) -> None:
+        pass
+
+    def mark_down(self, member: str) -> None:
+        self.down.append(member)
