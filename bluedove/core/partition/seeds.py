@@ -249,8 +249,9 @@ def seed_split_point(seed: Seed | dict[str, Any] | None, dim: int | str, lo: flo
     parts = []  # (a, b, load) of each bucket's overlap with [lo, hi)
     for x, w in enumerate(h.load):
         a, b = max(h.edges[x], lo), min(h.edges[x + 1], hi)
-        if a < b and w > 0:
-            parts.append((a, b, w * (b - a) / (h.edges[x + 1] - h.edges[x])))
+        share = w * (b - a) / (h.edges[x + 1] - h.edges[x]) if a < b else 0.0
+        if share > 0:  # (a load so small that its share rounds to 0 counts as none: no division by it)
+            parts.append((a, b, share))
     total = sum(w for _, _, w in parts)
     if total <= 0:
         return None
