@@ -138,7 +138,7 @@ class Subscriber:
 
     def _lane(self, member: str, replaces: bool = False) -> Batcher[list[pb.Subscription], pb.SubscriptionAck]:
         """`member`'s lane of adds (or of `replaces`): its items are runs of subscriptions, each
-        weighing its length, a call the runs queued up."""
+        weighing its length; a call carries the runs that queued up."""
         lane = self._lanes.get((replaces, member))
         if lane is None:
             adds = None if replaces else self._streams.setdefault(

@@ -40,13 +40,13 @@ class HotRoutes:
     itself, below the app: bluedove/dispatcher/door_poll.py; this serves them for an app run
     without it); publishers send single messages or batches as fast as the dispatcher takes
     them; phones that come and go, and drivers who change routes, subscribe and unsubscribe
-    all the time. FastAPI's middleware, routing and endpoint
-    layers cost ~100 µs of CPU per request, three times what uvicorn itself does
-    (docs/benchmarks.md, "Delivery" and "Publish"). The routes stay declared with FastAPI
-    (OpenAPI, and any method or path this does not take); an exception becomes the response
-    the app's own handler for it gives, and one without a handler goes on to the app's
-    last-resort 500. Being the app's outermost middleware, it also takes a client's leaving
-    mid-request, on any route, as the normal event it is."""
+    all the time. FastAPI's middleware, routing and endpoint layers cost ~100 µs of CPU per
+    request, three times what uvicorn itself does (docs/benchmarks.md, "Delivery" and
+    "Publish"). The routes stay declared with FastAPI (OpenAPI, and any method or path this
+    does not take); an exception becomes the response the app's own handler for it gives, and
+    one without a handler goes on to the app's last-resort 500. Being the app's outermost
+    middleware, it also takes a client's leaving mid-request, on any route, as the normal
+    event it is."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app

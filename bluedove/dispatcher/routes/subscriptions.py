@@ -12,10 +12,10 @@ from bluedove.core.apikeys import SUBSCRIBE
 from bluedove.dispatcher import operations as ops
 from bluedove.dispatcher.auth import caller, queue_token
 from bluedove.dispatcher.deps import bearer, json_body, space_of, state
+from bluedove.dispatcher.routes.messages import JSON
 
 router = APIRouter()
 _ENCODE = msgspec.json.Encoder().encode  # (the answers hold strings and numbers the API checked finite)
-JSON = "application/json"
 
 # `predicates` in the OpenAPI: the filter language's JSON Schema for the dispatcher's space
 # (bluedove/core/filter_schema.py), filled in by the app as components/schemas/Predicates.
