@@ -11,6 +11,9 @@ reads each one's ack, in order:
   it with that error, as a unary call would fail, and the next batch opens a new call;
 - a batch not acked within `timeout_s` fails with TimeoutError and ends the call (acks after
   it would be out of step);
+- a batch is built for its call (`add` takes a builder): in columns once an ack on that call
+  said the matcher reads them (bluedove/dispatcher/subscriber.py), each subscription a message
+  before that and on unary calls;
 - a matcher that does not serve the stream (UNIMPLEMENTED: an older version) is sent unary
   calls from then on; a batch whose stream broke under its write (grpc's INTERNAL, its status
   lost: bluedove/dispatcher/stream_status.py) is sent again unary.
@@ -38,6 +41,7 @@ class _Open(OpenCall):
     def __init__(self, call: Any) -> None:
         super().__init__(call)
         self.pending: Acks = deque()
+        self.columns = False  # an ack on this call said the matcher reads SubscriptionBatch.boxes
 
     def take_waiting(self) -> list[asyncio.Future[Any]]:
         waiting = list(self.pending)
@@ -53,18 +57,19 @@ class AddStream(StreamedCalls[_Open]):
         self.stub, self.timeout_s = stub, timeout_s
         self._lock = asyncio.Lock()
 
-    async def add(self, batch: pb.SubscriptionBatch) -> pb.SubscriptionAck:
-        """`batch` filed by the matcher: its ack, or the error a unary call would raise."""
+    async def add(self, build: Callable[[bool], pb.SubscriptionBatch]) -> pb.SubscriptionAck:
+        """The batch `build(columns)` makes filed by the matcher: its ack, or the error a unary
+        call would raise."""
         if not self.unary:
             try:
-                return await self._on_stream(batch)
+                return await self._on_stream(build)
             except (grpc.aio.AioRpcError, ConnectionError) as exc:
                 if not send_unary(exc, self.unary):
                     raise
-        reply: pb.SubscriptionAck = await self.stub().AddSubscriptions(batch, timeout=self.timeout_s)
+        reply: pb.SubscriptionAck = await self.stub().AddSubscriptions(build(False), timeout=self.timeout_s)
         return reply
 
-    async def _on_stream(self, batch: pb.SubscriptionBatch) -> pb.SubscriptionAck:
+    async def _on_stream(self, build: Callable[[bool], pb.SubscriptionBatch]) -> pb.SubscriptionAck:
         fut: asyncio.Future[pb.SubscriptionAck] = asyncio.get_running_loop().create_future()
         fut.add_done_callback(retrieve)
         async with self._lock:
@@ -72,6 +77,7 @@ class AddStream(StreamedCalls[_Open]):
                 if self._open is None:
                     self._open = self._start()
                 op = self._open
+                batch = build(op.columns)
                 op.pending.append(fut)
                 try:
                     await op.call.write(batch)
@@ -102,6 +108,7 @@ class AddStream(StreamedCalls[_Open]):
         error: Exception = ConnectionError("the matcher ended the stream")
         try:
             async for ack in op.call:
+                op.columns = op.columns or ack.columns
                 if op.pending:
                     fut = op.pending.popleft()
                     if not fut.done():

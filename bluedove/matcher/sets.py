@@ -125,17 +125,20 @@ class SubscriptionSets:
         self._remember_direct((sub_id,))
         return self.add(sub_id, queue, lows, highs)
 
-    def add_direct_batch(self, batch: list[pb.Subscription]) -> int:
+    def add_direct_batch(self, batch: list[pb.Subscription], columns: pb.Boxes | None = None) -> int:
         """A dispatcher's direct call: one box each, or a filter's predicates (its boxes added,
-        its filter learnt). A batch goes into each set in one bulk insert, as at a catalogue
-        load, rather than one tree insert per subscription."""
+        its filter learnt), and more boxes in `columns`. A batch goes into each set in one bulk
+        insert, as at a catalogue load, rather than one tree insert per subscription."""
+        changed = self._add_columns(columns) if columns is not None and columns.ids else 0
+        if not batch:
+            return changed
         if self._replaced:  # a late call of a first version: the sets hold a newer one
             batch = [s for s in batch if s.id not in self._replaced]
         boxes = [s for s in batch if not s.predicates]
         filtered = [Subscription.from_json({"id": s.id, "queue": s.queue, "predicates": json.loads(s.predicates)},
                                            self.table.space) for s in batch if s.predicates]
         self._remember_direct(s.id for s in filtered)
-        changed = self.add_many(filtered)
+        changed += self.add_many(filtered)
         if len(boxes) == 1:
             s = boxes[0]
             return changed + self.add_direct_one(s.id, s.queue, tuple(s.lows), tuple(s.highs))
@@ -144,6 +147,20 @@ class SubscriptionSets:
                                        np.array([list(s.lows) for s in boxes], dtype=np.float64),
                                        np.array([list(s.highs) for s in boxes], dtype=np.float64))
         return changed
+
+    def _add_columns(self, columns: pb.Boxes) -> int:
+        """`add_direct` of the boxes of a batch's columns (ValueError when they do not hold a
+        row of the space's dimensions per id)."""
+        ids, queues, k = list(columns.ids), list(columns.queues), self.table.space.k
+        if len(queues) != len(ids) or len(columns.lows) != len(columns.highs) or len(columns.lows) != 8 * k * len(ids):
+            raise ValueError(f"a batch's boxes hold {len(ids)} ids, {len(queues)} queues, {len(columns.lows)} "
+                             f"and {len(columns.highs)} bytes of bounds; {k} float64 a row each")
+        lows = np.frombuffer(columns.lows, dtype="<f8").reshape(len(ids), k)
+        highs = np.frombuffer(columns.highs, dtype="<f8").reshape(len(ids), k)
+        if self._replaced:  # a late call of a first version: the sets hold a newer one
+            keep = [j for j, i in enumerate(ids) if i not in self._replaced]
+            ids, queues, lows, highs = [ids[j] for j in keep], [queues[j] for j in keep], lows[keep], highs[keep]
+        return self.add_direct(ids, queues, lows, highs) if ids else 0
 
     def _count_boxes(self, keys: Sequence[str]) -> None:
         """Remember how many rows each filter's subscription has (the keys `<id>#<i>`)."""

@@ -260,10 +260,11 @@ class SpaceState:
         queue = self.queue
         if replaying and queue is not None:  # before filing: no delivery to them goes unmarked
             queue.open_seam(replaying, time.monotonic())
-        changed = await self.run_index(sets.add_direct_batch, list(req.subscriptions))
+        changed = await self.run_index(sets.add_direct_batch, list(req.subscriptions),
+                                       req.boxes if req.HasField("boxes") else None)
         if replaying and queue is not None:
             await queue.barrier()
-        return pb.SubscriptionAck(changed=changed, epoch=self.table_now().epoch)
+        return pb.SubscriptionAck(changed=changed, epoch=self.table_now().epoch, columns=True)
 
     async def replace_subscriptions(self, req: pb.SubscriptionBatch) -> pb.SubscriptionAck:
         """Swap subscriptions for the new versions a dispatcher sent (`SetsOwner.replace_direct`;

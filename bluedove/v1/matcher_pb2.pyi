@@ -111,14 +111,28 @@ class Subscription(_message.Message):
     def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., lows: _Optional[_Iterable[float]] = ..., highs: _Optional[_Iterable[float]] = ..., predicates: _Optional[str] = ..., log_id: _Optional[str] = ..., replay_from_ms: _Optional[int] = ...) -> None: ...
 
 class SubscriptionBatch(_message.Message):
-    __slots__ = ("subscriptions", "log_id", "space")
+    __slots__ = ("subscriptions", "log_id", "space", "boxes")
     SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     LOG_ID_FIELD_NUMBER: _ClassVar[int]
     SPACE_FIELD_NUMBER: _ClassVar[int]
+    BOXES_FIELD_NUMBER: _ClassVar[int]
     subscriptions: _containers.RepeatedCompositeFieldContainer[Subscription]
     log_id: str
     space: str
-    def __init__(self, subscriptions: _Optional[_Iterable[_Union[Subscription, _Mapping]]] = ..., log_id: _Optional[str] = ..., space: _Optional[str] = ...) -> None: ...
+    boxes: Boxes
+    def __init__(self, subscriptions: _Optional[_Iterable[_Union[Subscription, _Mapping]]] = ..., log_id: _Optional[str] = ..., space: _Optional[str] = ..., boxes: _Optional[_Union[Boxes, _Mapping]] = ...) -> None: ...
+
+class Boxes(_message.Message):
+    __slots__ = ("ids", "queues", "lows", "highs")
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    LOWS_FIELD_NUMBER: _ClassVar[int]
+    HIGHS_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    lows: bytes
+    highs: bytes
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., queues: _Optional[_Iterable[str]] = ..., lows: _Optional[bytes] = ..., highs: _Optional[bytes] = ...) -> None: ...
 
 class RemoveRequest(_message.Message):
     __slots__ = ("ids", "log_id", "space")
@@ -131,12 +145,14 @@ class RemoveRequest(_message.Message):
     def __init__(self, ids: _Optional[_Iterable[str]] = ..., log_id: _Optional[str] = ..., space: _Optional[str] = ...) -> None: ...
 
 class SubscriptionAck(_message.Message):
-    __slots__ = ("changed", "epoch")
+    __slots__ = ("changed", "epoch", "columns")
     CHANGED_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
     changed: int
     epoch: int
-    def __init__(self, changed: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+    columns: bool
+    def __init__(self, changed: _Optional[int] = ..., epoch: _Optional[int] = ..., columns: _Optional[bool] = ...) -> None: ...
 
 class TableRequest(_message.Message):
     __slots__ = ()

@@ -2,8 +2,9 @@
 in this process (the matcher behind it a stand-in that records what it files): batches are acked
 in order on one call; a matcher that is not ready fails its batch and the next opens a new call;
 a batch not acked in time fails and ends the call; a restarted matcher is reached on a new call;
-a matcher serving only the unary call gets unary calls; closing the servicer ends open streams
-so the server stops at once, even when it closes while a stream is answering a batch."""
+a matcher serving only the unary call gets unary calls; plain subscriptions go in columns only
+on a call whose ack said the matcher reads them; closing the servicer ends open streams so the
+server stops at once, even when it closes while a stream is answering a batch."""
 
 from __future__ import annotations
 
@@ -31,20 +32,24 @@ class Filer:
         self.refuse: set[str] = set()
         self.stall: set[str] = set()
         self.on_file: dict[str, Callable[[], None]] = {}  # called as the batch is filed, before its ack
+        self.columns = False  # its acks say it reads SubscriptionBatch.boxes
+        self.forms: list[str] = []  # each batch's form: "columns" or "messages"
 
     async def add_subscriptions(self, req: pb.SubscriptionBatch) -> pb.SubscriptionAck:
         task = asyncio.current_task()
         if not any(t is task for t in self.tasks):
             self.tasks.append(task)
-        first = req.subscriptions[0].id
+        ids = [s.id for s in req.subscriptions] + list(req.boxes.ids)
+        self.forms.append("columns" if req.HasField("boxes") else "messages")
+        first = ids[0]
         if first in self.refuse:
             raise NotReady("not ready")
         if first in self.stall:
             await asyncio.sleep(30)
-        self.filed += [s.id for s in req.subscriptions]
+        self.filed += ids
         if first in self.on_file:
             self.on_file[first]()
-        return pb.SubscriptionAck(changed=len(req.subscriptions), epoch=7)
+        return pb.SubscriptionAck(changed=len(ids), epoch=7, columns=self.columns)
 
 
 async def serve(port: int, filer: Filer, stream: bool = True) -> tuple[grpc.aio.Server, MatcherServicer]:
@@ -63,8 +68,15 @@ async def serve(port: int, filer: Filer, stream: bool = True) -> tuple[grpc.aio.
     return server, servicer
 
 
-def batch(name: str, n: int = 1) -> pb.SubscriptionBatch:
-    return pb.SubscriptionBatch(subscriptions=[pb.Subscription(id=f"{name}.{i}", queue="q") for i in range(n)])
+def batch(name: str, n: int = 1) -> Callable[[bool], pb.SubscriptionBatch]:
+    """The builder of a batch of `n` plain subscriptions: in columns when asked for them."""
+    ids = [f"{name}.{i}" for i in range(n)]
+
+    def build(columns: bool) -> pb.SubscriptionBatch:
+        if columns:
+            return pb.SubscriptionBatch(boxes=pb.Boxes(ids=ids, queues=["q"] * n))
+        return pb.SubscriptionBatch(subscriptions=[pb.Subscription(id=i, queue="q") for i in ids])
+    return build
 
 
 def adds_to(port: int, timeout_s: float = 5.0) -> tuple[AddStream, grpc.aio.Channel]:
@@ -144,10 +156,12 @@ async def test_a_restarted_matcher_is_reached_on_a_new_call():
 
 async def test_a_matcher_serving_only_the_unary_call_gets_unary_calls():
     port, filer = free_port(), Filer()
+    filer.columns = True  # (a unary call's batch is always messages)
     server, _ = await serve(port, filer, stream=False)
     adds, ch = adds_to(port)
     try:
         assert [(await adds.add(batch(f"u{i}", 2))).changed for i in range(3)] == [2, 2, 2]
+        assert set(filer.forms) == {"messages"}
         assert adds.unary and len(filer.filed) == 6 and len(filer.tasks) == 3  # one call each
         again = AddStream(adds.stub, 5.0)  # batches under way together at the first contact: each sent unary
         acks = await asyncio.gather(*(again.add(batch(f"c{i}")) for i in range(20)))
@@ -193,3 +207,30 @@ async def test_closing_while_a_stream_answers_a_batch_ends_it_after_that_ack():
     finally:
         await adds.close()
         await ch.close()
+
+
+async def test_columns_go_only_on_a_call_whose_ack_said_the_matcher_reads_them():
+    port, filer = free_port(), Filer()
+    filer.columns = True
+    server, _ = await serve(port, filer)
+    adds, ch = adds_to(port)
+    try:
+        for i in range(3):
+            assert (await adds.add(batch(f"a{i}", 2))).changed == 2
+        assert filer.forms == ["messages", "columns", "columns"]  # the first ack told it
+        await server.stop(grace=None)
+        filer.columns, filer.forms = False, []  # an older matcher in its place: it reads messages only
+        server, _ = await serve(port, filer)
+        for attempt in range(50):  # the first batch after the restart may meet the broken call
+            try:
+                assert (await adds.add(batch(f"b{attempt}"))).changed == 1
+                break
+            except grpc.aio.AioRpcError:
+                await asyncio.sleep(0.1)
+        for i in range(2):
+            assert (await adds.add(batch(f"c{i}"))).changed == 1
+        assert set(filer.forms) == {"messages"} and filer.filed[-2:] == ["c0.0", "c1.0"]
+    finally:
+        await adds.close()
+        await ch.close()
+        await server.stop(grace=None)

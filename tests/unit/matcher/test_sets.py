@@ -11,6 +11,7 @@ from bluedove.core.model import build_subscription
 from bluedove.core.partition.segments import SegmentTable, equal_partition
 from bluedove.core.space import Dimension, Space, default_space
 from bluedove.matcher.sets import SubscriptionSets
+from bluedove.v1 import matcher_pb2 as pb
 
 SPACE = default_space()  # x0..x3 in [0, 1000)
 TABLE = equal_partition(SPACE, {"a": "", "b": "", "c": "", "d": ""})  # b owns [250, 500) everywhere
@@ -222,6 +223,42 @@ def test_a_direct_add_is_filed_once_and_a_removed_id_always():
     assert not sets.filed("s2")  # the tail parses what no direct call brought
     sets.remove("s3")
     assert sets.filed("s3") and sets.filed("s3")  # a removed id stays skipped
+
+
+def _columns(subs) -> pb.Boxes:
+    return pb.Boxes(ids=[s.id for s in subs], queues=[s.queue for s in subs],
+                    lows=np.array([s.lows for s in subs], dtype="<f8").tobytes(),
+                    highs=np.array([s.highs for s in subs], dtype="<f8").tobytes())
+
+
+def test_a_batch_in_columns_is_filed_as_the_same_batch_in_messages():
+    rng = random.Random(5)
+    subs = []
+    for i in range(60):
+        lo = [rng.uniform(0, 900) for _ in range(4)]
+        subs.append(sub(f"s{i}", {f"x{d}": [lo[d], lo[d] + rng.uniform(0.5, 400)] for d in range(rng.randint(0, 4))},
+                        queue=f"q{i % 3}"))
+    by_messages, by_columns = sets_of(), sets_of()
+    n = by_messages.add_direct_batch([pb.Subscription(id=s.id, queue=s.queue, lows=s.lows, highs=s.highs)
+                                      for s in subs])
+    assert by_columns.add_direct_batch([], _columns(subs)) == n > 0
+    for s in subs:
+        assert filed_in(by_columns, s.id) == filed_in(by_messages, s.id)
+        assert by_columns.filed(s.id) and by_messages.filed(s.id)  # the tail skips them unparsed
+    assert [dict(x.queues) == dict(y.queues) for x, y in zip(by_columns.sets, by_messages.sets)] == [True] * 4
+
+
+def test_columns_skip_a_replaced_id_and_malformed_ones_change_nothing():
+    sets = sets_of()
+    a, b = sub("a", {"x0": [300, 400]}), sub("b", {"x1": [260, 270]})
+    sets._replaced["a"] = 0.0  # a newer version is filed: this add of "a" is late
+    assert sets.add_direct_batch([], _columns([a, b])) > 0
+    assert filed_in(sets, "a") == [] and filed_in(sets, "b") == [0, 1, 2, 3]
+    bad = _columns([sub("c", {})])
+    bad.lows = bad.lows[:-8]  # a row one bound short
+    with pytest.raises(ValueError, match="float64 a row"):
+        sets.add_direct_batch([], bad)
+    assert filed_in(sets, "c") == [] and not sets.filed("c")
 
 
 def test_direct_ids_the_tail_never_reads_are_forgotten_past_a_bound(monkeypatch):
