@@ -38,6 +38,10 @@ class Subscription:
     highs: tuple[float, ...]
     filter: Filter | None = None
 
+    def named(self, sub_id: str, queue: str) -> "Subscription":
+        """The same with this id and queue (dataclasses.replace, at a third of its cost)."""
+        return Subscription(sub_id, queue, self.predicates, self.lows, self.highs, self.filter)
+
     @property
     def boxes(self) -> tuple[Box, ...]:
         """The boxes the index holds for it (none when it can match nothing)."""
@@ -113,26 +117,45 @@ def only_ranges(predicates: dict[str, Any]) -> bool:
 
 
 def _ranges(sub_id: str, queue: str, predicates: dict[str, Any], space: Space) -> Subscription:
-    """A filter of ranges in a space of numbers, clipped to the space: one box."""
-
-    def bad(msg: str, where: str) -> ApiError:
-        return ApiError(422, "invalid_subscription", msg, where)
-
-    lows = [d.min for d in space.dimensions]
-    highs = [d.max for d in space.dimensions]
+    """A filter of ranges in a space of numbers, clipped to the space: one box. Each range is
+    read as it usually comes (a known dimension, two plain numbers, low below high) without
+    building its error's field name; anything else goes through `_checked`, which names it."""
+    dims, positions = space.dimensions, space.positions
+    lows = [d.min for d in dims]
+    highs = [d.max for d in dims]
     clipped: dict[str, tuple[float, float]] = {}
     for name, rng in predicates.items():
-        where = f"predicates.{name}"
-        try:
-            i = space.index(name)
-        except ValueError:
-            raise bad(f"unknown dimension {echo(name)}; the space has {list(space.names)}", where) from None
-        lo, hi = range_bounds(rng, where)
-        dim = space.dimensions[i]
+        i = positions.get(name)
+        if i is None or len(rng) != 2 or not (_plain(rng[0]) and _plain(rng[1]) and rng[0] < rng[1]):
+            i, (lo, hi) = _checked(name, rng, space)
+        else:
+            lo, hi = rng
+        dim = dims[i]
         lo_c, hi_c = max(float(lo), dim.min), min(float(hi), dim.max)
         clipped[name] = (lo_c, hi_c)
         lows[i], highs[i] = lo_c, hi_c
     return Subscription(sub_id, queue, clipped, tuple(lows), tuple(highs))
+
+
+_EXACT_INT = 2 ** 53  # an int within this is a double exactly
+
+
+def _plain(v: Any) -> bool:
+    """A finite float, or an int a double holds exactly (not a bool): what `range_bounds`
+    accepts, in its common cases (it decides the rest)."""
+    t = type(v)
+    return (t is float and v - v == 0.0) or (t is int and -_EXACT_INT <= v <= _EXACT_INT)
+
+
+def _checked(name: str, rng: list[Any], space: Space) -> tuple[int, tuple[float, float]]:
+    """A range's dimension and bounds, or the ApiError naming what is wrong with it."""
+    where = f"predicates.{name}"
+    try:
+        i = space.index(name)
+    except ValueError:
+        raise ApiError(422, "invalid_subscription", f"unknown dimension {echo(name)}; the space has "
+                       f"{list(space.names)}", where) from None
+    return i, range_bounds(rng, where)
 
 
 def parse_subscription_request(body: Any, prefix: str = "") -> tuple[str | None, dict[str, Any]]:
@@ -177,14 +200,27 @@ def parse_subscription_batch(body: Any, space: Space,
         raise bad(f"a batch holds at most {max_batch} subscriptions, got {len(items)}", "subscriptions")
     out = []
     for i, item in enumerate(items):
-        prefix = f"subscriptions[{i}]."
-        queue, predicates = parse_subscription_request(item, prefix)
         try:
-            sub = build_subscription("", "", predicates, space)
-        except ApiError as exc:
-            raise ApiError(exc.status, exc.code, exc.message, f"{prefix}{exc.field}") from None
-        out.append((queue, sub))
+            queue, predicates = parse_subscription_request(item, _SOME_ITEM)
+            out.append((queue, build_subscription("", "", predicates, space)))
+        except ApiError:
+            _item_error(i, item, space)
     return out
+
+
+_SOME_ITEM = "subscriptions[]."  # (a batch item's errors are made again by `_item_error`, naming it)
+
+
+def _item_error(i: int, item: Any, space: Space) -> NoReturn:
+    """Raise the ApiError of batch item `i`, naming its field (`subscriptions[3].predicates.x`):
+    the error is made here, once, rather than each item's field names ahead of it."""
+    prefix = f"subscriptions[{i}]."
+    _, predicates = parse_subscription_request(item, prefix)
+    try:
+        build_subscription("", "", predicates, space)
+    except ApiError as exc:
+        raise ApiError(exc.status, exc.code, exc.message, f"{prefix}{exc.field}") from None
+    raise AssertionError("a batch item failed once and then passed")
 
 
 # -- strict JSON payloads (docs/api.md, "Publishing") ---------------------------------------------

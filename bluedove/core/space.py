@@ -81,14 +81,15 @@ class Space:
         return tuple(d.name for d in self.dimensions)
 
     @cached_property
-    def _positions(self) -> dict[str, int]:
+    def positions(self) -> dict[str, int]:
+        """Dimension name -> its position (read-only by convention)."""
         return {name: i for i, name in enumerate(self.names)}
 
     def index(self, name: str) -> int:
         """The position of dimension `name`; ValueError if the space has none of that name.
         (Once per predicate of every subscription: a dict, built once.)"""
         try:
-            return self._positions[name]
+            return self.positions[name]
         except KeyError:
             raise ValueError(f"{name!r} is not a dimension of the space") from None
 

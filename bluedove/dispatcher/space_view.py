@@ -27,6 +27,7 @@ from bluedove.core.forwarding import BATCH_POLICIES, Ranking, matcher_loads, ran
 from bluedove.core.load import LoadReport, cost
 from bluedove.core.partition import modes
 from bluedove.core.partition.segments import SegmentTable
+from bluedove.dispatcher.placing import Placing
 from bluedove.dispatcher.view import ClusterView
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
@@ -39,7 +40,7 @@ class TableSource(Protocol):
     async def get_table(self, space: str = ...) -> dict[str, Any] | None: ...
 
 
-class SpaceView:
+class SpaceView(Placing):
     """One named space's table over the cluster's matchers: ranking and placement."""
 
     def __init__(self, name: str, cluster: ClusterView, source: TableSource, table: SegmentTable) -> None:
@@ -97,19 +98,6 @@ class SpaceView:
         self.cluster.charges.charge(candidate[1], cost(LoadReport()))
 
     # -- routing -----------------------------------------------------------------------------
-    def placement(self, lows: tuple[float, ...], highs: tuple[float, ...]) -> set[str]:
-        """The matchers storing a subscription of these bounds, under the table and, during a
-        hand-off, the previous one."""
-        mode = self.s.partition
-        out = set(modes.placement(mode, self.current(), lows, highs))
-        if self.previous is not None:
-            prev, until = self.previous
-            if time.monotonic() < until:
-                out |= set(modes.placement(mode, prev, lows, highs))
-            else:
-                self.previous = None
-        return out
-
     def rank_batch(self, points: npt.NDArray[np.float64], now: float) -> Ranking:
         """Every row's candidates, usable ones first, by the work sent each matcher."""
         table = self.current()

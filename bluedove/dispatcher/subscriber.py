@@ -176,12 +176,12 @@ class Subscriber:
         msg = _message(sub)
         msg.log_id = log_id
 
-        def owners() -> set[str]:
+        def owners() -> dict[str, list[int]]:
             table = self.cluster.table
             was = self._placement(old) if old is not None else set(table.members if table else ())
-            return was | self._placement(sub)
+            return {m: [0] for m in was | self._placement(sub)}
 
-        await self._send_to_owners([msg], [owners], replaces=True)
+        await self._send_to_owners([msg], owners, replaces=True)
 
     async def send(self, subs: list[Subscription], replay_from_ms: int = 0) -> set[str]:
         """Send stored subscriptions to every matcher mPartition names for each (read-your-writes).
@@ -200,28 +200,39 @@ class Subscriber:
         for m in msgs:
             if isinstance(m, pb.Subscription):
                 m.replay_from_ms = replay_from_ms
-        return await self._send_to_owners(msgs, [self._owners(s) for s in live])
+        return await self._send_to_owners(msgs, self._owners(live))
 
-    def _owners(self, sub: Subscription) -> Callable[[], set[str]]:
-        return lambda: self._placement(sub)
+    def _owners(self, subs: list[Subscription]) -> Callable[[], dict[str, list[int]]]:
+        """The placement of `subs` under the table of the moment: matcher -> their indices. One
+        box each is placed for all at once (`placement_many`); a filter's boxes one by one."""
+        single = [j for j, s in enumerate(subs) if s.filter is None]
+        at = np.array(single, dtype=np.intp)
+        k = len(subs[0].lows) if subs else 0
+        lows = np.array([subs[j].lows for j in single], dtype=np.float64).reshape(len(single), k)
+        highs = np.array([subs[j].highs for j in single], dtype=np.float64).reshape(len(single), k)
+        filters = [j for j, s in enumerate(subs) if s.filter is not None]
 
-    async def _send_to_owners(self, msgs: list[Outgoing], owners: list[Callable[[], set[str]]],
+        def owners() -> dict[str, list[int]]:
+            out: dict[str, list[int]] = {}
+            if single:
+                out = {m: at[mask].tolist() for m, mask in self.cluster.placement_many(lows, highs).items()}
+            for j in filters:
+                for m in self._placement(subs[j]):
+                    out.setdefault(m, []).append(j)
+            return out
+        return owners
+
+    async def _send_to_owners(self, msgs: list[Outgoing], owners: Callable[[], dict[str, list[int]]],
                               replaces: bool = False) -> set[str]:
-        """`send`'s rounds: each message to the matchers its `owners()` names (asked again in each
-        round, as the table may change), through their lanes of adds (or of `replaces`); the
-        matchers that failed or did not answer in time."""
+        """`send`'s rounds: each message to the matchers `owners()` names for it (matcher -> the
+        messages' indices; asked again in each round, as the table may change), through their
+        lanes of adds (or of `replaces`); the matchers that failed or did not answer in time."""
         assert self.cluster.table is not None, "the callers return first while there is no table"
-        sent: list[set[str]] = [set() for _ in msgs]
+        sent: dict[str, set[int]] = {}
         missed: set[str] = set()
         for _ in range(3):  # a table change while we send: at most a couple of rounds
-            runs: dict[str, list[Outgoing]] = {}
-            for i, msg in enumerate(msgs):
-                for m in owners[i]():
-                    if m not in sent[i]:
-                        sent[i].add(m)
-                        runs.setdefault(m, []).append(msg)
             # an item per matcher, not per subscription: a :batch of 1,000 made ~2,000 futures
-            chunks = [(m, run[j:j + SEND_BATCH_MAX]) for m, run in runs.items()
+            chunks = [(m, run[j:j + SEND_BATCH_MAX]) for m, run in _unsent(msgs, owners(), sent).items()
                       for j in range(0, len(run), SEND_BATCH_MAX)]
             calls = [(m, self._lane(m, replaces).submit(chunk, len(chunk))) for m, chunk in chunks]
             if not calls:
@@ -250,6 +261,20 @@ class Subscriber:
                 return missed
             await self.cluster.pull_table(newer)
         return missed
+
+
+def _unsent(msgs: list[Outgoing], owners: dict[str, list[int]], sent: dict[str, set[int]]
+            ) -> dict[str, list[Outgoing]]:
+    """Each matcher's messages among those `owners` names for it that it was not sent yet
+    (`sent`: matcher -> indices, updated)."""
+    runs: dict[str, list[Outgoing]] = {}
+    for m, idx in owners.items():
+        had = sent.setdefault(m, set())
+        new = [j for j in idx if j not in had]
+        if new:
+            had.update(new)
+            runs[m] = [msgs[j] for j in new]
+    return runs
 
 
 def _batch(items: list[Outgoing], space: str, columns: bool) -> pb.SubscriptionBatch:

@@ -34,6 +34,7 @@ from bluedove.core.partition import modes
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.dispatcher.charges import Charges
 from bluedove.dispatcher.gossip_member import GossipMember
+from bluedove.dispatcher.placing import Placing
 from bluedove.gossip.messages import DISPATCHER, MATCHER, STATUS_NAMES
 from bluedove.runtime import tls
 from bluedove.runtime.settings import DispatcherSettings
@@ -68,7 +69,7 @@ class MemberEntry:
     role: str = MATCHER
 
 
-class ClusterView:
+class ClusterView(Placing):
     """The dispatcher's view of the cluster: segment table, gossip members, load reports, health."""
 
     def __init__(self, settings: DispatcherSettings, store: DispatcherStore, seeds: tuple[str, ...] = ()) -> None:
@@ -207,18 +208,9 @@ class ClusterView:
             raise unavailable("no segment table yet: the cluster is starting")
         return self.table
 
-    def placement(self, lows: tuple[float, ...], highs: tuple[float, ...]) -> set[str]:
-        """The partition mode's placement (mPartition by default) under the current table, and
-        under the previous one during a hand-off."""
-        mode = self.s.partition
-        out = set(modes.placement(mode, self.current(), lows, highs))
-        if self.previous is not None:
-            prev, until = self.previous
-            if time.monotonic() < until:
-                out |= {m for m in modes.placement(mode, prev, lows, highs) if self.address(m) is not None}
-            else:
-                self.previous = None
-        return out
+    def kept(self, member: str) -> bool:
+        """A member of the previous table gets subscriptions while its address is known."""
+        return self.address(member) is not None
 
     def busy(self) -> dict[str, float]:
         """Each reporting matcher's busy share: its CPU against its limit where it has one (all

@@ -61,6 +61,18 @@ def placement(mode: str, table: SegmentTable, lows: tuple[float, ...],
     raise ValueError(check_mode(mode))
 
 
+def placement_many(mode: str, table: SegmentTable, lows: np.ndarray, highs: np.ndarray) -> dict[str, np.ndarray]:
+    """`placement` of many non-empty boxes (rows of `lows`/`highs`): member id -> a mask of the
+    rows it stores; members storing none left out."""
+    if mode == MPARTITION:
+        return table.storers(lows, highs)
+    if mode == P2P:
+        return table.storers(lows, highs, range(1))
+    if mode == FULL:
+        return {m: np.ones(len(lows), dtype=bool) for m in table.members} if len(lows) else {}
+    raise ValueError(check_mode(mode))
+
+
 def candidates(mode: str, table: SegmentTable, point: tuple[float, ...] | list[float]) -> list[tuple[int, str]]:
     """A message's candidate matchers as (dimension, member): each alone finds every match."""
     if mode == MPARTITION:

@@ -106,6 +106,35 @@ class SegmentTable:
                 out.setdefault(m, set()).add(i)
         return out
 
+    def storers(self, lows: np.ndarray, highs: np.ndarray, dims: range | None = None) -> dict[str, np.ndarray]:
+        """`placement` of many boxes within the space (rows of `lows`/`highs`) at once, along
+        `dims` (all by default): member id -> a mask of the rows it stores; members storing
+        none left out. A member's segments of a dimension are adjacent, so a row goes to each
+        member whose run of segments [a, b) meets the row's [first, last): from the segment
+        holding its low to the last one starting below its high."""
+        out: dict[str, np.ndarray] = {}
+        _, cuts, _ = self._arrays
+        for i in dims if dims is not None else range(self.space.k):
+            lo, hi = lows[:, i], highs[:, i]
+            first = np.searchsorted(cuts[i], lo, side="right") - 1
+            last = np.searchsorted(cuts[i], hi, side="left")
+            ok = lo < hi
+            for m, (a, b) in self._runs[i].items():
+                hit = ok & (first < b) & (last > a)
+                out[m] = out[m] | hit if m in out else hit
+        return {m: mask for m, mask in out.items() if mask.any()}
+
+    @cached_property
+    def _runs(self) -> list[dict[str, tuple[int, int]]]:
+        """Per dimension, each owner's run of segments [a, b) (they are adjacent)."""
+        runs: list[dict[str, tuple[int, int]]] = []
+        for owners in self.owners:
+            run: dict[str, tuple[int, int]] = {}
+            for j, o in enumerate(owners):
+                run[o] = (run[o][0] if o in run else j, j + 1)
+            runs.append(run)
+        return runs
+
     def segments_of(self, member: str) -> dict[int, tuple[float, float]]:
         """The range a member owns on each dimension (contiguous; missing if it owns none)."""
         out: dict[int, tuple[float, float]] = {}

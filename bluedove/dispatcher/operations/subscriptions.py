@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import replace
 from typing import Any
 
 from bluedove.core.errors import ApiError, echo, not_found, unauthorized
@@ -41,7 +40,7 @@ async def subscribe(d: Dispatcher, body: Any, token: str | None, path: SpacePath
         await p.quotas.check_subscriptions(1)
     if queue is None:
         queue, created = await d.store.create_queue()
-    sub = replace(sub, queue=queue)
+    sub = sub.named(sub.id, queue)
     try:
         await p.subscriber.write(sub)
     except QueueMissing:  # deleted between the token check and now
@@ -100,7 +99,7 @@ async def subscribe_batch(d: Dispatcher, body: Any, token: str | None,
         await p.quotas.check_subscriptions(len(items))
     if queue is not None:  # the items in `named` all name it
         for i in named:
-            subs[i] = replace(items[i][1], id=new_id(), queue=queue)
+            subs[i] = items[i][1].named(new_id(), queue)
         try:
             await d.store.add_queue_subscriptions(queue, [subs[i].to_json() for i in named], p.at)
         except QueueMissing:  # deleted between the token check and now
@@ -114,7 +113,7 @@ async def subscribe_batch(d: Dispatcher, body: Any, token: str | None,
         if unnamed:
             made = await d.store.create_queues(len(unnamed))
             for i, (q, t) in zip(unnamed, made):
-                subs[i], tokens[i] = replace(items[i][1], id=new_id(), queue=q), t
+                subs[i], tokens[i] = items[i][1].named(new_id(), q), t
             for i, x in zip(unnamed, await d.store.add_subscriptions_each([subs[i].to_json() for i in unnamed],
                                                                           p.at)):
                 if isinstance(x, LimitExceeded):

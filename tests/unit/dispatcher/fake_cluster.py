@@ -7,6 +7,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
+
 MEMBERS = ("m1", "m2", "m3", "m4")
 
 
@@ -21,6 +23,11 @@ class FakeCluster:
 
     def placement(self, lows, highs) -> set[str]:
         return {m for i, m in enumerate(MEMBERS) if lows[0] < 250 * (i + 1) and 250 * i < highs[0]}
+
+    def placement_many(self, lows, highs) -> dict[str, np.ndarray]:
+        masks = {m: np.array([m in self.placement(lo, hi) for lo, hi in zip(lows, highs)], dtype=bool)
+                 for m in MEMBERS}
+        return {m: mask for m, mask in masks.items() if mask.any()}
 
     def mark_up(self, member: str) -> None:
         pass

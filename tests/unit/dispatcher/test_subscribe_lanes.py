@@ -71,3 +71,14 @@ async def test_a_failing_matcher_is_marked_down_and_left_to_the_log_the_others_g
     assert await s.send(subs) == {"m2"}
     assert cluster.down == ["m2"]
     assert sorted(i for c in cluster.matchers["m1"].calls for i in c) == sorted(x.id for x in subs)
+
+
+async def test_filters_alone_or_beside_boxes_reach_the_owners_of_each_of_their_boxes():
+    s, cluster = _subscriber()
+    f = build_subscription("f", "q", {"any_of": [{"x0": [10, 20]}, {"x0": [800, 810]}]}, SPACE)  # m1 and m4
+    assert f.filter is not None and len(f.boxes) == 2
+    assert await s.send([f]) == set()  # a request of filters only
+    g = build_subscription("g", "q", {"any_of": [{"x0": [300, 310]}, {"x0": [600, 610]}]}, SPACE)  # m2 and m3
+    assert await s.send([g, *_subs(2, (900, 950))]) == set()  # m4
+    sent = {m: [i for c in cluster.matchers[m].calls for i in c] for m in MEMBERS}
+    assert sent == {"m1": ["f"], "m2": ["g"], "m3": ["g"], "m4": ["f", "s0", "s1"]}

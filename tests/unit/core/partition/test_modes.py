@@ -7,12 +7,25 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bluedove.core.load import LoadReport
 from bluedove.core.model import build_subscription
-from bluedove.core.partition.modes import FULL, MODES, MPARTITION, P2P, candidates, check_mode, held, placement
-from bluedove.core.partition.segments import equal_partition
+from bluedove.core.partition.modes import (
+    FULL,
+    MODES,
+    MPARTITION,
+    P2P,
+    candidates,
+    check_mode,
+    held,
+    placement,
+    placement_many,
+)
+from bluedove.core.partition.segments import SegmentTable, equal_partition
 from bluedove.core.space import default_space
 from bluedove.dispatcher.view import ClusterView, MemberHealth
 from bluedove.matcher.sets import SubscriptionSets
@@ -184,3 +197,42 @@ def test_a_baseline_cluster_adds_no_matcher(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="cannot add a matcher under partition full-replication"):
         c.add_matcher()
     assert LocalCluster(matchers=2, http_port=1, grpc_port=1, data_dir=tmp_path, partition=P2P).partition == P2P
+
+
+# -- many subscriptions at once ------------------------------------------------------------------
+
+
+@st.composite
+def tables_and_boxes(draw):
+    """A table of 1-6 members whose segments (1-9 a dimension, uneven cuts) are runs in any
+    order, and boxes whose bounds often sit on a cut, at the space's ends, or past them."""
+    members = [f"m{i}" for i in range(draw(st.integers(1, 6)))]
+    cuts, owners = [], []
+    for _ in range(SPACE.k):
+        n = draw(st.integers(1, 9))
+        inner = sorted(set(draw(st.lists(st.floats(0.001, 999.999), min_size=n - 1, max_size=n - 1))))
+        cuts.append((0.0, *inner))
+        order = draw(st.permutations(members))
+        sizes = [0] * len(order)
+        for _ in range(len(inner) + 1):
+            sizes[draw(st.integers(0, len(order) - 1))] += 1
+        owners.append(tuple(m for m, k in zip(order, sizes) for _ in range(k)))
+    table = SegmentTable(1, SPACE, {m: "" for m in members}, tuple(cuts), tuple(owners))
+    edges = [c for cs in cuts for c in cs] + [0.0, 1000.0]
+    value = st.one_of(st.sampled_from(edges), st.floats(0.0, 1000.0))
+    rows = draw(st.lists(st.tuples(*[st.tuples(value, value)] * SPACE.k), min_size=1, max_size=30))
+    boxes = [tuple((min(a, b), max(a, b) if a != b else b + 1.0) for a, b in row) for row in rows]
+    lows = np.array([[lo for lo, _ in row] for row in boxes])
+    highs = np.minimum(np.array([[hi for _, hi in row] for row in boxes]), 1000.0)
+    return table, lows, highs
+
+
+@settings(max_examples=300, deadline=None)
+@given(tables_and_boxes(), st.sampled_from(MODES))
+def test_placing_many_at_once_is_placing_each(drawn, mode):
+    table, lows, highs = drawn
+    many = placement_many(mode, table, lows, highs)
+    assert all(mask.any() for mask in many.values())
+    for r in range(len(lows)):
+        want = set(placement(mode, table, tuple(lows[r]), tuple(highs[r])))
+        assert {m for m, mask in many.items() if mask[r]} == want
