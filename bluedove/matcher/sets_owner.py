@@ -26,7 +26,7 @@ from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.matcher.errors import BadRequest
 from bluedove.matcher.sets import SubscriptionSets, subscription_of
 from bluedove.runtime.settings import MatcherSettings
-from bluedove.store.catalogue import change
+from bluedove.store.catalogue_tail import change
 from bluedove.store.keys import join_pos, parse_pos, pos_max, pos_min, read_past
 from bluedove.store.store import MatcherStore
 from bluedove.v1 import matcher_pb2 as pb

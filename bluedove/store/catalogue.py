@@ -8,7 +8,6 @@ the log position it was taken at, then the log's changes after that position, ta
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -20,19 +19,9 @@ from bluedove.core.spaces import DEFAULT_SPACE
 from bluedove.store import keys as K
 from bluedove.store import scripts
 from bluedove.store.batch import Arg, Call
+from bluedove.store.catalogue_tail import CatalogueTails
 from bluedove.store.connection import Connection, StoreLimits
 from bluedove.store.space_entry import SpaceAt, SpaceEntry, SpaceGone
-
-# Most streams one XREAD of `catalogue_tails` names on one server (a read of more is split:
-# one command's time in Redis grows with its streams).
-TAIL_STREAMS = 1024
-
-
-@functools.lru_cache(maxsize=4096)
-def _log_keys(space: str) -> tuple[str, ...]:
-    """Space `space`'s catalogue log stream of every shard (`catalogue_tails` names them every round)."""
-    return tuple(K.CatalogueKeys(space).log(shard) for shard in range(K.CATALOG_SHARDS))
-
 
 _ENCODE = msgspec.json.Encoder().encode
 
@@ -47,13 +36,6 @@ def entry_json(sub: Mapping[str, Any]) -> str:
     except UnicodeEncodeError:
         return json.dumps(sub)
     return json.dumps(sub) if b"null" in text else text.decode()
-
-
-def change(entry_id: str, fields: dict[str, str]) -> dict[str, str]:
-    """A log entry as a reader applies it: its fields {op, id, sub?}, and for a `replace` its
-    entry id as `at`: the version a matcher compares, so that an older replace never undoes a
-    newer one it applied first (bluedove/matcher/sets.py)."""
-    return {**fields, "at": entry_id} if fields.get("op") == "replace" else fields
 
 
 class QueueMissing(Exception):
@@ -233,7 +215,7 @@ def _keys(space: SpaceAt | None) -> K.CatalogueKeys:
     return K.DEFAULT_CATALOGUE if space is None else K.CatalogueKeys(space.name)
 
 
-class CatalogueReads(Connection):
+class CatalogueReads(CatalogueTails):
     """The catalogue as a matcher reads it: a snapshot and its position, then the log after it."""
 
     async def catalogue_snapshot(self, space: str = DEFAULT_SPACE) -> tuple[str, list[dict[str, Any]]]:
@@ -263,75 +245,3 @@ class CatalogueReads(Connection):
                 p.xrevrange(K.CatalogueKeys(space).log(shard), count=1)
             lasts = await p.execute()
         return K.join_pos([last[0][0] if last else "0-0" for last in lasts])
-
-    async def catalogue_changes(self, after: str, count: int = 1000,
-                                space: str = DEFAULT_SPACE) -> tuple[str, list[dict[str, str]]]:
-        """(the position after them, the changes after `after` [{op, id, sub?, at?}], each a
-        `change`), up to `count` of each shard, without waiting. Changes of one subscription
-        are in its queue's shard, in order; changes of different shards are independent."""
-        ids = K.parse_pos(after)
-        async with self.r.pipeline(transaction=False) as p:
-            for shard, after_id in enumerate(ids):
-                key = K.CatalogueKeys(space).log(shard)
-                p.execute_command("XREAD", "COUNT", count, "STREAMS", key, after_id, **self._at(key))
-            res = await p.execute()
-        changes: list[dict[str, str]] = []
-        for shard, got in enumerate(res):
-            if got:
-                entries = got[0][1]
-                ids[shard] = entries[-1][0]
-                changes += [change(entry_id, fields) for entry_id, fields in entries]
-        return K.join_pos(ids), changes
-
-    async def catalogue_tail(self, shard: int, after_id: str, block_ms: int | None = None,
-                             count: int = 1000, space: str = DEFAULT_SPACE) -> list[tuple[str, dict[str, str]]]:
-        """One shard's log entries after `after_id` [(entry id, {op, id, sub?})], waiting up
-        to `block_ms` for the first (None: not at all)."""
-        return (await self.catalogue_tail_many({shard: after_id}, block_ms, count, space)).get(shard, [])
-
-    async def catalogue_tails(self, after: Mapping[str, str], count: int = 1000
-                              ) -> dict[str, dict[int, list[tuple[str, dict[str, str]]]]]:
-        """Several spaces' log entries after each one's position in `after` ({space: position}),
-        without waiting: {space: {shard: [(entry id, fields)]}} for the shards with some, up to
-        `count` each, in one pipelined round trip: XREADs of up to TAIL_STREAMS streams each on
-        one server, one per stream on a cluster (every shard of a space is a slot of its own)."""
-        streams = [(space, shard, key, pos) for space, at in after.items()
-                   for shard, (key, pos) in enumerate(zip(_log_keys(space), K.parse_pos(at)))]
-        per = 1 if self.runner.cluster else TAIL_STREAMS
-        async with self.r.pipeline(transaction=False) as p:
-            for i in range(0, len(streams), per):
-                part = streams[i:i + per]
-                p.execute_command("XREAD", "COUNT", count, "STREAMS", *(x[2] for x in part),
-                                  *(x[3] for x in part), **self._at(part[0][2]))
-            res = await p.execute()
-        where = {x[2]: (x[0], x[1]) for x in streams}
-        out: dict[str, dict[int, list[tuple[str, dict[str, str]]]]] = {}
-        for got in res:
-            for key, entries in got or ():
-                if entries:
-                    space, shard = where[key]
-                    out.setdefault(space, {})[shard] = list(entries)
-        return out
-
-    def catalogue_read_groups(self) -> list[list[int]]:
-        """The catalogue shards one `catalogue_tail_many` may read together: all of them on one
-        server; one each on a cluster, where the shards sit in different slots (a command's
-        keys must share a slot there, even on one node)."""
-        shards = list(range(K.CATALOG_SHARDS))
-        return [[s] for s in shards] if self.runner.cluster else [shards]
-
-    async def catalogue_tail_many(self, after: dict[int, str], block_ms: int | None = None, count: int = 1000,
-                                  space: str = DEFAULT_SPACE) -> dict[int, list[tuple[str, dict[str, str]]]]:
-        """The log entries of several shards (one group of `catalogue_read_groups`) after each
-        one's id in `after`: {shard: [(entry id, {op, id, sub?})]} for the shards that have
-        some, up to `count` each, in one XREAD waiting up to `block_ms` for the first (None:
-        not at all)."""
-        shards = list(after)
-        keys = [K.CatalogueKeys(space).log(s) for s in shards]
-        wait = () if block_ms is None else ("BLOCK", block_ms)
-        res = await self.r.execute_command("XREAD", "COUNT", count, *wait, "STREAMS", *keys,
-                                           *(after[s] for s in shards), **self._at(keys[0]))
-        if not res:
-            return {}
-        shard_of_key = dict(zip(keys, shards))
-        return {shard_of_key[key]: list(entries) for key, entries in res if entries}

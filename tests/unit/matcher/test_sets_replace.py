@@ -17,7 +17,7 @@ from bluedove.matcher.errors import BadRequest
 from bluedove.matcher.sets import SubscriptionSets
 from bluedove.matcher.sets_owner import SetsOwner, applier
 from bluedove.runtime.settings import MatcherSettings
-from bluedove.store.catalogue import change
+from bluedove.store.catalogue_tail import change
 from bluedove.store.keys import pos_of, pos_with, shard_of
 from bluedove.v1 import matcher_pb2 as pb
 
