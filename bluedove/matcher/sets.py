@@ -160,6 +160,8 @@ class SubscriptionSets:
         if self._replaced:  # a late call of a first version: the sets hold a newer one
             keep = [j for j, i in enumerate(ids) if i not in self._replaced]
             ids, queues, lows, highs = [ids[j] for j in keep], [queues[j] for j in keep], lows[keep], highs[keep]
+        if len(ids) == 1:  # a single subscribe's: one live insert a set (a bulk one's arrays cost more)
+            return self.add_direct_one(ids[0], queues[0], tuple(lows[0].tolist()), tuple(highs[0].tolist()))
         return self.add_direct(ids, queues, lows, highs) if ids else 0
 
     def _count_boxes(self, keys: Sequence[str]) -> None:

@@ -55,6 +55,15 @@ def test_a_newer_stored_table_is_read_in_the_background_once_per_period():
     assert source.reads == 1 and v.current().epoch == 2 and v.previous is not None
     # during the hand-off grace, a subscription goes to the owners under both tables
     assert v.placement((-90.0, -180.0), (-80.0, -170.0)) == {"m1", "m2"}
+    # and so do many at once, each as it alone would
+    rng = np.random.default_rng(3)
+    lows = np.column_stack([rng.uniform(-90, 80, 40), rng.uniform(-180, 170, 40)])
+    highs = lows + np.column_stack([rng.uniform(0.1, 10, 40), rng.uniform(0.1, 10, 40)])
+    many = v.placement_many(lows, highs)
+    assert [{m for m, mask in many.items() if mask[r]} for r in range(40)] == \
+        [v.placement(tuple(lows[r]), tuple(highs[r])) for r in range(40)]
+    v.previous = (v.previous[0], 0.0)  # the grace is over: the current table alone
+    assert v.placement((-90.0, -180.0), (-80.0, -170.0)) == {"m2"} and v.previous is None
 
 
 def test_an_older_table_changes_nothing():

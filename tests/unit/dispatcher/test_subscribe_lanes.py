@@ -9,6 +9,8 @@ import asyncio
 from functools import partial
 from types import SimpleNamespace
 
+import numpy as np
+
 from bluedove.core.model import build_subscription
 from bluedove.core.space import default_space
 from bluedove.dispatcher.add_stream import AddStream
@@ -82,3 +84,16 @@ async def test_filters_alone_or_beside_boxes_reach_the_owners_of_each_of_their_b
     assert await s.send([g, *_subs(2, (900, 950))]) == set()  # m4
     sent = {m: [i for c in cluster.matchers[m].calls for i in c] for m in MEMBERS}
     assert sent == {"m1": ["f"], "m2": ["g"], "m3": ["g"], "m4": ["f", "s0", "s1"]}
+
+
+def test_a_call_s_plain_subscriptions_go_in_columns_only_when_read_and_enough():
+    from bluedove.dispatcher.subscriber import COLUMNS_MIN, _batch, _message
+
+    plain = _subs(COLUMNS_MIN, (100, 300))
+    f = _message(build_subscription("f", "q", {"any_of": [{"x0": [1, 2]}, {"x0": [5, 6]}]}, SPACE))
+    read = _batch([*plain, f], "", True)
+    assert list(read.boxes.ids) == [s.id for s in plain] and [m.id for m in read.subscriptions] == ["f"]
+    assert np.frombuffer(read.boxes.lows).reshape(-1, 4).tolist() == [list(s.lows) for s in plain]
+    for items, columns in (([*plain, f], False), ([*plain[1:], f], True)):  # not read; too few
+        msgs = _batch(items, "", columns)
+        assert not msgs.HasField("boxes") and [m.id for m in msgs.subscriptions] == [i.id for i in items]
