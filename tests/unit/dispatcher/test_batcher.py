@@ -89,3 +89,24 @@ async def test_a_submitter_that_stops_waiting_leaves_the_lane_working():
     h.gate.set()
     assert await kept == 4 and gone.cancelled() and lane.inflight == 0
     assert await lane.submit(3) == 6
+
+
+async def test_with_hold_the_call_after_one_that_ends_waits_and_carries_what_came_meanwhile():
+    """The subscribe lanes: a call ending with less than `alongside` waiting lets the next leave
+    `hold_s` later, with what queued up by then; an idle lane's call is never held."""
+    h = Held()
+    lane: Batcher[int, int] = Batcher(h, max_weight=100, max_inflight=1, alongside=16, hold_s=0.05)
+    first = lane.submit(1)
+    await settle()
+    assert h.calls == [[1]]  # an idle lane's call leaves at once
+    later = [lane.submit(2)]  # queued while the first is under way
+    h.gate.set()
+    assert await first == 2
+    await settle()
+    later.append(lane.submit(3))  # the first ended with one waiting: the next is held...
+    await settle()
+    assert h.calls == [[1]]
+    assert await asyncio.gather(*later) == [4, 6]
+    assert h.calls == [[1], [2, 3]]  # ...and carries what came meanwhile
+    await settle()
+    assert await lane.submit(4) == 8 and h.calls[-1] == [4]  # idle again: at once
