@@ -34,8 +34,9 @@ subscription from the catalogue log; a matcher whose answer shows a newer table 
 it and send to its owners too.
 
 Unsubscribes go the same way: their catalogue removals through a remover that takes what has
-queued up into one round trip, and the removal calls through one lane per matcher, so that a
-storm of unsubscribes costs each matcher a few RemoveSubscriptions calls, not one each.
+queued up into one round trip, and the removal calls through one lane per matcher, held as the
+add lanes are, so that a storm of unsubscribes costs each matcher a few RemoveSubscriptions
+calls, not one each.
 
 A replace (PUT /v1/subscriptions/{id}) writes the catalogue in one step (the version it
 replaced comes back with its log id), then goes to every matcher mPartition names for either
@@ -150,7 +151,8 @@ class Subscriber:
                                                                     timeout=self.s.subscribe_timeout_s)
                 return [None] * len(ids)
 
-            lane = self._removal_lanes[member] = Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT)
+            lane = self._removal_lanes[member] = Batcher(call, SEND_BATCH_MAX, SEND_INFLIGHT, SEND_ALONGSIDE,
+                                                         SEND_HOLD_S)
         return lane
 
     def _lane(self, member: str, replaces: bool = False) -> Batcher[list[Outgoing], pb.SubscriptionAck]:
