@@ -11,6 +11,7 @@ a subscription's JSON is left as bytes, read only by a matcher that files it fro
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Mapping
 from typing import Any
@@ -69,12 +70,20 @@ class CatalogueTails(Connection):
     """Reads of the catalogue's log, on a client of their own (see the module docstring)."""
 
     _tail_client: RedisClient | None = None
+    _tail_lock: asyncio.Lock | None = None
 
-    @property
-    def _tail(self) -> RedisClient:
+    async def _tail(self) -> RedisClient:
+        """The log's client, made once at its first use (on a cluster, with the slots learnt:
+        `_on` reads them before its first command)."""
         if self._tail_client is None:
-            self._tail_client = async_client(self.url, decode_responses=False, health_check_interval=30)
-            self._tail_client.set_response_callback("XREAD", _as_is)
+            self._tail_lock = self._tail_lock or asyncio.Lock()
+            async with self._tail_lock:
+                if self._tail_client is None:
+                    client = async_client(self.url, decode_responses=False, health_check_interval=30)
+                    client.set_response_callback("XREAD", _as_is)
+                    if self.runner.cluster:
+                        await client.initialize()
+                    self._tail_client = client
         return self._tail_client
 
     async def close(self) -> None:
@@ -82,9 +91,9 @@ class CatalogueTails(Connection):
             await self._tail_client.aclose()
         await super().close()
 
-    def _on(self, key: str) -> dict[str, Any]:
+    def _on(self, tail: RedisClient, key: str) -> dict[str, Any]:
         """Where the tail client sends an XREAD about `key` (see `Connection._at`)."""
-        return {"target_nodes": self._tail.get_node_from_key(key)} if self.runner.cluster else {}
+        return {"target_nodes": tail.get_node_from_key(key)} if self.runner.cluster else {}
 
     async def catalogue_changes(self, after: str, count: int = 1000,
                                 space: str = DEFAULT_SPACE) -> tuple[str, list[dict[str, Any]]]:
@@ -92,10 +101,11 @@ class CatalogueTails(Connection):
         `change`), up to `count` of each shard, without waiting. Changes of one subscription
         are in its queue's shard, in order; changes of different shards are independent."""
         ids = K.parse_pos(after)
-        async with self._tail.pipeline(transaction=False) as p:
+        tail = await self._tail()
+        async with tail.pipeline(transaction=False) as p:
             for shard, after_id in enumerate(ids):
                 key = K.CatalogueKeys(space).log(shard)
-                p.execute_command("XREAD", "COUNT", count, "STREAMS", key, after_id, **self._on(key))
+                p.execute_command("XREAD", "COUNT", count, "STREAMS", key, after_id, **self._on(tail, key))
             res = await p.execute()
         changes: list[dict[str, Any]] = []
         for shard, got in enumerate(res):
@@ -119,11 +129,12 @@ class CatalogueTails(Connection):
         streams = [(space, shard, key, pos) for space, at in after.items()
                    for shard, (key, pos) in enumerate(zip(_log_keys(space), K.parse_pos(at)))]
         per = 1 if self.runner.cluster else TAIL_STREAMS
-        async with self._tail.pipeline(transaction=False) as p:
+        tail = await self._tail()
+        async with tail.pipeline(transaction=False) as p:
             for i in range(0, len(streams), per):
                 part = streams[i:i + per]
                 p.execute_command("XREAD", "COUNT", count, "STREAMS", *(x[2] for x in part),
-                                  *(x[3] for x in part), **self._on(part[0][2]))
+                                  *(x[3] for x in part), **self._on(tail, part[0][2]))
             res = await p.execute()
         where = {x[2]: (x[0], x[1]) for x in streams}
         out: dict[str, dict[int, list[Entry]]] = {}
@@ -150,7 +161,8 @@ class CatalogueTails(Connection):
         shards = list(after)
         keys = [K.CatalogueKeys(space).log(s) for s in shards]
         wait = () if block_ms is None else ("BLOCK", block_ms)
-        res = await self._tail.execute_command("XREAD", "COUNT", count, *wait, "STREAMS", *keys,
-                                               *(after[s] for s in shards), **self._on(keys[0]))
+        tail = await self._tail()
+        res = await tail.execute_command("XREAD", "COUNT", count, *wait, "STREAMS", *keys,
+                                         *(after[s] for s in shards), **self._on(tail, keys[0]))
         shard_of_key = dict(zip(keys, shards))
         return {shard_of_key[key]: entries for key, entries in _streams(res) if entries}
