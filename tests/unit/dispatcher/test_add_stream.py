@@ -85,6 +85,17 @@ def adds_to(port: int, timeout_s: float = 5.0) -> tuple[AddStream, grpc.aio.Chan
     return AddStream(lambda: stub, timeout_s), ch
 
 
+async def first_after_restart(adds: AddStream, name: str) -> None:
+    """A batch of one filed after the matcher restarted (the first ones may meet the broken call)."""
+    for attempt in range(50):
+        try:
+            assert (await adds.add(batch(f"{name}{attempt}"))).changed == 1
+            return
+        except grpc.aio.AioRpcError:
+            await asyncio.sleep(0.1)
+    raise AssertionError("no batch was filed after the restart")
+
+
 async def test_batches_are_acked_in_order_on_one_call():
     port, filer = free_port(), Filer()
     server, _ = await serve(port, filer)
@@ -141,12 +152,7 @@ async def test_a_restarted_matcher_is_reached_on_a_new_call():
         assert (await adds.add(batch("before"))).changed == 1
         await server.stop(grace=None)
         server, _ = await serve(port, filer)
-        for attempt in range(50):  # the first batch after the restart may meet the broken call
-            try:
-                assert (await adds.add(batch(f"after{attempt}"))).changed == 1
-                break
-            except grpc.aio.AioRpcError:
-                await asyncio.sleep(0.1)
+        await first_after_restart(adds, "after")
         assert any(s.startswith("after") for s in filer.filed) and len(filer.tasks) == 2
     finally:
         await adds.close()
@@ -221,12 +227,7 @@ async def test_columns_go_only_on_a_call_whose_ack_said_the_matcher_reads_them()
         await server.stop(grace=None)
         filer.columns, filer.forms = False, []  # an older matcher in its place: it reads messages only
         server, _ = await serve(port, filer)
-        for attempt in range(50):  # the first batch after the restart may meet the broken call
-            try:
-                assert (await adds.add(batch(f"b{attempt}"))).changed == 1
-                break
-            except grpc.aio.AioRpcError:
-                await asyncio.sleep(0.1)
+        await first_after_restart(adds, "b")
         for i in range(2):
             assert (await adds.add(batch(f"c{i}"))).changed == 1
         assert set(filer.forms) == {"messages"} and filer.filed[-2:] == ["c0.0", "c1.0"]
