@@ -32,6 +32,7 @@ Ints = npt.NDArray[np.int64]
 # Children per node. 4, 8, 16 and 32 answer the `sparse` points within ~25 % of each other
 # (1.7, 1.8, 2.2, 2.1 µs); 8 keeps the tree shallow and the stack small.
 CAPACITY = 8
+MIN_PER_POINT = 4.0  # room for answers a point a query starts with
 # Slabs of at most this many boxes are tiled in compiled code (see str_order).
 _COMPILED_TILE = 2048
 # |bound| above this counts as unbounded when the boxes are sorted (centres stay finite).
@@ -51,6 +52,7 @@ class PackedTree:
         hi = np.asarray(hi, dtype=np.float64)
         perm = np.arange(len(lo), dtype=np.intp) if ordered else str_order(lo, hi, capacity)
         self.capacity = capacity
+        self.per_point = MIN_PER_POINT  # room for answers a point in the next query (see `query`)
         self.ids = np.ascontiguousarray(np.asarray(ids, dtype=np.int64)[perm])
         self.lo = np.ascontiguousarray(lo[perm])
         self.hi = np.ascontiguousarray(hi[perm])
@@ -130,7 +132,10 @@ class PackedTree:
         stack = np.empty(self.capacity * (len(self.level_size) + 1) + 1, dtype=np.int64)  # per call: nogil
         at, rows = _answers(m, lambda out_pt, out_row: _query(
             points, self.nodes_lo, self.nodes_hi, self.level_start, self.level_size, self.lo, self.hi, self.alive,
-            self.capacity, stack, out_pt, out_row))
+            self.capacity, stack, out_pt, out_row), self.per_point)
+        # The next call's room: a quarter more than this one's answers a point (a walk whose
+        # answers do not fit is walked again: at 4 a point, most of a `paper` set's were).
+        self.per_point = max(len(at) / m * 1.25, MIN_PER_POINT)
         return at, self.ids[rows]
 
 
@@ -144,10 +149,12 @@ def scan(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, alive: np.ndarray) 
     return _answers(m, lambda out_pt, out_row: _scan(points, lo, hi, alive, out_pt, out_row))
 
 
-def _answers(m: int, run: Callable[[Ints, Ints], int]) -> tuple[np.ndarray, np.ndarray]:
+def _answers(m: int, run: Callable[[Ints, Ints], int], per_point: float = MIN_PER_POINT
+             ) -> tuple[np.ndarray, np.ndarray]:
     """(point index, row) pairs from `run(out_pt, out_row)`, a compiled walk that writes what fits
-    and returns how many there are: again with room for all when the first buffers were short."""
-    size = 4 * m + 64
+    and returns how many there are, with room for `per_point` answers a point at first: again
+    with room for all when that was short."""
+    size = int(per_point * m) + 64
     while True:
         out_pt = np.empty(size, dtype=np.int64)
         out_row = np.empty(size, dtype=np.int64)

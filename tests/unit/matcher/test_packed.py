@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bluedove.matcher import packed
 from bluedove.matcher.index import PackThresholds, SubscriptionSet
 from bluedove.matcher.packed import _COMPILED_TILE, PackedTree, _stable_argsort, compiled, str_order
 
@@ -51,6 +52,18 @@ def test_more_answers_than_the_first_buffer_holds():
     at, ids = tree.query(np.full((m, 2), 0.5))
     assert len(at) == n * m and np.bincount(at).tolist() == [n] * m
     assert sorted(ids[at == 3].tolist()) == list(range(1000, 1000 + n))
+    # The next query starts with room for a quarter more answers a point than this one had, so it
+    # is walked once; fewer answers later shrink the room again, never below MIN_PER_POINT.
+    assert tree.per_point == n * 1.25
+    walks = []
+    original = packed._query
+    try:
+        packed._query = lambda *a: walks.append(1) or original(*a)
+        at, _ = tree.query(np.full((m, 2), 0.25))
+        assert len(at) == n * m and len(walks) == 1
+        assert len(tree.query(np.full((m, 2), 5.0))[0]) == 0 and tree.per_point == packed.MIN_PER_POINT
+    finally:
+        packed._query = original
 
 
 def test_unbounded_sides_nan_points_and_killed_rows():
