@@ -116,7 +116,10 @@ class SubscriptionSets:
 
     def add_direct(self, ids: list[str], queues: list[str], lows: np.ndarray, highs: np.ndarray) -> int:
         """`add_rows` for a dispatcher's direct call (each id is in the catalogue log already,
-        with these rows): remembered, so the catalogue tail skips it without parsing."""
+        with these rows): remembered, so the catalogue tail skips it without parsing. One row
+        (a single subscribe's) is one live insert a set: a bulk insert's arrays cost more."""
+        if len(ids) == 1:
+            return self.add_direct_one(ids[0], queues[0], tuple(lows[0].tolist()), tuple(highs[0].tolist()))
         self._remember_direct(ids)
         return self.add_rows(ids, queues, lows, highs)
 
@@ -139,9 +142,6 @@ class SubscriptionSets:
                                            self.table.space) for s in batch if s.predicates]
         self._remember_direct(s.id for s in filtered)
         changed += self.add_many(filtered)
-        if len(boxes) == 1:
-            s = boxes[0]
-            return changed + self.add_direct_one(s.id, s.queue, tuple(s.lows), tuple(s.highs))
         if boxes:
             changed += self.add_direct([s.id for s in boxes], [s.queue for s in boxes],
                                        np.array([list(s.lows) for s in boxes], dtype=np.float64),
@@ -160,8 +160,6 @@ class SubscriptionSets:
         if self._replaced:  # a late call of a first version: the sets hold a newer one
             keep = [j for j, i in enumerate(ids) if i not in self._replaced]
             ids, queues, lows, highs = [ids[j] for j in keep], [queues[j] for j in keep], lows[keep], highs[keep]
-        if len(ids) == 1:  # a single subscribe's: one live insert a set (a bulk one's arrays cost more)
-            return self.add_direct_one(ids[0], queues[0], tuple(lows[0].tolist()), tuple(highs[0].tolist()))
         return self.add_direct(ids, queues, lows, highs) if ids else 0
 
     def _count_boxes(self, keys: Sequence[str]) -> None:
