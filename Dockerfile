@@ -47,7 +47,7 @@ WORKDIR /var/lib/bluedove
 # the pod's root filesystem is read-only the chart mounts an emptyDir at /tmp: it hides this cache,
 # the first start compiles into the emptyDir (NUMBA_CACHE_DIR on an emptyDir is the fallback), and
 # a restarted container of the same pod finds it there.
-RUN python -c "from bluedove.matcher.packed import warm_up; warm_up()"
+RUN python -c "from bluedove.matcher.levels import warm_up; warm_up()"
 # matcher gRPC (API, gossip, health) 7001; dispatcher gossip 7002, HTTP 8080, public gRPC 50051
 EXPOSE 7001 7002 8080 50051
 ENTRYPOINT ["bluedove"]

@@ -37,6 +37,10 @@ BULK_MIN = 256
 # compacted once it holds more than max(DELTA_MIN, len(tree) // 4) masked (removed) boxes.
 DELTA_MIN = 256
 RATIO = 4
+# Queries pack the set anew once they have looked at this many nodes and boxes outside its
+# biggest tree per live box since the last pack: what a pack costs (~0.6 µs a box, ~16 ns a
+# look, `paper`, 2026-11-28), so matching never pays much more for the levels than one pack.
+REPACK_LOOKS = 40
 # A pack of the whole set chooses its dimension order from this many of its boxes at most.
 ORDER_SAMPLE = 4096
 
@@ -49,6 +53,7 @@ class PackThresholds:
     bulk_min: int = BULK_MIN
     delta_min: int = DELTA_MIN
     ratio: int = RATIO
+    repack_looks: float = REPACK_LOOKS
 
 
 DEFAULT_THRESHOLDS = PackThresholds()
@@ -68,7 +73,7 @@ class SubscriptionSet:
         self.thresholds = thresholds
         self._tk = max(k, 2)  # a 1-d set pads its boxes and points with a second dimension of zeros
         self._order = np.arange(k, dtype=np.intp)  # tree dimension t -> caller's dimension order[t]
-        self._levels = Levels(self._tk, thresholds.delta_min, thresholds.ratio)
+        self._levels = Levels(self._tk, thresholds.delta_min, thresholds.ratio, thresholds.repack_looks)
         self._next = 0
         self._by_id: dict[str, int] = {}  # subscription id -> internal int id
         self.sub_ids: dict[int, str] = {}  # internal id -> subscription id
@@ -190,6 +195,8 @@ class SubscriptionSet:
         else:
             pts = points[:, self._order]  # fancy indexing: a fresh C-contiguous copy in tree order
         at, ids = self._levels.query(pts)
+        if self._levels.repack_due():
+            self._pack()
         return ids, np.bincount(at, minlength=m).astype(np.int64, copy=False)
 
     def match_batch(self, points: np.ndarray) -> list[Mapping[str, list[str]]]:

@@ -12,6 +12,12 @@ log_ratio(n / delta_min) + 1 of them, and a box is packed again a few times in i
 at every pack of the set. When a merge would reach the biggest tree, the owner packs the whole
 set anew instead (`append` says so), which also lets it choose a new dimension order.
 
+Matching pays for the levels: a query walks them all (bluedove/matcher/forest.py), and small
+trees look at more boxes a match than the big one. Queries count what they look at outside the
+biggest tree; once that passes `repack_looks` a live box (about a pack's cost), `repack_due`
+says so and the owner packs the set anew: a set that is matched much and added to little does
+not stay in levels for long (the ski-rental rule: never pay much more than one pack for them).
+
 A removed box is masked where it is; a tree whose masked boxes pass a quarter of it (and
 `delta_min`) is compacted, its live boxes kept in their order. Boxes are in the owner's tree
 order (bluedove/matcher/index.py); ids are ints. Not thread-safe, as its owner.
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bluedove.matcher.forest import Forest
 from bluedove.matcher.packed import PackedTree, scan
 
 Rows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # ids, lo, hi, alive
@@ -30,9 +37,12 @@ class Levels:
     """The boxes of one set: `trees`, biggest first, and the buffer (`b_*` arrays, `b_alive`).
     Ids must be given out in ascending order (`append` after `append`)."""
 
-    def __init__(self, tk: int, delta_min: int, ratio: int) -> None:
+    def __init__(self, tk: int, delta_min: int, ratio: int, repack_looks: float = float("inf")) -> None:
         self.tk, self.delta_min, self.ratio = tk, max(delta_min, 1), max(ratio, 1)
+        self.repack_looks = repack_looks
         self.trees: list[PackedTree] = []
+        self._forest: Forest | None = None  # the trees as `query` walks them, remade when they change
+        self.looked = 0  # nodes and boxes queries looked at outside the biggest tree since `reset`
         self._empty_buffer()
 
     def _empty_buffer(self) -> None:
@@ -48,6 +58,7 @@ class Levels:
     def reset(self, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
         """One tree of these boxes, nothing else (the owner's pack of the whole set)."""
         self.trees = [PackedTree(ids, lo, hi)] if len(ids) else []
+        self.looked, self._forest = 0, None  # (the forest would keep the old trees' arrays)
         self._empty_buffer()
 
     def append(self, ids: np.ndarray, boxes: np.ndarray, pack: bool = True) -> bool:
@@ -131,22 +142,46 @@ class Levels:
     def _buffer(self) -> Rows:
         return self.b_ids, self.b_lo, self.b_hi, self.b_alive
 
+    def repack_due(self) -> bool:
+        """Whether matching has spent on the set being in levels about what packing it whole
+        would cost: `looked` past `repack_looks` a live box (the owner then packs it anew)."""
+        return self.looked > self.repack_looks * self.live and (len(self.trees) > 1 or self.b_live > 0)
+
     def query(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The live boxes containing each point (in tree order): (point index, id) pairs,
-        grouped by point in ascending order."""
-        found = [t.query(points) for t in self.trees]
-        if self.b_live:
+        grouped by point in ascending order. Several levels are walked in one call (forest.py)."""
+        trees = self.trees
+        if not trees:
             at, rows = scan(points, self.b_lo, self.b_hi, self.b_alive)
-            found.append((at, self.b_ids[rows]))
-        found = [f for f in found if len(f[0])]
-        if not found:
-            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-        if len(found) == 1:
-            return found[0]
-        at = np.concatenate([f[0] for f in found])
-        ids = np.concatenate([f[1] for f in found])
-        by_point = np.argsort(at, kind="stable")
-        return at[by_point], ids[by_point]
+            self.looked += len(points) * len(self.b_lo)
+            return at, self.b_ids[rows]
+        if len(trees) == 1 and not self.b_live:
+            self._forest = None
+            return trees[0].query(points)
+        if self._forest is None or not self._forest.of(trees):
+            self._forest = Forest(trees)
+        at, ids, looked = self._forest.query(points, self.b_lo, self.b_hi, self.b_alive, self.b_ids)
+        self.looked += looked
+        return at, ids
+
+
+def warm_up() -> None:
+    """Compile (or load from the cache) every walk a set's query runs, on a few boxes: one tree,
+    a buffer alone, trees and a buffer. A first compile holds the GIL for a second or more; a
+    matcher does it before it joins the gossip, where a process that stops answering for that
+    long is suspected and may be declared dead."""
+    point = np.full((1, 2), 0.5)
+    boxes = np.array([[0.0, 0.0, 1.0, 1.0]] * 4)
+    alone = Levels(2, 8, 1)
+    alone.append(np.arange(1), boxes[:1])
+    alone.query(point)  # scan
+    lv = Levels(2, 1, 8)
+    lv.append(np.arange(2), boxes[:2])
+    lv.query(point)  # one tree
+    lv.append(np.arange(2, 4), boxes[2:])
+    lv.query(point)  # two trees (forest.py)
+    lv.append(np.arange(4, 5), boxes[:1])
+    lv.query(point)  # and a buffer
 
 
 _EMPTIES: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}

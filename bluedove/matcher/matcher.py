@@ -25,9 +25,9 @@ from bluedove.gossip.config import GossipConfig
 from bluedove.matcher.decisions import serving_ready
 from bluedove.matcher.errors import BadRequest, NotReady
 from bluedove.matcher.index_thread import IndexThread
+from bluedove.matcher.levels import warm_up
 from bluedove.matcher.load import WindowStats
 from bluedove.matcher.membership import Membership
-from bluedove.matcher.packed import warm_up
 from bluedove.matcher.queues import LogTarget, MatcherQueue
 from bluedove.matcher.series import run_series
 from bluedove.matcher.sets import SubscriptionSets

@@ -354,16 +354,21 @@ def test_the_numba_warm_up_compiles_what_a_matcher_runs(tmp_path):
     matcher_like = (
         "import json, numpy as np\n"
         "from bluedove.matcher.index import SubscriptionSet\n"
-        "from bluedove.matcher.packed import _contains, _per_slab, _query, _scan, _tile\n"
+        "from bluedove.matcher.forest import _walk_levels\n"
+        "from bluedove.matcher.packed import _per_slab, _query, _scan, _tile\n"
         "rng = np.random.default_rng(7)\n"
         "s = SubscriptionSet(4)\n"
         "lows = rng.uniform(0, 900, (5001, 4)); highs = lows + rng.uniform(1, 100, (5001, 4))\n"
+        "first = SubscriptionSet(4)\n"
+        "first.add('only', 'q', lows[0].tolist(), highs[0].tolist())\n"
+        "first.match_batch(rng.uniform(0, 1000, (100, 4)))  # a buffer alone: the scan\n"
         "s.add_many([f's{i}' for i in range(5000)], ['q'] * 5000, lows[:5000], highs[:5000])\n"
+        "s.match_batch(rng.uniform(0, 1000, (100, 4)))  # one tree: its walk\n"
         "s.add('last', 'q', lows[5000].tolist(), highs[5000].tolist())\n"
-        "assert s._levels.trees and s._levels.b_live, 'a tree and a buffer: both kernels are used'\n"
+        "assert s._levels.trees and s._levels.b_live, 'a tree and a buffer: the levels walked together'\n"
         "s.match_batch(rng.uniform(0, 1000, (100, 4)))\n"
         "print(json.dumps({f.__name__: [len(f.stats.cache_hits), len(f.stats.cache_misses)]\n"
-        "                  for f in (_query, _scan, _contains, _tile, _per_slab)}))\n"
+        "                  for f in (_query, _scan, _walk_levels, _tile, _per_slab)}))\n"
     )
     run = subprocess.run([sys.executable, "-c", matcher_like], env=env, cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
@@ -371,5 +376,6 @@ def test_the_numba_warm_up_compiles_what_a_matcher_runs(tmp_path):
     stats = json.loads(run.stdout.strip().splitlines()[-1])
     assert stats["_query"] == [1, 0], f"(hits, misses) of the index walk: {stats}"
     assert stats["_scan"] == [1, 0], f"(hits, misses) of the buffer's scan: {stats}"
+    assert stats["_walk_levels"] == [1, 0], f"(hits, misses) of the levels' walk: {stats}"
     assert stats["_tile"] == [1, 0] and stats["_per_slab"] == [1, 0], f"(hits, misses) of the packing: {stats}"
     assert sorted(p.name for p in (tmp_path / "numba-cache").rglob("*.nbc")) == cached, "compiled again"

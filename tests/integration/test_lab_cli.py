@@ -50,7 +50,7 @@ def test_bench_kernel_adds_smoke():
     out = _kernel_json("--workload", "sparse", "--subs", "2000", "--adds", "600", "--messages", "300", "--verify", "50")
     assert out["adds"] == 600 and out["add_batch"] == 16 and out["exact"] is True
     assert out["us_per_add"] > 0 and out["us_per_remove"] > 0 and out["pending_over_packed"] > 0
-    assert out["pending_over_same"] > 0
+    assert out["pending_over_same"] > 0 and out["held_over_same"] > 0 and out["msgs_per_s_held"] > 0
     r = subprocess.run([sys.executable, "-m", "bluedove", "bench", "kernel", "--adds", "0"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "--adds" in r.stderr
