@@ -83,6 +83,9 @@ class Levels:
     def _flush(self) -> bool:
         tree = PackedTree(*_live([self._buffer()]))
         self._empty_buffer()
+        # Adds still coming: levels would soon be back after a pack, so what counts towards one
+        # is what queries looked at since the levels last changed shape.
+        self.looked = 0
         if not len(tree):
             return False
         trees = self.trees

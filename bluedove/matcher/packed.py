@@ -33,6 +33,7 @@ Ints = npt.NDArray[np.int64]
 # (1.7, 1.8, 2.2, 2.1 µs); 8 keeps the tree shallow and the stack small.
 CAPACITY = 8
 MIN_PER_POINT = 4.0  # room for answers a point a query starts with
+_INDEX = (1 << 40) - 1  # a walk's stack entry: (level << 40) | index in the level
 # Slabs of at most this many boxes are tiled in compiled code (see str_order).
 _COMPILED_TILE = 2048
 # |bound| above this counts as unbounded when the boxes are sorted (centres stay finite).
@@ -244,9 +245,8 @@ def walk(points: Floats, i: int, nodes_lo: Floats, nodes_hi: Floats, level_start
          out_pt: Ints, out_row: Ints, found: int) -> tuple[int, int]:
     """The live boxes of one tree holding point i, written from `found` on as (i, row), or (i,
     ids[row]) when `ids` is not empty, while they fit: (the count after them, the nodes and
-    boxes looked at). Depth first; a stack entry is a node, (level << 40) | index in its level
-    (a shift, not a division: a look costs ~10 ns). A node above the leaves that holds the point
-    has its boxes read in a loop, not pushed."""
+    boxes looked at). Depth first; a stack entry is a node, (level << 40) | index in its level.
+    A node above the leaves that holds the point has its boxes read in a loop, not pushed."""
     levels = len(level_size)
     n_box = lo.shape[0]
     cap = out_pt.shape[0]
@@ -277,9 +277,6 @@ def walk(points: Floats, i: int, nodes_lo: Floats, nodes_hi: Floats, level_start
                     out_row[found] = ids[r] if named else r
                 found += 1
     return found, looked
-
-
-_INDEX = (1 << 40) - 1  # a stack entry's index bits (see walk)
 
 
 @compiled

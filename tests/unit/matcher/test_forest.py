@@ -113,3 +113,15 @@ def test_one_packed_tree_is_never_due_however_much_is_asked():
     lv.reset(np.arange(10), np.zeros((10, 2)), np.ones((10, 2)))
     lv.looked = 10**9
     assert not lv.repack_due()
+
+
+def test_adds_that_change_the_levels_start_the_count_again():
+    """A set still being added to would soon be in levels again after a pack: only what queries
+    looked at since the levels last changed shape counts towards one."""
+    lv = Levels(2, 4, 4, repack_looks=1)
+    lv.reset(np.arange(100), np.zeros((100, 2)), np.ones((100, 2)))
+    lv.append(np.arange(100, 103), np.tile([0.0, 0.0, 1.0, 1.0], (3, 1)))
+    lv.query(np.full((50, 2), 0.5))
+    assert lv.looked == 150 and lv.repack_due()
+    lv.append(np.arange(103, 106), np.tile([0.0, 0.0, 1.0, 1.0], (3, 1)))  # past delta_min: a flush
+    assert len(lv.trees) == 2 and lv.looked == 0 and not lv.repack_due()
