@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bluedove.core.jit import compiled
-from bluedove.matcher.packed import CAPACITY, MIN_PER_POINT, PackedTree, answers, contains, walk
+from bluedove.matcher.packed import MIN_PER_POINT, PackedTree, answers, contains, walk
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
@@ -38,6 +38,9 @@ class Forest:
     def __init__(self, trees: Sequence[PackedTree]) -> None:
         self.trees = tuple(trees)
         self.big, small = trees[0], trees[1:]
+        self.capacity = self.big.capacity
+        if any(t.capacity != self.capacity for t in small):
+            raise ValueError("a forest's trees need one capacity (children per node)")
         tk = self.big.lo.shape[1]
         # per small tree, (start, end) of: its nodes, its levels (level_start, level_size), its boxes
         spans = np.zeros((len(small), 6), dtype=np.int64)
@@ -58,7 +61,7 @@ class Forest:
             t.lo, t.hi, t.ids, t.alive = self.lo[b0:b1], self.hi[b0:b1], self.ids[b0:b1], self.alive[b0:b1]
         depth = max(len(t.level_size) for t in trees)
         # one stack per forest, reused by every query: its owner, a set, is not thread-safe
-        self.stack = np.empty(CAPACITY * (depth + 1) + 1, dtype=np.int64)
+        self.stack = np.empty(self.capacity * (depth + 1) + 1, dtype=np.int64)
         self.per_point = MIN_PER_POINT * len(trees)  # room for answers a point (as PackedTree's)
 
     def of(self, trees: Sequence[PackedTree]) -> bool:
@@ -84,7 +87,7 @@ class Forest:
             found, looked = _walk_levels(
                 points, big.nodes_lo, big.nodes_hi, big.level_start, big.level_size, big.lo, big.hi, big.alive,
                 big.ids, self.spans, self.nodes_lo, self.nodes_hi, self.level_start, self.level_size, self.lo,
-                self.hi, self.alive, self.ids, b_lo, b_hi, b_alive, b_ids, CAPACITY, self.stack, out_pt, out_id)
+                self.hi, self.alive, self.ids, b_lo, b_hi, b_alive, b_ids, self.capacity, self.stack, out_pt, out_id)
             return int(found)
 
         at, ids = answers(m, run, self.per_point)

@@ -4,6 +4,7 @@ have paid a pack's worth of looking outside its biggest tree."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -125,3 +126,14 @@ def test_adds_that_change_the_levels_start_the_count_again():
     assert lv.looked == 150 and lv.repack_due()
     lv.append(np.arange(103, 106), np.tile([0.0, 0.0, 1.0, 1.0], (3, 1)))  # past delta_min: a flush
     assert len(lv.trees) == 2 and lv.looked == 0 and not lv.repack_due()
+
+
+def test_trees_of_two_capacities_make_no_forest():
+    a = PackedTree(np.arange(20), np.zeros((20, 2)), np.ones((20, 2)))
+    b = PackedTree(np.arange(20, 30), np.zeros((10, 2)), np.ones((10, 2)), capacity=4)
+    with pytest.raises(ValueError, match="capacity"):
+        Forest([a, b])
+    c = PackedTree(np.arange(30, 40), np.zeros((10, 2)), np.ones((10, 2)), capacity=4)
+    at, ids, _ = Forest([b, c]).query(np.full((2, 2), 0.5), *(np.empty((0, 2)),) * 2, np.empty(0, dtype=np.uint8),
+                                      np.empty(0, dtype=np.int64))
+    assert sorted(ids[at == 1].tolist()) == list(range(20, 40))
