@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
 import httpx
@@ -56,6 +57,13 @@ def order(rng: random.Random) -> dict:
 
 FILTERS = [{"status": "paid"}, {"total": {"gte": 100, "lt": 400}}, {"status": {"prefix": "paid"}},
            {"any_of": [{"coupon": {"exists": True}}, {"status": "back"}]}, {}]
+
+
+def _until(done: Callable[[], bool], timeout: float = 120.0) -> None:
+    """Wait until `done()` (it is checked every 50 ms); the test's own asserts say what was missing."""
+    end = time.monotonic() + timeout
+    while not done() and time.monotonic() < end:
+        time.sleep(0.05)
 
 
 class Publisher(threading.Thread):
@@ -165,11 +173,12 @@ def test_replay_from_the_past_with_a_publisher_throughout_is_exact(tmp_path, nam
                 plain[r.json()["id"]] = (q, {"status": "new"})
             pub = Publisher(cluster.url, rng, base)
             pub.start()
-            time.sleep(2.0)
+            # counts, not seconds: a slow machine publishes fewer a second
+            _until(lambda: len(pub.sent) > 520 or bool(pub.errors))
             cut = pub.cut()
             time.sleep(2.0)
             subs = _subscribe(api, queues, cut, base)
-            time.sleep(2.0)
+            _until(lambda: len(pub.sent) - len(pub.before) > 1020 or bool(pub.errors))
             pub.stop.set()
             pub.join()
             assert not pub.errors, pub.errors[:3]

@@ -13,7 +13,9 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-TINY = ["--subs", "100", "--matchers", "2", "--spans", "1", "--rate", "50", "--quota", "500", "--flood-rate", "2000",
+# The flood offered at 10x its quota: past it even where a slow machine's one flooder sends at a
+# fraction of the rate asked.
+TINY = ["--subs", "100", "--matchers", "2", "--spans", "1", "--rate", "50", "--quota", "200", "--flood-rate", "2000",
         "--batch", "20", "--flooders", "1", "--window", "2", "--rounds", "1", "--json"]
 
 
@@ -33,7 +35,7 @@ def test_a_round_holds_the_flooded_space_to_its_quota_and_serves_the_steady_one(
     assert past["refused_429"] > 0 and past["other_errors"] == 0
     # its bucket's burst was taken in the second before the window (--settle 1): in the window,
     # the quota, and a batch more at most (counted by answer time)
-    assert 0 < past["accepted_per_s"] <= 500 * 1.1, past
+    assert 0 < past["accepted_per_s"] <= 200 * 1.1, past
     burst = rnd["flood_burst"]  # that second, reported on its own
     assert burst["sent"] > 0 and not burst["errors"] and 0.9 < burst["seconds"] < 2, burst
     assert out["flood_burst"]["p99_ms"] is not None and out["settle_s"] == 1
