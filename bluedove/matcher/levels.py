@@ -148,7 +148,8 @@ class Levels:
     def repack_due(self) -> bool:
         """Whether matching has spent on the set being in levels about what packing it whole
         would cost: `looked` past `repack_looks` a live box (the owner then packs it anew)."""
-        return self.looked > self.repack_looks * self.live and (len(self.trees) > 1 or self.b_live > 0)
+        in_levels = len(self.trees) > 1 or self.b_live > 0  # (first: a packed set is asked at every query)
+        return in_levels and self.looked > self.repack_looks * self.live
 
     def query(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The live boxes containing each point (in tree order): (point index, id) pairs,
