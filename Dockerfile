@@ -43,11 +43,11 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
 USER 10001:10001
 WORKDIR /var/lib/bluedove
 # Compile numba's kernels now, as the user that runs them, into NUMBA_CACHE_DIR: a matcher then
-# starts without the ~0.5 s compile. numba only uses a cache directory it can write to, so where
-# the pod's root filesystem is read-only the chart mounts an emptyDir at /tmp: it hides this cache,
-# the first start compiles into the emptyDir (NUMBA_CACHE_DIR on an emptyDir is the fallback), and
-# a restarted container of the same pod finds it there.
-RUN python -c "from bluedove.matcher.levels import warm_up; warm_up()"
+# starts without compiling them (seconds to tens of seconds). numba only uses a cache directory
+# it can write to, so where the pod's root filesystem is read-only the chart mounts an emptyDir
+# at /tmp: it hides this cache, the first start compiles into the emptyDir (NUMBA_CACHE_DIR on
+# an emptyDir is the fallback), and a restarted container of the same pod finds it there.
+RUN python -c "from bluedove.matcher.warm import warm_up; warm_up()"
 # matcher gRPC (API, gossip, health) 7001; dispatcher gossip 7002, HTTP 8080, public gRPC 50051
 EXPOSE 7001 7002 8080 50051
 ENTRYPOINT ["bluedove"]

@@ -183,12 +183,17 @@ def add_sample_flags(d: argparse.ArgumentParser) -> None:
                    help="sample files kept, the oldest deleted (default 48)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The `bluedove` command's parser: every sub-command, the lab's (entry points) last."""
-    from bluedove.cli.up_cmd import add_command as add_up
-
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `bluedove` command's parser: every sub-command, the lab's (entry points) last. For
+    `matcher` and `dispatcher`, that command's alone: a cluster starts one process per role
+    instance, and every other command's parser imports its own modules (~1 s of CPU a start)."""
     p = argparse.ArgumentParser(prog="bluedove", description="An elastic attribute-based publish/subscribe service.")
     sub = p.add_subparsers(dest="command", required=True)
+    if command in ("matcher", "dispatcher"):
+        (_add_matcher if command == "matcher" else _add_dispatcher)(sub)
+        return p
+    from bluedove.cli.up_cmd import add_command as add_up
+
     add_up(sub)  # up: a local cluster as real processes until Ctrl-C
     _add_matcher(sub)
     _add_dispatcher(sub)
@@ -304,7 +309,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in client_cli.COMMANDS:
         client_cli.main(argv)  # the same parsers as in the whole command's (client_cli.add_parsers)
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv else None)
     # Dimension flags (--x0 …) depend on the cluster's space: the client commands get them in args.extra.
     args = client_cli.parse_args(parser, argv)
     try:

@@ -1,6 +1,3 @@
-"""A local cluster as real processes: the library `bluedove up`, the lab's benches and the tests use."""
-
-from bluedove.local.child import Child, bluedove_command
-from bluedove.local.cluster import LocalCluster
-
-__all__ = ["Child", "LocalCluster", "bluedove_command"]
+"""A local cluster as real processes: the library `bluedove up`, the lab's benches and the tests
+use (`bluedove.local.cluster.LocalCluster`). Nothing is imported here: the matcher and dispatcher
+commands read `flags.py` as they start, and should not load the supervisor with it."""

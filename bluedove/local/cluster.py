@@ -25,6 +25,7 @@ from bluedove.core.partition.modes import MPARTITION
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.core.space import default_space, read_space_file
 from bluedove.local.child import Child, bluedove_command
+from bluedove.local.compiled import compile_once
 from bluedove.local.cpu_quota import CpuQuota
 from bluedove.runtime import tls
 from bluedove.runtime.settings import DispatcherSettings, TlsSettings, from_env
@@ -164,6 +165,7 @@ class LocalCluster:
                     "--auth", self.auth, *space_args, *self._sample_args(), *self._tls_args(),
                 ], logs / f"{d}.log", extra_env={**self.child_env, MULTIPROC_ENV: str(self.metrics_dir.resolve())},
                     cpu=self.cpu.get("dispatcher")))
+            compile_once()  # before the children, which then load it from the cache
             for c in self.children:
                 c.start()
             self.write_targets()
@@ -253,8 +255,7 @@ class LocalCluster:
             finally:
                 await store.close()
 
-        raw = asyncio.run(run())
-        return SegmentTable.from_json(raw) if raw else None
+        return SegmentTable.from_json(raw) if (raw := asyncio.run(run())) else None
 
     def wait_ready(self, timeout_s: float) -> None:
         """Until /readyz answers 200 and every matcher reports ready."""
@@ -262,7 +263,9 @@ class LocalCluster:
         last = ""
         while time.monotonic() < deadline:
             for c in self.children:
-                if not c.alive():
+                if not c.alive() and c.restarts < 3 and c.bind_failed():
+                    self._start_elsewhere(c)
+                elif not c.alive():
                     tail = c.log_path.read_text()[-3000:] if c.log_path.exists() else ""
                     code = c.proc.returncode if c.proc is not None else None
                     raise RuntimeError(f"{c.name} exited during start-up (code {code}):\n{tail}")
@@ -278,6 +281,17 @@ class LocalCluster:
                 last = str(exc)
             time.sleep(0.2)
         raise RuntimeError(f"cluster not ready within {timeout_s}s ({last})")
+
+    def _start_elsewhere(self, c: Child) -> None:
+        """Start again, on new ports, a child whose picked port another process took first."""
+        ports = c.pick_ports()
+        if c.role == "matcher":  # it registers its new address in the table as it starts
+            self.addresses[c.name] = f"{self.matcher_host(c.name)}:{ports['--port']}"
+            self.metrics_ports[c.name] = ports["--metrics-port"]
+        self.write_targets()
+        c.restarts += 1
+        self.say(f"{c.role} {c.name}: a port it was given was taken; starting it on {sorted(ports.values())}")
+        c.start()
 
     def cluster_state(self) -> dict[str, Any]:
         with self._open("/v1/cluster", 5) as resp:

@@ -25,7 +25,6 @@ from bluedove.gossip.config import GossipConfig
 from bluedove.matcher.decisions import serving_ready
 from bluedove.matcher.errors import BadRequest, NotReady
 from bluedove.matcher.index_thread import IndexThread
-from bluedove.matcher.levels import warm_up
 from bluedove.matcher.load import WindowStats
 from bluedove.matcher.membership import Membership
 from bluedove.matcher.queues import LogTarget, MatcherQueue
@@ -35,6 +34,7 @@ from bluedove.matcher.sets_owner import SetsOwner
 from bluedove.matcher.space_changes import NamedChanges
 from bluedove.matcher.space_state import SpaceState
 from bluedove.matcher.spaces_served import ServedSpaces
+from bluedove.matcher.warm import warm_up
 from bluedove.runtime.cpu_limit import NONE_KNOWN
 from bluedove.runtime.settings import MatcherSettings
 from bluedove.store.keys import log_shard

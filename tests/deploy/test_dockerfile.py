@@ -339,10 +339,11 @@ def warm_up_code() -> str:
 
 
 def test_the_numba_warm_up_compiles_what_a_matcher_runs(tmp_path):
-    """The image compiles the index walk at build time (as the runtime user, into NUMBA_CACHE_DIR,
-    for the generic CPU). A matcher's SubscriptionSet must then find every kernel it calls in that
-    cache: a miss means the warm-up compiled another signature (other array types or layouts) and
-    each matcher would compile again at start."""
+    """The image compiles the index walk and the typed filters' check at build time (as the
+    runtime user, into NUMBA_CACHE_DIR, for the generic CPU). A matcher's SubscriptionSet (a
+    typed one too) must then find every kernel it calls in that cache: a miss means the warm-up
+    compiled another signature (other array types or layouts) and each matcher would compile
+    again at start."""
     code = warm_up_code()
     ast.parse(code)
     env = {**os.environ, **{k: v for k, v in env_of(stages()[-1]).items() if k.startswith("NUMBA_")},
@@ -367,8 +368,24 @@ def test_the_numba_warm_up_compiles_what_a_matcher_runs(tmp_path):
         "s.add('last', 'q', lows[5000].tolist(), highs[5000].tolist())\n"
         "assert s._levels.trees and s._levels.b_live, 'a tree and a buffer: the levels walked together'\n"
         "s.match_batch(rng.uniform(0, 1000, (100, 4)))\n"
+        "from bluedove.core.attributes import NUMBER, STRING, Attribute\n"
+        "from bluedove.core.model import build_subscription\n"
+        "from bluedove.core.space import Space\n"
+        "from bluedove.matcher.filter_book import FilterBook, refine, _pairs, _keep\n"
+        "from bluedove.matcher.filter_check import _needed, _evaluate\n"
+        "space = Space.of((Attribute('city', STRING), Attribute('v', NUMBER, False, 0, 100)), ('v',))\n"
+        "book, t = FilterBook(space), SubscriptionSet(space.k)\n"
+        "for i in range(50):  # typed: a string condition checked after the walk\n"
+        "    sub = build_subscription(f't{i}', 'q', {'city': {'in': ['oslo', f'c{i}']}, 'v': [i, i + 20]}, space)\n"
+        "    book.learn(sub)\n"
+        "    for key, lo, hi in sub.rows():\n"
+        "        t.add(key, sub.queue, lo, hi)\n"
+        "t.book = book\n"
+        "msgs = [{'city': 'oslo' if j % 2 else 'rome', 'v': j} for j in range(60)]\n"
+        "refine(t.directory, t.book, *t.match_ids(np.array([[m['v']] for m in msgs], dtype=float)), msgs.__getitem__)\n"
         "print(json.dumps({f.__name__: [len(f.stats.cache_hits), len(f.stats.cache_misses)]\n"
-        "                  for f in (_query, _scan, _walk_levels, _tile, _per_slab)}))\n"
+        "                  for f in (_query, _scan, _walk_levels, _tile, _per_slab, _pairs, _keep, _needed,\n"
+        "                            _evaluate)}))\n"
     )
     run = subprocess.run([sys.executable, "-c", matcher_like], env=env, cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
@@ -378,4 +395,6 @@ def test_the_numba_warm_up_compiles_what_a_matcher_runs(tmp_path):
     assert stats["_scan"] == [1, 0], f"(hits, misses) of the buffer's scan: {stats}"
     assert stats["_walk_levels"] == [1, 0], f"(hits, misses) of the levels' walk: {stats}"
     assert stats["_tile"] == [1, 0] and stats["_per_slab"] == [1, 0], f"(hits, misses) of the packing: {stats}"
+    assert all(stats[f] == [1, 0] for f in ("_pairs", "_keep", "_needed", "_evaluate")), \
+        f"(hits, misses) of a typed set's filters' check: {stats}"
     assert sorted(p.name for p in (tmp_path / "numba-cache").rglob("*.nbc")) == cached, "compiled again"

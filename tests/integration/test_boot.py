@@ -352,3 +352,36 @@ def test_up_again_on_the_same_data_dir_keeps_the_table(tmp_path, space_files):
         got = api.get(f"/v1/queues/{sub['queue']}/messages", params={"wait": 10},
                       headers={"Authorization": f"Bearer {sub['token']}"}).json()["messages"]
         assert [m["id"] for m in got] == ["after"], "the subscription made before the restart still matches"
+
+
+def test_a_matcher_whose_picked_port_was_taken_starts_again_on_another(tmp_path, space_files, monkeypatch):
+    """A port picked free, then bound by another process before the matcher listens on it: the
+    matcher exits on the bind error; the cluster starts it again on new ports, it registers its
+    new address, and the cluster serves."""
+    import socket
+
+    import bluedove.local.cluster as cluster_module
+
+    space, _ = space_files
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    c = LocalCluster(matchers=1, http_port=0, data_dir=tmp_path, space_file=space, quiet=True, restart=False)
+    picks = iter([port])  # the matcher's port is the first the cluster picks as it starts
+    real = cluster_module.free_port
+    monkeypatch.setattr(cluster_module, "free_port", lambda: next(picks, None) or real())
+    try:
+        with c:
+            m1 = c.child("m1")
+            assert m1.restarts == 1 and c.addresses["m1"] != f"127.0.0.1:{port}"
+            assert c.table is not None and c.table.members == c.addresses, "the new address is registered"
+            assert "Address already in use" in m1.log_path.read_text()
+            api = httpx.Client(base_url=c.url, timeout=30)
+            sub = api.post("/v1/subscriptions", json={"predicates": {"b": [0, 100]}}).json()
+            assert api.post("/v1/messages", json={"id": "x", "attributes": {"a": 5, "b": 95}}).status_code == 202
+            got = api.get(f"/v1/queues/{sub['queue']}/messages", params={"wait": 10},
+                          headers={"Authorization": f"Bearer {sub['token']}"}).json()["messages"]
+            assert [m["id"] for m in got] == ["x"]
+    finally:
+        taken.close()
