@@ -60,18 +60,32 @@ def add_parser(sub) -> None:
 
 
 # -- the publisher process ----------------------------------------------------------------------
+# Calls a publisher keeps under way: one due while this many wait is not sent, and counts as an
+# error ("Backlog"). Unbounded, a stalled cluster piles up requests that the HTTP client's pool
+# then walks on every event, and the publisher spends its CPU there, never catching up.
+MAX_INFLIGHT = 64
+
+
 async def _publish(url: str, rate: float, points: list[dict[str, float]], stop, out, space: str | None = None) -> None:
     """Open loop: one publish every 1/rate s (never waiting for an answer) until `stop`; each
     call's (sent at, seconds or None, error) goes to `out` at the end."""
     calls: list[tuple[float, float | None, str | None]] = []
+    inflight = 0
     async with AsyncClient(url, retries=0, timeout_s=30.0) as c:
         async def one(i: int) -> None:
+            nonlocal inflight
             t0 = time.monotonic()
+            if inflight >= MAX_INFLIGHT:
+                calls.append((t0, None, "Backlog"))
+                return
+            inflight += 1
             try:
                 await c.publish(points[i % len(points)], {"i": i}, space=space)
                 calls.append((t0, time.monotonic() - t0, None))
             except Exception as exc:  # noqa: BLE001 - counted by the bench
                 calls.append((t0, None, type(exc).__name__))
+            finally:
+                inflight -= 1
 
         out.put("ready")
         await open_loop(rate, one, stop)

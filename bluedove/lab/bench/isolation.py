@@ -218,7 +218,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def _pooled(rounds: list[dict], key: str) -> dict:
     lat = np.concatenate([r[key].pop("_lat") for r in rounds])
-    return {"p50_ms": round(float(np.percentile(lat, 50)), 2), "p99_ms": round(float(np.percentile(lat, 99)), 2),
+    pct = {f"p{p}_ms": round(float(np.percentile(lat, p)), 2) if len(lat) else None for p in (50, 99)}
+    return {**pct,
             "accepted_per_s": round(float(np.mean([r[key]["accepted_per_s"] for r in rounds])), 1),
             "errors": sum(sum(r[key]["errors"].values()) for r in rounds)}
 
