@@ -16,8 +16,10 @@ primaries with a replica each, bluedove/store/redis_cluster.py): `redis_url` is 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -31,7 +33,7 @@ from bluedove.store.server import RedisServer
 # Tests that start processes but check only what they compute (no timings beyond generous
 # waits, no machine-wide process checks): the Spark job against its numpy oracle, the chart
 # rendered and validated, and the integration tests of answers and exactness. They run on
-# the in-process worker beside the other process tests.
+# a worker of their own, beside the other process tests.
 _INTEGRATION = ("api_errors", "autoscaler_heartbeat", "boot", "cli_pubsub", "client_distribution",
                 "concurrent_leave", "dispatcher_gossip", "exactness", "export_catalogue", "extras", "filter_bounds",
                 "grpc_fuzz", "hostile_clients", "kubernetes_backend", "lab_cli", "message_sample", "metrics",
@@ -45,35 +47,34 @@ _INTEGRATION = ("api_errors", "autoscaler_heartbeat", "boot", "cli_pubsub", "cli
                 "up_auth", "up_store_cluster")
 _DEPLOY = ("chart_contract", "chart_processes", "chart_render", "chart_store", "chart_tls", "chart_values",
            "dockerfile", "grafana")
-# The Spark tests beside, but for `bluedove seed`'s (two clusters and three spark-submits): with
-# it, this worker's tests took ~30 % longer than the other's on a loaded machine (2026-11-28).
-_SPARK = ("job", "pipeline", "transforms")
-BESIDE = ("tests/unit/", *(f"tests/spark/test_{n}.py" for n in _SPARK),
-          *(f"tests/integration/test_{n}.py" for n in _INTEGRATION), *(f"tests/deploy/test_{n}.py" for n in _DEPLOY))
+BESIDE = ("tests/spark/", *(f"tests/integration/test_{n}.py" for n in _INTEGRATION),
+          *(f"tests/deploy/test_{n}.py" for n in _DEPLOY))
+IN_PROCESS = ("tests/unit/",)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """Two workers (pyproject.toml's addopts `-n 2`), two units of work, each in file order:
-    the tests that run in-process (tests/unit) and those that start processes but check only
-    their answers (`BESIDE`) on one; every other test that starts
-    processes (clusters, redis-server, a browser) on the other. No test that times something
-    or checks the machine's processes ever shares the machine with another process test, so
-    its timings and process checks hold as in one process; only the first worker's CPU runs
-    beside it. (With every process test on one worker CI took ~30 min, the other worker idle
-    after ~4.) When no test of the second kind is chosen (the inner loop, `tests/unit`), the
-    two workers share the files instead."""
+    the tests that start processes but check only their answers (`BESIDE`) on one; every other
+    test that starts processes (clusters, redis-server, a browser), then the in-process tests
+    (tests/unit), on the other. No test that times something or checks the machine's processes
+    ever shares the machine with another process test, so its timings and process checks hold
+    as in one process; only the first worker's CPU runs beside it. (With every process test on
+    one worker CI took ~30 min, the other worker idle after ~4; with tests/unit on the first,
+    that worker ran ~30 % longer than the other on a loaded machine, 2026-11-28.) When no test
+    that times something is chosen (the inner loop, `tests/unit`), the two workers share the
+    files instead."""
     from xdist.scheduler import LoadScopeScheduling
 
     class TwoUnits(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            if self._beside_only():
+            if self._untimed_only():
                 return nodeid.split("::", 1)[0]
             return "beside" if nodeid.startswith(BESIDE) else "processes"
 
-        def _beside_only(self) -> bool:
-            if not hasattr(self, "beside_only"):
-                self.beside_only = all(n.startswith(BESIDE) for n in self.collection)
-            return self.beside_only
+        def _untimed_only(self) -> bool:
+            if not hasattr(self, "untimed_only"):
+                self.untimed_only = all(n.startswith(BESIDE + IN_PROCESS) for n in self.collection)
+            return self.untimed_only
 
     return TwoUnits(config, log)
 
@@ -101,13 +102,45 @@ def pytest_configure(config: pytest.Config) -> None:
         _compile_the_package()
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Processes a test left running under the session's temporary folder (a cluster's data
+    dir): stopped, and named. A test killed by its timeout never runs its fixtures' ends, and
+    what it started would load the machine under every test after it, and after the run."""
+    if hasattr(session.config, "workerinput"):
+        return
+    import signal
+    import time
+
+    root = str(session.config._tmp_path_factory.getbasetemp())  # the controller's: every worker's is inside
+    left = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if root in args and int(proc.name) != os.getpid():
+            left[int(proc.name)] = args[:160]
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    time.sleep(1.0 if left else 0)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if left and reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_line(f"stopped {len(left)} processes the tests left running:", red=True)
+        for args in left.values():
+            reporter.write_line(f"  {args}")
+
+
 def _compile_the_package() -> None:
     """The package's bytecode, written once. Where PYTHONDONTWRITEBYTECODE is set (as on the
     machines CI runs on), no import writes it, and every process of every cluster a test starts
     compiles each module it imports from source: ~30 % of a matcher's start-up CPU. (pip wrote
     the dependencies' bytecode at install; an editable install of this package has none.)"""
     import compileall
-    from pathlib import Path
 
     compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "bluedove"), quiet=1)
 
