@@ -47,7 +47,10 @@ _INTEGRATION = ("api_errors", "autoscaler_heartbeat", "boot", "cli_pubsub", "cli
                 "up_auth", "up_store_cluster")
 _DEPLOY = ("chart_contract", "chart_processes", "chart_render", "chart_store", "chart_tls", "chart_values",
            "dockerfile", "grafana")
-BESIDE = ("tests/spark/", *(f"tests/integration/test_{n}.py" for n in _INTEGRATION),
+# The Spark tests beside, but for `bluedove seed`'s (two clusters and three spark-submits), which
+# even out the two workers' time.
+_SPARK = ("job", "pipeline", "transforms")
+BESIDE = (*(f"tests/spark/test_{n}.py" for n in _SPARK), *(f"tests/integration/test_{n}.py" for n in _INTEGRATION),
           *(f"tests/deploy/test_{n}.py" for n in _DEPLOY))
 IN_PROCESS = ("tests/unit/",)
 

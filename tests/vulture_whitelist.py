@@ -21,6 +21,7 @@ whitespace_split  # tests/deploy/test_dockerfile.py
 # uvicorn.Server reads them: its exit flag, and the hook overridden to keep the process's signal handlers
 should_exit, capture_signals  # bluedove/runtime/telemetry.py
 pytest_configure  # tests/conftest.py (--store-kind for start_cluster, through the environment)
+pytest_sessionfinish  # tests/conftest.py: processes the tests left running, stopped at the end
 # uvicorn's HTTP protocol calls them: its pipelined-request queue, its flow control's hooks
 appendleft, pause_writing, resume_writing  # bluedove/dispatcher/door.py _Pipeline, LeanFlow
 # asyncio's stream writer calls them: a fake of one over a torn-down transport

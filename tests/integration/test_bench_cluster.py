@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 SMALL = ["--workload", "sparse", "--subs", "2000", "--matchers", "2", "--duration", "1", "--warmup", "0.5",
          "--publishers", "1", "--connections", "2", "--json"]

@@ -19,7 +19,7 @@ from bluedove.local.cluster import LocalCluster
 from bluedove.v1 import matcher_pb2 as pb
 from bluedove.v1 import matcher_pb2_grpc as pb_grpc
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 
 def test_bench_e2e_cpu_per_message_over_publish_stream_with_profiles(tmp_path):

@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 
 def test_sigterm_stops_a_bench_with_its_cluster_and_publishers(tmp_path):

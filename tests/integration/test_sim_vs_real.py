@@ -64,7 +64,7 @@ from bluedove.store.store import Store
 from tests.integration.conftest import start_cluster
 from tests.integration.helpers import extra_dispatcher
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 MATCHERS = 3
 WORKLOAD = dict(n_subs=20_000)

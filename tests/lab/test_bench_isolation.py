@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 # The flood offered at 10x its quota: past it even where a slow machine's one flooder sends at a
 # fraction of the rate asked. Few requests (a steady 20/s, batches of 40): on a machine loaded

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
+
 
 @pytest.mark.integration
 def test_bench_replay_reports_the_logs_cost_and_a_replays_rate():

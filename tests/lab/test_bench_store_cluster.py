@@ -10,6 +10,8 @@ import sys
 import psutil
 import pytest
 
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
+
 TINY = ["--workload", "sparse", "--subs", "1000", "--matchers", "2", "--duration", "1.5", "--warmup", "0.5",
         "--publishers", "1", "--feeders", "1", "--pollers", "1", "--connections", "2", "--rate", "300",
         "--poll-interval", "0.5", "--sample", "20", "--json"]
