@@ -94,6 +94,9 @@ class SpaceView(Placing):
     def mark_down(self, member: str) -> None:
         self.cluster.mark_down(member)
 
+    def gone(self, member: str) -> bool:
+        return self.cluster.gone(member)
+
     def charge(self, candidate: tuple[int, str]) -> None:
         self.cluster.charges.charge(candidate[1], cost(LoadReport()))
 

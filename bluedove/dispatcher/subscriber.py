@@ -29,9 +29,13 @@ free slot (the `Batcher`'s default; holding its calls too gained nothing).
 
 Each subscribe still answers only once every matcher it went to acked it (read-your-writes),
 and failures are handled as for a single call: a matcher that fails or does not answer within
-subscribe_timeout_s of the subscription being queued for it is marked down and gets the
-subscription from the catalogue log; a matcher whose answer shows a newer table makes us pull
-it and send to its owners too.
+subscribe_timeout_s of the subscription being queued for it is marked down (passed over for
+forwarding) and sent it again, with backoff, until it acks, gossip holds it dead or left, the
+table no longer names it, or MISSED_RETRY_S passed; only then is it left to the catalogue log.
+A mark down does not outlast the next success of the matcher (a Forward's answer clears it),
+so answering while a live owner has not filed the subscription would let a message published
+afterwards miss it. A matcher whose answer shows a newer table makes us pull it and send to
+its owners too.
 
 Unsubscribes go the same way: their catalogue removals through a remover that takes what has
 queued up into one round trip, and the removal calls through one lane per matcher, held as the
@@ -58,6 +62,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -80,6 +85,9 @@ SEND_ALONGSIDE = 16  # subscriptions waiting before a second call to a matcher l
 WRITE_BATCH_MAX = 1000  # subscriptions per catalogue round trip
 WRITE_INFLIGHT = 4  # catalogue round trips under way
 COLUMNS_MIN = 8  # plain subscriptions in a call before they go in columns (a few cost less as messages)
+MISSED_RETRY_S = 10.0  # a matcher whose subscribe call failed is sent it again for this long (see `_send_to_owners`)
+MISSED_PAUSE_S = 0.05  # first pause before sending again; doubling
+MISSED_PAUSE_MAX_S = 0.5
 PLACE_MANY_MIN = 16  # subscriptions of one box placed at once: ~40 µs, one by one ~3.3 µs each
 
 # What a lane sends: a subscription of one exact box (columns, or a message of its own for a
@@ -198,7 +206,7 @@ class Subscriber:
         During a table change (docs/design.md, "Elasticity") each goes to the owners under both the new and
         the previous table; and a matcher whose answer shows a newer epoch than ours makes us
         pull that table and send to its owners too, before the API answers. A matcher that does
-        not answer in time gets them from the catalogue log instead, and is passed over for
+        not answer in time is sent them again (`_send_to_owners`), and is passed over for
         forwarding meanwhile. `replay_from_ms`: the subscriptions replay the space's log from
         then (each matcher writes their first live deliveries with replay marks). Returns the
         matchers that did not take them (left to the catalogue log)."""
@@ -238,54 +246,75 @@ class Subscriber:
                               replaces: bool = False) -> set[str]:
         """`send`'s rounds: each message to the matchers `owners()` names for it (matcher -> the
         messages' indices; asked again in each round, as the table may change), through their
-        lanes of adds (or of `replaces`); the matchers that failed or did not answer in time."""
+        lanes of adds (or of `replaces`); the matchers that failed or did not answer in time.
+
+        A matcher whose call failed is marked down and sent its part again, with backoff, until
+        it acks, gossip holds it dead or left, the table no longer names it, or MISSED_RETRY_S
+        passed: a success elsewhere (another subscribe's ack, a Forward's answer) marks it up,
+        and a message forwarded to it then must not find the subscription missing."""
         assert self.cluster.table is not None, "the callers return first while there is no table"
         sent: dict[str, set[int]] = {}
         missed: set[str] = set()
-        for _ in range(3):  # a table change while we send: at most a couple of rounds
+        deadline = time.monotonic() + MISSED_RETRY_S
+        pause, pulls = MISSED_PAUSE_S, 0
+        while True:
             # an item per matcher, not per subscription: a :batch of 1,000 made ~2,000 futures
-            chunks = [(m, run[j:j + SEND_BATCH_MAX]) for m, run in _unsent(msgs, owners(), sent).items()
-                      for j in range(0, len(run), SEND_BATCH_MAX)]
-            calls = [(m, self._lane(m, replaces).submit(chunk, len(chunk))) for m, chunk in chunks]
+            chunks = [(m, idx[j:j + SEND_BATCH_MAX]) for m, idx in _unsent(owners(), sent).items()
+                      for j in range(0, len(idx), SEND_BATCH_MAX)]
+            calls = [(m, idx, self._lane(m, replaces).submit([msgs[j] for j in idx], len(idx)))
+                     for m, idx in chunks]
             if not calls:
                 return missed
             # A subscription waits for a matcher no longer than a call of its own would, however
-            # many calls are ahead of it in the lane: after that it is left to the catalogue log.
-            futs = [f for _, f in calls]
+            # many calls are ahead of it in the lane: after that the call counts as failed.
+            futs = [f for _, _, f in calls]
             done, _ = await asyncio.wait(futs, timeout=self.s.subscribe_timeout_s)
-            results = [f.result() if f in done else TimeoutError("no answer in time") for f in futs]
-            newer: str | None = None
-            failed: set[str] = set()
-            answered: set[str] = set()
-            for (m, _), r in zip(calls, results):
-                if isinstance(r, BaseException):
-                    failed.add(m)
-                    continue
-                answered.add(m)
-                if r.epoch > self.cluster.table.epoch:
-                    newer = m
-            for m in answered - failed:
-                self.cluster.mark_up(m)
-            for m in failed:
-                self.cluster.mark_down(m)
-            missed |= failed
-            if newer is None:
+            newer, failed = self._sort_acks(calls, done, sent)
+            retry = {m for m in failed if not self.cluster.gone(m)} if time.monotonic() < deadline else set()
+            missed |= failed - retry
+            for m in failed - retry:  # left to the catalogue log
+                sent[m] = set(range(len(msgs)))
+            if newer is not None and pulls < 3:  # a table change while we send: a couple of rounds at most
+                pulls += 1
+                await self.cluster.pull_table(newer)
+            elif retry:
+                await asyncio.sleep(pause)
+                pause = min(2 * pause, MISSED_PAUSE_MAX_S)
+            else:
                 return missed
-            await self.cluster.pull_table(newer)
-        return missed
+
+    def _sort_acks(self, calls: list[tuple[str, list[int], asyncio.Future[pb.SubscriptionAck | Exception]]],
+                   done: set[asyncio.Future[pb.SubscriptionAck | Exception]], sent: dict[str, set[int]]
+                   ) -> tuple[str | None, set[str]]:
+        """A round's answers: the matchers are marked up or down, a failed call's messages are
+        taken out of `sent` (to go again); the matcher that showed a newer table, and those that failed."""
+        assert self.cluster.table is not None
+        newer: str | None = None
+        failed: set[str] = set()
+        for m, idx, f in calls:
+            ack = f.result() if f in done and not f.cancelled() and f.exception() is None else None
+            if not isinstance(ack, pb.SubscriptionAck):  # no answer in time, or the call's error
+                failed.add(m)
+                sent[m].difference_update(idx)
+            elif ack.epoch > self.cluster.table.epoch:
+                newer = m
+        for m in {m for m, _, _ in calls} - failed:
+            self.cluster.mark_up(m)
+        for m in failed:
+            self.cluster.mark_down(m)
+        return newer, failed
 
 
-def _unsent(msgs: list[Outgoing], owners: dict[str, list[int]], sent: dict[str, set[int]]
-            ) -> dict[str, list[Outgoing]]:
-    """Each matcher's messages among those `owners` names for it that it was not sent yet
-    (`sent`: matcher -> indices, updated)."""
-    runs: dict[str, list[Outgoing]] = {}
+def _unsent(owners: dict[str, list[int]], sent: dict[str, set[int]]) -> dict[str, list[int]]:
+    """Each matcher's message indices among those `owners` names for it that it was not sent
+    yet (`sent`: matcher -> indices, updated)."""
+    runs: dict[str, list[int]] = {}
     for m, idx in owners.items():
         had = sent.setdefault(m, set())
         new = [j for j in idx if j not in had]
         if new:
             had.update(new)
-            runs[m] = [msgs[j] for j in new]
+            runs[m] = new
     return runs
 
 

@@ -183,6 +183,12 @@ class ClusterView(Placing):
             h.failures = 0
             h.down_until = 0.0
 
+    def gone(self, member: str) -> bool:
+        """Gossip holds the member dead or left: nothing is forwarded to it any more (a process
+        of it started again is a new generation, which loads the catalogue)."""
+        g = self.gossip.get(member)
+        return g is not None and g.status in ("dead", "left")
+
     def usable(self, member: str, now: float) -> bool:
         h = self.health.get(member)
         g = self.gossip.get(member)

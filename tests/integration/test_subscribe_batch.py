@@ -287,11 +287,11 @@ def stalled(tmp_path_factory):
     assert_no_children(c)
 
 
-def test_a_stopped_matcher_delays_subscribes_only_to_the_timeout(stalled):
+def test_a_stopped_matcher_delays_subscribes_only_until_gossip_declares_it_dead(stalled):
     """Singles and a batch under way while a matcher is stopped (SIGSTOP: it takes the bytes and
-    never answers) all answer 201, as a single call did before batching: the matcher gets them
-    from the catalogue log once it runs again (or gossip declares it dead and a takeover moves
-    its segments), and then every candidate matches exactly."""
+    never answers) are sent to it again until gossip declares it dead (at most MISSED_RETRY_S),
+    then all answer 201: the matcher gets them from the catalogue log once it runs again (or a
+    takeover moves its segments), and then every candidate matches exactly."""
     rng = random.Random(3)
     m1 = next(c for c in stalled.children if c.role == "matcher")
     with httpx.Client(base_url=stalled.url, timeout=30) as api:

@@ -82,6 +82,7 @@ class _Sub:
     queue: str
     low: np.ndarray
     high: np.ndarray
+    at: float = 0.0  # when its add returned (the run's clock), to diagnose a loss
 
 
 @dataclass
@@ -105,10 +106,12 @@ class Ledger:
     # message -> subscriptions it reached, for messages delivered before their publish returned
     _early: dict[str, set[str]] = field(default_factory=dict)
     _deferred: list[tuple[str, str]] = field(default_factory=list)  # (message, subscription) to check later
+    published_at: dict[str, float] = field(default_factory=dict)  # message id -> when its publish returned
 
-    def added(self, sub_id: str, queue: str, low, high) -> None:
-        """A subscription's add returned: from now on, what is published matches it for sure."""
-        self.subs[sub_id] = _Sub(queue, np.asarray(low, float), np.asarray(high, float))
+    def added(self, sub_id: str, queue: str, low, high, at: float = 0.0) -> None:
+        """A subscription's add returned (at `at` on the run's clock): from now on, what is
+        published matches it for sure."""
+        self.subs[sub_id] = _Sub(queue, np.asarray(low, float), np.asarray(high, float), at)
         self.live.add(sub_id)
         self.pending.setdefault(sub_id, set())
 
@@ -120,10 +123,13 @@ class Ledger:
         """Before a publish is sent: the subscriptions live now."""
         return frozenset(self.live)
 
-    def published_batch(self, before: frozenset[str], ids: list[str], points: np.ndarray) -> None:
-        """A publish returned: its messages must reach every subscription live both before it
-        was sent and now (brute force over those boxes)."""
+    def published_batch(self, before: frozenset[str], ids: list[str], points: np.ndarray,
+                        at: float = 0.0) -> None:
+        """A publish returned (at `at`): its messages must reach every subscription live both
+        before it was sent and now (brute force over those boxes)."""
         self.published += len(ids)
+        for mid in ids:
+            self.published_at[mid] = at
         early = [self._note(mid, p) for mid, p in zip(ids, points.tolist())]
         certain = [s for s in before if s in self.live]
         if not certain or not ids:
@@ -183,7 +189,9 @@ class Ledger:
 
     def summary(self) -> dict:
         self.check_deferred()
-        lost = [{"message": m, "subscription": s, "queue": self.subs[s].queue}
+        lost = [{"message": m, "subscription": s, "queue": self.subs[s].queue,
+                 "subscribed_at_s": round(self.subs[s].at, 2),
+                 "published_at_s": round(self.published_at.get(m, 0.0), 2)}
                 for s, ms in self.pending.items() for m in sorted(ms)][:SAMPLE]
         return {"published": self.published, "failed_messages": self.failed_messages, "expected": self.expected,
                 "deliveries": self.deliveries, "lost": self.lost(), "duplicates": self.duplicates,

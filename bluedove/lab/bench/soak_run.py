@@ -102,7 +102,7 @@ class Soak:
         except BlueDoveError as exc:
             self.stats.error("subscribe", exc)
             return
-        self.ledger.added(sub.id, qid, low, high)
+        self.ledger.added(sub.id, qid, low, high, time.monotonic() - self.t0)
         subs.append(sub)
         self.stats.subscribed += 1
 
@@ -174,7 +174,7 @@ class Soak:
             before = self.ledger.snapshot()
             try:
                 got = await self.client.publish_many(msgs)
-                self.ledger.published_batch(before, got, pts)
+                self.ledger.published_batch(before, got, pts, time.monotonic() - self.t0)
             except BlueDoveError as exc:
                 self.stats.error("publish", exc)
                 self.ledger.failed_batch(ids, pts)

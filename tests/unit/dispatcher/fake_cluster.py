@@ -1,6 +1,6 @@
 """The cluster view a Subscriber's lane tests send through: four owners, each of a quarter of
-x0 (the other dimensions left out of the placement), their stubs given by the test, and the
-members marked down."""
+x0 (the other dimensions left out of the placement), their stubs given by the test, the
+members marked down, and those gossip holds dead."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ class FakeCluster:
         self.matchers = matchers
         self.table = SimpleNamespace(members=dict.fromkeys(MEMBERS), epoch=1)
         self.down: list[str] = []
+        self.dead: set[str] = set()  # held dead or left by gossip
 
     def stub(self, member: str) -> Any:
         return self.matchers[member]
@@ -34,3 +35,6 @@ class FakeCluster:
 
     def mark_down(self, member: str) -> None:
         self.down.append(member)
+
+    def gone(self, member: str) -> bool:
+        return member in self.dead

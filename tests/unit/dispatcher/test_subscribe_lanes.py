@@ -1,7 +1,9 @@
 """A subscribe reaches every matcher mPartition names for it (bluedove/dispatcher/subscriber.py
 `send`): a request's subscriptions for one matcher go to its lane as one run, a run of more
-than SEND_BATCH_MAX in calls of at most that many; a matcher that fails is marked down and
-returned (left to the catalogue log) while the others get theirs."""
+than SEND_BATCH_MAX in calls of at most that many; a matcher that fails is marked down and sent
+its part again until it acks (a subscribe answers only once every live owner has it), and is
+returned (left to the catalogue log) once gossip holds it dead or the retry window passed,
+while the others get theirs."""
 
 from __future__ import annotations
 
@@ -22,19 +24,21 @@ SPACE = default_space()
 
 
 class _Matcher:
-    def __init__(self, fails: bool = False) -> None:
+    def __init__(self, fails: float = 0) -> None:
         self.calls: list[list[str]] = []  # the ids of each AddSubscriptions call
-        self.fails = fails
+        self.fails = fails  # how many calls fail before one succeeds
+        self.failed = 0
 
     async def AddSubscriptions(self, req, timeout):
-        if self.fails:
+        if self.failed < self.fails:
+            self.failed += 1
             raise ConnectionError("the matcher is gone")
         self.calls.append([s.id for s in req.subscriptions])
         return pb.SubscriptionAck(changed=len(req.subscriptions), epoch=1)
 
 
-def _subscriber(failing: str | None = None) -> tuple[Subscriber, FakeCluster]:
-    cluster = FakeCluster({m: _Matcher(m == failing) for m in MEMBERS})
+def _subscriber(failing: str | None = None, fails: float = float("inf")) -> tuple[Subscriber, FakeCluster]:
+    cluster = FakeCluster({m: _Matcher(fails if m == failing else 0) for m in MEMBERS})
     store = SimpleNamespace(add_subscriptions_each=None, remove_subscriptions_each=None)  # the lanes' own
     s = Subscriber(SimpleNamespace(subscribe_timeout_s=5.0), cluster, store)
     for m in MEMBERS:  # matchers that serve the unary call only
@@ -67,12 +71,34 @@ async def test_concurrent_requests_share_a_matcher_s_calls():
     assert sum(map(len, calls)) == 20 and len(calls) < 20  # runs of several requests in one call
 
 
-async def test_a_failing_matcher_is_marked_down_and_left_to_the_log_the_others_get_theirs():
+async def test_a_matcher_that_fails_once_is_sent_its_part_again_before_the_subscribe_answers():
+    """Its down mark would not outlast another call's success: answering before it has the
+    subscriptions would let a message published afterwards miss them."""
+    s, cluster = _subscriber(failing="m2", fails=1)
+    subs = _subs(40, (100, 300))
+    assert await s.send(subs) == set()
+    assert cluster.down == ["m2"] and cluster.matchers["m2"].failed == 1
+    for m in ("m1", "m2"):
+        assert sorted(i for c in cluster.matchers[m].calls for i in c) == sorted(x.id for x in subs)
+
+
+async def test_a_failing_matcher_gossip_holds_dead_is_left_to_the_log_the_others_get_theirs():
     s, cluster = _subscriber(failing="m2")
     subs = _subs(40, (100, 300))
-    assert await s.send(subs) == {"m2"}
-    assert cluster.down == ["m2"]
+    sending = asyncio.ensure_future(s.send(subs))
+    await asyncio.sleep(0.3)
+    assert not sending.done() and cluster.matchers["m2"].failed >= 2  # sent again while it may be alive
+    cluster.dead.add("m2")
+    assert await sending == {"m2"}
+    assert set(cluster.down) == {"m2"}
     assert sorted(i for c in cluster.matchers["m1"].calls for i in c) == sorted(x.id for x in subs)
+
+
+async def test_a_matcher_failing_past_the_retry_window_is_left_to_the_log(monkeypatch):
+    monkeypatch.setattr("bluedove.dispatcher.subscriber.MISSED_RETRY_S", 0.3)
+    s, cluster = _subscriber(failing="m2")
+    assert await s.send(_subs(5, (100, 300))) == {"m2"}
+    assert 2 <= cluster.matchers["m2"].failed <= 6  # backoff: 0.05, 0.1, 0.2, ...
 
 
 async def test_filters_alone_or_beside_boxes_reach_the_owners_of_each_of_their_boxes():
