@@ -34,17 +34,15 @@ from bluedove.store.server import RedisServer
 # waits, no machine-wide process checks): the Spark job against its numpy oracle, the chart
 # rendered and validated, and the integration tests of answers and exactness. They run on
 # a worker of their own, beside the other process tests.
-_INTEGRATION = ("api_errors", "autoscaler_heartbeat", "boot", "cli_pubsub", "client_distribution",
-                "concurrent_leave", "dispatcher_gossip", "exactness", "export_catalogue", "extras", "filter_bounds",
-                "grpc_fuzz", "hostile_clients", "kubernetes_backend", "lab_cli", "message_sample", "metrics",
-                "metrics_pieces",
+_INTEGRATION = ("api_errors", "autoscaler_heartbeat", "boot", "cli_pubsub", "client_distribution", "concurrent_leave",
+                "dispatcher_gossip", "exactness", "export_catalogue", "extras", "filter_bounds", "grpc_fuzz",
+                "hostile_clients", "kubernetes_backend", "lab_cli", "message_sample", "metrics", "metrics_pieces",
                 "partition_baselines", "queue_bounds_api", "queue_hostile", "queue_seek", "replay", "reseed",
-                "rest_fuzz", "sdk", "seeded",
-                "spaces_changes", "spaces_clients", "spaces_exact", "spaces_lifecycle", "spaces_quotas",
-                "spaces_routes", "store", "store_bounds", "store_bulk", "store_durability", "store_runner",
-                "store_kinds", "store_receipts", "store_replays", "store_undeliverable", "subscribe_batch", "tokens",
-                "typed_grpc",
-                "up_auth", "up_store_cluster")
+                "rest_fuzz", "sdk", "seeded", "spaces_changes", "spaces_clients", "spaces_exact", "spaces_grow",
+                "spaces_lifecycle", "spaces_quotas", "spaces_reseed", "spaces_routes", "store", "store_bounds",
+                "store_bulk", "store_durability", "store_runner", "store_kinds", "store_receipts", "store_replays",
+                "store_undeliverable", "subscribe_batch", "tokens", "typed_delivery", "typed_grpc", "up_auth",
+                "up_store_cluster")
 _DEPLOY = ("chart_contract", "chart_processes", "chart_render", "chart_store", "chart_tls", "chart_values",
            "dockerfile", "grafana")
 # The Spark tests beside, but for `bluedove seed`'s (two clusters and three spark-submits), which
