@@ -111,3 +111,24 @@ def test_a_hot_string_is_an_atom_of_its_one_coordinate(spark):
     subs = _subs(spark, [([0.0], [256.0 ** 6])])
     edges, atoms = bucket_edges(subs, msgs, [("region", 0.0, 256.0 ** 6)], 64, ["string"])
     assert len(atoms[0]) == 1 and edges[0][atoms[0][0]] == hot and edges[0][atoms[0][0] + 1] == hot + 1
+
+
+@pytest.mark.parametrize("windows", [1, 7])
+def test_the_segment_loads_mean_and_covariance_equal_numpy_s(spark, windows):
+    """Every window from the first to the last counts (one with no message is a row of zeros);
+    a constant column has no covariance; one window has none at all."""
+    from bluedove.spark.skew_stats import _covariance
+
+    rng = np.random.default_rng(5)
+    n_cols = 4
+    loads = rng.uniform(0, 10, (windows, n_cols))
+    if windows > 2:
+        loads[1] = 0.0  # a window with no message: no row in the series
+    loads[:, 2] = 0.0  # a segment no message reached: constant
+    rows = [(w + 10, c, float(loads[w, c])) for w in range(windows) for c in range(n_cols) if loads[w, c]]
+    series = spark.createDataFrame(rows, "window LONG, col INT, load DOUBLE")
+    mu, cov, n = _covariance(series, n_cols)
+    assert n == windows
+    assert mu == pytest.approx(loads.mean(axis=0))
+    want = np.cov(loads, rowvar=False) if windows > 1 else np.zeros((n_cols, n_cols))
+    assert cov == pytest.approx(want, abs=1e-9)
