@@ -78,9 +78,12 @@ async def _faulted(cluster: LocalCluster, name: str, rate: float, before_s: floa
     # whole again: the first whole sample after the last broken one (0 when never broken)
     whole_at = next((t for t, whole in seen.samples if whole and t > broken[-1]), None) if broken else t_fault
     notes |= {"statuses_seen": sorted(seen.statuses), "epochs_seen": sorted(seen.epochs)}
-    if env.no_writes is not None:  # acknowledged while the store could not write: must be none
+    if env.no_writes is not None:  # sent and acknowledged while the store could not write: must be none
+        # (an attempt sent before the kill may be written before it and answered after; one
+        # answered after the restart may have been written by the restarted server)
         lo, hi = env.no_writes
-        notes["accepted_while_store_down"] = sum(1 for t, _ in pub.accepted_at if lo < t < hi)
+        notes["accepted_while_store_down"] = sum(1 for sent, answered, _ in pub.accepted_at
+                                                 if lo < sent and answered < hi)
     return FaultResult(
         fault=name, accepted=len(pub.points), attempts=pub.attempts, refusals=len(pub.refusals),
         given_up=len(pub.given_up), refused_s=round(after[-1] - after[0], 2) if after else 0.0,

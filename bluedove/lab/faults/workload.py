@@ -71,8 +71,8 @@ class Published:
     # (monotonic time, message id) of every refused attempt
     refusals: list[tuple[float, str]] = field(default_factory=list)
     attempts: int = 0
-    # (monotonic time, message id) of every acceptance
-    accepted_at: list[tuple[float, str]] = field(default_factory=list)
+    # (sent, answered: monotonic times of the accepted attempt, message id) of every acceptance
+    accepted_at: list[tuple[float, float, str]] = field(default_factory=list)
     given_up: list[str] = field(default_factory=list)
 
 
@@ -89,10 +89,11 @@ async def publish_steadily(client: AsyncClient, rng: random.Random, prefix: str,
         deadline = time.monotonic() + give_up_s
         while True:
             out.attempts += 1
+            sent = time.monotonic()
             try:
                 await client.publish(dict(zip(DIMS, point)), id=mid)
                 out.points[mid] = point
-                out.accepted_at.append((time.monotonic(), mid))
+                out.accepted_at.append((sent, time.monotonic(), mid))
                 return
             except Unavailable:
                 out.refusals.append((time.monotonic(), mid))
