@@ -254,7 +254,8 @@ class Subscriber:
         and a message forwarded to it then must not find the subscription missing."""
         assert self.cluster.table is not None, "the callers return first while there is no table"
         sent: dict[str, set[int]] = {}
-        missed: set[str] = set()
+        missed: set[str] = set()  # given up: left to the catalogue log
+        failing: set[str] = set()  # failed, to be sent again, and not acked since
         deadline = time.monotonic() + MISSED_RETRY_S
         pause, pulls = MISSED_PAUSE_S, 0
         while True:
@@ -263,8 +264,8 @@ class Subscriber:
                       for j in range(0, len(idx), SEND_BATCH_MAX)]
             calls = [(m, idx, self._lane(m, replaces).submit([msgs[j] for j in idx], len(idx)))
                      for m, idx in chunks]
-            if not calls:
-                return missed
+            if not calls:  # (a failing matcher the table no longer names is not sent again)
+                return missed | failing
             # A subscription waits for a matcher no longer than a call of its own would, however
             # many calls are ahead of it in the lane: after that the call counts as failed.
             futs = [f for _, _, f in calls]
@@ -272,6 +273,7 @@ class Subscriber:
             newer, failed = self._sort_acks(calls, done, sent)
             retry = {m for m in failed if not self.cluster.gone(m)} if time.monotonic() < deadline else set()
             missed |= failed - retry
+            failing = (failing - {m for m, _, _ in calls}) | retry
             for m in failed - retry:  # left to the catalogue log
                 sent[m] = set(range(len(msgs)))
             if newer is not None and pulls < 3:  # a table change while we send: a couple of rounds at most
@@ -281,7 +283,7 @@ class Subscriber:
                 await asyncio.sleep(pause)
                 pause = min(2 * pause, MISSED_PAUSE_MAX_S)
             else:
-                return missed
+                return missed | failing
 
     def _sort_acks(self, calls: list[tuple[str, list[int], asyncio.Future[pb.SubscriptionAck | Exception]]],
                    done: set[asyncio.Future[pb.SubscriptionAck | Exception]], sent: dict[str, set[int]]

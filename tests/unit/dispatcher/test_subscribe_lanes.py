@@ -94,6 +94,15 @@ async def test_a_failing_matcher_gossip_holds_dead_is_left_to_the_log_the_others
     assert sorted(i for c in cluster.matchers["m1"].calls for i in c) == sorted(x.id for x in subs)
 
 
+async def test_a_failing_matcher_the_table_stops_naming_is_returned_as_missed():
+    s, cluster = _subscriber(failing="m2")
+    sending = asyncio.ensure_future(s.send(_subs(5, (100, 300))))
+    await asyncio.sleep(0.2)
+    named = cluster.placement
+    cluster.placement = lambda lows, highs: named(lows, highs) - {"m2"}  # a takeover moved its range
+    assert await sending == {"m2"}
+
+
 async def test_a_matcher_failing_past_the_retry_window_is_left_to_the_log(monkeypatch):
     monkeypatch.setattr("bluedove.dispatcher.subscriber.MISSED_RETRY_S", 0.3)
     s, cluster = _subscriber(failing="m2")
