@@ -109,25 +109,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     what it started would load the machine under every test after it, and after the run."""
     if hasattr(session.config, "workerinput"):
         return
-    import signal
-    import time
+    import psutil
 
     root = str(session.config._tmp_path_factory.getbasetemp())  # the controller's: every worker's is inside
-    left = {}
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if root in args and int(proc.name) != os.getpid():
-            left[int(proc.name)] = args[:160]
-    for pid in left:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGTERM)
-    time.sleep(1.0 if left else 0)
-    for pid in left:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+    procs = [p for p in psutil.process_iter(["cmdline"])
+             if p.pid != os.getpid() and root in " ".join(p.info["cmdline"] or ())]
+    left = {p.pid: " ".join(p.info["cmdline"])[:160] for p in procs}
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=1.0)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if left and reporter is not None:
         reporter.ensure_newline()
