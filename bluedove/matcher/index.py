@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from bluedove.matcher.filter_book import FilterBook, refine
+from bluedove.matcher.filter_book import FilterBook
+from bluedove.matcher.group_match import match_groups
+from bluedove.matcher.groups import Groups
 from bluedove.matcher.levels import Levels
 from bluedove.matcher.matches import Directory, Matches
 
@@ -79,6 +81,7 @@ class SubscriptionSet:
         self.sub_ids: dict[int, str] = {}  # internal id -> subscription id
         self.queues: dict[int, str] = {}  # internal id -> delivery queue
         self.directory = Directory()  # the same two as arrays, for turning matches into deliveries
+        self.groups = Groups()  # equal boxes, held once in the trees (bluedove/matcher/groups.py)
         # The matcher's filters, for the entries that are a filter's boxes (set by its SubscriptionSets).
         self.book: FilterBook | None = None
         self._writes = 0  # adds and removes so far: `coverage` keeps its sorted bounds until it moves
@@ -101,12 +104,12 @@ class SubscriptionSet:
             raise ValueError(f"add: expected {self.k} lows and highs, got {len(lows)} and {len(highs)}")
         if sub_id in self._by_id or not all(lo < hi for lo, hi in zip(lows, highs)):  # also refuses NaN bounds
             return False
-        boxes = _tree_boxes(np.asarray(lows, dtype=np.float64)[None, :], np.asarray(highs, dtype=np.float64)[None, :],
-                            self._order, self._tk)
+        lo, hi = np.asarray(lows, dtype=np.float64)[None, :], np.asarray(highs, dtype=np.float64)[None, :]
         iid = self._next
         self._next += 1
         self._remember(iid, sub_id, queue)
-        if self._levels.append(np.array([iid], dtype=np.int64), boxes):
+        gids, new = self._file(iid, lo, hi)
+        if len(new) and self._levels.append(gids, _tree_boxes(lo, hi, self._order, self._tk)):
             self._pack()
         return True
 
@@ -122,7 +125,6 @@ class SubscriptionSet:
         if not keep:
             return 0
         rows = np.array(keep, dtype=np.intp)
-        boxes = _tree_boxes(lows[rows], highs[rows], self._order, self._tk)
         n = len(rows)
         iids = range(self._next, self._next + n)
         self._next += n
@@ -133,10 +135,35 @@ class SubscriptionSet:
         self._writes += 1
         self.queues.update(zip(iids, qs))
         self.directory.put(iids.start, sids, qs)
+        gids, new = self._file(iids.start, lows[rows], highs[rows])
         bulk = n >= self.thresholds.bulk_min and n >= len(self) - n
-        if self._levels.append(np.arange(iids.start, iids.stop, dtype=np.int64), boxes, pack=not bulk) or bulk:
-            self._pack()  # a fresh STR-packed tree over everything, old and new
+        if len(new):
+            grew = self._levels.append(gids[new], _tree_boxes(lows[rows[new]], highs[rows[new]], self._order, self._tk),
+                                       pack=not bulk)
+            if grew or bulk:
+                self._pack()  # a fresh STR-packed tree over everything, old and new
         return n
+
+    def _file(self, first: int, lows: np.ndarray, highs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Entries first, … (in the directory already) into the groups of their boxes: `Groups.file`.
+        A filter's box is grouped with the boxes of the same filter (its code in the book now),
+        or alone when the book does not know it yet."""
+        n = len(lows)
+        raw = np.ascontiguousarray(np.hstack([lows, highs]), dtype=np.float64).view(f"V{16 * self.k}").ravel().tolist()
+        d = self.directory
+        checked = d.checked[first:first + n].copy()
+        if not checked.any():
+            return self.groups.file(first, [r + b"p" for r in raw], checked)
+        book = self.book
+        keys = []
+        for j, (r, c) in enumerate(zip(raw, checked.tolist())):
+            if not c:
+                keys.append(r + b"p")
+                continue
+            serial = book.serial_of(d.sid[first + j]) if book is not None else -1
+            code = int(book.codes[serial]) if book is not None and serial >= 0 else -1
+            keys.append(r + (b"c%d" % code if code >= 0 else b"s%d" % (first + j)))
+        return self.groups.file(first, keys, checked)
 
     def _new_rows(self, sub_ids: Sequence[str], ok: np.ndarray) -> list[int]:
         """The rows of `add_many` to add: boxes `ok`, ids not here yet, the first of a repeated id."""
@@ -155,8 +182,10 @@ class SubscriptionSet:
         iid = self._by_id.pop(sub_id, None)
         if iid is None:
             return False
-        found = self._levels.kill(iid)
-        assert found, f"entry {iid} of {sub_id!r} has no box"
+        g = self.groups.leave(iid)
+        if g >= 0:
+            found = self._levels.kill(g)
+            assert found, f"entry {iid} of {sub_id!r} has no box"
         self._drop(iid)
         self._writes += 1
         self._compact_if_due()
@@ -174,8 +203,10 @@ class SubscriptionSet:
         iids = [iid for sid in sub_ids if (iid := self._by_id.pop(sid, None)) is not None]
         if not iids:
             return 0
-        found = self._levels.kill_many(np.array(iids, dtype=np.int64))
-        assert found == len(iids), f"{len(iids) - found} entries have no box"
+        gone = [g for iid in iids if (g := self.groups.leave(iid)) >= 0]
+        if gone:
+            found = self._levels.kill_many(np.array(gone, dtype=np.int64))
+            assert found == len(gone), f"{len(gone) - found} groups have no box"
         for iid in iids:
             self._drop(iid)
         self._writes += 1
@@ -184,7 +215,18 @@ class SubscriptionSet:
 
     # -- reads -----------------------------------------------------------------------------
     def match_ids(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Internal ids matching each point, in one vectorised call: (ids, counts per point)."""
+        """Internal ids whose box holds each point, in one vectorised call: (ids, counts per
+        point); a filter's boxes unchecked (`match` checks them)."""
+        return self.groups.expand(*self._walk(points))
+
+    def match(self, points: np.ndarray, attributes: Callable[[int], dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+        """The entries matched by each point, filters checked with `attributes(point)` (its
+        message's attributes; bluedove/matcher/group_match.py): (ids, counts per point), a
+        subscription once a point."""
+        return match_groups(self.directory, self.groups, self.book, *self._walk(points), attributes)
+
+    def _walk(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The groups whose box holds each point: (group ids, counts per point)."""
         points = np.asarray(points, dtype=np.float64).reshape(-1, self.k)
         if len(self._by_id) == 0 or len(points) == 0:
             return np.empty(0, dtype=np.int64), np.zeros(len(points), dtype=np.int64)
@@ -208,12 +250,9 @@ class SubscriptionSet:
         """What each point matches, as arrays (bluedove/matcher/matches.py): counts, deliveries, and
         (unless `deliveries` is False) each delivery's subscription ids. A filter is checked
         with the point as its message's attributes (a space of numbers: the Match call, tools)."""
-        ids, counts = self.match_ids(points)
-        book = self.book
-        if book is not None and self.directory.n_checked:
-            pts = np.asarray(points, dtype=np.float64).reshape(-1, self.k)
-            names = book.space.names
-            ids, counts = refine(self.directory, book, ids, counts, lambda p: dict(zip(names, pts[p].tolist())))
+        pts = np.asarray(points, dtype=np.float64).reshape(-1, self.k)
+        names = self.book.space.names if self.book is not None else ()
+        ids, counts = self.match(pts, lambda p: dict(zip(names, pts[p].tolist())))
         return self.directory.matches(ids, counts, deliveries=deliveries)
 
     def coverage(self, dim: int, values: Sequence[float]) -> list[int]:
@@ -247,9 +286,11 @@ class SubscriptionSet:
 
     # -- internals -------------------------------------------------------------------------
     def _live_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every live box (ids, lo, hi in tree order), kept until the set changes."""
+        """Every live entry's box (ids, lo, hi in tree order), kept until the set changes."""
         if self._all is None or self._all[0] != self._writes:
-            self._all = (self._writes, self._levels.boxes())
+            gids, lo, hi = self._levels.boxes()
+            iids, row = self.groups.members(gids)
+            self._all = (self._writes, (iids, lo[row], hi[row]))
         return self._all[1]
 
     def _caller_order(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -26,6 +26,7 @@ from typing import Iterator, Mapping
 import numpy as np
 
 from bluedove.core.filters import BOX_SEP, sub_of
+from bluedove.core.jit import compiled
 
 
 class Directory:
@@ -137,6 +138,9 @@ class Directory:
             return Matches(zero, zero, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _NO_SIDS, self.names)
         if not deliveries and self.shared == 0:  # counting alone: one delivery per match
             return Matches(counts, counts, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _NO_SIDS, self.names)
+        if not deliveries:  # counting alone: each point's distinct queues, in one pass
+            live, fanout = _count(ids, counts, self.code, len(self.names))
+            return Matches(live, fanout, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _NO_SIDS, self.names)
         codes = self.code[ids]
         at = np.repeat(np.arange(m, dtype=np.int64), counts)
         gone = codes < 0
@@ -158,6 +162,26 @@ class Directory:
         fanout = np.bincount(d_at, minlength=m).astype(np.int64, copy=False)
         sids = self.sid[ids[order]] if deliveries else _NO_SIDS
         return Matches(counts, fanout, d_at, codes[order][starts], starts, ends, sids, self.names)
+
+
+@compiled
+def _count(ids: np.ndarray, counts: np.ndarray, code: np.ndarray, n_queues: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per point: its live matches (never a removed entry's) and their distinct queues."""
+    seen = np.full(n_queues, -1, dtype=np.int64)
+    live = np.zeros(len(counts), dtype=np.int64)
+    fanout = np.zeros(len(counts), dtype=np.int64)
+    j = 0
+    for m in range(len(counts)):
+        for _ in range(counts[m]):
+            c = code[ids[j]]
+            j += 1
+            if c < 0:
+                continue
+            live[m] += 1
+            if seen[c] != m:
+                seen[c] = m
+                fanout[m] += 1
+    return live, fanout
 
 
 _EMPTY = np.zeros(0, dtype=np.int64)

@@ -24,7 +24,7 @@ import redis.exceptions
 from bluedove.core.log_chunk import chunk_fields
 from bluedove.core.wire import Part
 from bluedove.matcher.errors import NotReady
-from bluedove.matcher.filter_book import reader, refine
+from bluedove.matcher.filter_book import reader
 from bluedove.matcher.index import SubscriptionSet
 from bluedove.matcher.index_thread import IndexThread
 from bluedove.matcher.load import Totals, ValueSample, WindowStats, apportion
@@ -227,7 +227,7 @@ class MatcherQueue:
             s = self._get_set(dim)
             t0, c0 = time.perf_counter(), time.thread_time()
             # the walk, then the filters' check on the stored bodies
-            ids, counts = refine(s.directory, s.book, *s.match_ids(points), reader([parts[i] for i in idx]))
+            ids, counts = s.match(points, reader([parts[i] for i in idx]))
             cpu[dim] = time.thread_time() - c0
             m = s.directory.matches(ids, counts, deliveries=fetch)
             busy[dim] = time.perf_counter() - t0

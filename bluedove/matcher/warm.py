@@ -10,7 +10,7 @@ from bluedove.core.attributes import NUMBER, STRING, Attribute
 from bluedove.core.model import build_subscription
 from bluedove.core.space import Space
 from bluedove.matcher import levels
-from bluedove.matcher.filter_book import FilterBook, refine
+from bluedove.matcher.filter_book import FilterBook
 from bluedove.matcher.index import SubscriptionSet
 
 
@@ -27,9 +27,9 @@ def _typed() -> None:
     book, s = FilterBook(space), SubscriptionSet(space.k)
     sub = build_subscription("w", "q", {"s": {"prefix": "a"}, "n": [0, 1]}, space)
     book.learn(sub)
+    s.book = book
     for key, lo, hi in sub.rows():
         s.add(key, sub.queue, lo, hi)
-    s.book = book
     message = {"s": "ab", "n": 0.5}
-    ids, counts = refine(s.directory, s.book, *s.match_ids(np.array([[0.5]])), lambda i: message)
+    ids, counts = s.match(np.array([[0.5]]), lambda i: message)
     assert counts.tolist() == [1], "the warm-up's message matches its one subscription"

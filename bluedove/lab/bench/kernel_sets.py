@@ -10,6 +10,7 @@ import numpy as np
 
 from bluedove.core.partition.segments import SegmentTable
 from bluedove.lab.workloads import Workload
+from bluedove.matcher.filter_book import FilterBook
 from bluedove.matcher.index import SubscriptionSet
 
 
@@ -24,12 +25,17 @@ class Partitioned:
     cuts: list[np.ndarray]  # per dimension: segment lower bounds
 
 
-def build_partitioned(w: Workload, table: SegmentTable, sub_ids: list[str], queues: list[str]) -> Partitioned:
-    """A subscription goes, along dimension i, to every owner whose dim-i segment overlaps its range."""
+def build_partitioned(w: Workload, table: SegmentTable, sub_ids: list[str], queues: list[str],
+                      book: FilterBook | None = None) -> Partitioned:
+    """A subscription goes, along dimension i, to every owner whose dim-i segment overlaps its range;
+    every set holds `book` (the filters of rows that are boxes of one), as a matcher's sets do."""
     members = list(table.members)
     m_of = {m: n for n, m in enumerate(members)}
     k = w.space.k
     sets = [[SubscriptionSet(k) for _ in range(k)] for _ in members]
+    for row in sets:
+        for s in row:
+            s.book = book
     for i in range(k):
         lo_i, hi_i = w.lows[:, i], w.highs[:, i]
         for j, owner in enumerate(table.owners[i]):

@@ -1,5 +1,5 @@
 """`bench kernel` on the matcher's whole path: the index walk, then the check of filters after it
-(bluedove/matcher/filter_book.py `refine`, reading each message's stored body as a matcher
+(bluedove/matcher/group_match.py, reading each message's stored body as a matcher
 does), then the count a matcher makes (`Directory.matches`). `--workload orders` (a typed space,
 docs/workloads.md), `--vs paper` (another workload beside it, timed interleaved in the same
 run), `--boxes-vs-subs N` (one filter of N boxes against N one-box subscriptions).
@@ -29,7 +29,7 @@ from bluedove.lab.workloads import Workload
 from bluedove.lab.workloads import orders as orders_mod
 from bluedove.lab.workloads.paper import get as get_paper
 from bluedove.lab.workloads.typed import TypedWorkload, matching
-from bluedove.matcher.filter_book import FilterBook, reader, refine
+from bluedove.matcher.filter_book import FilterBook, reader
 from bluedove.matcher.index import SubscriptionSet
 
 SUBS_PER_QUEUE = 10  # orders: queues of 10 subscriptions, as its default of 10,000 in 1,000
@@ -53,7 +53,7 @@ class Prepared:
 
 
 class _Rows:
-    """Some messages of a `Part`, picked by row: what `refine` reads of a part (n, body(i))."""
+    """Some messages of a `Part`, picked by row: what the check reads of a part (n, body(i))."""
 
     def __init__(self, part: Part, rows: np.ndarray) -> None:
         self.part, self.rows, self.n = part, rows, len(rows)
@@ -144,24 +144,20 @@ def typed_rate(tw: TypedWorkload, matchers: int, seed: int, n: int) -> tuple[flo
 def partitioned(p: Prepared, partitions: int) -> Partitioned:
     """mPartition's sets of `partitions` matchers, each holding the book (as a matcher's sets do)."""
     table = equal_partition(p.rows.space, {f"m{j}": "" for j in range(partitions)})
-    out = build_partitioned(p.rows, table, p.keys, p.queues)
-    for row in out.sets:
-        for s in row:
-            s.book = p.book
-    return out
+    return build_partitioned(p.rows, table, p.keys, p.queues, p.book)
 
 
 def full_set(p: Prepared) -> SubscriptionSet:
     s = SubscriptionSet(p.rows.space.k)
-    s.add_many(p.keys, p.queues, p.rows.lows, p.rows.highs)
     s.book = p.book
+    s.add_many(p.keys, p.queues, p.rows.lows, p.rows.highs)
     return s
 
 
 def on_set(s: SubscriptionSet, points: np.ndarray, parts: list) -> tuple[np.ndarray, np.ndarray]:
     """A matcher's path on one set (bluedove/matcher/queues.py `_match`, counting): the walk,
     the filters' check, the count of matches and deliveries. (ids, counts) after the check."""
-    ids, counts = refine(s.directory, s.book, *s.match_ids(points), reader(parts))
+    ids, counts = s.match(points, reader(parts))
     s.directory.matches(ids, counts, deliveries=False)
     return ids, counts
 

@@ -207,8 +207,8 @@ def test_reordering_bulk_loads_keep_deletes_and_matches_exact():
 def test_bulk_threshold_is_used():
     s = SubscriptionSet(2)
     n = index_mod.BULK_MIN
-    lows = np.zeros((n, 2))
-    highs = np.ones((n, 2))
+    lows = np.arange(2 * n, dtype=np.float64).reshape(n, 2)  # distinct boxes (equal ones share a place)
+    highs = lows + 1
     s.add_many([str(i) for i in range(n)], ["q"] * n, lows, highs)
     assert [len(t) for t in s._levels.trees] == [n] and s._levels.b_live == 0  # packed in one go
     small = SubscriptionSet(2)
