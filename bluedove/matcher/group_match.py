@@ -24,7 +24,7 @@ import numpy.typing as npt
 from bluedove.core.jit import compiled
 from bluedove.matcher.filter_book import FilterBook, refine
 from bluedove.matcher.groups import Groups
-from bluedove.matcher.matches import Directory
+from bluedove.matcher.matches import Directory, Matches
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -36,18 +36,43 @@ def match_groups(directory: Directory, groups: Groups, book: FilterBook | None, 
     """The walk's groups by point (gids, counts per point) as the entries matched by point
     (ids, counts), each filter checked with `attributes(point)` (`refine`'s contract)."""
     if book is None or not directory.n_checked or not len(gids):
-        return groups.expand(gids, counts)
+        return groups.expand(gids, counts, directory.code)
+    ids, counts, _ = _match(directory, groups, book, gids, counts, attributes, False)
+    return ids, counts
+
+
+def count_groups(directory: Directory, groups: Groups, book: FilterBook | None, gids: Ints, counts: Ints,
+                 attributes: Callable[[int], dict[str, Any]]) -> Matches:
+    """`match_groups` counted alone (a matcher that only counts): each point's matches and
+    distinct queues, with no entry listed where the filters are checked by group."""
+    if book is None or not directory.n_checked or not len(gids):
+        return directory.matches(*groups.expand(gids, counts, directory.code), deliveries=False)
+    ids, counts, fanout = _match(directory, groups, book, gids, counts, attributes, True)
+    if fanout is None:
+        return directory.matches(ids, counts, deliveries=False)
+    return Matches(counts, fanout, _NONE, _NONE, _NONE, _NONE, _NO_SIDS, directory.names)
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+_NO_SIDS = np.empty(0, dtype=object)
+
+
+def _match(directory: Directory, groups: Groups, book: FilterBook, gids: Ints, counts: Ints,
+           attributes: Callable[[int], dict[str, Any]], count_only: bool) -> tuple[Ints, Ints, Ints | None]:
+    """(ids, counts per point, each point's distinct queues if `count_only`, else None); entry
+    by entry (`refine`, no distinct queues) when a group's members differ."""
     if groups.judged[0] is not book or groups.judged[1] != book.epoch:
         groups.valid[:] = False
         groups.judged = (book, book.epoch)
     if not _judge(directory, groups, book, gids):
-        return refine(directory, book, *groups.expand(gids, counts), attributes)
+        return *refine(directory, book, *groups.expand(gids, counts, directory.code), attributes), None
     base = book.stamp(len(counts))
     which, pair_msg, pair_code, pair_once = _pairs(gids, counts, groups.checked, groups.code, book.code_seen,
                                                    book.code_pair, book.twice, base)
     held = book.compiled.check(pair_msg, pair_code, attributes)
-    groups.ready()
-    return _kept(gids, counts, which, held, pair_once, groups, directory.serial, book.seen, book.stamp(len(counts)))
+    ids, per, fanout = _kept(gids, counts, which, held, pair_once, groups, directory, book.seen,
+                             book.stamp(len(counts)), count_only)
+    return ids, per, fanout if count_only else None
 
 
 def _judge(directory: Directory, groups: Groups, book: FilterBook, gids: Ints) -> bool:
@@ -152,25 +177,36 @@ def _pairs(gids: Ints, counts: Ints, checked: Bools, code: Ints, code_seen: Ints
     return which, pair_msg[:n_pairs], pair_code[:n_pairs], once[:n_pairs]
 
 
-def _kept(gids: Ints, counts: Ints, which: Ints, held: Bools, pair_once: Bools, groups: Groups, serial: Ints,
-          seen: Ints, base: int) -> tuple[Ints, Ints]:
-    """The members of the groups kept, by point, each subscription once a point."""
-    g = groups
+def _kept(gids: Ints, counts: Ints, which: Ints, held: Bools, pair_once: Bools, groups: Groups,
+          directory: Directory, seen: Ints, base: int, count_only: bool) -> tuple[Ints, Ints, Ints]:
+    """The members of the groups kept, by point, each subscription once a point: (ids, counts
+    per point, 0s); or, `count_only`, no ids, and each point's distinct queues for the 0s."""
+    g, d = groups, directory
+    g.ready(d.code)
     return _kept_members(gids, counts, which, held, pair_once, g.head, g.nxt, g.size, g.start, g.stop, g.flat,
-                         g.fresh, serial, seen, base)
+                         g.flat_queue, g.fresh, d.code, d.serial, seen, base, len(d.names), count_only)
 
 
 @compiled
-def _kept_members(gids: Ints, counts: Ints, which: Ints, held: Bools, pair_once: Bools, head: Ints,
-                  nxt: Ints, size: Ints, start: Ints, stop: Ints, flat: Ints, fresh: Bools, serial: Ints, seen: Ints,
-                  base: int) -> tuple[Ints, Ints]:
+def _kept_size(gids: Ints, which: Ints, held: Bools, size: Ints) -> int:
+    """The members of the groups kept, repeats included."""
     total = 0
     for j in range(len(gids)):
         w = which[j]
         if w == -2 or (w >= 0 and held[w]):
             total += size[gids[j]]
-    out = np.empty(total, dtype=np.int64)
+    return total
+
+
+@compiled
+def _kept_members(gids: Ints, counts: Ints, which: Ints, held: Bools, pair_once: Bools, head: Ints, nxt: Ints,
+                  size: Ints, start: Ints, stop: Ints, flat: Ints, flat_queue: npt.NDArray[np.int32], fresh: Bools,
+                  queue: npt.NDArray[np.int32], serial: Ints, seen: Ints, base: int, n_queues: int,
+                  count_only: bool) -> tuple[Ints, Ints, Ints]:
+    out = np.empty(0 if count_only else _kept_size(gids, which, held, size), dtype=np.int64)
     per = np.zeros(len(counts), dtype=np.int64)
+    fanout = np.zeros(len(counts), dtype=np.int64)
+    met = np.full(n_queues if count_only else 0, -1, dtype=np.int64)  # queue -> the last point it was met at
     j = n = 0
     for m in range(len(counts)):
         stamp = base + m
@@ -181,10 +217,18 @@ def _kept_members(gids: Ints, counts: Ints, which: Ints, held: Bools, pair_once:
             if not (w == -2 or (w >= 0 and held[w])):
                 continue
             once = w >= 0 and pair_once[w]
-            if fresh[g] and not once:
-                for x in range(start[g], stop[g]):
-                    out[n] = flat[x]
-                    n += 1
+            if fresh[g] and not once:  # the common case: the flat copy, in order
+                if count_only:
+                    per[m] += stop[g] - start[g]
+                    for x in range(start[g], stop[g]):
+                        q = flat_queue[x]
+                        if met[q] != m:
+                            met[q] = m
+                            fanout[m] += 1
+                else:
+                    for x in range(start[g], stop[g]):
+                        out[n] = flat[x]
+                        n += 1
                 continue
             x, i = start[g], head[g]
             if fresh[g]:
@@ -193,14 +237,23 @@ def _kept_members(gids: Ints, counts: Ints, which: Ints, held: Bools, pair_once:
                 if not once or seen[serial[i]] != stamp:
                     if once:
                         seen[serial[i]] = stamp
-                    out[n] = i
-                    n += 1
+                    if count_only:
+                        per[m] += 1
+                        q = queue[i]
+                        if met[q] != m:
+                            met[q] = m
+                            fanout[m] += 1
+                    else:
+                        out[n] = i
+                        n += 1
                 if fresh[g]:
                     x += 1
                     i = flat[x] if x < stop[g] else -1
                 else:
                     i = nxt[i]
-        per[m] = n
-    for m in range(len(counts) - 1, 0, -1):
-        per[m] -= per[m - 1]
-    return out[:n], per
+        if not count_only:
+            per[m] = n
+    if not count_only:
+        for m in range(len(counts) - 1, 0, -1):
+            per[m] -= per[m - 1]
+    return out[:n], per, fanout

@@ -57,6 +57,7 @@ class Groups:
         self.start = np.zeros(64, dtype=np.int64)  # the flat copy: group -> [start, stop) in flat
         self.stop = np.zeros(64, dtype=np.int64)
         self.flat = np.zeros(0, dtype=np.int64)
+        self.flat_queue = np.zeros(0, dtype=np.int32)  # beside `flat`: each member's queue code
         self.fresh = np.zeros(64, dtype=np.bool_)  # group -> unchanged since the copy
         self.changed = 0  # joins and leaves since the copy
         self.flat_min = FLAT_MIN
@@ -127,17 +128,19 @@ class Groups:
         self.live -= 1
         return g
 
-    def ready(self) -> None:
-        """The flat copy made again if more than an eighth of the entries (and `flat_min`) changed."""
+    def ready(self, queue: npt.NDArray[np.int32]) -> None:
+        """The flat copy made again if more than an eighth of the entries (and `flat_min`)
+        changed; `queue`: internal id -> queue code (an entry's never changes)."""
         if self.changed > max(self.flat_min, self.entries // 8):
             self.flat = _flatten(self.n, self.entries, self.head, self.nxt, self.start, self.stop, self.fresh)
+            self.flat_queue = queue[self.flat]
             self.changed = 0
 
-    def expand(self, gids: Ints, counts: Ints) -> tuple[Ints, Ints]:
+    def expand(self, gids: Ints, counts: Ints, queue: npt.NDArray[np.int32]) -> tuple[Ints, Ints]:
         """A walk's groups by point (gids, counts per point) as their members by point."""
         if self.entries == self.live:  # a member each: no list to walk
             return self.head[gids], counts
-        self.ready()
+        self.ready(queue)
         return _expand(gids, counts, self.head, self.nxt, self.size, self.start, self.stop, self.flat, self.fresh)
 
     def members(self, gids: Ints) -> tuple[Ints, Ints]:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from bluedove.matcher.filter_book import FilterBook
-from bluedove.matcher.group_match import match_groups
+from bluedove.matcher.group_match import count_groups, match_groups
 from bluedove.matcher.groups import Groups
 from bluedove.matcher.levels import Levels
 from bluedove.matcher.matches import Directory, Matches
@@ -217,13 +217,17 @@ class SubscriptionSet:
     def match_ids(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Internal ids whose box holds each point, in one vectorised call: (ids, counts per
         point); a filter's boxes unchecked (`match` checks them)."""
-        return self.groups.expand(*self._walk(points))
+        return self.groups.expand(*self._walk(points), self.directory.code)
 
     def match(self, points: np.ndarray, attributes: Callable[[int], dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
         """The entries matched by each point, filters checked with `attributes(point)` (its
         message's attributes; bluedove/matcher/group_match.py): (ids, counts per point), a
         subscription once a point."""
         return match_groups(self.directory, self.groups, self.book, *self._walk(points), attributes)
+
+    def count(self, points: np.ndarray, attributes: Callable[[int], dict[str, Any]]) -> Matches:
+        """`match` counted alone: each point's matches and distinct queues (its deliveries)."""
+        return count_groups(self.directory, self.groups, self.book, *self._walk(points), attributes)
 
     def _walk(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The groups whose box holds each point: (group ids, counts per point)."""
@@ -252,8 +256,10 @@ class SubscriptionSet:
         with the point as its message's attributes (a space of numbers: the Match call, tools)."""
         pts = np.asarray(points, dtype=np.float64).reshape(-1, self.k)
         names = self.book.space.names if self.book is not None else ()
-        ids, counts = self.match(pts, lambda p: dict(zip(names, pts[p].tolist())))
-        return self.directory.matches(ids, counts, deliveries=deliveries)
+        attributes = lambda p: dict(zip(names, pts[p].tolist()))  # noqa: E731
+        if not deliveries:
+            return self.count(pts, attributes)
+        return self.directory.matches(*self.match(pts, attributes))
 
     def coverage(self, dim: int, values: Sequence[float]) -> list[int]:
         """For each value, how many subscriptions' ranges on `dim` hold it (low <= v < high).

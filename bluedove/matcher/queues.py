@@ -213,8 +213,8 @@ class MatcherQueue:
     def _match(self, parts: list[Part]) -> tuple[list[Matches], dict[int, float], dict[int, float]]:
         """On the index thread: what each part's messages match (as arrays, bluedove/matcher/matches.py),
         one index call per dimension of the batch, and the index thread's CPU time in each
-        dimension's walk alone (`match_ids`, Totals.walk_cpu_s). A matcher that only counts
-        (`deliver="count"`) skips fetching the subscription ids."""
+        dimension's walk and check (Totals.walk_cpu_s). A matcher that only counts
+        (`deliver="count"`) counts each point's matches and queues, listing no subscription."""
         by_dim: dict[int, list[int]] = {}
         for i, p in enumerate(parts):
             by_dim.setdefault(p.dim, []).append(i)
@@ -227,9 +227,11 @@ class MatcherQueue:
             s = self._get_set(dim)
             t0, c0 = time.perf_counter(), time.thread_time()
             # the walk, then the filters' check on the stored bodies
-            ids, counts = s.match(points, reader([parts[i] for i in idx]))
+            if fetch:
+                m = s.directory.matches(*s.match(points, reader([parts[i] for i in idx])))
+            else:
+                m = s.count(points, reader([parts[i] for i in idx]))
             cpu[dim] = time.thread_time() - c0
-            m = s.directory.matches(ids, counts, deliveries=fetch)
             busy[dim] = time.perf_counter() - t0
             if len(idx) == 1:
                 found[idx[0]] = m

@@ -70,6 +70,16 @@ def _oracle(live: dict[str, Subscription], points: list[tuple[float, float]]) ->
     return [sorted(sid for sid, sub in live.items() if _holds(sub, p)) for p in points]
 
 
+def _check(s: SubscriptionSet, live: dict[str, Subscription], points: list[tuple[float, float]]) -> None:
+    """The entries matched, and the count alone (matches, distinct queues), against the oracle."""
+    want = _oracle(live, points)
+    assert _matched(s, points) == want
+    pts = np.array(points, dtype=np.float64)
+    m = s.count(pts, lambda p: dict(zip(SPACE.names, pts[p].tolist())))
+    assert m.counts.tolist() == [len(w) for w in want]
+    assert m.fanout.tolist() == [len({live[x].queue for x in w}) for w in want]
+
+
 @settings(max_examples=120, deadline=None)
 @given(st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=16),
        st.lists(st.tuples(st.sampled_from(GRID), st.sampled_from(GRID)), min_size=1, max_size=12),
@@ -84,7 +94,7 @@ def test_each_subscription_matches_once_where_its_own_filter_holds(pool, points,
         book.learn(sub)
         _add(s, sub, data.draw(st.booleans()))
         live[sub.id] = sub
-    assert _matched(s, points) == _oracle(live, points)
+    _check(s, live, points)
     for _ in range(data.draw(st.integers(1, 3))):  # removals and filter changes between matches
         sub = data.draw(st.sampled_from(sorted(live.values(), key=lambda x: x.id))) if live else None
         if sub is None:
@@ -97,7 +107,7 @@ def test_each_subscription_matches_once_where_its_own_filter_holds(pool, points,
             book.learn(new)
             _add(s, new, data.draw(st.booleans()))
             live[new.id] = new
-        assert _matched(s, points) == _oracle(live, points)
+        _check(s, live, points)
 
 
 def test_equal_boxes_are_held_once_in_the_trees_and_go_with_their_last_member():
