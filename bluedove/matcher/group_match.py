@@ -69,7 +69,13 @@ def _match(directory: Directory, groups: Groups, book: FilterBook, gids: Ints, c
     base = book.stamp(len(counts))
     which, pair_msg, pair_code, pair_once = _pairs(gids, counts, groups.checked, groups.code, book.code_seen,
                                                    book.code_pair, book.twice, base)
-    held = book.compiled.check(pair_msg, pair_code, attributes)
+    exact = book.compiled.exact.a[pair_code].astype(np.bool_)  # the boxes decide: held, nothing to read
+    if exact.all():
+        held = exact
+    else:
+        held = np.ones(len(pair_code), dtype=np.bool_)
+        ask = ~exact
+        held[ask] = book.compiled.check(pair_msg[ask], pair_code[ask], attributes)
     ids, per, fanout = _kept(gids, counts, which, held, pair_once, groups, directory, book.seen,
                              book.stamp(len(counts)), count_only)
     return ids, per, fanout if count_only else None
