@@ -39,6 +39,8 @@ def test_bench_kernel_typed_vs_paper_and_boxes_vs_subs_smoke():
     assert [r["workload"] for r in out["runs"]] == [out["workload"], "paper(n_subs=300)"]
     assert all(r["msgs_per_s"] > 0 and r["matches_per_msg"] > 0 for r in out["runs"])
     assert out["matches_per_msg"] <= out["index_hits_per_msg"] and set(out["vs"]) == {"paper(n_subs=300)"}
+    # shared filters: the walk meets each distinct box once, fewer than the entries holding them
+    assert 0 < out["boxes_walked_per_msg"] < out["index_hits_per_msg"]
     boxes = _kernel_json("--boxes-vs-subs", "200", "--messages", "200")
     assert boxes["boxes_vs_subs"] == 200 and boxes["exact"] is True and set(boxes["pairs"]) == {"exact", "checked"}
     assert all(x["matches_per_msg"] > 0 and x["filter_cost_over_subs_median"] > 0 for x in boxes["pairs"].values())
