@@ -93,6 +93,31 @@ class Groups:
               self.valid, self.fresh)
         return gids, rows
 
+    def join(self, iid: int, key: bytes, checked: bool) -> tuple[int, bool]:
+        """`file` of one entry (a live insert), with no arrays built: (its group, whether new)."""
+        g = self._gid_of.get(key)
+        new = g is None
+        if g is None:
+            g = self._gid_of[key] = self.n
+            self._key[g] = key
+            self.n += 1
+            self.live += 1
+            if self.n > len(self.head) or iid >= len(self.of):
+                self._room(iid + 1)
+            self.checked[g] = checked
+        elif iid >= len(self.of):
+            self._room(iid + 1)
+        h = int(self.head[g])
+        self.nxt[iid], self.prv[iid], self.of[iid] = h, -1, g
+        if h >= 0:
+            self.prv[h] = iid
+        self.head[g] = iid
+        self.size[g] += 1
+        self.valid[g] = self.fresh[g] = False
+        self.entries += 1
+        self.changed += 1
+        return g, new
+
     def _room(self, end: int) -> None:
         self.head = _grown(self.head, self.n, -1)
         self.size = _grown(self.size, self.n, 0)
@@ -109,24 +134,18 @@ class Groups:
     def leave(self, iid: int) -> int:
         """Entry `iid` leaves its group: the group's id if that left it empty (its box is to
         go from the trees; the key is free again), else -1."""
-        g = int(self.of[iid])
-        p, q = int(self.prv[iid]), int(self.nxt[iid])
-        if p >= 0:
-            self.nxt[p] = q
-        else:
-            self.head[g] = q
-        if q >= 0:
-            self.prv[q] = p
-        self.of[iid] = self.nxt[iid] = self.prv[iid] = -1
-        self.size[g] -= 1
-        self.valid[g] = self.fresh[g] = False
-        self.entries -= 1
-        self.changed += 1
-        if self.size[g]:
-            return -1
-        del self._gid_of[self._key.pop(g)]
-        self.live -= 1
-        return g
+        gone = self.leave_many(np.array([iid], dtype=np.int64))
+        return int(gone[0]) if len(gone) else -1
+
+    def leave_many(self, iids: Ints) -> Ints:
+        """`leave` for many entries: the groups they left empty."""
+        gone = _unlink(iids, self.head, self.nxt, self.prv, self.of, self.size, self.valid, self.fresh)
+        self.entries -= len(iids)
+        self.changed += len(iids)
+        self.live -= len(gone)
+        for g in gone.tolist():
+            del self._gid_of[self._key.pop(g)]
+        return gone
 
     def ready(self, queue: npt.NDArray[np.int32]) -> None:
         """The flat copy made again if more than an eighth of the entries (and `flat_min`)
@@ -178,6 +197,29 @@ def _link(iids: Ints, gids: Ints, head: Ints, nxt: Ints, prv: Ints, of: Ints, si
         head[g] = i
         size[g] += 1
         valid[g] = fresh[g] = False
+
+
+@compiled
+def _unlink(iids: Ints, head: Ints, nxt: Ints, prv: Ints, of: Ints, size: Ints, valid: npt.NDArray[np.bool_],
+            fresh: npt.NDArray[np.bool_]) -> Ints:
+    """Each entry out of its group's list; the groups left empty."""
+    gone = np.empty(len(iids), dtype=np.int64)
+    n = 0
+    for i in iids:
+        g, p, q = of[i], prv[i], nxt[i]
+        if p >= 0:
+            nxt[p] = q
+        else:
+            head[g] = q
+        if q >= 0:
+            prv[q] = p
+        of[i] = nxt[i] = prv[i] = -1
+        size[g] -= 1
+        valid[g] = fresh[g] = False
+        if size[g] == 0:
+            gone[n] = g
+            n += 1
+    return gone[:n]
 
 
 @compiled

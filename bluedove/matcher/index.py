@@ -108,8 +108,9 @@ class SubscriptionSet:
         iid = self._next
         self._next += 1
         self._remember(iid, sub_id, queue)
-        gids, new = self._file(iid, lo, hi)
-        if len(new) and self._levels.append(gids, _tree_boxes(lo, hi, self._order, self._tk)):
+        checked = bool(self.directory.checked[iid])
+        g, new = self.groups.join(iid, lo.tobytes() + hi.tobytes() + self._tag(iid, checked), checked)
+        if new and self._levels.append(np.array([g], dtype=np.int64), _tree_boxes(lo, hi, self._order, self._tk)):
             self._pack()
         return True
 
@@ -149,21 +150,22 @@ class SubscriptionSet:
         A filter's box is grouped with the boxes of the same filter (its code in the book now),
         or alone when the book does not know it yet."""
         n = len(lows)
+        checked = self.directory.checked[first:first + n].copy()
         raw = np.ascontiguousarray(np.hstack([lows, highs]), dtype=np.float64).view(f"V{16 * self.k}").ravel().tolist()
-        d = self.directory
-        checked = d.checked[first:first + n].copy()
         if not checked.any():
             return self.groups.file(first, [r + b"p" for r in raw], checked)
+        tags = [self._tag(first + j, c) for j, c in enumerate(checked.tolist())]
+        return self.groups.file(first, [r + t for r, t in zip(raw, tags)], checked)
+
+    def _tag(self, iid: int, checked: bool) -> bytes:
+        """What the entries of a group are, after the box in its key: plain; boxes of the filter
+        of this code in the book; or (the book does not know the filter) this entry alone."""
+        if not checked:
+            return b"p"
         book = self.book
-        keys = []
-        for j, (r, c) in enumerate(zip(raw, checked.tolist())):
-            if not c:
-                keys.append(r + b"p")
-                continue
-            serial = book.serial_of(d.sid[first + j]) if book is not None else -1
-            code = int(book.codes[serial]) if book is not None and serial >= 0 else -1
-            keys.append(r + (b"c%d" % code if code >= 0 else b"s%d" % (first + j)))
-        return self.groups.file(first, keys, checked)
+        serial = book.serial_of(self.directory.sid[iid]) if book is not None else -1
+        code = int(book.codes[serial]) if book is not None and serial >= 0 else -1
+        return b"c%d" % code if code >= 0 else b"s%d" % iid
 
     def _new_rows(self, sub_ids: Sequence[str], ok: np.ndarray) -> list[int]:
         """The rows of `add_many` to add: boxes `ok`, ids not here yet, the first of a repeated id."""
@@ -203,9 +205,9 @@ class SubscriptionSet:
         iids = [iid for sid in sub_ids if (iid := self._by_id.pop(sid, None)) is not None]
         if not iids:
             return 0
-        gone = [g for iid in iids if (g := self.groups.leave(iid)) >= 0]
-        if gone:
-            found = self._levels.kill_many(np.array(gone, dtype=np.int64))
+        gone = self.groups.leave_many(np.array(iids, dtype=np.int64))
+        if len(gone):
+            found = self._levels.kill_many(gone)
             assert found == len(gone), f"{len(gone) - found} groups have no box"
         for iid in iids:
             self._drop(iid)
