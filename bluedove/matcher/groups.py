@@ -72,17 +72,20 @@ class Groups:
         its key, a new one if none is live. Returns (each entry's group, the rows that began a
         new group); new groups' ids ascend with their rows."""
         n = len(keys)
-        gids = np.empty(n, dtype=np.int64)
+        found = list(map(self._gid_of.get, keys))
         new: list[int] = []
-        get = self._gid_of.get
-        for r, key in enumerate(keys):
-            g = get(key)
-            if g is None:
-                g = self._gid_of[key] = self.n
-                self._key[g] = key
-                self.n += 1
-                new.append(r)
-            gids[r] = g
+        if None in found:  # new keys get ids in the order of their first row
+            fresh: dict[bytes, int] = {}
+            for r, (key, g) in enumerate(zip(keys, found)):
+                if g is None and key not in fresh:
+                    fresh[key] = r
+            ids = range(self.n, self.n + len(fresh))
+            self._gid_of.update(zip(fresh, ids))
+            self._key.update(zip(ids, fresh))
+            self.n += len(fresh)
+            new = list(fresh.values())
+            found = list(map(self._gid_of.__getitem__, keys))
+        gids = np.array(found, dtype=np.int64)
         self._room(first + n)
         rows = np.array(new, dtype=np.int64)
         self.checked[gids[rows]] = checked[rows]
