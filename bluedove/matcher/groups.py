@@ -32,6 +32,10 @@ Ints = npt.NDArray[np.int64]
 FLAT_MIN = 256
 
 
+_EMPTY_I = np.zeros(0, dtype=np.int64)  # shared while empty: `_grown` replaces, never writes into, them
+_EMPTY_B = np.zeros(0, dtype=np.bool_)
+
+
 def _grown(a: np.ndarray, size: int, fill: int | bool) -> np.ndarray:
     if size <= len(a):
         return a
@@ -46,19 +50,20 @@ class Groups:
     def __init__(self) -> None:
         self._gid_of: dict[bytes, int] = {}
         self._key: dict[int, bytes] = {}
-        self.head = np.full(64, -1, dtype=np.int64)
-        self.size = np.zeros(64, dtype=np.int64)
-        self.checked = np.zeros(64, dtype=np.bool_)
-        self.code = np.full(64, -1, dtype=np.int64)
-        self.valid = np.zeros(64, dtype=np.bool_)
-        self.of = np.full(64, -1, dtype=np.int64)  # internal id -> its group
-        self.nxt = np.full(64, -1, dtype=np.int64)
-        self.prv = np.full(64, -1, dtype=np.int64)
-        self.start = np.zeros(64, dtype=np.int64)  # the flat copy: group -> [start, stop) in flat
-        self.stop = np.zeros(64, dtype=np.int64)
-        self.flat = np.zeros(0, dtype=np.int64)
+        # Arrays start empty and grow by doubling (a space's idle sets cost next to nothing).
+        self.head = _EMPTY_I
+        self.size = _EMPTY_I
+        self.checked = _EMPTY_B
+        self.code = _EMPTY_I
+        self.valid = _EMPTY_B
+        self.of = _EMPTY_I  # internal id -> its group
+        self.nxt = _EMPTY_I
+        self.prv = _EMPTY_I
+        self.start = _EMPTY_I  # the flat copy: group -> [start, stop) in flat
+        self.stop = _EMPTY_I
+        self.flat = _EMPTY_I
         self.flat_queue = np.zeros(0, dtype=np.int32)  # beside `flat`: each member's queue code
-        self.fresh = np.zeros(64, dtype=np.bool_)  # group -> unchanged since the copy
+        self.fresh = _EMPTY_B  # group -> unchanged since the copy
         self.changed = 0  # joins and leaves since the copy
         self.flat_min = FLAT_MIN
         self.n = 0  # group ids handed out
