@@ -49,7 +49,7 @@ class Groups:
 
     def __init__(self) -> None:
         self._gid_of: dict[bytes, int] = {}
-        self._key: dict[int, bytes] = {}
+        self._key: list[bytes | None] = []  # group id -> its key while live (a slot per id ever given)
         # Arrays start empty and grow by doubling (a space's idle sets cost next to nothing).
         self.head = _EMPTY_I
         self.size = _EMPTY_I
@@ -86,7 +86,7 @@ class Groups:
                     fresh[key] = r
             ids = range(self.n, self.n + len(fresh))
             self._gid_of.update(zip(fresh, ids))
-            self._key.update(zip(ids, fresh))
+            self._key.extend(fresh)
             self.n += len(fresh)
             new = list(fresh.values())
             found = list(map(self._gid_of.__getitem__, keys))
@@ -107,7 +107,7 @@ class Groups:
         new = g is None
         if g is None:
             g = self._gid_of[key] = self.n
-            self._key[g] = key
+            self._key.append(key)
             self.n += 1
             self.live += 1
             if self.n > len(self.head) or iid >= len(self.of):
@@ -152,7 +152,8 @@ class Groups:
         self.changed += len(iids)
         self.live -= len(gone)
         for g in gone.tolist():
-            del self._gid_of[self._key.pop(g)]
+            del self._gid_of[self._key[g]]
+            self._key[g] = None
         return gone
 
     def ready(self, queue: npt.NDArray[np.int32]) -> None:
