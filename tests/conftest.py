@@ -41,8 +41,8 @@ _INTEGRATION = ("api_errors", "autoscaler_heartbeat", "boot", "cli_pubsub", "cli
                 "rest_fuzz", "sdk", "seeded", "spaces_changes", "spaces_clients", "spaces_exact", "spaces_grow",
                 "spaces_lifecycle", "spaces_quotas", "spaces_reseed", "spaces_routes", "store", "store_bounds",
                 "store_bulk", "store_durability", "store_runner", "store_kinds", "store_receipts", "store_replays",
-                "store_undeliverable", "subscribe_batch", "tokens", "typed_delivery", "typed_grpc", "up_auth",
-                "up_store_cluster")
+                "store_undeliverable", "subscribe_batch", "subscription_update", "tokens", "typed_delivery",
+                "typed_grpc", "up_auth", "up_store_cluster")
 _DEPLOY = ("chart_contract", "chart_processes", "chart_render", "chart_store", "chart_tls", "chart_values",
            "dockerfile", "grafana")
 # The Spark tests beside, but for `bluedove seed`'s (two clusters and three spark-submits), which
